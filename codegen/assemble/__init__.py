@@ -1,0 +1,82 @@
+"""Stage 7, assemble: lay out the generated files with Jinja2 templates and write the report."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jinja2
+
+from codegen.generate import GeneratedModel
+
+_TEMPLATES = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+    keep_trailing_newline=True, trim_blocks=False, lstrip_blocks=False,
+    undefined=jinja2.StrictUndefined, autoescape=False)
+
+
+def _io(model: GeneratedModel, names) -> list[dict]:
+    return [{"name": n, "dtype": model.graph.types[n].dtype, "ctype": model.graph.types[n].cpp_type,
+             "shape": list(model.graph.types[n].shape), "size": model.graph.types[n].size,
+             "bytes": model.graph.types[n].nbytes} for n in names]
+
+
+def report(model: GeneratedModel) -> dict:
+    """The JSON report: interface, RAM, flash, MACs, clusters and the memory plan."""
+    g, plan = model.graph, model.plan
+    strip = lambda items: [{k: v for k, v in d.items() if k not in ("ctype", "size")} for d in items]
+    constant_bytes = sum(c.nbytes for c in model.constants)
+    return {
+        "graph": g.name,
+        "source": g.source,
+        "inputs": strip(_io(model, g.inputs)),
+        "outputs": strip(_io(model, g.outputs)),
+        "ram": {"workspace_bytes": plan.workspace_bytes,
+                "workspace_lower_bound_bytes": plan.lower_bound_bytes,
+                "io_bytes": sum(g.types[n].nbytes for n in g.inputs + g.outputs)},
+        "flash": {"constant_bytes": constant_bytes},
+        "macs": sum(k.macs for k in model.kernels),
+        "clusters": [[k.node.name for k in model.kernels if k.cluster == c]
+                     for c in range(model.schedule.cluster_count)],
+        "nodes": [{"name": k.node.name, "op": k.node.op, "cluster": k.cluster,
+                   "inputs": list(k.node.inputs), "outputs": list(k.node.outputs), "macs": k.macs,
+                   "source": str(k.node.loc) if k.node.loc else None} for k in model.kernels],
+        "constants": [{"name": c.name, "bytes": c.nbytes} for c in model.constants],
+        "plan": [{"value": p.lifetime.value, "offset": p.offset, "bytes": p.lifetime.nbytes,
+                  "first_cluster": p.lifetime.first, "last_cluster": p.lifetime.last}
+                 for p in plan.placements],
+    }
+
+
+def assemble(model: GeneratedModel) -> dict[str, str]:
+    """Render every generated file; returns file name -> text (deterministic for a given model)."""
+    g = model.graph
+    inputs, outputs = _io(model, g.inputs), _io(model, g.outputs)
+    cpp_params = ", ".join([f"const Input_{v['name']}& {v['name']}" for v in inputs] +
+                           [f"Output_{v['name']}& {v['name']}" for v in outputs] + ["Workspace& ws"])
+    c_params = ", ".join([f"const {g.types[v['name']].c_type}* {v['name']}" for v in inputs] +
+                         [f"{g.types[v['name']].c_type}* {v['name']}" for v in outputs] + ["void* ws"])
+    run_params = ", ".join([f"const {v['ctype']}* {v['name']}" for v in inputs] +
+                           [f"{v['ctype']}* {v['name']}" for v in outputs] + ["unsigned char* ws"])
+    names = [v["name"] for v in inputs + outputs]
+    context = {
+        "name": g.name, "NAME": g.name.upper(), "source": g.source,
+        "inputs": inputs, "outputs": outputs,
+        "uses_int64": any(v["dtype"] == "int64" for v in inputs + outputs),
+        "workspace_bytes": model.plan.workspace_bytes,
+        "constants": model.constants, "kernels": model.kernels,
+        "clusters": [[k for k in model.kernels if k.cluster == c]
+                     for c in range(model.schedule.cluster_count)],
+        "ws_used": any("ws" in a for k in model.kernels for a in k.call_args),
+        "cpp_params": cpp_params, "c_params": c_params, "run_params": run_params,
+        "run_args_cpp": ", ".join([f"{n}.data" for n in names] + ["ws.bytes"]),
+        "run_args_c": ", ".join(names + ["static_cast<unsigned char*>(ws)"]),
+        "runner_args": ", ".join([f"in_{v['name']}" for v in inputs] +
+                                 [f"out_{v['name']}" for v in outputs] + ["workspace"]),
+        "input_bytes": sum(v["bytes"] for v in inputs),
+        "output_bytes": sum(v["bytes"] for v in outputs),
+    }
+    files = {f"{g.name}{suffix}": _TEMPLATES.get_template(template).render(context)
+             for suffix, template in ((".hpp", "model.hpp.j2"), (".h", "model.h.j2"),
+                                      (".cpp", "model.cpp.j2"), ("_runner.cpp", "runner.cpp.j2"))}
+    files[f"{g.name}.json"] = json.dumps(report(model), indent=2) + "\n"
+    return files

@@ -1,0 +1,21 @@
+"""Activation composites."""
+from __future__ import annotations
+
+import math
+
+from codegen.builders.registry import builder
+from codegen.ops.registry import Attr
+
+
+@builder("Gelu", inputs=1, attrs=[Attr("approximate", "string", "none", ("none", "tanh"))])
+def gelu(g, inputs, attrs):
+    """ONNX Gelu: 0.5*x*(1+erf(x/sqrt(2))), or the tanh approximation."""
+    (x,) = inputs
+    if attrs["approximate"] == "tanh":
+        cube = g.add("Mul", [g.add("Mul", [x, x])[0], x])[0]
+        inner = g.add("Add", [x, g.add("Mul", [cube, g.scalar(0.044715)])[0]])[0]
+        t = g.add("Tanh", [g.add("Mul", [inner, g.scalar(math.sqrt(2 / math.pi))])[0]])[0]
+    else:
+        t = g.add("Erf", [g.add("Div", [x, g.scalar(math.sqrt(2.0))])[0]])[0]
+    half_x = g.add("Mul", [x, g.scalar(0.5)])[0]
+    return g.add("Mul", [half_x, g.add("Add", [t, g.scalar(1.0)])[0]])

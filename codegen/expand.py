@@ -1,0 +1,280 @@
+"""Stage 2, expand: GraphSpec -> typed Graph of primitives.
+
+Nodes are taken in dependency order; builder nodes are expanded through their `insert`,
+and every primitive is checked (arity, attributes, types) and typed as it is added, so
+an error points at the node, input or attribute of the graph file that caused it.
+"""
+from __future__ import annotations
+
+import difflib
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from codegen.builders import BUILDERS
+from codegen.errors import GraphError, SourceLoc
+from codegen.ir import Constant, Graph, Node, TensorType
+from codegen.load import GraphSpec, NodeSpec
+from codegen.ops import PRIMITIVES, InferArgs, OpError, check_attrs
+
+
+class GraphBuilder:
+    """A graph under construction: the API op builders use to add nodes and constants."""
+
+    def __init__(self, spec: GraphSpec, taken: set[str]):
+        self.path = spec.path
+        self.types: dict[str, TensorType] = {v.name: v.type for v in spec.inputs}
+        self.constants: dict[str, Constant] = {c.name: c for c in spec.constants}
+        self.types.update({c.name: c.type for c in spec.constants})
+        self.nodes: list[Node] = []
+        self._taken = set(taken)
+        self._scope: list[tuple[str, NodeSpec]] = []  # (node name, graph-file node) being expanded
+
+    # --- the builder-facing API ---------------------------------------------------------
+    def add(self, op: str, inputs: Sequence[str], attrs: Mapping[str, Any] | None = None) -> list[str]:
+        """Add primitive or builder `op` at the current position; return its output names."""
+        name = self.fresh(op.lower())
+        if op in BUILDERS:
+            return self._expand_builder(op, name, list(inputs), dict(attrs or {}), None)
+        prim = PRIMITIVES[op]
+        outputs = [self.fresh(f"{name}_out" if prim.outputs == 1 else f"{name}_out{i}", scoped=False)
+                   for i in range(prim.outputs)]
+        self._add_primitive(op, name, list(inputs), outputs, dict(attrs or {}))
+        return outputs
+
+    def scalar(self, value: float) -> str:
+        """A float32 scalar constant (shape [1], broadcasts against anything)."""
+        name = self.fresh("c")
+        owner = self._scope[-1][1] if self._scope else None
+        self.constants[name] = Constant(name, np.array([value], dtype=np.float32),
+                                        "builder literal", owner.loc if owner else SourceLoc(self.path, 1, 1))
+        self.types[name] = self.constants[name].type
+        return name
+
+    def type_of(self, value: str) -> TensorType:
+        """The inferred type of a value already in the graph."""
+        return self.types[value]
+
+    def value_of(self, value: str) -> np.ndarray | None:
+        """The data of a constant value, or None if the value is computed at run time."""
+        c = self.constants.get(value)
+        return None if c is None else c.data
+
+    def fresh(self, hint: str, scoped: bool = True) -> str:
+        """A value or node name not used anywhere in the graph, derived from `hint`
+        (and prefixed with the name of the node being expanded, if `scoped`)."""
+        base = f"{self._scope[-1][0]}_{hint}" if self._scope and scoped else hint
+        name, n = base, 1
+        while name in self._taken:
+            n += 1
+            name = f"{base}_{n}"
+        self._taken.add(name)
+        return name
+
+    @contextmanager
+    def scope(self, name: str, spec: NodeSpec) -> Iterator[None]:
+        """Nodes added inside are named after `name` and located at `spec`."""
+        self._scope.append((name, spec))
+        try:
+            yield
+        finally:
+            self._scope.pop()
+
+    # --- checking and typing ------------------------------------------------------------
+    def _error_loc(self, spec: NodeSpec, e: OpError | None = None) -> SourceLoc:
+        if e is not None and self._scope and self._scope[0][1] is spec and len(self._scope) == 1:
+            if e.attr and e.attr in spec.attr_locs:
+                return spec.attr_locs[e.attr]
+            if e.input is not None and e.input < len(spec.input_locs):
+                return spec.input_locs[e.input]
+        return spec.loc
+
+    def _spec(self) -> NodeSpec:
+        return self._scope[0][1]
+
+    def _check_arity(self, what: str, lo: int, hi: int, inputs: Sequence[str]) -> None:
+        if len(inputs) < lo or (hi >= 0 and len(inputs) > hi):
+            want = f"{lo}" if lo == hi else (f"at least {lo}" if hi < 0 else f"{lo} to {hi}")
+            raise OpError(f"{what} takes {want} input{'s' if hi != 1 else ''}, got {len(inputs)}")
+        for i, name in enumerate(inputs):
+            if name == "" and i < lo:
+                raise OpError(f"input {i} of {what} is required and cannot be omitted", input=i)
+
+    def _add_primitive(self, op: str, name: str, inputs: list[str], outputs: list[str],
+                       attrs: dict[str, Any]) -> None:
+        prim = PRIMITIVES[op]
+        what = f"{op} node '{name}'"
+        spec = self._spec()
+        try:
+            self._check_arity(what, prim.min_inputs, prim.max_inputs, inputs)
+            if len(outputs) != prim.outputs:
+                raise OpError(f"{what} has {prim.outputs} output{'s' * (prim.outputs != 1)}, "
+                              f"but {len(outputs)} are named")
+            checked = check_attrs(prim.attrs, attrs, what)
+            for i in prim.constant_inputs:
+                if i < len(inputs) and inputs[i] and inputs[i] not in self.constants:
+                    raise OpError(f"input {i} of {what} must be a constant, known when the graph "
+                                  f"is built", input=i)
+            args = InferArgs(tuple(self.types[n] if n else None for n in inputs), checked,
+                             tuple(self.value_of(n) if n else None for n in inputs))
+            out_types = list(prim.infer(args))
+        except OpError as e:
+            raise GraphError(self._error_loc(spec, e), str(e)) from None
+        for out, t in zip(outputs, out_types):
+            self.types[out] = t
+        self.nodes.append(Node(op, name, tuple(inputs), tuple(outputs), checked, spec.loc))
+
+    def _expand_builder(self, op: str, name: str, inputs: list[str], attrs: dict[str, Any],
+                        spec: NodeSpec | None) -> list[str]:
+        b = BUILDERS[op]
+        spec = spec or self._spec()
+        with self.scope(name, spec):
+            what = f"{op} node '{name}'"
+            try:
+                self._check_arity(what, b.min_inputs, b.max_inputs, inputs)
+                checked = check_attrs(b.attrs, attrs, what)
+            except OpError as e:
+                raise GraphError(self._error_loc(spec, e), str(e)) from None
+            try:
+                return list(b.insert(self, inputs, checked))
+            except OpError as e:  # a builder's own check (e.g. an axis out of range)
+                raise GraphError(self._error_loc(spec, e), str(e)) from None
+
+    def add_spec_node(self, spec: NodeSpec, name: str) -> None:
+        """Add one node of the graph file under its own output names."""
+        if spec.op in PRIMITIVES:
+            with self.scope(name, spec):
+                self._add_primitive(spec.op, name, list(spec.inputs), list(spec.outputs),
+                                    dict(spec.attrs))
+            return
+        produced = self._expand_builder(spec.op, name, list(spec.inputs), dict(spec.attrs), spec)
+        if len(spec.outputs) > len(produced):
+            raise GraphError(spec.loc, f"{spec.op} node '{name}' has {len(produced)} output"
+                             f"{'s' * (len(produced) != 1)}, but {len(spec.outputs)} are named")
+        for wanted, actual in zip(spec.outputs, produced):
+            self._rename(actual, wanted, spec, name)
+
+    def _rename(self, actual: str, wanted: str, spec: NodeSpec, name: str) -> None:
+        """Give a builder's result the name the graph file chose for it."""
+        if any(actual in n.outputs for n in self.nodes):
+            def swap(values: tuple[str, ...]) -> tuple[str, ...]:
+                return tuple(wanted if v == actual else v for v in values)
+            self.nodes = [replace(n, inputs=swap(n.inputs), outputs=swap(n.outputs)) for n in self.nodes]
+            self.types[wanted] = self.types.pop(actual)
+            return
+        # The builder returned an input or constant unchanged: copy it under the new name.
+        with self.scope(name, spec):
+            self._add_primitive("Identity", self.fresh("identity"), [actual], [wanted], {})
+
+
+def _known_ops() -> list[str]:
+    return sorted(set(PRIMITIVES) | set(BUILDERS))
+
+
+def _check_names(spec: GraphSpec) -> dict[str, SourceLoc]:
+    """Every value is defined once; returns where each value is defined."""
+    defined: dict[str, SourceLoc] = {}
+
+    def define(name: str, loc: SourceLoc) -> None:
+        if name in defined:
+            first = defined[name]
+            raise GraphError(loc, f"duplicate value name '{name}'",
+                             f"'{name}' is already defined at line {first.line}")
+        defined[name] = loc
+
+    for v in spec.inputs:
+        define(v.name, v.loc)
+    for c in spec.constants:
+        define(c.name, c.loc)
+    for node in spec.nodes:
+        for out, loc in zip(node.outputs, node.output_locs):
+            define(out, loc)
+    return defined
+
+
+def _node_names(spec: GraphSpec, values: Mapping[str, SourceLoc]) -> list[str]:
+    """Explicit node names, checked unique; unnamed nodes are named after op and first output."""
+    names: list[str | None] = []
+    seen: dict[str, SourceLoc] = {}
+    for node in spec.nodes:
+        if node.name is not None:
+            if node.name in seen:
+                raise GraphError(node.loc, f"duplicate node name '{node.name}'",
+                                 f"'{node.name}' already names the node at line {seen[node.name].line}")
+            seen[node.name] = node.loc
+        names.append(node.name)
+    taken = set(seen) | set(values)
+    result = []
+    for node, name in zip(spec.nodes, names):
+        if name is None:
+            base = f"{node.op.lower()}_{node.outputs[0]}" if node.outputs else node.op.lower()
+            name, n = base, 1
+            while name in taken:
+                n += 1
+                name = f"{base}_{n}"
+            taken.add(name)
+        result.append(name)
+    return result
+
+
+def _dependency_order(spec: GraphSpec, names: list[str]) -> list[int]:
+    """Indices of the graph file's nodes in dependency order (file order where free); cycles are errors."""
+    producer = {out: i for i, n in enumerate(spec.nodes) for out in n.outputs}
+    state: dict[int, str] = {}
+    order: list[int] = []
+
+    def visit(i: int, path: list[int]) -> None:
+        if state.get(i) == "done":
+            return
+        if state.get(i) == "active":
+            cycle = path[path.index(i):] + [i]
+            shown = " -> ".join(names[j] for j in cycle)
+            raise GraphError(spec.nodes[i].loc, f"the graph has a cycle: {shown}",
+                             "a value cannot depend on itself")
+        state[i] = "active"
+        for value in spec.nodes[i].inputs:
+            if value in producer:
+                visit(producer[value], path + [i])
+        state[i] = "done"
+        order.append(i)
+
+    for i in range(len(spec.nodes)):
+        visit(i, [])
+    return order
+
+
+def expand_graph(spec: GraphSpec) -> Graph:
+    """Check and type every node, expand builders, and return a Graph of primitives."""
+    defined = _check_names(spec)
+    names = _node_names(spec, defined)
+    for node, name in zip(spec.nodes, names):
+        if node.op not in PRIMITIVES and node.op not in BUILDERS:
+            close = difflib.get_close_matches(node.op, _known_ops(), n=3)
+            hint = (f"did you mean {' or '.join(repr(c) for c in close)}?" if close
+                    else "run `python -m codegen ops` to list the supported ops")
+            raise GraphError(node.op_loc, f"unknown op '{node.op}' in node '{name}'", hint)
+        for value, loc in zip(node.inputs, node.input_locs):
+            if value and value not in defined:
+                close = difflib.get_close_matches(value, list(defined), n=1)
+                raise GraphError(loc, f"unknown value '{value}' (input of node '{name}')",
+                                 f"did you mean '{close[0]}'?" if close
+                                 else "inputs must be graph inputs, constants or node outputs")
+    for out in spec.outputs:
+        if out.name not in defined or not any(out.name in n.outputs for n in spec.nodes):
+            raise GraphError(out.loc, f"graph output '{out.name}' is never produced by any node",
+                             "list the value a node writes in its 'outputs'")
+
+    builder = GraphBuilder(spec, set(defined) | set(names))
+    for i in _dependency_order(spec, names):
+        builder.add_spec_node(spec.nodes[i], names[i])
+
+    for out in spec.outputs:
+        inferred = builder.types[out.name]
+        if out.type is not None and out.type != inferred:
+            raise GraphError(out.loc, f"output '{out.name}' is declared {out.type} but computes {inferred}")
+    used = {v for n in builder.nodes for v in n.inputs}
+    constants = {k: c for k, c in builder.constants.items() if k in used}
+    return Graph(spec.name, tuple(v.name for v in spec.inputs), tuple(v.name for v in spec.outputs),
+                 dict(builder.types), constants, tuple(builder.nodes), spec.path)

@@ -1,0 +1,123 @@
+"""Stage 6, generate: one kernel per scheduled node, through the backend's functors and the loop IR."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from codegen.errors import GenerateError
+from codegen.generate import functors  # noqa: F401  (registers the C++ backend's functors)
+from codegen.generate.backend import CPP, Backend, KernelArgs, TensorArg
+from codegen.generate.loop_ir import Kernel, Load, Param, Stmt, Store, For
+from codegen.generate.render import render_kernel
+from codegen.generate.simplify import simplify
+from codegen.ir import Graph, Node
+from codegen.ops import PRIMITIVES, InferArgs
+from codegen.plan import MemoryPlan
+from codegen.schedule import Schedule
+
+
+@dataclass(frozen=True)
+class KernelCode:
+    """A generated kernel with what the call sequence and the report need to know of it."""
+
+    node: Node
+    cluster: int
+    kernel: Kernel
+    source: str
+    call_args: tuple[str, ...]  # C++ argument expressions, in parameter order
+    macs: int
+
+
+@dataclass(frozen=True)
+class ConstantCode:
+    name: str
+    nbytes: int
+    source: str  # C++ definition
+
+
+@dataclass(frozen=True)
+class GeneratedModel:
+    """Everything assembly needs: the graph, its schedule and plan, kernels and constants."""
+
+    graph: Graph
+    schedule: Schedule
+    plan: MemoryPlan
+    kernels: tuple[KernelCode, ...]
+    constants: tuple[ConstantCode, ...]
+
+
+def _touched(stmts: tuple[Stmt, ...], loads: set[str], stores: set[str]) -> None:
+    for s in stmts:
+        if isinstance(s, For):
+            _touched(s.body, loads, stores)
+        elif isinstance(s, Store):
+            stores.add(s.buffer)
+            _collect_loads(s.value, loads)
+            _collect_loads(s.index, loads)
+        else:
+            for e in vars(s).values():
+                _collect_loads(e, loads)
+
+
+def _collect_loads(e, loads: set[str]) -> None:
+    if isinstance(e, Load):
+        loads.add(e.buffer)
+    if hasattr(e, "__dataclass_fields__"):
+        for v in vars(e).values():
+            _collect_loads(v, loads)
+
+
+def _params(graph: Graph, node: Node, body: tuple[Stmt, ...]) -> tuple[Param, ...]:
+    """Kernel parameters: the node's inputs the body reads, then the outputs it writes."""
+    loads: set[str] = set()
+    stores: set[str] = set()
+    _touched(body, loads, stores)
+    ordered = [v for v in dict.fromkeys(node.inputs) if v in loads and v not in stores]
+    ordered += [v for v in node.outputs if v in stores]
+    return tuple(Param(v, graph.types[v].cpp_type, graph.types[v].size, v in stores) for v in ordered)
+
+
+def _call_arg(graph: Graph, plan_offsets: dict[str, int], value: str) -> str:
+    if value in graph.constants:
+        return f"constants::{value}"
+    if value in plan_offsets:
+        offset = plan_offsets[value]
+        return f"reinterpret_cast<{graph.types[value].cpp_type}*>(ws{f' + {offset}' if offset else ''})"
+    return value  # a graph input or output: the caller's pointer
+
+
+def _macs(graph: Graph, node: Node) -> int:
+    prim = PRIMITIVES[node.op]
+    args = InferArgs(tuple(graph.types[n] if n else None for n in node.inputs), node.attrs,
+                     tuple(graph.constants[n].data if n in graph.constants else None for n in node.inputs))
+    return int(prim.macs(args, [graph.types[o] for o in node.outputs]))
+
+
+def generate(graph: Graph, sched: Schedule, plan: MemoryPlan, backend: Backend = CPP) -> GeneratedModel:
+    """Call the backend's functor for every node in schedule order and render the kernels."""
+    node_ids = {node.name: i for i, node in enumerate(graph.nodes)}
+    offsets = plan.offset_of()
+    kernels = []
+    for node, cluster in zip(sched.nodes, sched.clusters):
+        functor = backend.functors.get(node.op)
+        if functor is None:
+            raise GenerateError(node.loc, f"the {backend.name} backend has no functor for primitive "
+                                f"'{node.op}' (node '{node.name}')",
+                                f"register one with codegen.generate.{backend.name.upper()}"
+                                f".register('{node.op}')")
+        args = KernelArgs(
+            tuple(TensorArg(n, graph.types[n]) if n else None for n in node.inputs),
+            tuple(TensorArg(n, graph.types[n]) for n in node.outputs))
+        body = tuple(functor(graph, node_ids[node.name], cluster, args, node.attrs))
+        where = f"{node.loc}" if node.loc else "generated"
+        kernel = simplify(Kernel(node.name, _params(graph, node, body), body,
+                                 f"{node.name}: {node.op}, cluster {cluster}, from {where}"))
+        kernels.append(KernelCode(node, cluster, kernel, render_kernel(kernel),
+                                  tuple(_call_arg(graph, offsets, p.buffer) for p in kernel.params),
+                                  _macs(graph, node)))
+    read = {p.buffer for k in kernels for p in k.kernel.params}
+    constants = tuple(ConstantCode(c.name, c.data.nbytes, backend.load_functor(c))
+                      for name, c in graph.constants.items() if name in read)
+    return GeneratedModel(graph, sched, plan, tuple(kernels), constants)
+
+
+__all__ = ["CPP", "Backend", "KernelArgs", "TensorArg", "GeneratedModel", "KernelCode", "generate"]

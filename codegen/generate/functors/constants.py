@@ -1,0 +1,25 @@
+"""The load functor: constants become read-only arrays that stay in flash."""
+from __future__ import annotations
+
+import numpy as np
+
+from codegen.generate.backend import CPP
+from codegen.generate.render import float_literal
+from codegen.ir import Constant
+
+_PER_LINE = 8
+
+
+@CPP.register_loader
+def emit_constant(constant: Constant) -> str:
+    """C++ definition of a constant array (exact float32 values, 8 per line)."""
+    t = constant.type
+    flat = constant.data.reshape(-1)
+    if flat.dtype == np.float32:
+        items = [float_literal(float(v)) for v in flat]
+    else:
+        items = [f"INT64_C({int(v)})" for v in flat]
+    rows = [", ".join(items[i:i + _PER_LINE]) for i in range(0, len(items), _PER_LINE)]
+    body = ",\n  ".join(rows)
+    return (f"// {constant.name}: {t} from {constant.source}\n"
+            f"alignas(16) const {t.cpp_type} {constant.name}[{t.size}] = {{\n  {body}\n}};")

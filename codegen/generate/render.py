@@ -1,0 +1,96 @@
+"""The one renderer from loop IR to C++."""
+from __future__ import annotations
+
+import math
+
+from codegen.generate.loop_ir import (Assign, Binary, Comment, Const, Expr, For, Kernel, Load, Local,
+                                      Select, Stmt, Store, Unary, Var)
+
+# C++ spelling of each math function, float overloads from <cmath>.
+_UNARY_CPP = {"exp": "std::exp", "log": "std::log", "tanh": "std::tanh", "erf": "std::erf",
+              "sqrt": "std::sqrt", "abs": "std::fabs", "floor": "std::floor", "ceil": "std::ceil"}
+_CALL_CPP = {"max": "std::fmax", "min": "std::fmin", "pow": "std::pow"}
+
+BUFFER_PREFIX = "t_"  # kernel parameters are t_<value>: never clashes with loop indices or locals
+
+
+def float_literal(v: float) -> str:
+    """A float literal that reads back to the same float32."""
+    if math.isinf(v):
+        return "-INFINITY" if v < 0 else "INFINITY"
+    text = f"{v:.9g}"
+    if "e" not in text and "." not in text and "n" not in text:
+        text += ".0"
+    return text + "f"
+
+
+# Binding strength of infix operators; higher binds tighter (C++ precedence).
+_PRECEDENCE = {"*": 6, "/": 6, "%": 6, "+": 5, "-": 5, "<": 4, "<=": 4, ">": 4, ">=": 4,
+               "==": 3, "!=": 3, "&&": 2, "||": 1}
+
+
+def render_expr(e: Expr, context: int = 0) -> str:
+    """C++ text of an expression; parentheses only where C++ precedence would regroup it, so the
+    evaluation order of float arithmetic is exactly the IR's."""
+    if isinstance(e, Const):
+        text = float_literal(e.value) if e.is_float else str(int(e.value))
+        return f"({text})" if text.startswith("-") and context > 0 else text
+    if isinstance(e, Var):
+        return e.name
+    if isinstance(e, Load):
+        return f"{BUFFER_PREFIX}{e.buffer}[{render_expr(e.index)}]"
+    if isinstance(e, Unary):
+        if e.op == "neg":
+            return f"-{render_expr(e.a, 7)}"
+        return f"{_UNARY_CPP[e.op]}({render_expr(e.a)})"
+    if isinstance(e, Select):
+        text = f"{render_expr(e.cond, 1)} ? {render_expr(e.a)} : {render_expr(e.b)}"
+        return f"({text})" if context > 0 else text
+    if isinstance(e, Binary):
+        if e.op in _CALL_CPP:
+            return f"{_CALL_CPP[e.op]}({render_expr(e.a)}, {render_expr(e.b)})"
+        prec = _PRECEDENCE[e.op]
+        # Left-associative: the right operand needs parentheses at equal precedence.
+        text = f"{render_expr(e.a, prec)} {e.op} {render_expr(e.b, prec + 1)}"
+        return f"({text})" if prec < context else text
+    raise TypeError(f"not a loop IR expression: {e!r}")
+
+
+def render_stmts(stmts: tuple[Stmt, ...], indent: int) -> list[str]:
+    """C++ lines of a statement list at the given indent (in spaces)."""
+    pad = " " * indent
+    lines: list[str] = []
+    for s in stmts:
+        if isinstance(s, For):
+            lines.append(f"{pad}for (int {s.var} = 0; {s.var} < {s.extent}; ++{s.var}) {{")
+            lines += render_stmts(s.body, indent + 2)
+            lines.append(f"{pad}}}")
+        elif isinstance(s, Store):
+            lines.append(f"{pad}{BUFFER_PREFIX}{s.buffer}[{render_expr(s.index)}] = "
+                         f"{render_expr(s.value)};")
+        elif isinstance(s, Local):
+            lines.append(f"{pad}float {s.name} = {render_expr(s.init)};")
+        elif isinstance(s, Assign):
+            v = s.value
+            if isinstance(v, Binary) and v.op in "+-*/" and v.a == Var(s.name):
+                lines.append(f"{pad}{s.name} {v.op}= {render_expr(v.b)};")
+            else:
+                lines.append(f"{pad}{s.name} = {render_expr(v)};")
+        elif isinstance(s, Comment):
+            lines.append(f"{pad}// {s.text}")
+        else:
+            raise TypeError(f"not a loop IR statement: {s!r}")
+    return lines
+
+
+def render_signature(kernel: Kernel) -> str:
+    """The kernel's C++ parameter list."""
+    params = [f"{'' if p.writes else 'const '}{p.ctype}* __restrict {BUFFER_PREFIX}{p.buffer}"
+              for p in kernel.params]
+    return f"void {kernel.name}({', '.join(params)}) noexcept"
+
+
+def render_kernel(kernel: Kernel) -> str:
+    """C++ definition of one kernel."""
+    lines = [f"{render_signature(kernel)} {{"] + render_stmts(kernel.body, 2) + ["}"]
+    return "\n".join(lines)

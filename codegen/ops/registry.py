@@ -1,0 +1,157 @@
+"""Declaring primitives: one registration each, with attributes, type inference and a NumPy reference.
+
+Primitives carry ONNX names and ONNX semantics, so the ONNX operator specification is
+their documentation. Backends generate code for them (see `codegen.generate`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from codegen.ir import TensorType
+
+REQUIRED = object()  # sentinel: an attribute without a default must be given
+
+
+class OpError(Exception):
+    """A node that breaks its op's rules; `attr` or `input` narrows where, for the error location."""
+
+    def __init__(self, message: str, *, attr: str | None = None, input: int | None = None):
+        super().__init__(message)
+        self.attr = attr
+        self.input = input
+
+
+# Attribute kinds and how a YAML/ONNX value is checked and normalised for each.
+def _as_int(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError("an integer")
+    return int(v)
+
+
+def _as_float(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise TypeError("a number")
+    return float(v)
+
+
+def _as_ints(v: Any) -> tuple[int, ...]:
+    if not isinstance(v, (list, tuple)):
+        raise TypeError("a list of integers")
+    try:
+        return tuple(_as_int(x) for x in v)
+    except TypeError:
+        raise TypeError("a list of integers") from None
+
+
+def _as_floats(v: Any) -> tuple[float, ...]:
+    if not isinstance(v, (list, tuple)):
+        raise TypeError("a list of numbers")
+    try:
+        return tuple(_as_float(x) for x in v)
+    except TypeError:
+        raise TypeError("a list of numbers") from None
+
+
+def _as_string(v: Any) -> str:
+    if not isinstance(v, str):
+        raise TypeError("a string")
+    return v
+
+
+ATTR_KINDS: Mapping[str, Callable[[Any], Any]] = {
+    "int": _as_int,
+    "float": _as_float,
+    "ints": _as_ints,
+    "floats": _as_floats,
+    "string": _as_string,
+}
+
+
+@dataclass(frozen=True)
+class Attr:
+    """A declared attribute: name, kind (a key of ATTR_KINDS), default, and allowed values if finite."""
+
+    name: str
+    kind: str
+    default: Any = REQUIRED
+    choices: tuple[Any, ...] | None = None
+
+
+def check_attrs(declared: Sequence[Attr], given: Mapping[str, Any], what: str) -> dict[str, Any]:
+    """Validate given attributes against declarations; return them with defaults filled in."""
+    by_name = {a.name: a for a in declared}
+    for name in given:
+        if name not in by_name:
+            known = ", ".join(sorted(by_name)) or "none"
+            raise OpError(f"{what} has no attribute '{name}' (it takes: {known})", attr=name)
+    result: dict[str, Any] = {}
+    for attr in declared:
+        if attr.name not in given:
+            if attr.default is REQUIRED:
+                raise OpError(f"{what} needs attribute '{attr.name}'")
+            result[attr.name] = attr.default
+            continue
+        try:
+            value = ATTR_KINDS[attr.kind](given[attr.name])
+        except TypeError as e:
+            raise OpError(f"attribute '{attr.name}' of {what} must be {e}, not {given[attr.name]!r}",
+                          attr=attr.name) from None
+        if attr.choices is not None and value not in attr.choices:
+            allowed = ", ".join(repr(c) for c in attr.choices)
+            raise OpError(f"attribute '{attr.name}' of {what} must be one of {allowed}, not {value!r}",
+                          attr=attr.name)
+        result[attr.name] = value
+    return result
+
+
+@dataclass(frozen=True)
+class InferArgs:
+    """What shape inference sees: input types, attributes, and the data of constant inputs."""
+
+    types: tuple[TensorType | None, ...]  # None for an omitted optional input
+    attrs: Mapping[str, Any]
+    values: tuple[np.ndarray | None, ...]  # constant data where the input is a constant
+
+
+Infer = Callable[[InferArgs], Sequence[TensorType]]
+Reference = Callable[[Sequence[np.ndarray | None], Mapping[str, Any]], Sequence[np.ndarray]]
+Macs = Callable[[InferArgs, Sequence[TensorType]], int]
+
+
+@dataclass(frozen=True)
+class Primitive:
+    """An op the backends implement directly."""
+
+    name: str
+    min_inputs: int
+    max_inputs: int  # -1 for variadic
+    outputs: int
+    attrs: tuple[Attr, ...]
+    infer: Infer
+    reference: Reference
+    macs: Macs = field(default=lambda args, outs: 0)
+    # Inputs whose data is needed at build time (e.g. Reshape's shape); they must be constants.
+    constant_inputs: tuple[int, ...] = ()
+
+
+PRIMITIVES: dict[str, Primitive] = {}
+
+
+def register(prim: Primitive) -> Primitive:
+    """Add a primitive to the registry; each name is registered once."""
+    if prim.name in PRIMITIVES:
+        raise ValueError(f"primitive {prim.name} registered twice")
+    PRIMITIVES[prim.name] = prim
+    return prim
+
+
+def define(name: str, *, inputs: int | tuple[int, int], infer: Infer, reference: Reference,
+           outputs: int = 1, attrs: Sequence[Attr] = (), macs: Macs | None = None,
+           constant_inputs: Sequence[int] = ()) -> Primitive:
+    """Declare and register one primitive."""
+    lo, hi = (inputs, inputs) if isinstance(inputs, int) else inputs
+    return register(Primitive(name, lo, hi, outputs, tuple(attrs), infer, reference,
+                              macs or (lambda args, outs: 0), tuple(constant_inputs)))
