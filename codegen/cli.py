@@ -20,20 +20,22 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BUILD_DIR = "build/host"
 
 
-def _scons_build(graph: Path, build_dir: Path, quiet: bool = True) -> Path:
-    """Build one graph with the SCons tool; return the path of its host runner."""
-    from codegen.load import graph_name
+def _scons_build(graph_path: Path, build_dir: Path, quiet: bool = True, graph=None) -> Path:
+    """Build one graph with the SCons tool; return the path of its host runner.
+
+    `graph` is the lowered graph when the caller has it; lowering first reports graph errors
+    at the user's path before SCons runs."""
     from codegen.pipeline import lower
 
-    lower(graph)  # report graph errors at the user's path before SCons runs
-    name = graph_name(graph)
-    runner = build_dir.resolve() / name / f"{name}_runner"
-    cmd = [sys.executable, "-m", "SCons", "-Q", "-C", str(ROOT), f"graphs={graph.resolve()}",
+    if graph is None:
+        graph = lower(graph_path)
+    runner = build_dir.resolve() / graph.name / f"{graph.name}_runner"
+    cmd = [sys.executable, "-m", "SCons", "-Q", "-C", str(ROOT), f"graphs={graph_path.resolve()}",
            f"build_dir={build_dir.resolve()}", str(runner)]
     proc = subprocess.run(cmd, capture_output=quiet, text=True)
     if proc.returncode != 0:
         detail = (proc.stdout + proc.stderr).strip() if quiet else ""
-        raise TinsmithError(None, f"building {graph} failed" + (f":\n{detail}" if detail else ""))
+        raise TinsmithError(None, f"building {graph_path} failed" + (f":\n{detail}" if detail else ""))
     return runner
 
 
@@ -58,12 +60,14 @@ def _read_inputs(graph, path: Path) -> dict[str, np.ndarray]:
     return result
 
 
-def run_compiled(graph_path: Path, inputs: dict[str, np.ndarray], build_dir: Path) -> dict[str, np.ndarray]:
+def run_compiled(graph_path: Path, inputs: dict[str, np.ndarray], build_dir: Path,
+                 graph=None) -> dict[str, np.ndarray]:
     """Build (if needed) and run the compiled graph on host; returns its outputs."""
     from codegen.pipeline import lower
 
-    graph = lower(graph_path)
-    runner = _scons_build(graph_path, build_dir)
+    if graph is None:
+        graph = lower(graph_path)
+    runner = _scons_build(graph_path, build_dir, graph=graph)
     with tempfile.TemporaryDirectory() as tmp:
         in_file, out_file = Path(tmp) / "in.bin", Path(tmp) / "out.bin"
         in_file.write_bytes(b"".join(np.ascontiguousarray(inputs[n], dtype=graph.types[n].numpy_dtype)
@@ -117,8 +121,12 @@ def cmd_run(args) -> int:
     from codegen.pipeline import lower
     graph = lower(args.graph)
     inputs = _read_inputs(graph, Path(args.inputs))
-    outputs = run_compiled(Path(args.graph), inputs, Path(args.build_dir))
-    np.savez(args.output, **outputs)
+    outputs = run_compiled(Path(args.graph), inputs, Path(args.build_dir), graph)
+    try:
+        with open(args.output, "wb") as f:  # a file object: np.savez would append .npz to a name
+            np.savez(f, **outputs)
+    except OSError as e:
+        raise TinsmithError(None, f"cannot write outputs to {args.output}: {e.strerror}") from None
     return 0
 
 
@@ -127,7 +135,7 @@ def cmd_check(args) -> int:
     from codegen.reference import evaluate
     graph = lower(args.graph)
     inputs = seeded_inputs(graph, args.seed)
-    got = run_compiled(Path(args.graph), inputs, Path(args.build_dir))
+    got = run_compiled(Path(args.graph), inputs, Path(args.build_dir), graph)
     want = evaluate(graph, inputs)
     worst = 0.0
     for name in graph.outputs:

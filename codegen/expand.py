@@ -17,7 +17,7 @@ from codegen.builders import BUILDERS
 from codegen.errors import GraphError, SourceLoc
 from codegen.ir import Constant, Graph, Node, TensorType
 from codegen.load import GraphSpec, NodeSpec
-from codegen.ops import PRIMITIVES, InferArgs, OpError, check_attrs
+from codegen.ops import PRIMITIVES, Attr, InferArgs, OpError, check_attrs
 
 
 class GraphBuilder:
@@ -45,10 +45,10 @@ class GraphBuilder:
         return outputs
 
     def scalar(self, value: float) -> str:
-        """A float32 scalar constant (shape [1], broadcasts against anything)."""
+        """A float32 scalar constant (rank 0, broadcasts against anything)."""
         name = self.fresh("c")
         owner = self._scope[-1][1] if self._scope else None
-        self.constants[name] = Constant(name, np.array([value], dtype=np.float32),
+        self.constants[name] = Constant(name, np.array(value, dtype=np.float32),
                                         "builder literal", owner.loc if owner else SourceLoc(self.path, 1, 1))
         self.types[name] = self.constants[name].type
         return name
@@ -83,24 +83,63 @@ class GraphBuilder:
             self._scope.pop()
 
     # --- checking and typing ------------------------------------------------------------
-    def _error_loc(self, spec: NodeSpec, e: OpError | None = None) -> SourceLoc:
-        if e is not None and self._scope and self._scope[0][1] is spec and len(self._scope) == 1:
-            if e.attr and e.attr in spec.attr_locs:
-                return spec.attr_locs[e.attr]
-            if e.input is not None and e.input < len(spec.input_locs):
-                return spec.input_locs[e.input]
-        return spec.loc
-
     def _spec(self) -> NodeSpec:
         return self._scope[0][1]
+
+    def _is_written(self, name: str) -> bool:
+        """True if node `name` is the graph file's node itself, not one a builder inserted."""
+        return len(self._scope) == 1 and self._scope[0][0] == name
+
+    def _locate(self, e: OpError, name: str, inputs: Sequence[str], declared: Sequence[Attr]) -> SourceLoc:
+        """The part of the graph file an op's complaint is about: attribute, input or node."""
+        spec = self._spec()
+        if self._is_written(name):
+            if e.attr is not None and e.attr in spec.attr_key_locs:
+                known = any(a.name == e.attr for a in declared)
+                return spec.attr_locs[e.attr] if known else spec.attr_key_locs[e.attr]
+            if e.input is not None:
+                if e.input < len(spec.input_locs):
+                    return spec.input_locs[e.input]
+                return spec.inputs_loc or spec.loc  # an input that is missing from the list
+        elif e.input is not None and e.input < len(inputs) and inputs[e.input] in spec.inputs:
+            # A node a builder inserted reads one of the written node's inputs: point there.
+            return spec.input_locs[spec.inputs.index(inputs[e.input])]
+        return spec.loc
+
+    def _error(self, e: OpError, op: str, name: str, inputs: Sequence[str], declared: Sequence[Attr],
+               prefix: bool = False) -> GraphError:
+        """A GraphError for an OpError; with `prefix`, the message (from a shape rule) gets the node."""
+        message = str(e)
+        if prefix:  # "MatMul inner dimensions differ" -> "MatMul node 'mm': inner dimensions differ"
+            message = message[len(op) + 1:] if message.startswith(op + " ") else message
+            message = f"{op} node '{name}': {message}"
+        hint = None
+        if not self._is_written(name):
+            spec = self._spec()
+            hint = f"while expanding {spec.op} node '{self._scope[0][0]}' into primitives"
+        return GraphError(self._locate(e, name, inputs, declared), message, hint)
 
     def _check_arity(self, what: str, lo: int, hi: int, inputs: Sequence[str]) -> None:
         if len(inputs) < lo or (hi >= 0 and len(inputs) > hi):
             want = f"{lo}" if lo == hi else (f"at least {lo}" if hi < 0 else f"{lo} to {hi}")
-            raise OpError(f"{what} takes {want} input{'s' if hi != 1 else ''}, got {len(inputs)}")
+            plural = "s" if not want.endswith(" 1") and want != "1" else ""
+            # Point at the first input too many, or at the list that lacks one.
+            raise OpError(f"{what} takes {want} input{plural}, got {len(inputs)}",
+                          input=hi if len(inputs) > hi >= 0 else len(inputs))
         for i, name in enumerate(inputs):
             if name == "" and i < lo:
                 raise OpError(f"input {i} of {what} is required and cannot be omitted", input=i)
+
+    def _check_output_count(self, what: str, have: int, named: int, name: str, exact: bool) -> None:
+        """A node names no more outputs than its op has, and all of them if `exact`."""
+        if named == have or (named < have and not exact):
+            return
+        spec = self._spec()
+        loc = spec.loc
+        if self._is_written(name):  # the first name too many, or the list that lacks one
+            loc = spec.output_locs[have] if named > have else (spec.outputs_loc or spec.loc)
+        raise GraphError(loc, f"{what} has {have} output{'s' * (have != 1)}, but {named} "
+                         f"{'are' if named != 1 else 'is'} named")
 
     def _add_primitive(self, op: str, name: str, inputs: list[str], outputs: list[str],
                        attrs: dict[str, Any]) -> None:
@@ -109,19 +148,20 @@ class GraphBuilder:
         spec = self._spec()
         try:
             self._check_arity(what, prim.min_inputs, prim.max_inputs, inputs)
-            if len(outputs) != prim.outputs:
-                raise OpError(f"{what} has {prim.outputs} output{'s' * (prim.outputs != 1)}, "
-                              f"but {len(outputs)} are named")
             checked = check_attrs(prim.attrs, attrs, what)
             for i in prim.constant_inputs:
                 if i < len(inputs) and inputs[i] and inputs[i] not in self.constants:
                     raise OpError(f"input {i} of {what} must be a constant, known when the graph "
                                   f"is built", input=i)
+        except OpError as e:
+            raise self._error(e, op, name, inputs, prim.attrs) from None
+        self._check_output_count(what, prim.outputs, len(outputs), name, exact=True)
+        try:
             args = InferArgs(tuple(self.types[n] if n else None for n in inputs), checked,
                              tuple(self.value_of(n) if n else None for n in inputs))
             out_types = list(prim.infer(args))
         except OpError as e:
-            raise GraphError(self._error_loc(spec, e), str(e)) from None
+            raise self._error(e, op, name, inputs, prim.attrs, prefix=True) from None
         for out, t in zip(outputs, out_types):
             self.types[out] = t
         self.nodes.append(Node(op, name, tuple(inputs), tuple(outputs), checked, spec.loc))
@@ -136,11 +176,11 @@ class GraphBuilder:
                 self._check_arity(what, b.min_inputs, b.max_inputs, inputs)
                 checked = check_attrs(b.attrs, attrs, what)
             except OpError as e:
-                raise GraphError(self._error_loc(spec, e), str(e)) from None
+                raise self._error(e, op, name, inputs, b.attrs) from None
             try:
                 return list(b.insert(self, inputs, checked))
             except OpError as e:  # a builder's own check (e.g. an axis out of range)
-                raise GraphError(self._error_loc(spec, e), str(e)) from None
+                raise self._error(e, op, name, inputs, b.attrs, prefix=True) from None
 
     def add_spec_node(self, spec: NodeSpec, name: str) -> None:
         """Add one node of the graph file under its own output names."""
@@ -151,8 +191,9 @@ class GraphBuilder:
             return
         produced = self._expand_builder(spec.op, name, list(spec.inputs), dict(spec.attrs), spec)
         if len(spec.outputs) > len(produced):
-            raise GraphError(spec.loc, f"{spec.op} node '{name}' has {len(produced)} output"
-                             f"{'s' * (len(produced) != 1)}, but {len(spec.outputs)} are named")
+            with self.scope(name, spec):
+                self._check_output_count(f"{spec.op} node '{name}'", len(produced), len(spec.outputs),
+                                         name, exact=False)
         for wanted, actual in zip(spec.outputs, produced):
             self._rename(actual, wanted, spec, name)
 
@@ -169,8 +210,12 @@ class GraphBuilder:
             self._add_primitive("Identity", self.fresh("identity"), [actual], [wanted], {})
 
 
-def _known_ops() -> list[str]:
-    return sorted(set(PRIMITIVES) | set(BUILDERS))
+def _unknown_op_hint(op: str) -> str:
+    known = {name.lower(): name for name in set(PRIMITIVES) | set(BUILDERS)}
+    close = [known[c] for c in difflib.get_close_matches(op.lower(), sorted(known), n=3, cutoff=0.7)]
+    if close:
+        return f"did you mean {' or '.join(repr(c) for c in close)}?"
+    return "run `python -m codegen ops` to list the supported ops"
 
 
 def _check_names(spec: GraphSpec) -> dict[str, SourceLoc]:
@@ -201,9 +246,9 @@ def _node_names(spec: GraphSpec, values: Mapping[str, SourceLoc]) -> list[str]:
     for node in spec.nodes:
         if node.name is not None:
             if node.name in seen:
-                raise GraphError(node.loc, f"duplicate node name '{node.name}'",
+                raise GraphError(node.name_loc or node.loc, f"duplicate node name '{node.name}'",
                                  f"'{node.name}' already names the node at line {seen[node.name].line}")
-            seen[node.name] = node.loc
+            seen[node.name] = node.name_loc or node.loc
         names.append(node.name)
     taken = set(seen) | set(values)
     result = []
@@ -222,26 +267,35 @@ def _node_names(spec: GraphSpec, values: Mapping[str, SourceLoc]) -> list[str]:
 def _dependency_order(spec: GraphSpec, names: list[str]) -> list[int]:
     """Indices of the graph file's nodes in dependency order (file order where free); cycles are errors."""
     producer = {out: i for i, n in enumerate(spec.nodes) for out in n.outputs}
-    state: dict[int, str] = {}
+    done: set[int] = set()
     order: list[int] = []
-
-    def visit(i: int, path: list[int]) -> None:
-        if state.get(i) == "done":
-            return
-        if state.get(i) == "active":
-            cycle = path[path.index(i):] + [i]
-            shown = " -> ".join(names[j] for j in cycle)
-            raise GraphError(spec.nodes[i].loc, f"the graph has a cycle: {shown}",
-                             "a value cannot depend on itself")
-        state[i] = "active"
-        for value in spec.nodes[i].inputs:
-            if value in producer:
-                visit(producer[value], path + [i])
-        state[i] = "done"
-        order.append(i)
-
-    for i in range(len(spec.nodes)):
-        visit(i, [])
+    for root in range(len(spec.nodes)):
+        if root in done:
+            continue
+        # Depth-first without recursion (graphs may be long chains): a stack of (node, next input).
+        stack: list[tuple[int, int]] = [(root, 0)]
+        active = {root}
+        while stack:
+            i, k = stack[-1]
+            inputs = spec.nodes[i].inputs
+            if k == len(inputs):
+                stack.pop()
+                active.discard(i)
+                done.add(i)
+                order.append(i)
+                continue
+            stack[-1] = (i, k + 1)
+            j = producer.get(inputs[k])
+            if j is None or j in done:
+                continue
+            if j in active:
+                path = [n for n, _ in stack]
+                cycle = path[path.index(j):] + [j]
+                shown = " -> ".join(names[n] for n in cycle)
+                raise GraphError(spec.nodes[j].loc, f"the graph has a cycle: {shown}",
+                                 "a value cannot depend on itself")
+            stack.append((j, 0))
+            active.add(j)
     return order
 
 
@@ -251,20 +305,20 @@ def expand_graph(spec: GraphSpec) -> Graph:
     names = _node_names(spec, defined)
     for node, name in zip(spec.nodes, names):
         if node.op not in PRIMITIVES and node.op not in BUILDERS:
-            close = difflib.get_close_matches(node.op, _known_ops(), n=3)
-            hint = (f"did you mean {' or '.join(repr(c) for c in close)}?" if close
-                    else "run `python -m codegen ops` to list the supported ops")
-            raise GraphError(node.op_loc, f"unknown op '{node.op}' in node '{name}'", hint)
+            raise GraphError(node.op_loc, f"unknown op '{node.op}' in node '{name}'",
+                             _unknown_op_hint(node.op))
         for value, loc in zip(node.inputs, node.input_locs):
             if value and value not in defined:
                 close = difflib.get_close_matches(value, list(defined), n=1)
                 raise GraphError(loc, f"unknown value '{value}' (input of node '{name}')",
                                  f"did you mean '{close[0]}'?" if close
                                  else "inputs must be graph inputs, constants or node outputs")
+    produced = {v for n in spec.nodes for v in n.outputs}
     for out in spec.outputs:
-        if out.name not in defined or not any(out.name in n.outputs for n in spec.nodes):
-            raise GraphError(out.loc, f"graph output '{out.name}' is never produced by any node",
-                             "list the value a node writes in its 'outputs'")
+        if out.name not in produced:
+            hint = ("to pass it through, add a node {op: Identity, inputs: [%s], outputs: [NAME]}"
+                    % out.name if out.name in defined else "list the value a node writes in its 'outputs'")
+            raise GraphError(out.loc, f"graph output '{out.name}' is never produced by any node", hint)
 
     builder = GraphBuilder(spec, set(defined) | set(names))
     for i in _dependency_order(spec, names):
@@ -273,7 +327,9 @@ def expand_graph(spec: GraphSpec) -> Graph:
     for out in spec.outputs:
         inferred = builder.types[out.name]
         if out.type is not None and out.type != inferred:
-            raise GraphError(out.loc, f"output '{out.name}' is declared {out.type} but computes {inferred}")
+            raise GraphError(out.type_loc or out.loc,
+                             f"output '{out.name}' is declared {out.type}, but the graph computes {inferred}",
+                             "correct the declared type, or give only the name to use the inferred one")
     used = {v for n in builder.nodes for v in n.inputs}
     constants = {k: c for k, c in builder.constants.items() if k in used}
     return Graph(spec.name, tuple(v.name for v in spec.inputs), tuple(v.name for v in spec.outputs),

@@ -22,7 +22,10 @@ def fold_constants(graph: Graph) -> Graph:
             data = [constants[n].data if n else None for n in node.inputs]
             results = PRIMITIVES[node.op].reference(data, node.attrs)
             for out, value in zip(node.outputs, results):
-                value = np.ascontiguousarray(np.asarray(value, dtype=graph.types[out].numpy_dtype))
+                t = graph.types[out]
+                # C order, and the inferred shape: np.ascontiguousarray alone would make a rank-0
+                # result rank 1, so the constant's type would disagree with the graph's.
+                value = np.ascontiguousarray(np.asarray(value, dtype=t.numpy_dtype)).reshape(t.shape)
                 constants[out] = Constant(out, value, f"folded from node '{node.name}'", node.loc)
         else:
             nodes.append(node)

@@ -6,6 +6,7 @@ cluster x starts. The linear order runs clusters in turn, file order within a cl
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 from codegen.ir import Graph, Node
@@ -34,12 +35,38 @@ class Schedule:
         return {node.name: c for node, c in zip(self.nodes, self.clusters)}
 
 
-def schedule(graph: Graph) -> Schedule:
-    """Assign each node the earliest cluster its inputs allow (graph nodes are topologically ordered)."""
+def dependency_order(graph: Graph) -> list[int]:
+    """Node indices in an order where producers come before readers, file order where free
+    (so an already topological graph keeps its order); a cycle is a ValueError."""
     producer = graph.producers()
-    cluster: list[int] = []
-    for node in graph.nodes:
-        deps = [cluster[producer[v]] for v in node.inputs if v in producer]
-        cluster.append(1 + max(deps, default=-1))
-    order = sorted(range(len(graph.nodes)), key=lambda i: (cluster[i], i))
+    waiting = [len({producer[v] for v in node.inputs if v in producer}) for node in graph.nodes]
+    readers: dict[int, set[int]] = {}
+    for i, node in enumerate(graph.nodes):
+        for v in node.inputs:
+            if v in producer:
+                readers.setdefault(producer[v], set()).add(i)
+    ready = [i for i, w in enumerate(waiting) if w == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for r in readers.get(i, ()):
+            waiting[r] -= 1
+            if waiting[r] == 0:
+                heapq.heappush(ready, r)
+    if len(order) != len(graph.nodes):
+        stuck = ", ".join(graph.nodes[i].name for i in range(len(graph.nodes)) if waiting[i])
+        raise ValueError(f"graph '{graph.name}' has a cycle through nodes {stuck}")
+    return order
+
+
+def schedule(graph: Graph) -> Schedule:
+    """Assign each node the earliest cluster its inputs allow."""
+    producer = graph.producers()
+    cluster: dict[int, int] = {}
+    for i in dependency_order(graph):
+        deps = [cluster[producer[v]] for v in graph.nodes[i].inputs if v in producer]
+        cluster[i] = 1 + max(deps, default=-1)
+    order = sorted(cluster, key=lambda i: (cluster[i], i))
     return Schedule(tuple(graph.nodes[i] for i in order), tuple(cluster[i] for i in order))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import jinja2
@@ -12,6 +13,7 @@ _TEMPLATES = jinja2.Environment(
     loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
     keep_trailing_newline=True, trim_blocks=False, lstrip_blocks=False,
     undefined=jinja2.StrictUndefined, autoescape=False)
+_WS = re.compile(r"\bws\b")  # the workspace parameter of run(); 'ws' is reserved for it
 
 
 def _io(model: GeneratedModel, names) -> list[dict]:
@@ -66,7 +68,8 @@ def assemble(model: GeneratedModel) -> dict[str, str]:
         "constants": model.constants, "kernels": model.kernels,
         "clusters": [[k for k in model.kernels if k.cluster == c]
                      for c in range(model.schedule.cluster_count)],
-        "ws_used": any("ws" in a for k in model.kernels for a in k.call_args),
+        # a whole-word match: value names such as 'three_rows' contain "ws" too
+        "ws_used": any(_WS.search(a) for k in model.kernels for a in k.call_args),
         "cpp_params": cpp_params, "c_params": c_params, "run_params": run_params,
         "run_args_cpp": ", ".join([f"{n}.data" for n in names] + ["ws.bytes"]),
         "run_args_c": ", ".join(names + ["static_cast<unsigned char*>(ws)"]),

@@ -1,7 +1,7 @@
 """Stage 6, generate: one kernel per scheduled node, through the backend's functors and the loop IR."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from codegen.errors import GenerateError
 from codegen.generate import functors  # noqa: F401  (registers the C++ backend's functors)
@@ -66,11 +66,22 @@ def _collect_loads(e, loads: set[str]) -> None:
             _collect_loads(v, loads)
 
 
-def _params(graph: Graph, node: Node, body: tuple[Stmt, ...]) -> tuple[Param, ...]:
+def _params(graph: Graph, node: Node, body: tuple[Stmt, ...], backend: str) -> tuple[Param, ...]:
     """Kernel parameters: the node's inputs the body reads, then the outputs it writes."""
     loads: set[str] = set()
     stores: set[str] = set()
     _touched(body, loads, stores)
+    # A functor (maybe a user's) touching other tensors would give C++ that does not compile;
+    # say which functor and which tensor instead.
+    what = f"the {backend} functor for '{node.op}' (node '{node.name}')"
+    written_elsewhere = sorted(stores - set(node.outputs))
+    if written_elsewhere:
+        raise GenerateError(node.loc, f"{what} writes '{written_elsewhere[0]}', which is not an output "
+                            f"of the node")
+    read_elsewhere = sorted(loads - set(node.inputs) - stores)
+    if read_elsewhere:
+        raise GenerateError(node.loc, f"{what} reads '{read_elsewhere[0]}', which is neither an input of "
+                            f"the node nor an output the kernel writes")
     ordered = [v for v in dict.fromkeys(node.inputs) if v in loads and v not in stores]
     ordered += [v for v in node.outputs if v in stores]
     return tuple(Param(v, graph.types[v].cpp_type, graph.types[v].size, v in stores) for v in ordered)
@@ -109,8 +120,10 @@ def generate(graph: Graph, sched: Schedule, plan: MemoryPlan, backend: Backend =
             tuple(TensorArg(n, graph.types[n]) for n in node.outputs))
         body = tuple(functor(graph, node_ids[node.name], cluster, args, node.attrs))
         where = f"{node.loc}" if node.loc else "generated"
-        kernel = simplify(Kernel(node.name, _params(graph, node, body), body,
-                                 f"{node.name}: {node.op}, cluster {cluster}, from {where}"))
+        kernel = simplify(Kernel(node.name, (), body, f"{node.name}: {node.op}, cluster {cluster}, from {where}"))
+        # Parameters from the simplified body: a tensor simplification stopped reading would be an
+        # unused parameter, a warning under -Wextra.
+        kernel = replace(kernel, params=_params(graph, node, kernel.body, backend.name))
         kernels.append(KernelCode(node, cluster, kernel, render_kernel(kernel),
                                   tuple(_call_arg(graph, offsets, p.buffer) for p in kernel.params),
                                   _macs(graph, node)))

@@ -1,7 +1,7 @@
 """The one renderer from loop IR to C++."""
 from __future__ import annotations
 
-import math
+import numpy as np
 
 from codegen.generate.loop_ir import (Assign, Binary, Comment, Const, Expr, For, Kernel, Load, Local,
                                       Select, Stmt, Store, Unary, Var)
@@ -15,18 +15,38 @@ BUFFER_PREFIX = "t_"  # kernel parameters are t_<value>: never clashes with loop
 
 
 def float_literal(v: float) -> str:
-    """A float literal that reads back to the same float32."""
-    if math.isinf(v):
-        return "-INFINITY" if v < 0 else "INFINITY"
-    text = f"{v:.9g}"
-    if "e" not in text and "." not in text and "n" not in text:
-        text += ".0"
+    """The shortest float literal that reads back (in C++ or NumPy) as the float32 nearest to `v`.
+
+    `v` is rounded to float32 first: printing a float64 with 9 digits and letting the compiler round
+    that again can land on the neighbouring float32 (double rounding)."""
+    with np.errstate(over="ignore"):
+        f = np.float32(v)
+    if np.isnan(f):
+        return "NAN"
+    if np.isinf(f):
+        return "-INFINITY" if f < 0 else "INFINITY"
+    if f == 0 or 1e-4 <= abs(f) < 1e8:
+        text = np.format_float_positional(f, unique=True, trim="0")  # 0.5, 2.0, -0.0, 12345678.0
+    else:
+        text = np.format_float_scientific(f, unique=True, trim="-")  # 1e-05, 1.2345679e+08
     return text + "f"
 
 
 # Binding strength of infix operators; higher binds tighter (C++ precedence).
 _PRECEDENCE = {"*": 6, "/": 6, "%": 6, "+": 5, "-": 5, "<": 4, "<=": 4, ">": 4, ">=": 4,
                "==": 3, "!=": 3, "&&": 2, "||": 1}
+
+
+_COMPARISONS = frozenset({"<", "<=", ">", ">=", "==", "!="})
+
+
+def _operand(e: Expr, parent: str, context: int) -> str:
+    """An operand of infix `parent`. Where C++ needs no parentheses but -Wall asks for them
+    (-Wparentheses: && inside ||, a comparison inside a comparison), they are added too."""
+    if isinstance(e, Binary) and ((parent == "||" and e.op == "&&") or
+                                  (parent in _COMPARISONS and e.op in _COMPARISONS)):
+        return f"({render_expr(e)})"
+    return render_expr(e, context)
 
 
 def render_expr(e: Expr, context: int = 0) -> str:
@@ -41,7 +61,9 @@ def render_expr(e: Expr, context: int = 0) -> str:
         return f"{BUFFER_PREFIX}{e.buffer}[{render_expr(e.index)}]"
     if isinstance(e, Unary):
         if e.op == "neg":
-            return f"-{render_expr(e.a, 7)}"
+            inner = render_expr(e.a, 7)
+            # "--x" would be C++'s decrement operator
+            return f"-({inner})" if inner.startswith("-") else f"-{inner}"
         return f"{_UNARY_CPP[e.op]}({render_expr(e.a)})"
     if isinstance(e, Select):
         text = f"{render_expr(e.cond, 1)} ? {render_expr(e.a)} : {render_expr(e.b)}"
@@ -51,9 +73,12 @@ def render_expr(e: Expr, context: int = 0) -> str:
             return f"{_CALL_CPP[e.op]}({render_expr(e.a)}, {render_expr(e.b)})"
         prec = _PRECEDENCE[e.op]
         # Left-associative: the right operand needs parentheses at equal precedence.
-        text = f"{render_expr(e.a, prec)} {e.op} {render_expr(e.b, prec + 1)}"
+        text = f"{_operand(e.a, e.op, prec)} {e.op} {_operand(e.b, e.op, prec + 1)}"
         return f"({text})" if prec < context else text
     raise TypeError(f"not a loop IR expression: {e!r}")
+
+
+_COMPOUND = frozenset({"+", "-", "*", "/"})  # x = x op e  ->  x op= e
 
 
 def render_stmts(stmts: tuple[Stmt, ...], indent: int) -> list[str]:
@@ -72,7 +97,7 @@ def render_stmts(stmts: tuple[Stmt, ...], indent: int) -> list[str]:
             lines.append(f"{pad}float {s.name} = {render_expr(s.init)};")
         elif isinstance(s, Assign):
             v = s.value
-            if isinstance(v, Binary) and v.op in "+-*/" and v.a == Var(s.name):
+            if isinstance(v, Binary) and v.op in _COMPOUND and v.a == Var(s.name):
                 lines.append(f"{pad}{s.name} {v.op}= {render_expr(v.b)};")
             else:
                 lines.append(f"{pad}{s.name} = {render_expr(v)};")

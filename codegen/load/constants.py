@@ -5,7 +5,6 @@ checks its own fields and returns the data. Users may register loaders of their 
 """
 from __future__ import annotations
 
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -16,12 +15,15 @@ from codegen.load.located_yaml import LocatedDict
 
 
 class LoaderError(Exception):
-    """A constant that cannot be loaded; `field` names the entry field at fault."""
+    """A constant that cannot be loaded; `field` names the entry field at fault (its value, or
+    its key if `on_key`), None the constant as a whole."""
 
-    def __init__(self, message: str, field: str | None = None, hint: str | None = None):
+    def __init__(self, message: str, field: str | None = None, hint: str | None = None,
+                 on_key: bool = False):
         super().__init__(message)
         self.field = field
         self.hint = hint
+        self.on_key = on_key
 
 
 @dataclass(frozen=True)
@@ -44,18 +46,51 @@ def register_loader(loader: Loader) -> Loader:
     return loader
 
 
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_shape(spec: LocatedDict) -> None:
+    shape = spec.get("shape")
+    if not isinstance(shape, list) or not all(_is_int(d) and d > 0 for d in shape):
+        raise LoaderError("'shape' must be a list of positive integers", "shape")
+
+
+# How each weight file format begins; anything else is not what its name says.
+_MAGIC = {".npy": ((b"\x93NUMPY",), "a NumPy .npy file", "numpy.save"),
+          ".npz": ((b"PK\x03\x04", b"PK\x05\x06"), "an .npz archive", "numpy.savez")}
+
+
 def _load_file(spec: LocatedDict, base: Path) -> np.ndarray:
     rel = spec["file"]
-    if not isinstance(rel, str):
+    if not isinstance(rel, str) or not rel:
         raise LoaderError("'file' must be a path relative to the graph file", "file")
     path = base / rel
     suffix = path.suffix.lower()
-    if suffix not in (".npy", ".npz"):
+    if suffix not in _MAGIC:
         raise LoaderError(f"cannot load '{rel}': only .npy and .npz files are supported", "file")
+    if "shape" in spec:
+        _check_shape(spec)
     if suffix == ".npy" and "key" in spec:
-        raise LoaderError("'key' only applies to .npz files", "key")
-    if suffix == ".npz" and not isinstance(spec.get("key"), str):
-        raise LoaderError(f"'{rel}' is an .npz archive: say which array with 'key'", "file")
+        raise LoaderError("'key' only applies to .npz files", "key", on_key=True)
+    if suffix == ".npz" and "key" not in spec:
+        raise LoaderError(f"'{rel}' is an .npz archive: say which array with 'key'", "file",
+                          "add key: NAME")
+    if suffix == ".npz" and not isinstance(spec["key"], str):
+        raise LoaderError("'key' must be the name of an array in the archive", "key")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(6)
+    except FileNotFoundError:
+        raise LoaderError(f"weight file '{rel}' does not exist", "file",
+                          "paths are relative to the graph file") from None
+    except IsADirectoryError:
+        raise LoaderError(f"weight file '{rel}' is a directory", "file") from None
+    except OSError as e:
+        raise LoaderError(f"cannot read weight file '{rel}': {e.strerror or e}", "file") from None
+    magic, kind, writer = _MAGIC[suffix]
+    if not head.startswith(magic):
+        raise LoaderError(f"'{rel}' is not {kind}", "file", f"write it with {writer}")
     try:
         if suffix == ".npy":
             return np.load(path, allow_pickle=False)
@@ -64,11 +99,12 @@ def _load_file(spec: LocatedDict, base: Path) -> np.ndarray:
                 raise LoaderError(f"'{rel}' has no array '{spec['key']}'", "key",
                                   f"it holds: {', '.join(sorted(archive.files)) or 'nothing'}")
             return archive[spec["key"]]
-    except FileNotFoundError:
-        raise LoaderError(f"weight file '{rel}' does not exist", "file",
-                          "paths are relative to the graph file") from None
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
-        raise LoaderError(f"cannot read weight file '{rel}': {e}", "file") from None
+    except LoaderError:
+        raise
+    except Exception as e:  # NumPy, zipfile and zlib each have their own ways to fail on bad data
+        reason = "it holds Python objects, not numbers" if "allow_pickle" in str(e) else \
+            (str(e) or type(e).__name__)
+        raise LoaderError(f"cannot read weight file '{rel}': {reason}", "file") from None
 
 
 def _file_deps(spec: Mapping[str, Any]) -> list[str]:
@@ -76,15 +112,15 @@ def _file_deps(spec: Mapping[str, Any]) -> list[str]:
 
 
 def _load_value(spec: LocatedDict, base: Path) -> np.ndarray:
-    value = spec["value"]
+    wrong = LoaderError("'value' must be a number or a (nested, rectangular) list of numbers", "value")
     try:
-        data = np.array(value, dtype=np.float64 if spec.get("dtype", "float32") == "float32" else None)
+        data = np.array(spec["value"])
     except (ValueError, TypeError):
-        raise LoaderError("'value' must be a number or a (nested, rectangular) list of numbers",
-                          "value") from None
-    if data.dtype.kind not in "iuf" or data.dtype == object:
-        raise LoaderError("'value' must be a number or a (nested, rectangular) list of numbers", "value")
-    return data
+        raise wrong from None
+    if data.dtype.kind not in "iuf":  # strings, booleans, null, ragged lists, huge integers
+        raise wrong
+    # Unless told otherwise, written numbers are float32 data: `2` means 2.0.
+    return data.astype(np.float64) if spec.get("dtype", "float32") == "float32" else data
 
 
 _DISTRIBUTIONS = {
@@ -95,16 +131,17 @@ _DISTRIBUTIONS = {
 
 def _load_random(spec: LocatedDict, base: Path) -> np.ndarray:
     kind = spec["random"]
-    if kind not in _DISTRIBUTIONS:
+    if not isinstance(kind, str) or kind not in _DISTRIBUTIONS:
         raise LoaderError(f"unknown distribution '{kind}'", "random",
                           f"use one of: {', '.join(_DISTRIBUTIONS)}")
-    shape = spec.get("shape")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0
-                                              for d in shape):
-        raise LoaderError("a random constant needs 'shape', a list of positive integers", "shape")
+    if "shape" not in spec:
+        raise LoaderError("a random constant needs 'shape', a list of positive integers",
+                          hint="e.g. shape: [16, 8]")
+    _check_shape(spec)
+    shape = spec["shape"]
     seed = spec.get("seed", 0)
     scale = spec.get("scale", 1.0)
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+    if not _is_int(seed) or seed < 0:
         raise LoaderError("'seed' must be a non-negative integer", "seed")
     if not isinstance(scale, (int, float)) or isinstance(scale, bool):
         raise LoaderError("'scale' must be a number", "scale")
@@ -125,29 +162,41 @@ _DTYPE_OF_KIND = {"f": "float32", "i": "int64", "u": "int64"}
 def load_constant(spec: LocatedDict, base: Path) -> tuple[np.ndarray, str]:
     """Run the loader that `spec` selects; return the data (float32 or int64) and its description."""
     selected = [key for key in LOADERS if key in spec]
-    if len(selected) != 1:
+    if not selected:
         choices = ", ".join(f"'{k}'" for k in LOADERS)
-        raise LoaderError(f"a constant needs exactly one of {choices}")
+        raise LoaderError(f"no data source; give one of {choices}", hint="e.g. {file: weights/w.npy}")
+    if len(selected) > 1:
+        raise LoaderError(f"give either '{selected[0]}' or '{selected[1]}', not both", selected[1],
+                          on_key=True)
     loader = LOADERS[selected[0]]
     for field in spec:
         if field not in loader.fields and field != "dtype":
             allowed = ", ".join(sorted(loader.fields | {"dtype"}))
             raise LoaderError(f"unknown field '{field}' for a '{loader.key}' constant", field,
-                              f"allowed fields: {allowed}")
+                              f"allowed fields: {allowed}", on_key=True)
     dtype = spec.get("dtype")
     if dtype is not None and dtype not in ("float32", "int64"):
-        raise LoaderError(f"unsupported dtype '{dtype}'", "dtype", "use float32 or int64")
+        raise LoaderError(f"unsupported dtype {dtype!r}", "dtype", "use float32 or int64")
     data = np.asarray(loader.load(spec, base))
     if data.dtype.kind not in _DTYPE_OF_KIND:
-        raise LoaderError(f"constant data of type {data.dtype} is not supported (use float32 or int64)",
+        raise LoaderError(f"data of type {data.dtype} is not supported (use float32 or int64)",
                           selected[0])
-    data = data.astype(dtype or _DTYPE_OF_KIND[data.dtype.kind])
-    if "shape" in spec and isinstance(spec["shape"], list) and list(data.shape) != spec["shape"]:
-        raise LoaderError(f"constant has shape {list(data.shape)}, but the graph says {spec['shape']}",
+    if data.size == 0:
+        raise LoaderError("the data is empty", selected[0])
+    target = dtype or _DTYPE_OF_KIND[data.dtype.kind]
+    whole = np.isfinite(data) & (data == np.round(data)) if data.dtype.kind == "f" else True
+    if target == "int64" and not np.all(whole):
+        raise LoaderError("an int64 constant must hold whole numbers", selected[0])
+    if target == "int64" and not np.all((data >= -2.0 ** 63) & (data < 2.0 ** 63)):
+        raise LoaderError("the data holds a number too large for int64", selected[0])
+    with np.errstate(over="ignore", invalid="ignore"):  # float32 overflow is reported below
+        data = data.astype(target)
+    if "shape" in spec and list(data.shape) != spec["shape"]:
+        raise LoaderError(f"the data has shape {list(data.shape)}, but 'shape' says {spec['shape']}",
                           "shape")
     if data.dtype == np.float32 and not np.all(np.isfinite(data)):
-        raise LoaderError("constant holds NaN or infinite values", selected[0])
-    return np.ascontiguousarray(data), loader.describe(spec)
+        raise LoaderError("the data holds NaN or infinite values", selected[0])
+    return np.require(data, requirements="C"), loader.describe(spec)
 
 
 def referenced_files(spec: Mapping[str, Any]) -> list[str]:

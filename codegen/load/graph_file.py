@@ -28,6 +28,7 @@ class ValueSpec:
     name: str
     type: TensorType | None
     loc: SourceLoc
+    type_loc: SourceLoc | None = None  # where the type is written, if it is
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,11 @@ class NodeSpec:
     op_loc: SourceLoc
     input_locs: tuple[SourceLoc, ...]
     output_locs: tuple[SourceLoc, ...]
-    attr_locs: Mapping[str, SourceLoc] = field(default_factory=dict)
+    attr_locs: Mapping[str, SourceLoc] = field(default_factory=dict)  # attribute values
+    attr_key_locs: Mapping[str, SourceLoc] = field(default_factory=dict)  # attribute names
+    name_loc: SourceLoc | None = None
+    inputs_loc: SourceLoc | None = None  # the `inputs` list as a whole (node loc if not written)
+    outputs_loc: SourceLoc | None = None
 
 
 @dataclass(frozen=True)
@@ -67,11 +72,31 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
-def _expect(value: Any, kind: type, loc: SourceLoc, what: str) -> Any:
+_KIND_NAMES = {LocatedDict: "a mapping", LocatedList: "a list", str: "a string"}
+
+
+def _expect(value: Any, kind: type, loc: SourceLoc, what: str, hint: str | None = None) -> Any:
     if not isinstance(value, kind):
-        names = {LocatedDict: "a mapping", LocatedList: "a list", str: "a string"}
-        raise GraphError(loc, f"{what} must be {names.get(kind, kind.__name__)}")
+        raise GraphError(loc, f"{what} must be {_KIND_NAMES.get(kind, kind.__name__)}, not {_shown(value)}",
+                         hint)
     return value
+
+
+def _shown(value: Any) -> str:
+    """A short description of a wrongly typed YAML value, for messages."""
+    if value is None:
+        return "empty"
+    if isinstance(value, (LocatedDict, dict)):
+        return "a mapping"
+    if isinstance(value, (LocatedList, list)):
+        return "a list"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return f"'{value}'"
+    return f"a {type(value).__name__}"
 
 
 def _identifier(name: Any, loc: SourceLoc, what: str) -> str:
@@ -85,51 +110,69 @@ def _identifier(name: Any, loc: SourceLoc, what: str) -> str:
 def _unknown_key(d: LocatedDict, allowed: tuple[str, ...], what: str) -> None:
     for key in d:
         if key not in allowed:
-            raise GraphError(d.key_locs[key], f"unknown key '{key}' in {what}",
+            raise GraphError(d.key_locs[key], f"unknown key {_key(key)} in {what}",
                              f"allowed keys: {', '.join(allowed)}")
 
 
+def _key(key: Any) -> str:
+    return f"'{key}'" if isinstance(key, str) else repr(key)
+
+
+def _positive_int(d: Any) -> bool:
+    return isinstance(d, int) and not isinstance(d, bool) and d > 0
+
+
 def _tensor_type(spec: Any, loc: SourceLoc, what: str) -> TensorType:
-    spec = _expect(spec, LocatedDict, loc, f"the type of {what}")
+    spec = _expect(spec, LocatedDict, loc, f"the type of {what}",
+                   "write e.g. {dtype: float32, shape: [1, 16]}")
     _unknown_key(spec, ("dtype", "shape"), f"the type of {what}")
     dtype = spec.get("dtype", "float32")
     if dtype not in SUPPORTED_DTYPES:
-        raise GraphError(spec.at("dtype"), f"unsupported dtype '{dtype}' for {what}",
+        raise GraphError(spec.at("dtype"), f"unsupported dtype {_shown(dtype)} for {what}",
                          f"supported: {', '.join(SUPPORTED_DTYPES)}")
     if "shape" not in spec:
-        raise GraphError(spec.loc, f"{what} needs a 'shape' (a list of positive integers)")
+        raise GraphError(spec.loc, f"{what} has no 'shape'", "add e.g. shape: [1, 16]")
     shape = spec["shape"]
-    if not isinstance(shape, list) or not all(
-            isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
-        raise GraphError(spec.at("shape"), f"the shape of {what} must be a list of positive integers",
-                         "Tinsmith compiles static shapes only")
+    if not isinstance(shape, LocatedList):
+        raise GraphError(spec.at("shape"), f"the shape of {what} must be a list of positive integers, "
+                         f"not {_shown(shape)}", "write e.g. shape: [1, 16]")
+    for i, d in enumerate(shape):
+        if not _positive_int(d):
+            raise GraphError(shape.at(i), f"dimension {i} of {what} must be a positive integer, "
+                             f"not {_shown(d)}", "Tinsmith compiles static shapes only")
     return TensorType(dtype, tuple(shape))
 
 
 def _inputs(doc: LocatedDict) -> tuple[ValueSpec, ...]:
     if "inputs" not in doc:
-        raise GraphError(doc.loc, "the graph declares no 'inputs'")
-    inputs = _expect(doc["inputs"], LocatedDict, doc.at("inputs"), "'inputs'")
+        raise GraphError(doc.loc, "the graph declares no 'inputs'",
+                         "add e.g. inputs: {x: {dtype: float32, shape: [1, 16]}}")
+    inputs = _expect(doc["inputs"], LocatedDict, doc.at("inputs"), "'inputs'",
+                     "map each input name to its type, e.g. x: {dtype: float32, shape: [1, 16]}")
+    if not inputs:
+        raise GraphError(doc.at("inputs"), "the graph declares no inputs",
+                         "add e.g. x: {dtype: float32, shape: [1, 16]}")
     return tuple(ValueSpec(_identifier(name, inputs.key_locs[name], "input"),
                            _tensor_type(spec, inputs.value_locs[name], f"input '{name}'"),
-                           inputs.key_locs[name])
+                           inputs.key_locs[name], inputs.value_locs[name])
                  for name, spec in inputs.items())
 
 
 def _outputs(doc: LocatedDict) -> tuple[ValueSpec, ...]:
     if "outputs" not in doc:
-        raise GraphError(doc.loc, "the graph declares no 'outputs'")
+        raise GraphError(doc.loc, "the graph declares no 'outputs'", "add e.g. outputs: [y]")
     outputs = doc["outputs"]
     if isinstance(outputs, LocatedDict):  # outputs with declared types
         specs = tuple(ValueSpec(_identifier(n, outputs.key_locs[n], "output"),
                                 _tensor_type(t, outputs.value_locs[n], f"output '{n}'"),
-                                outputs.key_locs[n]) for n, t in outputs.items())
+                                outputs.key_locs[n], outputs.value_locs[n]) for n, t in outputs.items())
     else:
-        outputs = _expect(outputs, LocatedList, doc.at("outputs"), "'outputs'")
+        outputs = _expect(outputs, LocatedList, doc.at("outputs"), "'outputs'",
+                          "list the output value names, e.g. outputs: [y]")
         specs = tuple(ValueSpec(_identifier(n, outputs.at(i), "output"), None, outputs.at(i))
                       for i, n in enumerate(outputs))
     if not specs:
-        raise GraphError(doc.at("outputs"), "the graph declares no outputs")
+        raise GraphError(doc.at("outputs"), "the graph declares no outputs", "add e.g. outputs: [y]")
     seen: dict[str, SourceLoc] = {}
     for spec in specs:
         if spec.name in seen:
@@ -139,54 +182,74 @@ def _outputs(doc: LocatedDict) -> tuple[ValueSpec, ...]:
 
 
 def _constants(doc: LocatedDict, base: Path) -> tuple[Constant, ...]:
-    if "constants" not in doc or doc["constants"] is None:
+    if doc.get("constants") is None:
         return ()
-    constants = _expect(doc["constants"], LocatedDict, doc.at("constants"), "'constants'")
+    constants = _expect(doc["constants"], LocatedDict, doc.at("constants"), "'constants'",
+                        "map each constant name to its data, e.g. w: {file: weights/w.npy}")
     result = []
     for name, spec in constants.items():
         loc = constants.key_locs[name]
         _identifier(name, loc, "constant")
-        spec = _expect(spec, LocatedDict, constants.value_locs[name], f"constant '{name}'")
+        spec = _expect(spec, LocatedDict, constants.value_locs[name], f"constant '{name}'",
+                       "write e.g. {file: weights/w.npy}, {value: [1, 2]} or {random: normal, shape: [4]}")
         try:
             data, source = load_constant(spec, base)
         except LoaderError as e:
-            where = spec.key_locs.get(e.field, spec.loc) if e.field else spec.loc
+            if e.field is None or e.field not in spec:
+                where = loc
+            else:
+                where = spec.key_locs[e.field] if e.on_key else spec.at(e.field)
             raise GraphError(where, f"constant '{name}': {e}", e.hint) from None
         result.append(Constant(name, data, source, loc))
     return tuple(result)
 
 
-def _name_list(node: LocatedDict, key: str, what: str, allow_empty: bool) -> tuple[tuple[str, ...], tuple[SourceLoc, ...]]:
+def _name_list(node: LocatedDict, key: str, what: str,
+               allow_empty: bool) -> tuple[tuple[str, ...], tuple[SourceLoc, ...]]:
     names = node.get(key, LocatedList())
-    if not isinstance(names, LocatedList):
-        names_list = LocatedList([names])  # a single name is accepted for a single value
+    if isinstance(names, str):  # a single name is accepted for a single value
+        names_list = LocatedList([names])
         names_list.loc, names_list.item_locs = node.at(key), [node.at(key)]
         names = names_list
+    if not isinstance(names, LocatedList):
+        raise GraphError(node.at(key), f"'{key}' must be a list of value names, not {_shown(names)}",
+                         f"write e.g. {key}: [x]")
     result = []
     for i, name in enumerate(names):
         if name == "" and allow_empty:
             result.append("")
+        elif name == "":
+            raise GraphError(names.at(i), f"a name in '{key}' cannot be empty",
+                             '"" stands only for an omitted optional input')
         else:
             result.append(_identifier(name, names.at(i), what))
     return tuple(result), tuple(names.at(i) for i in range(len(names)))
 
 
-def _node(raw: Any, loc: SourceLoc, index: int) -> NodeSpec:
-    node = _expect(raw, LocatedDict, loc, f"node {index}")
+def _node(raw: Any, loc: SourceLoc) -> NodeSpec:
+    node = _expect(raw, LocatedDict, loc, "a node",
+                   "write a node as a mapping, e.g. {op: Relu, inputs: [x], outputs: [y]}")
     _unknown_key(node, NODE_KEYS, "a node")
     if "op" not in node:
-        raise GraphError(node.loc, f"node {index} has no 'op'")
-    op = _expect(node["op"], str, node.at("op"), "'op'")
+        raise GraphError(node.loc, "the node has no 'op'",
+                         "add e.g. op: Relu (`python -m codegen ops` lists the ops)")
+    op = _expect(node["op"], str, node.at("op"), "'op'", "write the op's name, e.g. op: Relu")
     name = _identifier(node["name"], node.at("name"), "node") if "name" in node else None
     inputs, input_locs = _name_list(node, "inputs", "value", allow_empty=True)
     if "outputs" not in node:
-        raise GraphError(node.loc, f"node {name or index} ({op}) has no 'outputs'")
+        raise GraphError(node.loc, f"the {op} node has no 'outputs'",
+                         "name the values it writes, e.g. outputs: [y]")
     outputs, output_locs = _name_list(node, "outputs", "value", allow_empty=False)
-    attrs = node.get("attrs") or LocatedDict()
-    attrs = _expect(attrs, LocatedDict, node.at("attrs"), "'attrs'")
-    attr_locs = {k: attrs.value_locs.get(k, attrs.loc) for k in attrs} if attrs else {}
+    attrs = node.get("attrs")
+    if attrs is None:
+        attrs = LocatedDict()
+        attrs.loc, attrs.key_locs, attrs.value_locs = node.loc, {}, {}
+    attrs = _expect(attrs, LocatedDict, node.at("attrs"), "'attrs'",
+                    "map attribute names to values, e.g. attrs: {axis: 1}")
     return NodeSpec(op, name, inputs, outputs, dict(attrs), node.loc, node.at("op"),
-                    input_locs, output_locs, attr_locs)
+                    input_locs, output_locs, dict(attrs.value_locs), dict(attrs.key_locs),
+                    node.at("name") if name is not None else None,
+                    node.at("inputs"), node.at("outputs"))
 
 
 def load_graph_spec(path: str | Path) -> GraphSpec:
@@ -195,20 +258,26 @@ def load_graph_spec(path: str | Path) -> GraphSpec:
     shown = display_path(path)
     doc = read_yaml(path, shown)
     if not isinstance(doc, LocatedDict):
-        raise GraphError(SourceLoc(shown, 1, 1), "a graph file must be a YAML mapping",
+        raise GraphError(getattr(doc, "loc", SourceLoc(shown, 1, 1)),
+                         f"a graph file must be a YAML mapping, not {_shown(doc)}",
                          "start with 'graph: NAME'")
     _unknown_key(doc, TOP_LEVEL_KEYS, "the graph")
     if "graph" not in doc:
         raise GraphError(doc.loc, "the graph has no name", "add 'graph: NAME' at the top")
     name = _identifier(doc["graph"], doc.at("graph"), "graph")
-    if doc.get("version", 1) != 1:
-        raise GraphError(doc.at("version"), f"unsupported graph file version {doc['version']!r}",
+    version = doc.get("version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version != 1:
+        raise GraphError(doc.at("version"), f"unsupported graph file version {version!r}",
                          "this Tinsmith reads version 1")
-    raw_nodes = doc.get("nodes") or LocatedList()
-    raw_nodes = _expect(raw_nodes, LocatedList, doc.at("nodes"), "'nodes'")
-    nodes = tuple(_node(raw, raw_nodes.at(i), i) for i, raw in enumerate(raw_nodes))
-    return GraphSpec(name, shown, _inputs(doc), _outputs(doc), _constants(doc, path.parent),
-                     nodes, doc.at("graph"))
+    inputs, outputs = _inputs(doc), _outputs(doc)
+    raw_nodes = doc.get("nodes")
+    if raw_nodes is None:
+        raw_nodes = LocatedList()
+        raw_nodes.loc, raw_nodes.item_locs = doc.loc, []
+    raw_nodes = _expect(raw_nodes, LocatedList, doc.at("nodes"), "'nodes'",
+                        "write the nodes as a list, each item starting with '- op: ...'")
+    nodes = tuple(_node(raw, raw_nodes.at(i)) for i, raw in enumerate(raw_nodes))
+    return GraphSpec(name, shown, inputs, outputs, _constants(doc, path.parent), nodes, doc.at("graph"))
 
 
 def graph_name(path: str | Path) -> str:

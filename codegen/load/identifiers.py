@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import reprlib
 
 _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
 
@@ -26,7 +27,11 @@ GENERATED_API_NAMES = frozenset({"ws", "call", "init_ws", "Workspace", "kWorkspa
 def identifier_problem(name: object) -> str | None:
     """Why `name` cannot be used as an identifier in generated code, or None if it can."""
     if not isinstance(name, str):
-        return f"a name must be a string, not {name!r}"
+        shown = ("a mapping" if isinstance(name, dict) else "a list" if isinstance(name, list)
+                 else "empty" if name is None else reprlib.repr(name))
+        return f"a name must be a string, not {shown}"
+    if not name:
+        return "a name cannot be empty"
     if not _IDENTIFIER.match(name):
         return (f"'{name}' is not a valid identifier (use letters, digits and '_', "
                 f"starting with a letter)")

@@ -56,7 +56,12 @@ def _infer_binary(args: InferArgs) -> list[TensorType]:
     return [TensorType(a.dtype, broadcast_shapes([a.shape, b.shape]))]
 
 
+def _infer_identity(args: InferArgs) -> list[TensorType]:
+    return [args.types[0]]  # a copy: any element type (builders copy int64 constants too)
+
+
 for _name, _fn in UNARY.items():
-    define(_name, inputs=1, infer=_infer_unary, reference=_unary_reference(_fn))
+    define(_name, inputs=1, infer=_infer_identity if _name == "Identity" else _infer_unary,
+           reference=_unary_reference(_fn))
 for _name, _fn in BINARY.items():
     define(_name, inputs=2, infer=_infer_binary, reference=_binary_reference(_fn))

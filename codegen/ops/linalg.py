@@ -55,11 +55,19 @@ def _gemm_dims(args: InferArgs) -> tuple[int, int, int]:
     return m, k, n
 
 
+def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """True if `shape` broadcasts unidirectionally to `target` (ONNX Gemm's C)."""
+    try:
+        return broadcast_shapes([shape, target]) == target
+    except OpError:
+        return False
+
+
 def _infer_gemm(args: InferArgs) -> list[TensorType]:
     require_dtype(args)
     m, _, n = _gemm_dims(args)
     c = args.types[2] if len(args.types) > 2 else None
-    if c is not None and broadcast_shapes([c.shape, (m, n)]) != (m, n):
+    if c is not None and not _broadcasts_to(c.shape, (m, n)):
         raise OpError(f"Gemm bias C of shape {list(c.shape)} does not broadcast to [{m}, {n}]", input=2)
     return [TensorType("float32", (m, n))]
 

@@ -32,6 +32,9 @@ def reduce_axes(args: InferArgs) -> tuple[int, ...]:
     if len(args.values) > 1 and args.types[1] is not None:
         if axes is not None:
             raise OpError("give the axes either as attribute or as input, not both", attr="axes")
+        t = args.types[1]
+        if t.dtype != "int64" or t.rank > 1 or args.values[1] is None:
+            raise OpError(f"ReduceMean's axes must be a 1-D int64 constant, got {t}", input=1)
         axes = tuple(int(a) for a in np.asarray(args.values[1]).reshape(-1))
     if not axes:
         if args.attrs["noop_with_empty_axes"]:

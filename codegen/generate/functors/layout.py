@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from codegen.generate.backend import CPP
-from codegen.generate.loop_ir import Binary, Load, Store, Var, flat_index, index, nest
+from codegen.generate.loop_ir import Binary, Load, Store, flat_index, index, nest
 
 
 @CPP.register("Reshape")

@@ -1,0 +1,310 @@
+"""Targets as data: one YAML file per target names its toolchain, flags, board and emulator.
+
+Built-in targets live next to this file (`TARGETS`); a user adds one by passing the path of
+their own file to `load_target`, with no code change. The format, version 1:
+
+    target: cortex-m4                 # identifier; names build folders
+    description: one line
+    toolchain:                        # commands are prefix + name, looked up on PATH
+      prefix: arm-none-eabi-          # (after `path`, if given)
+      cc: gcc
+      cxx: g++
+      ar: ar
+      ranlib: ranlib
+      nm: nm
+      path: /opt/arm/bin              # optional
+    cpu_flags: [-mcpu=cortex-m4, ...] # compile, assemble and link
+    optimize: -Os                     # default optimization flag; callers may override
+    ccflags: [...]                    # C and C++
+    cflags: [...]                     # C only
+    cxxflags: [...]                   # C++ only
+    linkflags: [...]
+    board:                            # null for a hosted target
+      name: mps2-an386
+      memory:                         # sizes: integers, or strings like 16K, 4M, 0x4000
+        flash: {origin: 0x0, length: 4M}
+        ram: {origin: 0x20000000, length: 4M}
+      stack_bytes: 16K
+      core_clock_hz: 25000000         # SysTick's clock, for converting ticks
+      linker_script: my.ld            # optional, relative to the YAML file; replaces the
+                                      # script written from `memory` (see sections.ld)
+    emulator:                         # null when nothing emulates the core
+      command: [qemu-system-arm, ...] # everything but -icount and -kernel
+      icount_shift: 6                 # optional: one instruction = 2**shift ns
+      timeout_seconds: 60             # optional
+
+Nothing here needs SCons; `codegen.targets.firmware_scons` is the SCons side.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from codegen.errors import SourceLoc, TinsmithError
+from codegen.load.located_yaml import LocatedDict, LocatedList, parse_yaml
+
+__all__ = ["TARGETS", "BAREMETAL_DIR", "Board", "Emulator", "MemoryRegion", "Target", "TargetError",
+           "Toolchain", "load_target"]
+
+_HERE = Path(__file__).resolve().parent
+BAREMETAL_DIR = _HERE.parents[1] / "runtime_cpp" / "baremetal"
+TARGETS: Mapping[str, Path] = {p.stem: p for p in sorted(_HERE.glob("*.yaml"))}
+
+
+class TargetError(TinsmithError):
+    """A problem in a target file, or a target that cannot do what was asked."""
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    prefix: str
+    cc: str
+    cxx: str
+    ar: str
+    ranlib: str
+    nm: str
+    path: Path | None = None
+
+    def command(self, tool: str) -> str:
+        """The command that runs `tool` ("cc", "cxx", ..., or any other binutils name)."""
+        return self.prefix + getattr(self, tool, tool)
+
+
+@dataclass(frozen=True)
+class MemoryRegion:
+    origin: int
+    length: int
+
+
+@dataclass(frozen=True)
+class Board:
+    name: str
+    flash: MemoryRegion
+    ram: MemoryRegion
+    stack_bytes: int
+    core_clock_hz: int | None = None
+    linker_script: Path | None = None
+
+
+@dataclass(frozen=True)
+class Emulator:
+    command: tuple[str, ...]
+    icount_shift: int | None = None
+    timeout_seconds: float = 60.0
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    description: str
+    source: Path
+    toolchain: Toolchain
+    cpu_flags: tuple[str, ...]
+    optimize: str
+    ccflags: tuple[str, ...]
+    cflags: tuple[str, ...]
+    cxxflags: tuple[str, ...]
+    linkflags: tuple[str, ...]
+    board: Board | None
+    emulator: Emulator | None
+
+    @property
+    def baremetal(self) -> bool:
+        """True when firmware for this target brings its own startup code and memory map."""
+        return self.board is not None
+
+
+def load_target(name_or_path: str | Path) -> Target:
+    """A built-in target by name, or the target described by a YAML file."""
+    if isinstance(name_or_path, Target):
+        return name_or_path
+    text = str(name_or_path)
+    if text in TARGETS:
+        return _parse(TARGETS[text])
+    path = Path(text)
+    if path.suffix in (".yaml", ".yml") or path.exists() or "/" in text:
+        if not path.is_file():
+            raise TargetError(None, f"target file '{text}' does not exist")
+        return _parse(path)
+    raise TargetError(None, f"unknown target '{text}'",
+                      f"built-in targets are {', '.join(TARGETS)}; or give the path of a target YAML file")
+
+
+# --- parsing ---------------------------------------------------------------------------
+
+_SIZE = re.compile(r"^\s*(0x[0-9a-fA-F]+|\d+)\s*([KMG]?)i?B?\s*$")
+_SCALE = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.+-]*$")
+
+
+class _Fields:
+    """Reads one mapping, remembering which keys were used so unknown ones are errors."""
+
+    def __init__(self, data: Any, loc: SourceLoc, what: str):
+        if not isinstance(data, dict):
+            raise TargetError(loc, f"{what} must be a mapping")
+        self.data, self.what = data, what
+        self.loc = getattr(data, "loc", loc)
+        self.used: set[str] = set()
+
+    def at(self, key: str) -> SourceLoc:
+        return self.data.at(key) if isinstance(self.data, LocatedDict) else self.loc
+
+    def raw(self, key: str, required: bool = True, default: Any = None) -> Any:
+        self.used.add(key)
+        if key not in self.data:
+            if required:
+                raise TargetError(self.loc, f"{self.what} needs '{key}'")
+            return default
+        return self.data[key]
+
+    def string(self, key: str, required: bool = True, default: str | None = None,
+               empty: bool = False) -> str | None:
+        value = self.raw(key, required)
+        if value is None and not required:
+            return default
+        if not isinstance(value, str) or (not empty and not value):
+            raise TargetError(self.at(key), f"'{key}' must be a{'' if empty else ' non-empty'} string")
+        return value
+
+    def strings(self, key: str) -> tuple[str, ...]:
+        value = self.raw(key)
+        if not isinstance(value, list):
+            raise TargetError(self.at(key), f"'{key}' must be a list of strings")
+        for i, item in enumerate(value):
+            if not isinstance(item, str) or not item:
+                loc = value.at(i) if isinstance(value, LocatedList) else self.at(key)
+                raise TargetError(loc, f"'{key}' must be a list of strings; item {i + 1} is {item!r}",
+                                  "quote a flag that YAML would read as something else")
+            if item in ("-Wl", "-Wa", "-Wp", "-Xlinker"):
+                loc = value.at(i) if isinstance(value, LocatedList) else self.at(key)
+                raise TargetError(loc, f"'{key}' has a bare '{item}'",
+                                  f"a comma ends an item in [a, b] lists: write \"{item},...\" in quotes")
+        return tuple(value)
+
+    def size(self, key: str, required: bool = True) -> int | None:
+        value = self.raw(key, required)
+        if value is None and not required:
+            return None
+        if isinstance(value, bool):
+            number = None
+        elif isinstance(value, int):
+            number = value
+        elif isinstance(value, str) and (m := _SIZE.match(value)):
+            number = int(m.group(1), 0) * _SCALE[m.group(2)]
+        else:
+            number = None
+        if number is None or number < 0:
+            raise TargetError(self.at(key), f"'{key}' must be a non-negative integer or a size like 16K or 4M; "
+                                            f"got {value!r}")
+        return number
+
+    def nested(self, key: str, required: bool = True) -> "_Fields | None":
+        value = self.raw(key, required)
+        if value is None and not required:
+            return None
+        return _Fields(value, self.at(key), f"'{key}'")
+
+    def done(self) -> None:
+        for key in self.data:
+            if key not in self.used:
+                loc = self.data.key_locs.get(key, self.loc) if isinstance(self.data, LocatedDict) else self.loc
+                raise TargetError(loc, f"unknown key '{key}' in {self.what}",
+                                  f"known keys: {', '.join(sorted(self.used))}")
+
+
+def _parse(path: Path) -> Target:
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = parse_yaml(text, str(path))
+    except OSError as e:
+        raise TargetError(None, f"cannot read target file '{path}': {e.strerror}") from None
+    except TinsmithError as e:  # YAML syntax, reported where it is
+        raise TargetError(e.loc, e.message, e.hint) from None
+    top = _Fields(data, SourceLoc(str(path), 1, 1), "a target file")
+    name = top.string("target")
+    if not _NAME.match(name):
+        raise TargetError(top.at("target"), f"target name '{name}' must be letters, digits, '_', '-', '.' or '+'")
+    toolchain = _toolchain(top.nested("toolchain"), path)
+    target = Target(
+        name=name,
+        description=top.string("description", required=False, default=""),
+        source=path.resolve(),
+        toolchain=toolchain,
+        cpu_flags=top.strings("cpu_flags"),
+        optimize=top.string("optimize", required=False, default="-Os"),
+        ccflags=top.strings("ccflags"),
+        cflags=top.strings("cflags"),
+        cxxflags=top.strings("cxxflags"),
+        linkflags=top.strings("linkflags"),
+        board=_board(top.nested("board"), path) if top.raw("board") is not None else None,
+        emulator=_emulator(top.nested("emulator")) if top.raw("emulator") is not None else None,
+    )
+    top.done()
+    if target.emulator is not None and target.board is None:
+        raise TargetError(top.at("emulator"), "an emulator needs a board to run firmware on",
+                          "set 'emulator: null', or describe the board")
+    return target
+
+
+def _toolchain(fields: _Fields, path: Path) -> Toolchain:
+    tools = {key: fields.string(key) for key in ("cc", "cxx", "ar", "ranlib", "nm")}
+    prefix = fields.string("prefix", required=False, default="", empty=True)
+    folder = fields.string("path", required=False)
+    fields.done()
+    return Toolchain(prefix=prefix, path=(path.parent / folder).resolve() if folder else None, **tools)
+
+
+def _region(fields: _Fields) -> MemoryRegion:
+    region = MemoryRegion(origin=fields.size("origin"), length=fields.size("length"))
+    fields.done()
+    if region.length == 0:
+        raise TargetError(fields.at("length"), f"{fields.what} has length 0")
+    return region
+
+
+def _board(fields: _Fields, path: Path) -> Board:
+    name = fields.string("name")
+    memory = fields.nested("memory")
+    flash, ram = _region(memory.nested("flash")), _region(memory.nested("ram"))
+    memory.done()
+    stack = fields.size("stack_bytes")
+    if stack == 0 or stack % 8:
+        raise TargetError(fields.at("stack_bytes"), "'stack_bytes' must be a positive multiple of 8 "
+                                                    "(the AAPCS stack alignment)")
+    if stack >= ram.length:
+        raise TargetError(fields.at("stack_bytes"), f"the stack ({stack} bytes) does not fit in RAM "
+                                                    f"({ram.length} bytes)")
+    clock = fields.size("core_clock_hz", required=False)
+    script = fields.string("linker_script", required=False)
+    fields.done()
+    if clock == 0:
+        raise TargetError(fields.at("core_clock_hz"), "'core_clock_hz' must be positive")
+    script_path = (path.parent / script).resolve() if script else None
+    if script_path is not None and not script_path.is_file():
+        raise TargetError(fields.at("linker_script"), f"linker script '{script}' does not exist",
+                          f"paths are relative to {path.parent}")
+    return Board(name=name, flash=flash, ram=ram, stack_bytes=stack, core_clock_hz=clock,
+                 linker_script=script_path)
+
+
+def _emulator(fields: _Fields) -> Emulator:
+    command = fields.strings("command")
+    if not command:
+        raise TargetError(fields.at("command"), "'command' must name the emulator program")
+    shift = fields.raw("icount_shift", required=False)
+    if shift is not None and (isinstance(shift, bool) or not isinstance(shift, int) or not 0 <= shift <= 10):
+        raise TargetError(fields.at("icount_shift"), f"'icount_shift' must be an integer from 0 to 10; got {shift!r}")
+    timeout = fields.raw("timeout_seconds", required=False, default=60.0)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise TargetError(fields.at("timeout_seconds"), f"'timeout_seconds' must be a positive number; got {timeout!r}")
+    fields.done()
+    listed = fields.data["command"]
+    for i, item in enumerate(command):
+        if item in ("-icount", "-kernel"):
+            raise TargetError(listed.at(i) if isinstance(listed, LocatedList) else fields.at("command"),
+                              f"'command' must not contain {item}",
+                              "the runner adds -kernel ELF, and -icount from 'icount_shift'")
+    return Emulator(command=command, icount_shift=shift, timeout_seconds=float(timeout))

@@ -1,0 +1,82 @@
+"""Shared fixtures: SCons and CLI invocations, and one build of the example graphs per session.
+
+Every build goes to a temporary folder (with its own SCons database, see SConstruct), so the
+tests neither depend on nor touch the developer's build/.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+GRAPHS = ROOT / "graphs"
+EXAMPLES = ("mlp", "encoder", "branches")
+
+
+def _run(cmd: Sequence[str], cwd: Path, env: dict | None) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(list(cmd), cwd=cwd, env=full_env, capture_output=True, text=True)
+
+
+def scons(*args: str, cwd: Path = ROOT, env: dict | None = None, check: bool = True):
+    """Run `python -m SCons ARGS` in cwd; with check, fail the test with SCons's output."""
+    proc = _run([sys.executable, "-m", "SCons", *args], cwd, env)
+    if check and proc.returncode != 0:
+        pytest.fail(f"scons {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def tinsmith(*args: str, cwd: Path = ROOT, env: dict | None = None):
+    """Run `python -m codegen ARGS` in cwd (the repository is put on PYTHONPATH)."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return _run([sys.executable, "-m", "codegen", *args], cwd, {"PYTHONPATH": path, **(env or {})})
+
+
+def run_runner(runner: Path, inputs: Sequence[np.ndarray],
+               outputs: Sequence[tuple[tuple[int, ...], np.dtype]], tmp: Path) -> list[np.ndarray]:
+    """Run a host runner (NAME_runner IN.bin OUT.bin): inputs and outputs are raw little-endian
+    data concatenated in declaration order."""
+    in_file, out_file = tmp / f"{runner.name}.in", tmp / f"{runner.name}.out"
+    in_file.write_bytes(b"".join(np.ascontiguousarray(a, dtype=np.dtype(a.dtype).newbyteorder("<")).tobytes()
+                                 for a in inputs))
+    proc = subprocess.run([str(runner), str(in_file), str(out_file)], capture_output=True, text=True)
+    assert proc.returncode == 0, f"{runner} failed: {proc.stderr}"
+    data, offset, result = out_file.read_bytes(), 0, []
+    for shape, dtype in outputs:
+        dtype = np.dtype(dtype).newbyteorder("<")
+        count = int(np.prod(shape, dtype=np.int64))
+        result.append(np.frombuffer(data, dtype=dtype, count=count, offset=offset).reshape(shape))
+        offset += count * dtype.itemsize
+    assert offset == len(data), f"{runner} wrote {len(data)} bytes, expected {offset}"
+    return result
+
+
+@pytest.fixture(scope="session")
+def scons_cmd():
+    return scons
+
+
+@pytest.fixture(scope="session")
+def tinsmith_cmd():
+    return tinsmith
+
+
+@pytest.fixture(scope="session")
+def runner_io():
+    return run_runner
+
+
+@pytest.fixture(scope="session")
+def example_build(tmp_path_factory) -> Path:
+    """The example graphs built once, by one SCons run, into a session folder; returns it.
+    Holds build_dir/NAME/{NAME.hpp,.h,.cpp,.json,_runner.cpp,lib NAME.a,NAME_runner}."""
+    build_dir = tmp_path_factory.mktemp("examples_build")
+    graphs = ",".join(str(GRAPHS / f"{name}.yaml") for name in EXAMPLES)
+    scons("-Q", "-j2", f"graphs={graphs}", f"build_dir={build_dir}")
+    return build_dir

@@ -1,0 +1,160 @@
+"""`python -m codegen` end to end: compiled outputs against the independent oracle, and the
+messages and exit statuses users see.
+
+Tolerance: the compiled code computes in float32 and the oracle in float64 from the same
+float32 weights and inputs. float32 rounds at 6e-8 relative; the longest chains here (a
+64-term dot product, LayerNorm, Softmax, erf) accumulate a few dozen roundings of O(1)
+values, so agreement to rtol=1e-5 leaves a 10x margin over what we measure (<= 1e-6 on
+values not near zero). Outputs near zero come from cancellation (residual sums, x - x/e),
+where the error is a few ulps of the O(1) operands, not of the result: atol=1e-6 covers that
+(measured <= 7e-7) and is still far below any real bug (a wrong index or a missing term
+changes values by 1e-2 or more).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import oracle
+from conftest import EXAMPLES, GRAPHS
+
+RTOL, ATOL = 1e-5, 1e-6
+OUTPUTS = {"mlp": ["probs"], "encoder": ["encoded"], "branches": ["merged", "stats"]}
+
+
+@pytest.mark.parametrize("graph", EXAMPLES)
+def test_run_agrees_with_oracle(graph, example_build, tinsmith_cmd, tmp_path):
+    inputs = oracle.seeded_inputs(graph, seed=1)
+    np.savez(tmp_path / "in.npz", **inputs)
+    out = tmp_path / "out.npz"
+    proc = tinsmith_cmd("run", str(GRAPHS / f"{graph}.yaml"), "--inputs", str(tmp_path / "in.npz"),
+                        "--output", str(out), "--build-dir", str(example_build))
+    assert proc.returncode == 0, proc.stderr
+    want = oracle.evaluate(graph, inputs)
+    with np.load(out) as got:
+        assert sorted(got.files) == sorted(OUTPUTS[graph])
+        for name in OUTPUTS[graph]:
+            assert got[name].dtype == np.float32
+            assert got[name].shape == want[name].shape
+            np.testing.assert_allclose(got[name], want[name], rtol=RTOL, atol=ATOL, err_msg=name)
+
+
+@pytest.mark.parametrize("graph", EXAMPLES)
+def test_numpy_reference_agrees_with_oracle(graph):
+    """`check` compares with codegen.reference; that reference must itself be right."""
+    from codegen.pipeline import lower
+    from codegen.reference import evaluate
+
+    inputs = oracle.seeded_inputs(graph, seed=2)
+    got = evaluate(lower(GRAPHS / f"{graph}.yaml"), inputs)
+    for name, want in oracle.evaluate(graph, inputs).items():
+        np.testing.assert_allclose(got[name], want, rtol=RTOL, atol=ATOL, err_msg=name)
+
+
+@pytest.mark.parametrize("graph", EXAMPLES)
+def test_check_reports_each_output_and_exits_0(graph, example_build, tinsmith_cmd):
+    proc = tinsmith_cmd("check", str(GRAPHS / f"{graph}.yaml"), "--build-dir", str(example_build))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == len(OUTPUTS[graph])
+    for name, line in zip(OUTPUTS[graph], lines):
+        m = re.fullmatch(rf"{name}: max abs diff (\S+), max rel diff (\S+)", line)
+        assert m, line
+        assert float(m[1]) < 1e-5 and float(m[2]) < 1e-4
+
+
+def test_show_prints_nodes_clusters_and_memory_plan(example_build, tinsmith_cmd):
+    import json
+
+    proc = tinsmith_cmd("show", str(GRAPHS / "branches.yaml"))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    # clusters worked out by hand from branches.yaml: a node's cluster is one more than the
+    # latest cluster among its producers; the dead Add is dropped
+    expected = {"gate": 0, "squash": 0, "grow": 0, "gated": 1, "ratio": 1, "square": 1,
+                "diff": 2, "smooth": 2, "join": 3, "flatten": 4, "mean_rows": 4, "merge_out": 5}
+    shown = dict((m[2], int(m[1])) for m in re.finditer(r"^  \[(\d+)\] (\w+): ", out, re.M))
+    assert shown == expected
+    assert "unused_branch" not in out
+    assert re.search(r"^clusters: 6$", out, re.M)
+    report = json.loads((example_build / "branches" / "branches.json").read_text())
+    ws = report["ram"]["workspace_bytes"]
+    assert re.search(rf"^memory plan: workspace {ws} bytes \(lower bound \d+\)$", out, re.M)
+    placements = re.findall(r"^  (\w+): offset (\d+), (\d+) bytes, clusters (\d+)\.\.(\d+)$", out, re.M)
+    assert {p[0] for p in placements} == {p["value"] for p in report["plan"]}
+    for value, offset, nbytes, first, last in placements:
+        assert int(offset) % 16 == 0 and int(offset) + int(nbytes) <= ws, value
+
+
+def test_run_with_missing_input_exits_1(tinsmith_cmd, tmp_path):
+    inputs = tmp_path / "in.npz"
+    np.savez(inputs, y=np.zeros(4, np.float32))
+    proc = tinsmith_cmd("run", str(GRAPHS / "branches.yaml"), "--inputs", str(inputs),
+                        "--output", str(tmp_path / "out.npz"), "--build-dir", str(tmp_path / "build"))
+    assert proc.returncode == 1
+    assert proc.stderr == (f"error: {inputs} lacks input x\n"
+                           "note: its arrays must be named after the graph inputs: x, y\n")
+    assert not (tmp_path / "out.npz").exists()
+    assert not (tmp_path / "build").exists()  # the inputs are checked before anything is built
+
+
+def test_run_with_wrong_shape_exits_1(tinsmith_cmd, tmp_path):
+    inputs = tmp_path / "in.npz"
+    np.savez(inputs, x=np.zeros((2, 64), np.float32))
+    proc = tinsmith_cmd("run", str(GRAPHS / "mlp.yaml"), "--inputs", str(inputs),
+                        "--output", str(tmp_path / "out.npz"), "--build-dir", str(tmp_path / "build"))
+    assert proc.returncode == 1
+    assert proc.stderr == f"error: input 'x' in {inputs} has shape [2, 64], the graph expects [1, 64]\n"
+
+
+def test_graph_error_exits_1_with_location(tinsmith_cmd, tmp_path):
+    (tmp_path / "bad.yaml").write_text(
+        "graph: bad\n"
+        "inputs:\n"
+        "  x: {dtype: float32, shape: [2]}\n"
+        "outputs: [y]\n"
+        "nodes:\n"
+        "  - {op: Relu, inputs: [x], outputs: [y], attrs: {alpha: 1}}\n")
+    proc = tinsmith_cmd("build", "bad.yaml", "--build-dir", "out", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert re.match(r"bad\.yaml:6:\d+: error: ", proc.stderr), proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_bad_usage_exits_2(tinsmith_cmd):
+    assert tinsmith_cmd("run", str(GRAPHS / "mlp.yaml")).returncode == 2
+    assert tinsmith_cmd("frobnicate").returncode == 2
+
+
+def test_build_and_run_a_graph_outside_the_repository(tinsmith_cmd, tmp_path):
+    w = np.random.default_rng(5).standard_normal((3, 2)).astype(np.float32)
+    (tmp_path / "weights").mkdir()
+    np.save(tmp_path / "weights" / "w.npy", w)
+    (tmp_path / "affine.yaml").write_text(
+        "graph: affine\n"
+        "inputs:\n"
+        "  x: {dtype: float32, shape: [4, 3]}\n"
+        "outputs: [y]\n"
+        "constants:\n"
+        "  w: {file: weights/w.npy}\n"
+        "  b: {value: [0.5, -0.25]}\n"
+        "nodes:\n"
+        "  - {op: Gemm, inputs: [x, w, b], outputs: [h]}\n"
+        "  - {op: Sigmoid, inputs: [h], outputs: [y]}\n")
+    proc = tinsmith_cmd("build", "affine.yaml", "--build-dir", "out", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    folder = tmp_path / "out" / "affine"
+    assert f"built {folder}" in proc.stdout
+    for name in ("affine.hpp", "affine.h", "affine.cpp", "affine.json", "libaffine.a", "affine_runner"):
+        assert (folder / name).is_file(), name
+
+    x = np.random.default_rng(6).standard_normal((4, 3)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", x=x)
+    proc = tinsmith_cmd("run", "affine.yaml", "--inputs", "in.npz", "--output", "out.bin",
+                        "--build-dir", "out", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    want = 1 / (1 + np.exp(-(x.astype(np.float64) @ w + np.array([0.5, -0.25]))))
+    with np.load(tmp_path / "out.bin") as got:  # written at exactly the path given
+        np.testing.assert_allclose(got["y"], want, rtol=RTOL, atol=ATOL)
