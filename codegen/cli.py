@@ -17,26 +17,44 @@ import numpy as np
 from codegen.errors import TinsmithError
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_BUILD_DIR = "build/host"
 
 
-def _scons_build(graph_path: Path, build_dir: Path, quiet: bool = True, graph=None) -> Path:
-    """Build one graph with the SCons tool; return the path of its host runner.
+def _build_dir(args) -> Path:
+    """--build-dir, or build/TARGET under the current directory."""
+    return Path(args.build_dir or f"build/{Path(args.target).stem}")
+
+
+def _program_path(graph_name: str, build_dir: Path, target) -> Path:
+    """Where the SCons tool puts the program that runs a graph: host runner or test firmware."""
+    folder = build_dir.resolve() / graph_name
+    if target.baremetal:
+        return folder / "firmware" / f"{graph_name}.elf"
+    return folder / f"{graph_name}_runner"
+
+
+def _scons_build(graph_path: Path, build_dir: Path, target_name: str = "host", quiet: bool = True,
+                 graph=None) -> Path:
+    """Build one graph for a target with the SCons tool; return the program that runs it.
 
     `graph` is the lowered graph when the caller has it; lowering first reports graph errors
     at the user's path before SCons runs."""
     from codegen.pipeline import lower
+    from codegen.targets import load_target
 
+    target = load_target(target_name)
     if graph is None:
         graph = lower(graph_path)
-    runner = build_dir.resolve() / graph.name / f"{graph.name}_runner"
+    program = _program_path(graph.name, build_dir, target)
+    if Path(target_name).suffix in (".yaml", ".yml"):  # SCons runs in the Tinsmith checkout
+        target_name = str(Path(target_name).resolve())
     cmd = [sys.executable, "-m", "SCons", "-Q", "-C", str(ROOT), f"graphs={graph_path.resolve()}",
-           f"build_dir={build_dir.resolve()}", str(runner)]
+           f"build_dir={build_dir.resolve()}", f"target={target_name}", str(program)]
     proc = subprocess.run(cmd, capture_output=quiet, text=True)
     if proc.returncode != 0:
         detail = (proc.stdout + proc.stderr).strip() if quiet else ""
-        raise TinsmithError(None, f"building {graph_path} failed" + (f":\n{detail}" if detail else ""))
-    return runner
+        raise TinsmithError(None, f"building {graph_path} for {target.name} failed"
+                            + (f":\n{detail}" if detail else ""))
+    return program
 
 
 def _read_inputs(graph, path: Path) -> dict[str, np.ndarray]:
@@ -60,23 +78,13 @@ def _read_inputs(graph, path: Path) -> dict[str, np.ndarray]:
     return result
 
 
-def run_compiled(graph_path: Path, inputs: dict[str, np.ndarray], build_dir: Path,
-                 graph=None) -> dict[str, np.ndarray]:
-    """Build (if needed) and run the compiled graph on host; returns its outputs."""
-    from codegen.pipeline import lower
+def _input_bytes(graph, inputs: dict[str, np.ndarray]) -> bytes:
+    """Inputs as the runners read them: raw little-endian data in declaration order."""
+    return b"".join(np.ascontiguousarray(inputs[n], dtype=graph.types[n].numpy_dtype)
+                    .astype(graph.types[n].numpy_dtype.newbyteorder("<")).tobytes() for n in graph.inputs)
 
-    if graph is None:
-        graph = lower(graph_path)
-    runner = _scons_build(graph_path, build_dir, graph=graph)
-    with tempfile.TemporaryDirectory() as tmp:
-        in_file, out_file = Path(tmp) / "in.bin", Path(tmp) / "out.bin"
-        in_file.write_bytes(b"".join(np.ascontiguousarray(inputs[n], dtype=graph.types[n].numpy_dtype)
-                                     .astype("<" + graph.types[n].numpy_dtype.str[1:]).tobytes()
-                                     for n in graph.inputs))
-        proc = subprocess.run([str(runner), str(in_file), str(out_file)], capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise TinsmithError(None, f"{runner} failed: {proc.stderr.strip()}")
-        data = out_file.read_bytes()
+
+def _output_arrays(graph, data: bytes) -> dict[str, np.ndarray]:
     outputs, offset = {}, 0
     for name in graph.outputs:
         t = graph.types[name]
@@ -84,6 +92,29 @@ def run_compiled(graph_path: Path, inputs: dict[str, np.ndarray], build_dir: Pat
                                       offset=offset).reshape(t.shape).astype(t.numpy_dtype)
         offset += t.nbytes
     return outputs
+
+
+def run_compiled(graph_path: Path, inputs: dict[str, np.ndarray], build_dir: Path,
+                 graph=None, target_name: str = "host") -> dict[str, np.ndarray]:
+    """Build (if needed) and run the compiled graph on the host or the target's emulator;
+    returns its outputs."""
+    from codegen.pipeline import lower
+    from codegen.targets import load_target
+    from codegen.targets.qemu import run_on_emulator
+
+    if graph is None:
+        graph = lower(graph_path)
+    target = load_target(target_name)
+    program = _scons_build(graph_path, build_dir, target_name, graph=graph)
+    if target.baremetal:
+        return _output_arrays(graph, run_on_emulator(target, program, _input_bytes(graph, inputs)).output)
+    with tempfile.TemporaryDirectory() as tmp:
+        in_file, out_file = Path(tmp) / "in.bin", Path(tmp) / "out.bin"
+        in_file.write_bytes(_input_bytes(graph, inputs))
+        proc = subprocess.run([str(program), str(in_file), str(out_file)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise TinsmithError(None, f"{program} failed: {proc.stderr.strip()}")
+        return _output_arrays(graph, out_file.read_bytes())
 
 
 def seeded_inputs(graph, seed: int = 0) -> dict[str, np.ndarray]:
@@ -111,9 +142,44 @@ def cmd_verify(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    import json
+
+    from codegen.measure import check_budgets, measure_model, summary
+    from codegen.targets import load_target
+    plan = json.loads(Path(args.plan).read_text(encoding="utf-8"))
+    report = measure_model(plan, Path(args.object), load_target(args.target),
+                           Path(args.firmware) if args.firmware else None)
+    print(summary(report))
+    check_budgets(report, args.ram_budget, args.flash_budget)
+    Path(args.output).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+def cmd_emulate(args) -> int:
+    import json
+
+    from codegen.targets import load_target
+    from codegen.targets.qemu import run_on_emulator
+    report = json.loads(Path(args.report).read_text(encoding="utf-8"))
+    # The host runner's smoke pattern, so host and target smoke runs can be compared.
+    data = b"".join((((np.arange(v["bytes"] // 4) % 17) - 8) / 8).astype("<f4").tobytes()
+                    for v in report["inputs"])
+    run = run_on_emulator(load_target(args.target), Path(args.firmware), data)
+    offset = 0
+    for v in report["outputs"]:
+        values = np.frombuffer(run.output, dtype="<f4", count=v["bytes"] // 4, offset=offset)
+        offset += v["bytes"]
+        print(f"{report['graph']} [{args.target}]: {v['name']}[{'x'.join(map(str, v['shape']))}] "
+              f"sum={float(values.astype(np.float64).sum()):.6g} first={float(values[0]):.6g}")
+    counted = f", {run.instructions:,} instructions" if run.instructions is not None else ""
+    print(f"{report['graph']} [{args.target}]: call used {run.stack_bytes} bytes of stack{counted}")
+    return 0
+
+
 def cmd_build(args) -> int:
-    runner = _scons_build(Path(args.graph), Path(args.build_dir), quiet=False)
-    print(f"built {runner.parent}")
+    program = _scons_build(Path(args.graph), _build_dir(args), args.target, quiet=False)
+    print(f"built {program}")
     return 0
 
 
@@ -121,7 +187,7 @@ def cmd_run(args) -> int:
     from codegen.pipeline import lower
     graph = lower(args.graph)
     inputs = _read_inputs(graph, Path(args.inputs))
-    outputs = run_compiled(Path(args.graph), inputs, Path(args.build_dir), graph)
+    outputs = run_compiled(Path(args.graph), inputs, _build_dir(args), graph, args.target)
     try:
         with open(args.output, "wb") as f:  # a file object: np.savez would append .npz to a name
             np.savez(f, **outputs)
@@ -135,7 +201,7 @@ def cmd_check(args) -> int:
     from codegen.reference import evaluate
     graph = lower(args.graph)
     inputs = seeded_inputs(graph, args.seed)
-    got = run_compiled(Path(args.graph), inputs, Path(args.build_dir), graph)
+    got = run_compiled(Path(args.graph), inputs, _build_dir(args), graph, args.target)
     want = evaluate(graph, inputs)
     worst = 0.0
     for name in graph.outputs:
@@ -176,6 +242,13 @@ def cmd_show(args) -> int:
     return 0
 
 
+def cmd_import_onnx(args) -> int:
+    from codegen.load.write_yaml import import_onnx
+    for path in import_onnx(args.model, args.output, args.batch):
+        print(f"wrote {path}")
+    return 0
+
+
 def cmd_ops(args) -> int:
     from codegen.builders import BUILDERS
     from codegen.ops import PRIMITIVES
@@ -188,6 +261,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tinsmith", description="Compile neural-network graphs to C++.")
     sub = parser.add_subparsers(dest="command", required=True)
 
+    def add_target(p):
+        p.add_argument("--target", default="host",
+                       help="host (default), cortex-m4, cortex-m7, cortex-m0plus, or a target YAML file")
+        p.add_argument("--build-dir", help="where to build [build/TARGET]")
+
     def command(name, fn, help, graph=True):
         p = sub.add_parser(name, help=help)
         if graph:
@@ -196,18 +274,36 @@ def _parser() -> argparse.ArgumentParser:
         return p
 
     p = command("build", cmd_build, "build the graph's library and runner for the host")
-    p.add_argument("--build-dir", default=DEFAULT_BUILD_DIR)
+    add_target(p)
     p = command("run", cmd_run, "run the compiled graph on inputs from an .npz file")
     p.add_argument("--inputs", required=True, help=".npz with one array per graph input")
     p.add_argument("--output", required=True, help=".npz to write, one array per graph output")
-    p.add_argument("--build-dir", default=DEFAULT_BUILD_DIR)
+    add_target(p)
     p = command("check", cmd_check, "compare compiled outputs with the NumPy reference")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rtol", type=float, default=1e-4)
     p.add_argument("--atol", type=float, default=1e-6)
-    p.add_argument("--build-dir", default=DEFAULT_BUILD_DIR)
+    add_target(p)
+    p = command("report", cmd_report, "measure the compiled model and write the report (used by the SCons tool)",
+                graph=False)
+    p.add_argument("plan", help="NAME.plan.json written by the generator")
+    p.add_argument("object", help="the model's object file, compiled with -fstack-usage")
+    p.add_argument("firmware", nargs="?", help="linked firmware, to bound the stack of library calls")
+    p.add_argument("-o", "--output", required=True, help="NAME.json to write")
+    p.add_argument("--target", default="host")
+    p.add_argument("--ram-budget", type=int, help="fail if the model needs more RAM (bytes)")
+    p.add_argument("--flash-budget", type=int, help="fail if the model needs more flash (bytes)")
+    p = command("emulate", cmd_emulate, "run test firmware once on the target's emulator", graph=False)
+    p.add_argument("firmware", help="the ELF built by the SCons tool")
+    p.add_argument("--report", required=True, help="the graph's NAME.plan.json or NAME.json")
+    p.add_argument("--target", required=True)
     command("show", cmd_show, "print the expanded graph, clusters and memory plan")
     command("ops", cmd_ops, "list supported primitives and builders", graph=False)
+    p = command("import-onnx", cmd_import_onnx, "import an ONNX model as a graph YAML file and its "
+                "weights (.npz beside it)", graph=False)
+    p.add_argument("model", help="the .onnx file")
+    p.add_argument("-o", "--output", required=True, help="graph file to write, e.g. graphs/NAME.yaml")
+    p.add_argument("--batch", type=int, default=1, help="size for a symbolic batch dimension [1]")
     p = command("generate", cmd_generate, "write the generated sources (used by the SCons tool)")
     p.add_argument("-o", "--out-dir", required=True)
     p = command("verify", cmd_verify, "check generated headers with libclang (used by the SCons tool)",

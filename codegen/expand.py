@@ -3,6 +3,10 @@
 Nodes are taken in dependency order; builder nodes are expanded through their `insert`,
 and every primitive is checked (arity, attributes, types) and typed as it is added, so
 an error points at the node, input or attribute of the graph file that caused it.
+
+A node whose inputs are all constants is evaluated as soon as it is added (with its
+primitive's NumPy reference) and its outputs become constants, so shape computations
+(Shape -> Gather -> Concat -> Reshape) are known when the node that needs them is checked.
 """
 from __future__ import annotations
 
@@ -18,6 +22,9 @@ from codegen.errors import GraphError, SourceLoc
 from codegen.ir import Constant, Graph, Node, TensorType
 from codegen.load import GraphSpec, NodeSpec
 from codegen.ops import PRIMITIVES, Attr, InferArgs, OpError, check_attrs
+from codegen.ops.shape_ops import BUILD_TIME_OPS
+
+MAX_LISTED_NODES = 5  # per unsupported op in the error message
 
 
 class GraphBuilder:
@@ -26,6 +33,7 @@ class GraphBuilder:
     def __init__(self, spec: GraphSpec, taken: set[str]):
         self.path = spec.path
         self.types: dict[str, TensorType] = {v.name: v.type for v in spec.inputs}
+        self.graph_outputs = {v.name for v in spec.outputs}
         self.constants: dict[str, Constant] = {c.name: c for c in spec.constants}
         self.types.update({c.name: c.type for c in spec.constants})
         self.nodes: list[Node] = []
@@ -39,10 +47,10 @@ class GraphBuilder:
         if op in BUILDERS:
             return self._expand_builder(op, name, list(inputs), dict(attrs or {}), None)
         prim = PRIMITIVES[op]
+        # A variadic op (outputs=-1) gets its output names once inference has counted them.
         outputs = [self.fresh(f"{name}_out" if prim.outputs == 1 else f"{name}_out{i}", scoped=False)
-                   for i in range(prim.outputs)]
-        self._add_primitive(op, name, list(inputs), outputs, dict(attrs or {}))
-        return outputs
+                   for i in range(max(prim.outputs, 0))]
+        return self._add_primitive(op, name, list(inputs), outputs, dict(attrs or {}))
 
     def scalar(self, value: float) -> str:
         """A float32 scalar constant (rank 0, broadcasts against anything)."""
@@ -50,6 +58,16 @@ class GraphBuilder:
         owner = self._scope[-1][1] if self._scope else None
         self.constants[name] = Constant(name, np.array(value, dtype=np.float32),
                                         "builder literal", owner.loc if owner else SourceLoc(self.path, 1, 1))
+        self.types[name] = self.constants[name].type
+        return name
+
+    def constant(self, data: Any, hint: str = "c") -> str:
+        """A constant holding `data` (e.g. an int64 shape or axes operand for a primitive)."""
+        data = np.asarray(data)
+        name = self.fresh(hint)
+        owner = self._scope[-1][1] if self._scope else None
+        self.constants[name] = Constant(name, np.ascontiguousarray(data), "builder literal",
+                                        owner.loc if owner else SourceLoc(self.path, 1, 1))
         self.types[name] = self.constants[name].type
         return name
 
@@ -142,7 +160,8 @@ class GraphBuilder:
                          f"{'are' if named != 1 else 'is'} named")
 
     def _add_primitive(self, op: str, name: str, inputs: list[str], outputs: list[str],
-                       attrs: dict[str, Any]) -> None:
+                       attrs: dict[str, Any]) -> list[str]:
+        """Check, type and add (or fold) one primitive node; return its output names."""
         prim = PRIMITIVES[op]
         what = f"{op} node '{name}'"
         spec = self._spec()
@@ -155,16 +174,59 @@ class GraphBuilder:
                                   f"is built", input=i)
         except OpError as e:
             raise self._error(e, op, name, inputs, prim.attrs) from None
-        self._check_output_count(what, prim.outputs, len(outputs), name, exact=True)
+        if prim.outputs >= 0:
+            # Trailing optional outputs may go unnamed (ONNX leaves them out): they get fresh names.
+            self._check_output_count(what, prim.outputs, len(outputs), name, exact=False)
+            outputs = outputs + [self.fresh(f"{name}_out{i}", scoped=False)
+                                 for i in range(len(outputs), prim.outputs)]
         try:
             args = InferArgs(tuple(self.types[n] if n else None for n in inputs), checked,
                              tuple(self.value_of(n) if n else None for n in inputs))
             out_types = list(prim.infer(args))
         except OpError as e:
             raise self._error(e, op, name, inputs, prim.attrs, prefix=True) from None
+        if prim.outputs < 0 and not outputs:  # inserted by a builder: as many as inferred
+            outputs = [self.fresh(f"{name}_out{i}", scoped=False) for i in range(len(out_types))]
+        elif prim.outputs < 0:
+            self._check_output_count(what, len(out_types), len(outputs), name, exact=True)
         for out, t in zip(outputs, out_types):
             self.types[out] = t
-        self.nodes.append(Node(op, name, tuple(inputs), tuple(outputs), checked, spec.loc))
+        node = Node(op, name, tuple(inputs), tuple(outputs), checked, spec.loc)
+        if not self._fold(node):
+            self.nodes.append(node)
+        return outputs
+
+    def _fold(self, node: Node) -> bool:
+        """Evaluate `node` now if its inputs are all constants (build-time ops also read the types
+        of computed inputs); its outputs become constants. False if the node stays."""
+        present = [n for n in node.inputs if n]
+        build_time = node.op in BUILD_TIME_OPS
+        if not build_time and (not present or any(n not in self.constants for n in present)
+                               or set(node.outputs) & self.graph_outputs):
+            return False  # (a graph output is written by a kernel into the caller's buffer)
+        # Only the shape of a computed input matters to a build-time op: a zero-stride placeholder.
+        args = [None if not n else self.constants[n].data if n in self.constants
+                else np.broadcast_to(np.zeros((), self.types[n].numpy_dtype), self.types[n].shape)
+                for n in node.inputs]
+        try:
+            with np.errstate(all="ignore"):
+                results = PRIMITIVES[node.op].reference(args, node.attrs)
+        except Exception as e:  # noqa: BLE001  (a reference that cannot evaluate these values)
+            if not build_time:
+                return False  # left to run time
+            raise GraphError(node.loc, f"cannot evaluate {node.op} node '{node.name}' when the graph "
+                             f"is built: {e}") from None
+        for out, value in zip(node.outputs, results):
+            t = self.types[out]
+            # C order and the inferred shape (a rank-0 result stays rank 0).
+            value = np.ascontiguousarray(np.asarray(value, dtype=t.numpy_dtype)).reshape(t.shape)
+            target = self.fresh(f"{out}_value", scoped=False) if out in self.graph_outputs else out
+            self.constants[target] = Constant(target, value, f"folded from node '{node.name}'", node.loc)
+            self.types[target] = t
+            if target != out:  # a build-time op writing a graph output: copy the value there
+                self._add_primitive("Identity", self.fresh(f"{node.name}_copy", scoped=False),
+                                    [target], [out], {})
+        return True
 
     def _expand_builder(self, op: str, name: str, inputs: list[str], attrs: dict[str, Any],
                         spec: NodeSpec | None) -> list[str]:
@@ -210,6 +272,38 @@ class GraphBuilder:
             self._add_primitive("Identity", self.fresh("identity"), [actual], [wanted], {})
 
 
+def _at(loc: SourceLoc) -> str:
+    """Where something is, for a note: 'at line N' in a graph file, the place in other models."""
+    return f"at line {loc.line}" if loc.line else f"at {loc}"
+
+
+def _unsupported_ops(spec: GraphSpec, names: list[str]) -> None:
+    """Every op that is neither a primitive nor a builder, in one error. A single unknown op in
+    a graph file is most likely a typo, and is reported as one."""
+    unknown: dict[str, list[int]] = {}
+    for i, node in enumerate(spec.nodes):
+        if node.op not in PRIMITIVES and node.op not in BUILDERS:
+            unknown.setdefault(node.op, []).append(i)
+    if not unknown:
+        return
+    first = spec.nodes[min(i for uses in unknown.values() for i in uses)]
+    if len(unknown) == 1 and len(next(iter(unknown.values()))) == 1 and first.loc.line:
+        i = next(iter(unknown.values()))[0]
+        raise GraphError(first.op_loc, f"unknown op '{first.op}' in node '{names[i]}'",
+                         _unknown_op_hint(first.op))
+
+    def uses(op: str, indices: list[int]) -> str:
+        shown = ", ".join(f"'{names[i]}'" for i in indices[:MAX_LISTED_NODES])
+        more = f" and {len(indices) - MAX_LISTED_NODES} more" if len(indices) > MAX_LISTED_NODES else ""
+        return f"{op} (node{'s' * (len(indices) > 1)} {shown}{more})"
+    listed = "; ".join(uses(op, indices) for op, indices in unknown.items())
+    count = f"{len(unknown)} operators" if len(unknown) > 1 else "an operator"
+    raise GraphError(first.op_loc, f"the graph uses {count} Tinsmith does not support: {listed}",
+                     "`python -m codegen ops` lists the supported ops; to add one, register a primitive "
+                     "(codegen.ops.registry.define) with a functor (codegen.generate.CPP.register), or a "
+                     "builder composing supported ops (codegen.builders.builder)")
+
+
 def _unknown_op_hint(op: str) -> str:
     known = {name.lower(): name for name in set(PRIMITIVES) | set(BUILDERS)}
     close = [known[c] for c in difflib.get_close_matches(op.lower(), sorted(known), n=3, cutoff=0.7)]
@@ -226,7 +320,7 @@ def _check_names(spec: GraphSpec) -> dict[str, SourceLoc]:
         if name in defined:
             first = defined[name]
             raise GraphError(loc, f"duplicate value name '{name}'",
-                             f"'{name}' is already defined at line {first.line}")
+                             f"'{name}' is already defined {_at(first)}")
         defined[name] = loc
 
     for v in spec.inputs:
@@ -247,7 +341,7 @@ def _node_names(spec: GraphSpec, values: Mapping[str, SourceLoc]) -> list[str]:
         if node.name is not None:
             if node.name in seen:
                 raise GraphError(node.name_loc or node.loc, f"duplicate node name '{node.name}'",
-                                 f"'{node.name}' already names the node at line {seen[node.name].line}")
+                                 f"'{node.name}' already names the node {_at(seen[node.name])}")
             seen[node.name] = node.name_loc or node.loc
         names.append(node.name)
     taken = set(seen) | set(values)
@@ -303,10 +397,8 @@ def expand_graph(spec: GraphSpec) -> Graph:
     """Check and type every node, expand builders, and return a Graph of primitives."""
     defined = _check_names(spec)
     names = _node_names(spec, defined)
+    _unsupported_ops(spec, names)
     for node, name in zip(spec.nodes, names):
-        if node.op not in PRIMITIVES and node.op not in BUILDERS:
-            raise GraphError(node.op_loc, f"unknown op '{node.op}' in node '{name}'",
-                             _unknown_op_hint(node.op))
         for value, loc in zip(node.inputs, node.input_locs):
             if value and value not in defined:
                 close = difflib.get_close_matches(value, list(defined), n=1)

@@ -2,13 +2,12 @@
 are thin shells around these functions."""
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from codegen.assemble import assemble
 from codegen.expand import expand_graph
+from codegen.files import write_if_changed
 from codegen.generate import CPP, Backend, GeneratedModel, generate
 from codegen.ir import Graph
 from codegen.load import load_graph_spec
@@ -41,24 +40,6 @@ def compile_graph(path: str | Path, backend: Backend = CPP) -> Compiled:
 
 
 def write_files(files: dict[str, str], out_dir: str | Path) -> list[Path]:
-    """Write each file atomically (temp file + rename), leaving unchanged files untouched so
-    their timestamps and the builds that depend on them stay as they were."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, text in sorted(files.items()):
-        target = out_dir / name
-        data = text.encode("utf-8")
-        if target.exists() and target.read_bytes() == data:
-            written.append(target)
-            continue
-        fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{name}.")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, target)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-        written.append(target)
-    return written
+    """Write each file atomically, leaving unchanged files untouched so their timestamps and the
+    builds that depend on them stay as they were."""
+    return [write_if_changed(Path(out_dir) / name, text.encode("utf-8")) for name, text in sorted(files.items())]

@@ -2,35 +2,29 @@
 
 A value lives from the cluster that writes it to the last cluster that reads it,
 inclusive; because a cluster's nodes may run in parallel, two values whose lifetimes
-share a cluster never share bytes. Values whose lifetimes do not overlap may.
+share a cluster never share bytes, with one exception: an elementwise node may write its
+output over an input that dies at that node (in place), since its kernel reads element i
+before it writes element i. Values whose lifetimes do not overlap may share bytes.
 Offsets are 16-byte aligned. Inputs and outputs belong to the caller, constants to flash.
+
+Several planners (codegen.planners) place the buffers; the smallest plan wins.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Collection
 
 from codegen.ir import Graph
+from codegen.planners import PLANNERS, Lifetime, exact_search, peak, top
 from codegen.schedule import Schedule
 
 ALIGNMENT = 16
+EXACT_SEARCH = "exact_search"  # the planner name when the bounded search beat every greedy planner
 
 
 def align(n: int) -> int:
     """Round up to the workspace alignment."""
     return -(-n // ALIGNMENT) * ALIGNMENT
-
-
-@dataclass(frozen=True)
-class Lifetime:
-    """A workspace value: its size and first/last cluster (inclusive)."""
-
-    value: str
-    nbytes: int
-    first: int
-    last: int
-
-    def overlaps(self, other: "Lifetime") -> bool:
-        return self.first <= other.last and other.first <= self.last
 
 
 @dataclass(frozen=True)
@@ -41,14 +35,25 @@ class Placement:
 
 @dataclass(frozen=True)
 class MemoryPlan:
-    """Where each intermediate lives in the workspace, and how big the workspace is."""
+    """Where each intermediate lives in the workspace, and how big the workspace is.
+
+    `lower_bound_bytes` is the most bytes of values alive in one cluster; values written in place
+    (`in_place`: (output, input it overwrites) pairs) share bytes, so the workspace may be smaller,
+    down to `in_place_lower_bound_bytes`, the same count with each such pair counted once."""
 
     placements: tuple[Placement, ...]
     workspace_bytes: int
     lower_bound_bytes: int
+    planner: str = ""
+    in_place: tuple[tuple[str, str], ...] = ()
+    in_place_lower_bound_bytes: int = 0
 
     def offset_of(self) -> dict[str, int]:
         return {p.lifetime.value: p.offset for p in self.placements}
+
+    def in_place_of(self) -> dict[str, str]:
+        """Map each value written in place to the input whose bytes it takes over."""
+        return dict(self.in_place)
 
 
 def lifetimes(graph: Graph, sched: Schedule) -> list[Lifetime]:
@@ -70,24 +75,87 @@ def lifetimes(graph: Graph, sched: Schedule) -> list[Lifetime]:
 
 
 def lower_bound(lives: list[Lifetime]) -> int:
-    """The most bytes alive in any one cluster: no plan can use less."""
-    clusters = {c for life in lives for c in range(life.first, life.last + 1)}
-    return max((sum(l.nbytes for l in lives if l.first <= c <= l.last) for c in clusters), default=0)
+    """The most bytes alive in any one cluster: no plan without in-place writes can use less."""
+    return peak(lives)
 
 
-def plan_memory(graph: Graph, sched: Schedule) -> MemoryPlan:
-    """Greedy by size: place the largest values first, each at the lowest offset that is free
-    for its whole lifetime."""
-    lives = lifetimes(graph, sched)
-    placed: list[Placement] = []
-    for life in sorted(lives, key=lambda l: (-l.nbytes, l.first, l.value)):
-        offset = 0
-        for p in sorted((p for p in placed if p.lifetime.overlaps(life)), key=lambda p: p.offset):
-            if offset + life.nbytes <= p.offset:
+def elementwise_ops() -> frozenset[str]:
+    """Ops whose C++ kernels may write in place: one loop storing y[i] after loading x[i]."""
+    # Imported here: the generator imports this module, so a module-level import would be circular.
+    from codegen.generate.functors.elementwise import BINARY_FORMULAS, UNARY_FORMULAS
+    return frozenset(UNARY_FORMULAS) | frozenset(BINARY_FORMULAS)
+
+
+def in_place_pairs(graph: Graph, sched: Schedule, ops: Collection[str]) -> dict[str, str]:
+    """Output -> input each node of `ops` may write over: the first input that is a workspace value
+    of the output's type, dies at that node, and is read by no other node of its cluster (they may
+    run at the same time)."""
+    cluster_of = sched.cluster_of()
+    readers: dict[str, list[str]] = {}
+    for node in sched.nodes:
+        for v in dict.fromkeys(node.inputs):
+            if v:
+                readers.setdefault(v, []).append(node.name)
+    produced = {v for node in sched.nodes for v in node.outputs}
+    pairs: dict[str, str] = {}
+    for node in sched.nodes:
+        if node.op not in ops or len(node.outputs) != 1 or not graph.is_intermediate(node.outputs[0]):
+            continue
+        out, c = node.outputs[0], cluster_of[node.name]
+        for v in dict.fromkeys(node.inputs):
+            if (v in produced and graph.is_intermediate(v) and graph.types[v] == graph.types[out]
+                    and all(cluster_of[r] < c or r == node.name for r in readers[v])):
+                pairs[out] = v
                 break
-            offset = max(offset, p.offset + p.lifetime.nbytes)
-        placed.append(Placement(life, offset))
-    order = {life.value: i for i, life in enumerate(lives)}
-    placed.sort(key=lambda p: order[p.lifetime.value])
-    size = max((p.offset + p.lifetime.nbytes for p in placed), default=0)
-    return MemoryPlan(tuple(placed), size, lower_bound(lives))
+    return pairs
+
+
+def _buffers(lives: list[Lifetime], pairs: dict[str, str]) -> tuple[list[Lifetime], dict[str, str]]:
+    """One buffer per chain of in-place writes, named after the chain's first value, living from its
+    first write to its last read; and the buffer of every value."""
+    life = {l.value: l for l in lives}
+    root = {}
+    for l in lives:
+        v = l.value
+        while v in pairs:
+            v = pairs[v]
+        root[l.value] = v
+    last: dict[str, int] = {}
+    for l in lives:
+        last[root[l.value]] = max(last.get(root[l.value], -1), l.last)
+    buffers = [Lifetime(v, life[v].nbytes, life[v].first, last[v]) for v in life if root[v] == v]
+    return buffers, root
+
+
+def _best(buffers: list[Lifetime]) -> tuple[int, str, dict[str, int]]:
+    """Size, planner name and offsets of the smallest placement; ties go to the earlier planner."""
+    floor = peak(buffers)
+    best = None
+    for name, planner in PLANNERS.items():
+        offsets = planner(buffers)
+        size = top(buffers, offsets)
+        if best is None or size < best[0]:
+            best = (size, name, offsets)
+        if size <= floor:
+            break  # optimal: no later planner can win the tie
+    exact = exact_search(buffers, best[0])
+    if exact is not None:
+        best = (top(buffers, exact), EXACT_SEARCH, exact)
+    return best
+
+
+def plan_memory(graph: Graph, sched: Schedule, in_place_ops: Collection[str] | None = None) -> MemoryPlan:
+    """Place every workspace value with each planner, with and without in-place writes by
+    `in_place_ops` (default: the elementwise ops); keep the smallest plan, in place on ties."""
+    lives = lifetimes(graph, sched)
+    pairs = in_place_pairs(graph, sched, elementwise_ops() if in_place_ops is None else in_place_ops)
+    chosen = None
+    for aliases in ([pairs, {}] if pairs else [{}]):
+        buffers, root = _buffers(lives, aliases)
+        size, name, offsets = _best(buffers)
+        if chosen is None or size < chosen[0]:
+            chosen = (size, name, aliases, buffers, root, offsets)
+    size, name, aliases, buffers, root, offsets = chosen
+    placed = tuple(Placement(l, offsets[root[l.value]]) for l in lives)
+    return MemoryPlan(placed, size, lower_bound(lives), name,
+                      tuple((out, v) for out, v in aliases.items()), peak(buffers))

@@ -8,18 +8,25 @@ import numpy as np
 from codegen.errors import SourceLoc
 from codegen.ir import Constant, Graph, Node, TensorType
 
+UNARY = ("Relu", "Sigmoid", "Softmax")  # Softmax: same shape, but not elementwise
+
 
 def random_graph(rng: random.Random, n_nodes: int) -> Graph:
-    """A valid random graph of 1-D tensors of assorted sizes: Relu, Add (equal sizes), Concat, and a
-    constant or two. Unread values are outputs, and sometimes a value that is read is one too."""
+    """A valid random graph of 1-D tensors of assorted sizes: unary ops, Add (equal sizes), Mul (one
+    side may be a single element, broadcast), Concat, and a constant or two. Unread values are
+    outputs, and sometimes a value that is read is one too."""
     types: dict[str, TensorType] = {}
     constants: dict[str, Constant] = {}
     inputs = []
+
+    def size() -> int:
+        return 1 if rng.random() < 0.2 else rng.randint(1, 40)
+
     for i in range(rng.randint(1, 3)):
-        types[f"in{i}"] = TensorType("float32", (rng.randint(1, 40),))
+        types[f"in{i}"] = TensorType("float32", (size(),))
         inputs.append(f"in{i}")
     for i in range(rng.randint(0, 2)):
-        data = np.ones(rng.randint(1, 40), np.float32)
+        data = np.ones(size(), np.float32)
         constants[f"c{i}"] = Constant(f"c{i}", data, "test", SourceLoc("t", 1, 1))
         types[f"c{i}"] = constants[f"c{i}"].type
     values = list(types)
@@ -30,16 +37,21 @@ def random_graph(rng: random.Random, n_nodes: int) -> Graph:
     nodes = []
     for i in range(n_nodes):
         a, out = pick(), f"v{i}"
-        kind = rng.choice(["Relu", "Add", "Concat"])
+        n_a = types[a].shape[0]
+        kind = rng.choice(["Relu", "Add", "Mul", "Concat", "Unary"])
         if kind == "Add":
             node = Node("Add", f"n{i}", (a, rng.choice([v for v in values if types[v] == types[a]])), (out,))
+        elif kind == "Mul":
+            b = rng.choice([v for v in values if types[v].shape[0] in (1, n_a) or n_a == 1])
+            node = Node("Mul", f"n{i}", (a, b) if rng.random() < 0.5 else (b, a), (out,))
         elif kind == "Concat":
             node = Node("Concat", f"n{i}", (a,) + tuple(pick() for _ in range(rng.randint(1, 2))), (out,),
                         {"axis": 0})
         else:
-            node = Node("Relu", f"n{i}", (a,), (out,))
-        size = sum(types[v].shape[0] for v in node.inputs) if kind == "Concat" else types[a].shape[0]
-        types[out] = TensorType("float32", (size,))
+            op = "Relu" if kind == "Relu" else rng.choice(UNARY)
+            node = Node(op, f"n{i}", (a,), (out,), {"axis": 0} if op == "Softmax" else {})
+        sizes = [types[v].shape[0] for v in node.inputs]
+        types[out] = TensorType("float32", (sum(sizes) if kind == "Concat" else max(sizes),))
         nodes.append(node)
         values.append(out)
     produced = [n.outputs[0] for n in nodes]

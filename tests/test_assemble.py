@@ -16,7 +16,7 @@ import pytest
 from conftest import EXAMPLES, GRAPHS, ROOT
 
 RUNTIME_INCLUDE = ROOT / "runtime_cpp" / "include"
-GENERATED = (".hpp", ".h", ".cpp", "_runner.cpp", ".json")
+GENERATED = (".hpp", ".h", ".cpp", "_runner.cpp", ".plan.json")
 STRICT = ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-pedantic", "-Wshadow", "-Wconversion",
           "-Wsign-conversion", "-Wdouble-promotion", "-Wold-style-cast", "-Wcast-align", "-Wundef",
           "-Wfloat-equal", "-fno-exceptions", "-fno-rtti"]
@@ -125,7 +125,7 @@ IO = {"mlp": ([("x", [1, 64])], [("probs", [1, 10])]),
 @pytest.mark.parametrize("graph", EXAMPLES)
 def test_report_describes_the_generated_code(graph, example_build):
     folder = example_build / graph
-    report = json.loads((folder / f"{graph}.json").read_text())
+    report = json.loads((folder / f"{graph}.plan.json").read_text())
     assert report["graph"] == graph and report["source"] == f"graphs/{graph}.yaml"
     ins, outs = IO[graph]
     assert [(v["name"], v["shape"], v["dtype"], v["bytes"]) for v in report["inputs"]] == \
@@ -141,7 +141,7 @@ def test_report_describes_the_generated_code(graph, example_build):
     ws = report["ram"]["workspace_bytes"]
     assert re.search(rf"kWorkspaceBytes = {ws};", (folder / f"{graph}.hpp").read_text())
     assert re.search(rf"#define {graph.upper()}_WORKSPACE_BYTES {ws}u", (folder / f"{graph}.h").read_text())
-    assert report["ram"]["workspace_lower_bound_bytes"] <= ws
+    assert ws <= 1.05 * report["ram"]["workspace_lower_bound_bytes"]
 
     # clusters: every node in exactly one, and each reads only values from earlier clusters
     nodes = {n["name"]: n for n in report["nodes"]}
@@ -160,11 +160,17 @@ def test_report_describes_the_generated_code(graph, example_build):
     for p in plan:
         assert p["offset"] % 16 == 0 and p["offset"] + p["bytes"] <= ws, p
         assert p["value"] in produced_in and p["value"] not in graph_outputs, p
+    writes = {(o, i) for n in report["nodes"] for o in n["outputs"] for i in n["inputs"]}
+
+    def in_place(a, b):  # an output written over an input that dies at its node
+        return any((o["value"], i["value"]) in writes and o["offset"] == i["offset"] and o["bytes"] == i["bytes"]
+                   and i["last_cluster"] == o["first_cluster"] for o, i in ((a, b), (b, a)))
+
     for i, a in enumerate(plan):
         for b in plan[i + 1:]:
             alive_together = a["first_cluster"] <= b["last_cluster"] and b["first_cluster"] <= a["last_cluster"]
             disjoint = a["offset"] + a["bytes"] <= b["offset"] or b["offset"] + b["bytes"] <= a["offset"]
-            assert disjoint or not alive_together, (a, b)
+            assert disjoint or not alive_together or in_place(a, b), (a, b)
 
 
 def _prod(shape) -> int:

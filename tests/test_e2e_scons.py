@@ -17,7 +17,7 @@ import pytest
 import oracle
 from conftest import EXAMPLES, ROOT, scons
 
-GENERATED = (".hpp", ".h", ".cpp", "_runner.cpp", ".json")
+GENERATED = (".hpp", ".h", ".cpp", "_runner.cpp", ".plan.json", ".json")
 
 
 def make_project(dest: Path, source: Path = ROOT) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -547,10 +548,14 @@ def test_concat_errors():
 
 
 # --- the registry ---------------------------------------------------------------------------
-def test_every_primitive_is_covered_here():
+def test_every_primitive_is_tested():
+    """The core primitives are tested here; every other one is named in some test module."""
     covered = set(BINARY_MATH) | set(UNARY_MATH) | {"MatMul", "Gemm", "Softmax", "ReduceMean", "Reshape",
                                                    "Transpose", "Concat"}
-    assert set(PRIMITIVES) == covered
+    assert covered <= set(PRIMITIVES)
+    tests = "\n".join(p.read_text() for p in Path(__file__).parent.glob("test_*.py"))
+    untested = [op for op in PRIMITIVES if not re.search(rf"\b{op}\b", tests)]
+    assert not untested
 
 
 def test_registering_twice_is_an_error():

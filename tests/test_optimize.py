@@ -9,7 +9,8 @@ from codegen.errors import SourceLoc
 from codegen.expand import expand_graph
 from codegen.ir import Constant, Graph, Node, TensorType
 from codegen.load import load_graph_spec
-from codegen.optimize import DEFAULT_PASSES, drop_dead_nodes, fold_constants, optimize
+from codegen.optimize import DEFAULT_PASSES, drop_dead_nodes, fold_batch_norm, fold_constants, optimize
+from codegen.reference import evaluate
 
 LOC = SourceLoc("test.yaml", 1, 1)
 
@@ -208,4 +209,217 @@ def test_everything_live_is_unchanged():
 
 
 def test_default_passes():
-    assert tuple(DEFAULT_PASSES) == (fold_constants, drop_dead_nodes)
+    assert tuple(DEFAULT_PASSES) == (fold_constants, fold_batch_norm, drop_dead_nodes)
+
+
+# --- fold_batch_norm -----------------------------------------------------------------------
+# The folded weights are computed here in float64 from the ONNX definition
+# y = (x - mean) / sqrt(var + epsilon) * scale + B, written independently of codegen.optimize.
+EPS = 1e-3
+BN_ATTRS = {"epsilon": EPS, "momentum": 0.9, "training_mode": 0}
+CONV_ATTRS = {"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "pads": (1, 1, 1, 1),
+              "strides": None}
+GEMM_ATTRS = {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0}
+
+
+def bn_params(c: int, seed: int = 3) -> list[Constant]:
+    rng = np.random.default_rng(seed)
+    return [C("scale", rng.uniform(0.5, 2, c).astype(np.float32)),
+            C("shift", rng.standard_normal(c).astype(np.float32)),
+            C("mean", rng.standard_normal(c).astype(np.float32)),
+            C("var", rng.uniform(0.1, 3, c).astype(np.float32))]
+
+
+def bn_factors(params: list[Constant]) -> tuple[np.ndarray, np.ndarray]:
+    """Per channel: y = x * a + b for the BatchNormalization with these parameters."""
+    scale, shift, mean, var = (p.data.astype(np.float64) for p in params)
+    a = scale / np.sqrt(var + np.float64(np.float32(EPS)))
+    return a, shift - mean * a
+
+
+def BN(x, y) -> Node:
+    return N("BatchNormalization", "bn", [x, "scale", "shift", "mean", "var"], [y], **BN_ATTRS)
+
+
+def assert_same_numbers(folded: Graph, original: Graph, seed: int = 0) -> None:
+    """Both graphs compute the same outputs (NumPy references), to float32 rounding."""
+    rng = np.random.default_rng(seed)
+    inputs = {n: rng.standard_normal(original.types[n].shape).astype(np.float32) for n in original.inputs}
+    want, got = evaluate(original, inputs), evaluate(folded, inputs)
+    for name in original.outputs:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)
+
+
+def test_batch_norm_folds_into_conv_with_bias():
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    params = bn_params(4)
+    types = {"x": T(1, 3, 5, 5), "h": T(1, 4, 5, 5), "y": T(1, 4, 5, 5)}
+    g = make_graph(["x"], ["y"], types, [C("w", w), C("b", b), *params], [
+        N("Conv", "conv", ["x", "w", "b"], ["h"], **CONV_ATTRS), BN("h", "y")])
+    a, c = bn_factors(params)
+    w2 = (w.astype(np.float64) * a[:, None, None, None]).astype(np.float32)
+    b2 = (b.astype(np.float64) * a + c).astype(np.float32)
+    expected = make_graph(["x"], ["y"], {"x": T(1, 3, 5, 5), "y": T(1, 4, 5, 5)},
+                          [C("w", w), C("b", b), *params, C("conv_weight", w2), C("conv_bias", b2)],
+                          [N("Conv", "conv", ["x", "conv_weight", "conv_bias"], ["y"], **CONV_ATTRS)])
+    folded = fold_batch_norm(g)
+    assert_same_graph(folded, expected)
+    assert folded.constants["conv_weight"].source == \
+        "weight of node 'conv' with BatchNormalization 'bn' folded in"
+    assert_same_numbers(folded, g)
+    # the old parameters are dead now
+    assert set(drop_dead_nodes(folded).constants) == {"conv_weight", "conv_bias"}
+
+
+def test_batch_norm_folds_into_depthwise_conv_without_bias():
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((3, 1, 3, 3)).astype(np.float32)
+    params = bn_params(3)
+    attrs = {**CONV_ATTRS, "group": 3}
+    types = {"x": T(1, 3, 4, 4), "h": T(1, 3, 4, 4), "y": T(1, 3, 4, 4)}
+    g = make_graph(["x"], ["y"], types, [C("w", w), *params],
+                   [N("Conv", "dw", ["x", "w"], ["h"], **attrs), BN("h", "y")])
+    a, c = bn_factors(params)
+    expected = make_graph(["x"], ["y"], {"x": T(1, 3, 4, 4), "y": T(1, 3, 4, 4)}, [
+        C("w", w), *params, C("dw_weight", (w.astype(np.float64) * a[:, None, None, None]).astype(np.float32)),
+        C("dw_bias", c.astype(np.float32))], [N("Conv", "dw", ["x", "dw_weight", "dw_bias"], ["y"], **attrs)])
+    folded = fold_batch_norm(g)
+    assert_same_graph(folded, expected)
+    assert_same_numbers(folded, g)
+
+
+def test_batch_norm_folds_into_gemm():
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((5, 6)).astype(np.float32)  # transB: [out, in]
+    bias = rng.standard_normal(5).astype(np.float32)
+    params = bn_params(5)
+    attrs = {**GEMM_ATTRS, "beta": 0.5, "transB": 1}
+    g = make_graph(["x"], ["y"], {"x": T(2, 6), "h": T(2, 5), "y": T(2, 5)}, [C("w", w), C("c", bias), *params],
+                   [N("Gemm", "fc", ["x", "w", "c"], ["h"], **attrs), BN("h", "y")])
+    a, c = bn_factors(params)
+    w2 = (w.astype(np.float64) * a[:, None]).astype(np.float32)
+    c2 = (0.5 * bias.astype(np.float64) * a + c).astype(np.float32)
+    expected = make_graph(["x"], ["y"], {"x": T(2, 6), "y": T(2, 5)},
+                          [C("w", w), C("c", bias), *params, C("fc_weight", w2), C("fc_bias", c2)],
+                          [N("Gemm", "fc", ["x", "fc_weight", "fc_bias"], ["y"], **{**attrs, "beta": 1.0})])
+    folded = fold_batch_norm(g)
+    assert_same_graph(folded, expected)
+    assert_same_numbers(folded, g)
+
+
+def test_batch_norm_folds_into_gemm_without_c():
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((6, 5)).astype(np.float32)
+    params = bn_params(5)
+    g = make_graph(["x"], ["y"], {"x": T(2, 6), "h": T(2, 5), "y": T(2, 5)}, [C("w", w), *params],
+                   [N("Gemm", "fc", ["x", "w"], ["h"], **GEMM_ATTRS), BN("h", "y")])
+    a, c = bn_factors(params)
+    expected = make_graph(["x"], ["y"], {"x": T(2, 6), "y": T(2, 5)}, [
+        C("w", w), *params, C("fc_weight", (w.astype(np.float64) * a[None, :]).astype(np.float32)),
+        C("fc_bias", c.astype(np.float32))], [N("Gemm", "fc", ["x", "fc_weight", "fc_bias"], ["y"], **GEMM_ATTRS)])
+    folded = fold_batch_norm(g)
+    assert_same_graph(folded, expected)
+    assert_same_numbers(folded, g)
+
+
+def test_batch_norm_folds_into_matmul_and_add():
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((6, 5)).astype(np.float32)
+    bias = rng.standard_normal(5).astype(np.float32)
+    params = bn_params(5)
+    g = make_graph(["x"], ["y"], {"x": T(3, 6), "m": T(3, 5), "h": T(3, 5), "y": T(3, 5)},
+                   [C("w", w), C("b", bias), *params], [
+        N("MatMul", "mm", ["x", "w"], ["m"]), N("Add", "add", ["b", "m"], ["h"]), BN("h", "y")])
+    a, c = bn_factors(params)
+    expected = make_graph(["x"], ["y"], {"x": T(3, 6), "m": T(3, 5), "y": T(3, 5)}, [
+        C("w", w), C("b", bias), *params,
+        C("mm_weight", (w.astype(np.float64) * a[None, :]).astype(np.float32)),
+        C("add_bias", (bias.astype(np.float64) * a + c).astype(np.float32))], [
+        N("MatMul", "mm", ["x", "mm_weight"], ["m"]), N("Add", "add", ["add_bias", "m"], ["y"])])
+    folded = fold_batch_norm(g)
+    assert_same_graph(folded, expected)
+    assert_same_numbers(folded, g)
+
+
+def test_batch_norm_after_a_bare_matmul_becomes_an_add():
+    rng = np.random.default_rng(6)
+    w = rng.standard_normal((6, 5)).astype(np.float32)
+    params = bn_params(5)
+    g = make_graph(["x"], ["y"], {"x": T(3, 6), "m": T(3, 5), "y": T(3, 5)}, [C("w", w), *params], [
+        N("MatMul", "mm", ["x", "w"], ["m"]), BN("m", "y")])
+    a, c = bn_factors(params)
+    expected = make_graph(["x"], ["y"], {"x": T(3, 6), "m": T(3, 5), "y": T(3, 5)}, [
+        C("w", w), *params, C("mm_weight", (w.astype(np.float64) * a[None, :]).astype(np.float32)),
+        C("bn_shift", c.astype(np.float32))], [
+        N("MatMul", "mm", ["x", "mm_weight"], ["m"]), N("Add", "bn", ["m", "bn_shift"], ["y"])])
+    folded = fold_batch_norm(g)
+    assert_same_graph(folded, expected)
+    assert_same_numbers(folded, g)
+
+
+def test_batch_norms_in_a_row_fold_one_after_the_other():
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((2, 2, 1, 1)).astype(np.float32)
+    p1, p2 = bn_params(2, 1), bn_params(2, 2)
+    p2 = [C(f"{c.name}2", c.data) for c in p2]
+    types = {"x": T(1, 2, 2, 2), "h": T(1, 2, 2, 2), "k": T(1, 2, 2, 2), "y": T(1, 2, 2, 2)}
+    g = make_graph(["x"], ["y"], types, [C("w", w), *p1, *p2], [
+        N("Conv", "conv", ["x", "w"], ["h"], **{**CONV_ATTRS, "pads": None}), BN("h", "k"),
+        N("BatchNormalization", "bn2", ["k", "scale2", "shift2", "mean2", "var2"], ["y"], **BN_ATTRS)])
+    folded = fold_batch_norm(g)
+    assert [n.op for n in folded.nodes] == ["Conv"]
+    assert folded.nodes[0].inputs == ("x", "conv_weight_2", "conv_bias_2")
+    assert folded.nodes[0].outputs == ("y",)
+    assert_same_numbers(folded, g)
+
+
+def test_batch_norm_stays_when_folding_would_change_other_readers():
+    rng = np.random.default_rng(8)
+    w = rng.standard_normal((2, 2, 1, 1)).astype(np.float32)
+    params = bn_params(2)
+    t = T(1, 2, 3, 3)
+    conv = N("Conv", "conv", ["x", "w"], ["h"], **{**CONV_ATTRS, "pads": None})
+    shared = make_graph(["x"], ["y", "z"], {"x": t, "h": t, "y": t, "z": t}, [C("w", w), *params],
+                        [conv, BN("h", "y"), N("Relu", "r", ["h"], ["z"])])
+    assert_same_graph(fold_batch_norm(shared), shared)
+    as_output = make_graph(["x"], ["y", "h"], {"x": t, "h": t, "y": t}, [C("w", w), *params], [conv, BN("h", "y")])
+    assert_same_graph(fold_batch_norm(as_output), as_output)
+    runtime_weight = make_graph(["x", "w"], ["y"], {"x": t, "w": T(2, 2, 1, 1), "h": t, "y": t}, params,
+                                [conv, BN("h", "y")])
+    assert_same_graph(fold_batch_norm(runtime_weight), runtime_weight)
+    after_relu = make_graph(["x"], ["y"], {"x": t, "y": t, "r": t}, params,
+                            [N("Relu", "r", ["x"], ["r"]), BN("r", "y")])
+    assert_same_graph(fold_batch_norm(after_relu), after_relu)
+    rank3 = make_graph(["x"], ["y"], {"x": T(2, 3, 6), "m": T(2, 3, 3), "y": T(2, 3, 3)},
+                       [C("w", rng.standard_normal((6, 3)).astype(np.float32)), *bn_params(3)],
+                       [N("MatMul", "mm", ["x", "w"], ["m"]), BN("m", "y")])  # channels are not W's columns
+    assert_same_graph(fold_batch_norm(rank3), rank3)
+
+
+def test_optimize_folds_batch_norm_through_the_frontend(tmp_path):
+    """Conv -> BatchNormalization -> Relu written in a graph file compiles to Conv -> Relu."""
+    path = tmp_path / "g.yaml"
+    path.write_text(textwrap.dedent("""\
+        graph: g
+        inputs:
+          x: {dtype: float32, shape: [1, 2, 4, 4]}
+        outputs: [y]
+        constants:
+          w: {random: normal, shape: [3, 2, 3, 3], seed: 1}
+          s: {value: [1.0, 2.0, 0.5]}
+          b: {value: [0.1, 0.2, 0.3]}
+          m: {value: [0.0, -1.0, 1.0]}
+          v: {value: [1.0, 4.0, 0.25]}
+        nodes:
+          - {op: Conv, name: conv, inputs: [x, w], outputs: [h], attrs: {pads: [1, 1, 1, 1]}}
+          - {op: BatchNormalization, name: bn, inputs: [h, s, b, m, v], outputs: [n]}
+          - {op: Relu, name: act, inputs: [n], outputs: [y]}
+    """))
+    expanded = expand_graph(load_graph_spec(path))
+    g = optimize(expanded)
+    assert [(n.op, n.inputs, n.outputs) for n in g.nodes] == [
+        ("Conv", ("x", "conv_weight", "conv_bias"), ("n",)), ("Relu", ("n",), ("y",))]
+    assert set(g.constants) == {"conv_weight", "conv_bias"}
+    assert_same_numbers(g, expanded)

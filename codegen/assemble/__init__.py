@@ -27,22 +27,26 @@ def report(model: GeneratedModel) -> dict:
     g, plan = model.graph, model.plan
     strip = lambda items: [{k: v for k, v in d.items() if k not in ("ctype", "size")} for d in items]
     constant_bytes = sum(c.nbytes for c in model.constants)
+    # Parameters: elements of the constants kernels read (shape operands fold away).
+    params = {c.name: g.constants[c.name].data.size for c in model.constants}
     return {
         "graph": g.name,
         "source": g.source,
         "inputs": strip(_io(model, g.inputs)),
         "outputs": strip(_io(model, g.outputs)),
         "ram": {"workspace_bytes": plan.workspace_bytes,
-                "workspace_lower_bound_bytes": plan.lower_bound_bytes,
+                "workspace_lower_bound_bytes": plan.lower_bound_bytes, "workspace_planner": plan.planner,
                 "io_bytes": sum(g.types[n].nbytes for n in g.inputs + g.outputs)},
         "flash": {"constant_bytes": constant_bytes},
         "macs": sum(k.macs for k in model.kernels),
+        "params": sum(params.values()),
         "clusters": [[k.node.name for k in model.kernels if k.cluster == c]
                      for c in range(model.schedule.cluster_count)],
         "nodes": [{"name": k.node.name, "op": k.node.op, "cluster": k.cluster,
                    "inputs": list(k.node.inputs), "outputs": list(k.node.outputs), "macs": k.macs,
+                   "params": sum(params.get(v, 0) for v in dict.fromkeys(k.node.inputs)),
                    "source": str(k.node.loc) if k.node.loc else None} for k in model.kernels],
-        "constants": [{"name": c.name, "bytes": c.nbytes} for c in model.constants],
+        "constants": [{"name": c.name, "bytes": c.nbytes, "params": params[c.name]} for c in model.constants],
         "plan": [{"value": p.lifetime.value, "offset": p.offset, "bytes": p.lifetime.nbytes,
                   "first_cluster": p.lifetime.first, "last_cluster": p.lifetime.last}
                  for p in plan.placements],
@@ -81,5 +85,5 @@ def assemble(model: GeneratedModel) -> dict[str, str]:
     files = {f"{g.name}{suffix}": _TEMPLATES.get_template(template).render(context)
              for suffix, template in ((".hpp", "model.hpp.j2"), (".h", "model.h.j2"),
                                       (".cpp", "model.cpp.j2"), ("_runner.cpp", "runner.cpp.j2"))}
-    files[f"{g.name}.json"] = json.dumps(report(model), indent=2) + "\n"
+    files[f"{g.name}.plan.json"] = json.dumps(report(model), indent=2) + "\n"
     return files

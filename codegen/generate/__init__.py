@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 from codegen.errors import GenerateError
 from codegen.generate import functors  # noqa: F401  (registers the C++ backend's functors)
 from codegen.generate.backend import CPP, Backend, KernelArgs, TensorArg
-from codegen.generate.loop_ir import Kernel, Load, Param, Stmt, Store, For
+from codegen.generate.loop_ir import Comment, Kernel, Load, Param, Stmt, Store, For
 from codegen.generate.render import render_kernel
 from codegen.generate.simplify import simplify
 from codegen.ir import Graph, Node
@@ -66,6 +66,30 @@ def _collect_loads(e, loads: set[str]) -> None:
             _collect_loads(v, loads)
 
 
+def _load_indices(e, buffer: str) -> list:
+    found = [e.index] if isinstance(e, Load) and e.buffer == buffer else []
+    if hasattr(e, "__dataclass_fields__"):
+        for v in vars(e).values():
+            found += _load_indices(v, buffer)
+    return found
+
+
+def _reads_only_where_it_writes(stmts: tuple[Stmt, ...], x: str, y: str) -> bool:
+    """True when `x` is read only by stores to `y`, at the very index stored: then writing `y` over
+    `x` is safe, element i being read just before it is overwritten (each stored once)."""
+    for s in stmts:
+        if isinstance(s, For):
+            if not _reads_only_where_it_writes(s.body, x, y):
+                return False
+        elif isinstance(s, Store):
+            indices = _load_indices(s.value, x) + _load_indices(s.index, x)
+            if indices and (s.buffer != y or any(i != s.index for i in indices)):
+                return False
+        elif any(_load_indices(e, x) for e in vars(s).values()):
+            return False
+    return True
+
+
 def _params(graph: Graph, node: Node, body: tuple[Stmt, ...], backend: str) -> tuple[Param, ...]:
     """Kernel parameters: the node's inputs the body reads, then the outputs it writes."""
     loads: set[str] = set()
@@ -107,6 +131,7 @@ def generate(graph: Graph, sched: Schedule, plan: MemoryPlan, backend: Backend =
     """Call the backend's functor for every node in schedule order and render the kernels."""
     node_ids = {node.name: i for i, node in enumerate(graph.nodes)}
     offsets = plan.offset_of()
+    in_place = plan.in_place_of()
     kernels = []
     for node, cluster in zip(sched.nodes, sched.clusters):
         functor = backend.functors.get(node.op)
@@ -120,11 +145,21 @@ def generate(graph: Graph, sched: Schedule, plan: MemoryPlan, backend: Backend =
             tuple(TensorArg(n, graph.types[n]) for n in node.outputs))
         body = tuple(functor(graph, node_ids[node.name], cluster, args, node.attrs))
         where = f"{node.loc}" if node.loc else "generated"
+        # An output the plan puts over its input: the two parameters point at the same bytes.
+        over = {o: in_place[o] for o in node.outputs if o in in_place}
+        aliased = frozenset(over) | frozenset(over.values())
         kernel = simplify(Kernel(node.name, (), body, f"{node.name}: {node.op}, cluster {cluster}, from {where}"))
         # Parameters from the simplified body: a tensor simplification stopped reading would be an
         # unused parameter, a warning under -Wextra.
         kernel = replace(kernel, params=_params(graph, node, kernel.body, backend.name))
-        kernels.append(KernelCode(node, cluster, kernel, render_kernel(kernel),
+        for o, v in over.items():  # the plan goes by op; a user's functor may not be elementwise
+            if not _reads_only_where_it_writes(kernel.body, v, o):
+                raise GenerateError(node.loc, f"the {backend.name} functor for '{node.op}' (node "
+                                    f"'{node.name}') reads '{v}' at elements other than the one it "
+                                    f"writes, so it cannot write '{o}' in place of '{v}'",
+                                    f"plan with plan_memory(..., in_place_ops=...) without '{node.op}'")
+            kernel = replace(kernel, body=(Comment(f"in place: {o} takes over the bytes of {v}"),) + kernel.body)
+        kernels.append(KernelCode(node, cluster, kernel, render_kernel(kernel, aliased),
                                   tuple(_call_arg(graph, offsets, p.buffer) for p in kernel.params),
                                   _macs(graph, node)))
     read = {p.buffer for k in kernels for p in k.kernel.params}

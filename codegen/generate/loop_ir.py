@@ -1,7 +1,8 @@
 """The loop-level IR functors emit: a small C-like language on scalars.
 
 Loops have static bounds; tensors are flat buffers addressed by integer expressions;
-locals hold float accumulators. One renderer (render.py) turns it into C++, and
+locals hold accumulators (float unless they say otherwise), and Cast converts between
+element types. One renderer (render.py) turns it into C++, and
 simplification (simplify.py) works on it the same way for every op.
 """
 from __future__ import annotations
@@ -60,11 +61,23 @@ class Select:
     b: "Expr"
 
 
-Expr = Union[Const, Var, Load, Binary, Unary, Select]
+@dataclass(frozen=True)
+class Cast:
+    """`a` converted to C++ type `ctype` (as static_cast does: float to integer truncates)."""
 
+    ctype: str
+    a: "Expr"
+
+
+Expr = Union[Const, Var, Load, Binary, Unary, Select, Cast]
+
+# max and min are the float functions (fmax, fmin); integer kernels compare with Select.
 BINARY_OPS = frozenset({"+", "-", "*", "/", "%", "<", "<=", ">", ">=", "==", "!=", "&&", "||",
-                        "max", "min", "pow"})
-UNARY_OPS = frozenset({"neg", "exp", "log", "tanh", "erf", "sqrt", "abs", "floor", "ceil"})
+                        "max", "min", "pow", "fmod"})
+# round is to nearest, ties to even (the default floating-point rounding mode); not is logical.
+UNARY_OPS = frozenset({"neg", "exp", "log", "tanh", "erf", "sqrt", "abs", "floor", "ceil", "round",
+                       "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
+                       "atanh", "log1p", "not", "isnan", "isinf"})
 
 
 # --- statements -----------------------------------------------------------------------------
@@ -88,10 +101,11 @@ class Store:
 
 @dataclass(frozen=True)
 class Local:
-    """Declare a float local with an initial value."""
+    """Declare a local of C++ type `ctype` with an initial value."""
 
     name: str
     init: Expr
+    ctype: str = "float"
 
 
 @dataclass(frozen=True)

@@ -3,13 +3,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from codegen.generate.loop_ir import (Assign, Binary, Comment, Const, Expr, For, Kernel, Load, Local,
-                                      Select, Stmt, Store, Unary, Var)
+from codegen.generate.loop_ir import (Assign, Binary, Cast, Comment, Const, Expr, For, Kernel, Load,
+                                      Local, Select, Stmt, Store, Unary, Var)
 
-# C++ spelling of each math function, float overloads from <cmath>.
+# C++ spelling of each math function, float overloads from <cmath>. nearbyint rounds ties to even in
+# the default rounding mode, and unlike rint never raises the inexact flag.
 _UNARY_CPP = {"exp": "std::exp", "log": "std::log", "tanh": "std::tanh", "erf": "std::erf",
-              "sqrt": "std::sqrt", "abs": "std::fabs", "floor": "std::floor", "ceil": "std::ceil"}
-_CALL_CPP = {"max": "std::fmax", "min": "std::fmin", "pow": "std::pow"}
+              "sqrt": "std::sqrt", "abs": "std::fabs", "floor": "std::floor", "ceil": "std::ceil",
+              "round": "std::nearbyint", "sin": "std::sin", "cos": "std::cos", "tan": "std::tan",
+              "asin": "std::asin", "acos": "std::acos", "atan": "std::atan", "sinh": "std::sinh",
+              "cosh": "std::cosh", "asinh": "std::asinh", "acosh": "std::acosh", "atanh": "std::atanh",
+              "log1p": "std::log1p", "isnan": "std::isnan", "isinf": "std::isinf"}
+_CALL_CPP = {"max": "std::fmax", "min": "std::fmin", "pow": "std::pow", "fmod": "std::fmod"}
 
 BUFFER_PREFIX = "t_"  # kernel parameters are t_<value>: never clashes with loop indices or locals
 
@@ -60,11 +65,14 @@ def render_expr(e: Expr, context: int = 0) -> str:
     if isinstance(e, Load):
         return f"{BUFFER_PREFIX}{e.buffer}[{render_expr(e.index)}]"
     if isinstance(e, Unary):
-        if e.op == "neg":
+        if e.op in ("neg", "not"):
+            sign = "-" if e.op == "neg" else "!"
             inner = render_expr(e.a, 7)
             # "--x" would be C++'s decrement operator
-            return f"-({inner})" if inner.startswith("-") else f"-{inner}"
+            return f"{sign}({inner})" if inner.startswith("-") else f"{sign}{inner}"
         return f"{_UNARY_CPP[e.op]}({render_expr(e.a)})"
+    if isinstance(e, Cast):
+        return f"static_cast<{e.ctype}>({render_expr(e.a)})"
     if isinstance(e, Select):
         text = f"{render_expr(e.cond, 1)} ? {render_expr(e.a)} : {render_expr(e.b)}"
         return f"({text})" if context > 0 else text
@@ -94,7 +102,7 @@ def render_stmts(stmts: tuple[Stmt, ...], indent: int) -> list[str]:
             lines.append(f"{pad}{BUFFER_PREFIX}{s.buffer}[{render_expr(s.index)}] = "
                          f"{render_expr(s.value)};")
         elif isinstance(s, Local):
-            lines.append(f"{pad}float {s.name} = {render_expr(s.init)};")
+            lines.append(f"{pad}{s.ctype} {s.name} = {render_expr(s.init)};")
         elif isinstance(s, Assign):
             v = s.value
             if isinstance(v, Binary) and v.op in _COMPOUND and v.a == Var(s.name):
@@ -108,14 +116,14 @@ def render_stmts(stmts: tuple[Stmt, ...], indent: int) -> list[str]:
     return lines
 
 
-def render_signature(kernel: Kernel) -> str:
-    """The kernel's C++ parameter list."""
-    params = [f"{'' if p.writes else 'const '}{p.ctype}* __restrict {BUFFER_PREFIX}{p.buffer}"
-              for p in kernel.params]
+def render_signature(kernel: Kernel, aliased: frozenset[str] = frozenset()) -> str:
+    """The kernel's C++ parameter list; the `aliased` tensors share bytes, so they are not __restrict."""
+    params = [f"{'' if p.writes else 'const '}{p.ctype}* {'' if p.buffer in aliased else '__restrict '}"
+              f"{BUFFER_PREFIX}{p.buffer}" for p in kernel.params]
     return f"void {kernel.name}({', '.join(params)}) noexcept"
 
 
-def render_kernel(kernel: Kernel) -> str:
-    """C++ definition of one kernel."""
-    lines = [f"{render_signature(kernel)} {{"] + render_stmts(kernel.body, 2) + ["}"]
+def render_kernel(kernel: Kernel, aliased: frozenset[str] = frozenset()) -> str:
+    """C++ definition of one kernel (`aliased`: parameters pointing at the same bytes)."""
+    lines = [f"{render_signature(kernel, aliased)} {{"] + render_stmts(kernel.body, 2) + ["}"]
     return "\n".join(lines)

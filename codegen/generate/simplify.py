@@ -5,8 +5,8 @@ from collections import Counter
 from dataclasses import replace
 from typing import Mapping
 
-from codegen.generate.loop_ir import (Assign, Binary, Const, Expr, For, Kernel, Load, Local, Select,
-                                      Stmt, Store, Unary, Var)
+from codegen.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Kernel, Load, Local,
+                                      Select, Stmt, Store, Unary, Var)
 
 _INT_FOLD = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
 
@@ -21,6 +21,8 @@ def simplify_expr(e: Expr, env: Mapping[str, Expr]) -> Expr:
         return Unary(e.op, simplify_expr(e.a, env))
     if isinstance(e, Select):
         return Select(simplify_expr(e.cond, env), simplify_expr(e.a, env), simplify_expr(e.b, env))
+    if isinstance(e, Cast):
+        return Cast(e.ctype, simplify_expr(e.a, env))
     if not isinstance(e, Binary):
         return e
     a, b = simplify_expr(e.a, env), simplify_expr(e.b, env)
@@ -75,7 +77,7 @@ def _simplify_stmts(stmts: tuple[Stmt, ...], env: Mapping[str, Expr]) -> tuple[S
         elif isinstance(s, Store):
             out.append(Store(s.buffer, simplify_expr(s.index, env), simplify_expr(s.value, env)))
         elif isinstance(s, Local):
-            out.append(Local(s.name, simplify_expr(s.init, env)))
+            out.append(Local(s.name, simplify_expr(s.init, env), s.ctype))
         elif isinstance(s, Assign):
             out.append(Assign(s.name, simplify_expr(s.value, env)))
         else:

@@ -13,6 +13,8 @@ from codegen.errors import SourceLoc
 DTYPES: Mapping[str, tuple[np.dtype, str, str]] = {
     "float32": (np.dtype(np.float32), "float", "float"),
     "int64": (np.dtype(np.int64), "std::int64_t", "int64_t"),
+    # C spells it `bool` through <stdbool.h> (C99 `_Bool`); one byte, 0 or 1, as NumPy and ONNX store it.
+    "bool": (np.dtype(np.bool_), "bool", "bool"),
 }
 
 

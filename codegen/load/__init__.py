@@ -1,8 +1,45 @@
-"""Stage 1, load: graph YAML file -> GraphSpec (structure checked, constants loaded)."""
+"""Stage 1, load: a graph file (graph YAML, or an ONNX model) -> GraphSpec (structure checked,
+constants loaded). The file's suffix chooses the reader."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from codegen.load import graph_file
 from codegen.load.constants import LOADERS, Loader, register_loader
-from codegen.load.graph_file import (GraphSpec, NodeSpec, ValueSpec, graph_dependencies, graph_name,
-                                     load_graph_spec)
+from codegen.load.graph_file import GraphSpec, NodeSpec, ValueSpec
 from codegen.load.identifiers import identifier_problem
 
+ONNX_SUFFIXES = (".onnx",)
+
+
+def is_onnx(path: str | Path) -> bool:
+    """True for the files the ONNX importer reads."""
+    return Path(path).suffix.lower() in ONNX_SUFFIXES
+
+
+def load_graph_spec(path: str | Path) -> GraphSpec:
+    """Read a graph file or an ONNX model. Every problem is a GraphError at its location."""
+    if is_onnx(path):
+        from codegen.load.onnx_model import load_onnx_spec
+        return load_onnx_spec(path)
+    return graph_file.load_graph_spec(path)
+
+
+def graph_name(path: str | Path) -> str:
+    """The graph's name (its outputs' file stem), read cheaply for build tools."""
+    if is_onnx(path):
+        from codegen.load.onnx_model import graph_name_of
+        return graph_name_of(path)
+    return graph_file.graph_name(path)
+
+
+def graph_dependencies(path: str | Path) -> list[Path]:
+    """Files a graph file or model reads besides itself (weights), for build tools to track."""
+    if is_onnx(path):
+        from codegen.load.onnx_model import onnx_dependencies
+        return onnx_dependencies(path)
+    return graph_file.graph_dependencies(path)
+
+
 __all__ = ["LOADERS", "Loader", "register_loader", "GraphSpec", "NodeSpec", "ValueSpec",
-           "graph_dependencies", "graph_name", "load_graph_spec", "identifier_problem"]
+           "graph_dependencies", "graph_name", "is_onnx", "load_graph_spec", "identifier_problem"]

@@ -1,5 +1,9 @@
 """Primitive declarations. Importing this package registers every primitive."""
 from codegen.ops import elementwise, layout, linalg, reduce  # noqa: F401  (registration)
+from codegen.ops import shape_ops  # noqa: F401  (registration)
+from codegen.ops import logic  # noqa: F401  (registration)
+from codegen.ops import indexing  # noqa: F401  (registration)
+from codegen.ops import conv, pooling, normalization  # noqa: F401  (registration)
 from codegen.ops.registry import PRIMITIVES, REQUIRED, Attr, InferArgs, OpError, Primitive, check_attrs
 
 __all__ = ["PRIMITIVES", "REQUIRED", "Attr", "InferArgs", "OpError", "Primitive", "check_attrs"]

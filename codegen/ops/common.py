@@ -3,8 +3,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
+
 from codegen.ir import TensorType
-from codegen.ops.registry import InferArgs, OpError
+from codegen.ir.graph import DTYPES
+from codegen.ops.registry import ATTR_KINDS, InferArgs, OpError
 
 
 def broadcast_shapes(shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
@@ -52,3 +55,56 @@ def float_like_first(args: InferArgs) -> list[TensorType]:
     """Output has the type of input 0, which must be float32."""
     require_dtype(args, inputs=[0])
     return [args.types[0]]
+
+
+# Element-type families an op accepts (ONNX's type constraints, cut down to Tinsmith's DTYPES).
+FLOAT = ("float32",)
+NUMERIC = ("float32", "int64")
+ANY = ("float32", "int64", "bool")
+
+
+def require_dtypes(args: InferArgs, allowed: Sequence[str], inputs: Sequence[int] = (0,)) -> str:
+    """Input `inputs[0]` has one of `allowed` types and the other listed inputs the same; return it."""
+    first = args.types[inputs[0]]
+    if first.dtype not in allowed:
+        raise OpError(f"input {inputs[0]} has element type {first.dtype}, expected "
+                      f"{' or '.join(allowed)}", input=inputs[0])
+    for i in inputs[1:]:
+        if i < len(args.types) and args.types[i] is not None and args.types[i].dtype != first.dtype:
+            raise OpError(f"input {i} has element type {args.types[i].dtype}, expected {first.dtype}",
+                          input=i)
+    return first.dtype
+
+
+def constant_ints(args: InferArgs, i: int, what: str, rank: int | None = 1) -> tuple[int, ...] | None:
+    """The integer data of constant input `i` (None when omitted), checked to be an integer constant
+    of rank `rank` (0 or 1 if None)."""
+    if i >= len(args.types) or args.types[i] is None:
+        return None
+    t, data = args.types[i], args.values[i]
+    ranks = (0, 1) if rank is None else (rank,)
+    if t.dtype != "int64" or t.rank not in ranks or data is None:
+        shape = {0: "a scalar", 1: "a 1-D"}[ranks[0]] if len(ranks) == 1 else "a scalar or 1-D"
+        raise OpError(f"{what} must be {shape} int64 constant, got {t}", input=i)
+    return tuple(int(v) for v in np.asarray(data).reshape(-1))
+
+
+# ONNX TensorProto element type numbers and the Tinsmith type that holds each: as for constants,
+# wider or narrower floats are kept in float32 and integers in int64.
+ONNX_DTYPES = {1: "float32", 10: "float32", 11: "float32", 16: "float32",  # float, float16, double, bfloat16
+               2: "int64", 3: "int64", 4: "int64", 5: "int64", 6: "int64", 7: "int64", 12: "int64",
+               13: "int64",  # uint8, int8, uint16, int16, int32, int64, uint32, uint64
+               9: "bool"}
+
+
+def _as_dtype(v) -> str:
+    """An element type, by Tinsmith name (float32) or ONNX number (1)."""
+    if isinstance(v, str) and v in DTYPES:
+        return v
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool) and int(v) in ONNX_DTYPES:
+        return ONNX_DTYPES[int(v)]
+    raise TypeError(f"an element type Tinsmith supports ({', '.join(DTYPES)}), or the number of an ONNX "
+                    f"numeric type")
+
+
+ATTR_KINDS["dtype"] = _as_dtype  # type: ignore[index]  (a registration: one more attribute kind)

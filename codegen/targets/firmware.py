@@ -45,7 +45,7 @@ def render_firmware_main(report: Mapping, report_name: str | None = None) -> str
     name = report["graph"]
     inputs, outputs = _values(report, "inputs"), _values(report, "outputs")
     return _TEMPLATES.get_template(MAIN_TEMPLATE.name).render(
-        name=name, NAME=name.upper(), report_name=report_name or f"{name}.json",
+        name=name, NAME=name.upper(), report_name=report_name or f"{name}.plan.json",
         inputs=inputs, outputs=outputs,
         input_bytes=sum(v["bytes"] for v in inputs), output_bytes=sum(v["bytes"] for v in outputs),
         call_args=", ".join([f"in_{v['name']}" for v in inputs] + [f"out_{v['name']}" for v in outputs] +

@@ -6,7 +6,7 @@ Import from an SConstruct (the Tinsmith root must be on sys.path):
     from codegen.targets.firmware_scons import firmware_program
     elf = firmware_program(env, "cortex-m4", "build/host/mlp", "mlp")
 
-`model_dir` holds NAME.cpp, NAME.h and NAME.json, as the generator writes them; if the
+`model_dir` holds NAME.cpp, NAME.h and NAME.plan.json, as the generator writes them; if the
 same build generates them (the tinsmith tool's TinsmithSources), SCons orders the steps.
 """
 from __future__ import annotations
@@ -84,11 +84,13 @@ def _write_text(target, source, env):
 
 
 def firmware_program(env, target: Target | str | Path, model_dir, name: str, build_dir=None,
-                     optimize: str | None = None, extra_ccflags=()):
+                     optimize: str | None = None, extra_ccflags=(), model_library=None):
     """The ELF of the test firmware for graph `name` in `model_dir` on a bare-metal target
     (a list with one node). It reads inputs and writes outputs and measurements through
     semihosting; run it with codegen.targets.qemu.run_on_emulator. Everything is built in
-    `build_dir` [model_dir/firmware/TARGET, plus the `optimize` flag if given]."""
+    `build_dir` [model_dir/firmware/TARGET, plus the `optimize` flag if given]. With
+    `model_library` (the model already compiled for the target, as the tinsmith tool builds
+    it), the firmware links that library instead of compiling NAME.cpp again."""
     target = _target(target)
     if not target.baremetal:
         raise SCons.Errors.UserError(f"{target.source}: error: target '{target.name}' has no board; "
@@ -99,7 +101,7 @@ def firmware_program(env, target: Target | str | Path, model_dir, name: str, bui
            model_dir.Dir("firmware").Dir(target.name + (optimize or "")))
     cross.Replace(CPPPATH=[model_dir, env.Dir(str(BAREMETAL_DIR)), env.Dir(str(_RUNTIME_INCLUDE))])
 
-    main = cross.Command(out.File(f"{name}_firmware.cpp"), model_dir.File(f"{name}.json"),
+    main = cross.Command(out.File(f"{name}_firmware.cpp"), model_dir.File(f"{name}.plan.json"),
                          SCons.Action.Action(_write_main, "$TINSMITHFIRMWARECOMSTR"))
     cross.Depends(main, [env.File(str(MAIN_TEMPLATE)), env.File(str(Path(__file__).with_name("firmware.py")))])
 
@@ -109,13 +111,14 @@ def firmware_program(env, target: Target | str | Path, model_dir, name: str, bui
         script = cross.Command(out.File("memory.ld"), cross.Value(memory_script(target)),
                                SCons.Action.Action(_write_text, "$TINSMITHFIRMWARECOMSTR"))[0]
 
-    objects = [cross.Object(out.File(f"{name}{cross['OBJSUFFIX']}"), model_dir.File(f"{name}.cpp")),
-               cross.Object(out.File(f"{name}_firmware{cross['OBJSUFFIX']}"), main)]
+    objects = [cross.Object(out.File(f"{name}_firmware{cross['OBJSUFFIX']}"), main)]
+    if model_library is None:
+        objects.append(cross.Object(out.File(f"{name}{cross['OBJSUFFIX']}"), model_dir.File(f"{name}.cpp")))
     objects += [cross.Object(out.Dir("baremetal").File(Path(src).stem + cross["OBJSUFFIX"]),
                              env.File(str(BAREMETAL_DIR / src)))
                 for src in RUNTIME_SOURCES]
     cross.Append(LINKFLAGS=["-T", script.abspath, f"-L{BAREMETAL_DIR}", "-Wl,-Map=${TARGET.base}.map"])
-    elf = cross.Program(out.File(f"{name}{cross['PROGSUFFIX']}"), objects)
+    elf = cross.Program(out.File(f"{name}{cross['PROGSUFFIX']}"), objects + list(model_library or []))
     cross.Depends(elf, [script, env.File(str(SECTIONS_SCRIPT))])
     cross.Clean(elf, out.File(f"{name}.map"))
     return elf

@@ -1,2 +1,5 @@
 """The C++ backend's functors. Importing this package registers them on `CPP`."""
 from codegen.generate.functors import constants, elementwise, layout, linalg, reduce  # noqa: F401
+from codegen.generate.functors import logic  # noqa: F401
+from codegen.generate.functors import indexing  # noqa: F401
+from codegen.generate.functors import conv, pooling, normalization  # noqa: F401

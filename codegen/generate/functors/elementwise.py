@@ -1,44 +1,181 @@
-"""Elementwise functors: one scalar formula per op, with NumPy broadcasting of inputs."""
+"""Elementwise functors: one scalar formula per op, with NumPy broadcasting of inputs.
+
+A formula maps the loaded operands (and the node's attributes) to the output element. Integer
+and bool data use the INTEGER_FORMULAS row where there is one: the float functions (fmax, fabs,
+fmod) would round int64 through double.
+"""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable, Mapping, Sequence
 
 from codegen.generate.backend import CPP
-from codegen.generate.loop_ir import Binary, Const, Expr, Load, Store, Unary, broadcast_index, const, flat_index, nest
+from codegen.generate.loop_ir import (Binary, Const, Expr, Load, Select, Store, Unary, broadcast_index, const,
+                                      flat_index, index, nest)
 
-UNARY_FORMULAS: dict[str, Callable[[Expr], Expr]] = {
-    "Relu": lambda x: Binary("max", x, const(0)),
-    "Sigmoid": lambda x: Binary("/", const(1), Binary("+", const(1), Unary("exp", Unary("neg", x)))),
-    "Tanh": lambda x: Unary("tanh", x),
-    "Exp": lambda x: Unary("exp", x),
-    "Erf": lambda x: Unary("erf", x),
-    "Sqrt": lambda x: Unary("sqrt", x),
-    "Identity": lambda x: x,
+Formula = Callable[[Sequence[Expr], Mapping[str, Any]], Expr]
+
+
+def _select_negative(x: Expr, negative: Expr) -> Expr:
+    return Select(Binary("<", x, const(0)), negative, x)
+
+
+def _softplus(x: Expr) -> Expr:
+    # log(1 + e^x) without overflow: x + log1p(e^-x) for positive x
+    return Select(Binary(">", x, const(0)), Binary("+", x, Unary("log1p", Unary("exp", Unary("neg", x)))),
+                  Unary("log1p", Unary("exp", x)))
+
+
+def _clamp01(e: Expr) -> Expr:
+    return Binary("max", const(0), Binary("min", const(1), e))
+
+
+def _mod(a: Expr, b: Expr, fmod: bool, rem: str) -> Expr:
+    """fmod (the sign of the dividend), or the remainder with the sign of the divisor."""
+    r = Binary(rem, a, b)
+    if fmod:
+        return r
+    zero = Const(0, rem == "fmod")
+    wrong_sign = Binary("&&", Binary("!=", r, zero), Binary("!=", Binary("<", r, zero), Binary("<", b, zero)))
+    return Select(wrong_sign, Binary("+", r, b), r)
+
+
+def _select_max(a: Expr, b: Expr) -> Expr:
+    return Select(Binary(">", b, a), b, a)
+
+
+def _select_min(a: Expr, b: Expr) -> Expr:
+    return Select(Binary("<", b, a), b, a)
+
+
+def _math(fn: str) -> Formula:
+    return lambda xs, a: Unary(fn, xs[0])
+
+
+def _fold(fn: Callable[[Expr, Expr], Expr]) -> Formula:
+    def formula(xs, a):
+        result = xs[0]
+        for x in xs[1:]:
+            result = fn(result, x)
+        return result
+    return formula
+
+
+UNARY_FORMULAS: dict[str, Formula] = {
+    "Relu": lambda xs, a: Binary("max", xs[0], const(0)),
+    "Sigmoid": lambda xs, a: Binary("/", const(1), Binary("+", const(1), Unary("exp", Unary("neg", xs[0])))),
+    "Tanh": lambda xs, a: Unary("tanh", xs[0]),
+    "Exp": lambda xs, a: Unary("exp", xs[0]),
+    "Erf": lambda xs, a: Unary("erf", xs[0]),
+    "Sqrt": lambda xs, a: Unary("sqrt", xs[0]),
+    "Identity": lambda xs, a: xs[0],
+    "Abs": lambda xs, a: Unary("abs", xs[0]),
+    "Neg": lambda xs, a: Unary("neg", xs[0]),
+    "Sign": lambda xs, a: Select(Binary(">", xs[0], const(0)), const(1),
+                                 Select(Binary("<", xs[0], const(0)), const(-1), xs[0])),
+    "Reciprocal": lambda xs, a: Binary("/", const(1), xs[0]),
+    "Floor": lambda xs, a: Unary("floor", xs[0]),
+    "Ceil": lambda xs, a: Unary("ceil", xs[0]),
+    "Round": lambda xs, a: Unary("round", xs[0]),
+    "Log": lambda xs, a: Unary("log", xs[0]),
+    **{op: _math(op.lower())
+       for op in ("Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh")},
+    "Softplus": lambda xs, a: _softplus(xs[0]),
+    "Softsign": lambda xs, a: Binary("/", xs[0], Binary("+", const(1), Unary("abs", xs[0]))),
+    "Mish": lambda xs, a: Binary("*", xs[0], Unary("tanh", _softplus(xs[0]))),
+    "LeakyRelu": lambda xs, a: _select_negative(xs[0], Binary("*", const(a["alpha"]), xs[0])),
+    "Elu": lambda xs, a: _select_negative(xs[0], Binary("*", const(a["alpha"]),
+                                                        Binary("-", Unary("exp", xs[0]), const(1)))),
+    "Selu": lambda xs, a: Select(Binary(">", xs[0], const(0)), Binary("*", const(a["gamma"]), xs[0]),
+                                 Binary("*", const(a["gamma"]), Binary("-", Binary("*", const(a["alpha"]),
+                                                                                   Unary("exp", xs[0])),
+                                                                       const(a["alpha"])))),
+    "Celu": lambda xs, a: Binary("+", Binary("max", const(0), xs[0]), Binary(
+        "min", const(0), Binary("*", const(a["alpha"]), Binary(
+            "-", Unary("exp", Binary("/", xs[0], const(a["alpha"]))), const(1))))),
+    "HardSigmoid": lambda xs, a: _clamp01(Binary("+", Binary("*", const(a["alpha"]), xs[0]), const(a["beta"]))),
+    "HardSwish": lambda xs, a: Binary("*", xs[0], _clamp01(Binary("+", Binary("*", const(1 / 6), xs[0]),
+                                                                  const(0.5)))),
+    "ThresholdedRelu": lambda xs, a: Select(Binary(">", xs[0], const(a["alpha"])), xs[0], const(0)),
+    "Shrink": lambda xs, a: Select(Binary("<", xs[0], const(-a["lambd"])), Binary("+", xs[0], const(a["bias"])),
+                                   Select(Binary(">", xs[0], const(a["lambd"])),
+                                          Binary("-", xs[0], const(a["bias"])), const(0))),
+    "Swish": lambda xs, a: Binary("/", xs[0], Binary("+", const(1), Unary("exp", Binary(
+        "*", const(-a["alpha"]), xs[0])))),
 }
 
-BINARY_FORMULAS: dict[str, Callable[[Expr, Expr], Expr]] = {
-    "Add": lambda a, b: Binary("+", a, b),
-    "Sub": lambda a, b: Binary("-", a, b),
-    "Mul": lambda a, b: Binary("*", a, b),
-    "Div": lambda a, b: Binary("/", a, b),
-    "Pow": lambda a, b: Binary("pow", a, b),
+BINARY_FORMULAS: dict[str, Formula] = {
+    "Add": lambda xs, a: Binary("+", *xs),
+    "Sub": lambda xs, a: Binary("-", *xs),
+    "Mul": lambda xs, a: Binary("*", *xs),
+    "Div": lambda xs, a: Binary("/", *xs),
+    "Pow": lambda xs, a: Binary("pow", *xs),
+    "Mod": lambda xs, a: _mod(*xs, a["fmod"], "fmod"),
+    "PRelu": lambda xs, a: _select_negative(xs[0], Binary("*", xs[1], xs[0])),
+}
+
+# Ops of any number of inputs; like the others, output element i reads only element i (broadcast)
+# of each input.
+NARY_FORMULAS: dict[str, Formula] = {
+    "Max": _fold(lambda p, q: Binary("max", p, q)),
+    "Min": _fold(lambda p, q: Binary("min", p, q)),
+    "Sum": _fold(lambda p, q: Binary("+", p, q)),
+    "Mean": lambda xs, a: Binary("/", _fold(lambda p, q: Binary("+", p, q))(xs, a), const(len(xs))),
+}
+
+INTEGER_FORMULAS: dict[str, Formula] = {
+    "Abs": lambda xs, a: _select_negative(xs[0], Unary("neg", xs[0])),
+    "Sign": lambda xs, a: Select(Binary(">", xs[0], index(0)), index(1),
+                                 Select(Binary("<", xs[0], index(0)), index(-1), index(0))),
+    "Mod": lambda xs, a: _mod(*xs, a["fmod"], "%"),
+    "Max": _fold(_select_max),
+    "Min": _fold(_select_min),
 }
 
 
-def elementwise(formula: Callable[..., Expr]):
-    """A functor applying `formula` to the inputs at every output element."""
+def elementwise(op: str, formula: Formula):
+    """A functor applying `formula` (or op's INTEGER_FORMULAS row, for integer or bool data) to the
+    inputs at every output element."""
     def functor(graph, node_id, cluster_id, args, attrs):
         out = args.outputs[0]
         shape = out.type.shape
+        chosen = formula
+        if args.inputs[0].type.dtype != "float32":
+            chosen = INTEGER_FORMULAS.get(op, formula)
 
         def body(idx):
-            operands = [Load(a.name, broadcast_index(idx, shape, a.type.shape)) for a in args.inputs]
-            return [Store(out.name, flat_index(idx, shape), formula(*operands))]
+            operands = [Load(a.name, broadcast_index(idx, shape, a.type.shape)) for a in args.inputs if a]
+            return [Store(out.name, flat_index(idx, shape), chosen(operands, attrs))]
         return nest(shape, "i", body)[0]
     return functor
 
 
-for _op, _formula in {**UNARY_FORMULAS, **BINARY_FORMULAS}.items():
-    CPP.register(_op)(elementwise(_formula))
+for _op, _formula in {**UNARY_FORMULAS, **BINARY_FORMULAS, **NARY_FORMULAS}.items():
+    CPP.register(_op)(elementwise(_op, _formula))
 
-__all__ = ["UNARY_FORMULAS", "BINARY_FORMULAS", "elementwise", "Const"]
+
+@CPP.register("Clip")
+def clip(graph, node_id, cluster_id, args, attrs):
+    """min(max(x, lo), hi): each bound a scalar input, an attribute, or absent."""
+    x, out = args.inputs[0], args.outputs[0]
+    is_float = x.type.dtype == "float32"
+    bounds = []
+    for i, name in ((1, "min"), (2, "max")):
+        if i < len(args.inputs) and args.inputs[i] is not None:
+            bounds.append(Load(args.inputs[i].name, index(0)))
+        elif attrs[name] is not None:
+            bounds.append(Const(attrs[name] if is_float else int(attrs[name]), is_float))
+        else:
+            bounds.append(None)
+    lo, hi = bounds
+
+    def body(idx):
+        y: Expr = Load(x.name, flat_index(idx, x.type.shape))
+        if lo is not None:
+            y = Binary("max", y, lo) if is_float else _select_max(y, lo)
+        if hi is not None:
+            y = Binary("min", y, hi) if is_float else _select_min(y, hi)
+        return [Store(out.name, flat_index(idx, out.type.shape), y)]
+    return nest(out.type.shape, "i", body)[0]
+
+
+__all__ = ["BINARY_FORMULAS", "INTEGER_FORMULAS", "NARY_FORMULAS", "UNARY_FORMULAS", "elementwise"]

@@ -1,11 +1,13 @@
-"""Functors that move data: Reshape (a copy), Transpose, Concat."""
+"""Functors that move data: Reshape and its kin (copies), Transpose, Concat, Expand, Tile,
+DepthToSpace, SpaceToDepth, Dropout."""
 from __future__ import annotations
 
 from codegen.generate.backend import CPP
-from codegen.generate.loop_ir import Binary, Load, Store, flat_index, index, nest
+from codegen.generate.loop_ir import Binary, Const, Load, Store, broadcast_index, flat_index, index, nest
+from codegen.ops.layout import block_view
 
 
-@CPP.register("Reshape")
+@CPP.register("Reshape", "Flatten", "Squeeze", "Unsqueeze")
 def reshape(graph, node_id, cluster_id, args, attrs):
     """Row-major data is unchanged by a reshape: copy element by element."""
     x, y = args.inputs[0], args.outputs[0]
@@ -39,4 +41,57 @@ def concat(graph, node_id, cluster_id, args, attrs):
             return [Store(y.name, flat_index(dst, y.type.shape), Load(x.name, flat_index(idx, x.type.shape)))]
         stmts.extend(nest(x.type.shape, f"i{n}_", body)[0])
         offset += x.type.shape[axis]
+    return stmts
+
+
+@CPP.register("Expand")
+def expand(graph, node_id, cluster_id, args, attrs):
+    """Every output element reads the input at its broadcast position."""
+    x, y = args.inputs[0], args.outputs[0]
+    shape = y.type.shape
+    return nest(shape, "i", lambda idx: [Store(y.name, flat_index(idx, shape),
+                                               Load(x.name, broadcast_index(idx, shape, x.type.shape)))])[0]
+
+
+@CPP.register("Tile")
+def tile(graph, node_id, cluster_id, args, attrs):
+    """Output axis a of size r*n, walked as (copy 0..r-1, position 0..n-1): no division needed."""
+    x, y = args.inputs[0], args.outputs[0]
+    pairs = [(d // n if n else 0, n) for d, n in zip(y.type.shape, x.type.shape)]
+    shape = [extent for pair in pairs for extent in pair]
+
+    def body(idx):
+        return [Store(y.name, flat_index(idx, shape), Load(x.name, flat_index(idx[1::2], x.type.shape)))]
+    return nest(shape, "i", body)[0]
+
+
+def permuted_copy(x: str, y: str, view: tuple[int, ...], perm: tuple[int, ...]):
+    """y = transpose(x viewed with shape `view`, perm), walking y in order."""
+    out_shape = [view[p] for p in perm]
+
+    def body(idx):
+        src = [None] * len(perm)
+        for k, p in enumerate(perm):
+            src[p] = idx[k]
+        return [Store(y, flat_index(idx, out_shape), Load(x, flat_index(src, view)))]
+    return nest(out_shape, "i", body)[0]
+
+
+@CPP.register("DepthToSpace", "SpaceToDepth")
+def block_rearrange(graph, node_id, cluster_id, args, attrs):
+    """A transpose of the 6-D view in which blocks and channels are separate axes."""
+    x, y = args.inputs[0], args.outputs[0]
+    view, perm = block_view(graph.nodes[node_id].op, x.type.shape, attrs["blocksize"], attrs["mode"])
+    return permuted_copy(x.name, y.name, view, perm)
+
+
+@CPP.register("Dropout")
+def dropout(graph, node_id, cluster_id, args, attrs):
+    """Inference: a copy, and a mask of all true if anything reads it."""
+    x, y = args.inputs[0], args.outputs[0]
+    stmts = list(nest((y.type.size,), "i", lambda idx: [Store(y.name, idx[0], Load(x.name, idx[0]))])[0])
+    if len(args.outputs) > 1:
+        mask = args.outputs[1]
+        if mask.name in graph.outputs or mask.name in graph.consumers():
+            stmts += nest((mask.type.size,), "m", lambda idx: [Store(mask.name, idx[0], Const(1, False))])[0]
     return stmts

@@ -1,0 +1,418 @@
+"""ONNX import: an ONNX model file -> GraphSpec, the structure the YAML loader produces, so
+expansion, builders and every later stage are shared with graph files.
+
+Names that are not C identifiers are renamed deterministically (valid names are kept,
+others sanitised, clashes numbered in file order); `OnnxModel` remembers the original names.
+Initializers and Constant nodes become constants, attributes become Python values, and
+shapes must be static: a symbolic first dimension is taken as batch size 1, any other
+dynamic dimension is an error naming the input. Models older than opset 18 are upgraded
+with ONNX's version converter, because primitives follow the current operator definitions.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from codegen.errors import GraphError, SourceLoc
+from codegen.ir import Constant, TensorType
+from codegen.load.constants import LoaderError
+from codegen.load.graph_file import SUPPORTED_DTYPES, GraphSpec, NodeSpec, ValueSpec, display_path
+from codegen.load.identifiers import identifier_problem
+from codegen.ops.shape_ops import storage_dtype
+
+MIN_OPSET = 18  # older models are upgraded to this opset of the default domain
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+@dataclass(frozen=True)
+class OnnxLoc(SourceLoc):
+    """A place in an ONNX model, which has no lines: a node (col is its index), an input,
+    an output or an initializer. Prints as `model.onnx: node 'conv1' (Conv)`."""
+
+    what: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.what}" if self.what else self.path
+
+
+def printable(name: str) -> str:
+    """An ONNX name as messages and generated comments show it: control characters, non-ASCII
+    and comment delimiters escaped, so the text stays on one line of any C or C++ comment."""
+    text = name.encode("ascii", "backslashreplace").decode("ascii")
+    text = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+    return text.replace("*/", "*\\/").replace("/*", "/\\*")
+
+
+def sanitize(name: str, prefix: str) -> str:
+    """`name` made a valid identifier: other characters become '_', `prefix` goes before a
+    leading digit, and a keyword gets a trailing '_'."""
+    s = re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", name)).strip("_")
+    if not s or not s[0].isalpha():
+        s = f"{prefix}{s}" if s[:1].isdigit() or not s else f"{prefix}_{s}"
+    if identifier_problem(s):  # a keyword or a name the generated API uses
+        s += "_"
+    return s
+
+
+def unique_names(originals: Iterable[str], prefix: str) -> dict[str, str]:
+    """Map each distinct name to an identifier: valid names stay, the others are sanitised and
+    numbered (`_2`, `_3`, ...) in order when they would clash."""
+    originals = list(dict.fromkeys(originals))
+    result = {n: n for n in originals if identifier_problem(n) is None}
+    taken = set(result)
+    for n in originals:
+        if n in result:
+            continue
+        base = candidate = sanitize(n, prefix)
+        k = 2
+        while candidate in taken:  # (rstrip: 'float_' numbered is 'float_2', never with '__')
+            candidate = f"{base.rstrip('_')}_{k}"
+            k += 1
+        taken.add(candidate)
+        result[n] = candidate
+    return result
+
+
+@dataclass(frozen=True)
+class OnnxModel:
+    """An imported model: the GraphSpec, plus what a readable graph file wants to mention."""
+
+    spec: GraphSpec
+    values: Mapping[str, str]  # identifier -> original ONNX value name, where they differ
+    nodes: tuple[str, ...]  # original ONNX node name of each spec node ("" if unnamed)
+    constant_origins: Mapping[str, str] = field(default_factory=dict)  # constant -> what it was
+    opset: int = 0
+    upgraded_from: int | None = None
+    producer: str = ""
+    batch_inputs: tuple[str, ...] = ()  # inputs whose symbolic first dimension was set to `batch`
+
+
+def graph_name_of(path: str | Path) -> str:
+    """The graph name of a model file: its stem as an identifier (ONNX graph names are often
+    generic, like 'main_graph')."""
+    return sanitize(Path(path).stem, "g")
+
+
+def _onnx():
+    import onnx  # imported when needed: reading a YAML graph file does not pay for it
+    return onnx
+
+
+def read_model_proto(path: Path, where: str):
+    """The ModelProto of an ONNX file (external data loaded); unreadable files are GraphErrors."""
+    onnx = _onnx()
+    loc = OnnxLoc(where, 0, 0)
+    try:
+        return onnx.load(str(path))
+    except FileNotFoundError:
+        raise GraphError(loc, "cannot read model file: No such file or directory") from None
+    except OSError as e:
+        raise GraphError(loc, f"cannot read model file: {e.strerror or e}") from None
+    except Exception as e:  # protobuf's DecodeError and friends: not an ONNX file
+        raise GraphError(loc, f"not a valid ONNX model ({type(e).__name__}: {e})",
+                         "export it with torch.onnx.export, tf2onnx or onnx.save") from None
+
+
+def _default_opset(model) -> int:
+    return max((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), default=0)
+
+
+def _upgraded(model) -> tuple[Any, int | None]:
+    """The model at MIN_OPSET or later (local functions inlined), and the opset it had if it was
+    upgraded."""
+    onnx = _onnx()
+    if model.functions:
+        import onnx.inliner
+        model = onnx.inliner.inline_local_functions(model)
+    opset = _default_opset(model)
+    if 0 < opset < MIN_OPSET:
+        import onnx.version_converter
+        try:
+            return onnx.version_converter.convert_version(model, MIN_OPSET), opset
+        except Exception:  # no adapter for some op: keep the model; its ops are checked as written
+            return model, None
+    return model, None
+
+
+def to_array(tensor, loc: SourceLoc, what: str) -> np.ndarray:
+    """A TensorProto's data in the element type Tinsmith stores it in (float32, int64, ...)."""
+    from onnx import numpy_helper
+    try:
+        data = numpy_helper.to_array(tensor)
+    except Exception as e:
+        raise GraphError(loc, f"cannot read the data of {what}: {e}") from None
+    target = storage_dtype(data.dtype)
+    if target is None:
+        raise GraphError(loc, f"{what} holds {data.dtype} data, which Tinsmith cannot compute with",
+                         "Tinsmith computes with numbers (float32 and integers) and booleans")
+    return np.require(data.astype(target), requirements="C")
+
+
+def _f32(x: float) -> float:
+    """A float32 attribute as the shortest decimal that is the same float32 (1e-05, not
+    9.99999974737875e-06): readable in a graph file, and the same value once stored as float32."""
+    return float(str(np.float32(x)))
+
+
+@dataclass(frozen=True)
+class _Unsupported:
+    """An attribute value of a kind Tinsmith cannot hold (a subgraph, a sparse tensor)."""
+
+    kind: str
+
+    def __repr__(self) -> str:
+        return f"<{self.kind}>"
+
+
+def _attr_value(attr, loc: SourceLoc) -> Any:
+    """An AttributeProto as a plain Python value (tensors as arrays)."""
+    kinds = _onnx().AttributeProto
+    convert = {
+        kinds.INT: lambda a: int(a.i),
+        kinds.FLOAT: lambda a: _f32(a.f),
+        kinds.STRING: lambda a: a.s.decode("utf-8", "replace"),
+        kinds.INTS: lambda a: [int(v) for v in a.ints],
+        kinds.FLOATS: lambda a: [_f32(v) for v in a.floats],
+        kinds.STRINGS: lambda a: [v.decode("utf-8", "replace") for v in a.strings],
+        kinds.TENSOR: lambda a: to_array(a.t, loc, f"attribute '{a.name}'"),
+    }.get(attr.type)
+    # Subgraphs, sparse tensors, type protos: only ops Tinsmith does not support take them.
+    return convert(attr) if convert else _Unsupported(kinds.AttributeType.Name(attr.type).lower())
+
+
+def _static_shape(value_info, name: str, batch: int, loc: SourceLoc) -> tuple[tuple[int, ...], bool]:
+    """The static shape of a graph input; True if a symbolic batch dimension was set to `batch`."""
+    t = value_info.type
+    hint = "give the input a static shape before importing (see onnx.tools.update_model_dims)"
+    if not t.HasField("tensor_type"):
+        raise GraphError(loc, f"input '{name}' is not a tensor", "Tinsmith compiles tensor inputs only")
+    if not t.tensor_type.HasField("shape"):
+        raise GraphError(loc, f"input '{name}' has no shape", hint)
+    dims = t.tensor_type.shape.dim
+    written = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in dims]
+    shape, batched = [], False
+    for i, d in enumerate(written):
+        if isinstance(d, int) and d > 0:
+            shape.append(d)
+        elif isinstance(d, str) and i == 0 and len(dims) > 1:
+            shape.append(batch)  # a symbolic batch: embedded inference runs one sample at a time
+            batched = True
+        else:
+            fixed = [x if isinstance(x, int) and x > 0 else 1 for x in written]
+            raise GraphError(loc, f"input '{name}' has a dynamic dimension {i} ({d!r}) in shape "
+                             f"{written}; Tinsmith compiles static shapes only",
+                             f"fix the shape before importing, e.g. with onnx.tools.update_model_dims."
+                             f"update_inputs_outputs_dims(model, {{'{name}': {fixed}}}, {{...}})")
+    return tuple(shape), batched
+
+
+def _elem_dtype(value_info) -> str | None:
+    try:
+        return np.dtype(_onnx().helper.tensor_dtype_to_np_dtype(value_info.type.tensor_type.elem_type)).name
+    except Exception:
+        return None
+
+
+_CONSTANT_FORMS = {"value": lambda v: v, "value_float": lambda v: np.array(v, np.float32),
+                   "value_floats": lambda v: np.array(v, np.float32),
+                   "value_int": lambda v: np.array(v, np.int64), "value_ints": lambda v: np.array(v, np.int64)}
+
+
+def _constant_node_data(attrs: Mapping[str, Any]) -> np.ndarray | None:
+    """The data of a Constant node, or None to keep the node (the primitive reports what is wrong)."""
+    if len(attrs) != 1 or next(iter(attrs)) not in _CONSTANT_FORMS:
+        return None
+    key, value = next(iter(attrs.items()))
+    return np.require(_CONSTANT_FORMS[key](value), requirements="C")
+
+
+def _node_names(graph) -> list[str | None]:
+    """Names of the nodes: as written when valid, else sanitised; clashes numbered in node order;
+    None for unnamed nodes (expansion names them after op and output, as in graph files)."""
+    names: list[str | None] = []
+    taken: set[str] = set()
+    for node in graph.node:
+        if not node.name:
+            names.append(None)
+            continue
+        base = candidate = sanitize(node.name, "n") if identifier_problem(node.name) else node.name
+        k = 2
+        while candidate in taken:
+            candidate, k = f"{base.rstrip('_')}_{k}", k + 1
+        taken.add(candidate)
+        names.append(candidate)
+    return names
+
+
+def _value_names(graph, graph_inputs) -> dict[str, str]:
+    """Identifier for every value name, in file order: inputs, initializers, node outputs."""
+    order = [v.name for v in graph_inputs] + [t.name for t in graph.initializer]
+    for node in graph.node:
+        order += [n for n in node.output if n] + [n for n in node.input if n]
+    values = unique_names(order + [v.name for v in graph.output], "v")
+    values[""] = ""  # an omitted optional input
+    return values
+
+
+class _Reader:
+    """Builds the parts of a GraphSpec from one (upgraded) ModelProto."""
+
+    def __init__(self, model, where: str, batch: int):
+        self.graph = model.graph
+        self.where = where
+        self.batch = batch
+        initializers = {t.name for t in self.graph.initializer}
+        self.graph_inputs = [v for v in self.graph.input if v.name not in initializers]
+        self.output_names = [v.name for v in self.graph.output]
+        self.values = _value_names(self.graph, self.graph_inputs)
+        self.taken_values = set(self.values.values())
+        self.node_names = _node_names(self.graph)
+        self.constants: list[Constant] = []
+        self.origins: dict[str, str] = {}
+
+    def loc(self, what: str, index: int = 0) -> OnnxLoc:
+        return OnnxLoc(self.where, 0, index, what)
+
+    def node_loc(self, i: int, node) -> OnnxLoc:
+        name = f"'{printable(node.name)}'" if node.name else f"#{i}"
+        return self.loc(f"node {name} ({printable(node.op_type)})", i)
+
+    def filler(self, base: str) -> str:
+        """A value name for an unnamed optional output that comes before a named one."""
+        candidate, k = base, 2
+        while candidate in self.taken_values:
+            candidate, k = f"{base}_{k}", k + 1
+        self.taken_values.add(candidate)
+        return candidate
+
+    def add_constant(self, onnx_name: str, data: np.ndarray, what: str, loc: SourceLoc) -> None:
+        name = self.values[onnx_name]
+        self.constants.append(Constant(name, data, f"{self.where} {what}", loc))
+        self.origins[name] = what
+
+    def initializers(self) -> None:
+        """Initializers that nodes read become constants (unused ones are left out)."""
+        used = {n for node in self.graph.node for n in node.input if n} | set(self.output_names)
+        for t in self.graph.initializer:
+            if t.name in used and self.values[t.name] not in self.origins:
+                what = f"initializer '{printable(t.name)}'"
+                loc = self.loc(what)
+                self.add_constant(t.name, to_array(t, loc, what), what, loc)
+
+    def inputs(self) -> tuple[tuple[ValueSpec, ...], tuple[str, ...]]:
+        """Graph inputs (initializers excluded), and those whose batch dimension was set."""
+        specs, batched = [], []
+        for v in self.graph_inputs:
+            loc = self.loc(f"input '{printable(v.name)}'")
+            dtype = _elem_dtype(v)
+            if dtype not in SUPPORTED_DTYPES:
+                raise GraphError(loc, f"input '{printable(v.name)}' has element type {dtype or 'unknown'}",
+                                 f"Tinsmith compiles models whose inputs are {', '.join(SUPPORTED_DTYPES)}")
+            shape, was_batched = _static_shape(v, printable(v.name), self.batch, loc)
+            if was_batched:
+                batched.append(self.values[v.name])
+            specs.append(ValueSpec(self.values[v.name], TensorType(dtype, shape), loc, loc))
+        return tuple(specs), tuple(batched)
+
+    def outputs(self) -> tuple[ValueSpec, ...]:
+        return tuple(ValueSpec(self.values[n], None, self.loc(f"output '{printable(n)}'"))
+                     for n in self.output_names)
+
+    def nodes(self) -> tuple[tuple[NodeSpec, ...], tuple[str, ...]]:
+        """Node specs (Constant nodes become constants), and each one's ONNX name."""
+        specs, originals = [], []
+        for i, node in enumerate(self.graph.node):
+            loc = self.node_loc(i, node)
+            attrs = {a.name: _attr_value(a, loc) for a in node.attribute}
+            domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
+            op = f"{domain}.{node.op_type}" if domain else node.op_type
+            if op == "Constant" and len(node.output) == 1 and node.output[0] not in self.output_names:
+                data = _constant_node_data(attrs)
+                if data is not None:  # data rather than a computation: a constant, like an initializer
+                    what = f"Constant node '{printable(node.name)}'" if node.name else f"Constant node #{i}"
+                    self.add_constant(node.output[0], data, what, loc)
+                    continue
+            outs = list(node.output)
+            while outs and not outs[-1]:  # omitted trailing optional outputs
+                outs.pop()
+            name = self.node_names[i]
+            outputs = tuple(self.values[o] if o else self.filler(f"{name or 'node'}_unused{j}")
+                            for j, o in enumerate(outs))
+            inputs = tuple(self.values[n] for n in node.input)
+            specs.append(NodeSpec(op, name, inputs, outputs, attrs, loc, loc, tuple(loc for _ in inputs),
+                                  tuple(loc for _ in outputs), {k: loc for k in attrs},
+                                  {k: loc for k in attrs}, loc, loc, loc))
+            originals.append(node.name)
+        return tuple(specs), tuple(originals)
+
+
+def read_onnx(path: str | Path, batch: int = 1) -> OnnxModel:
+    """Read an ONNX model file into a GraphSpec. Every problem is a GraphError located at the
+    node, input or initializer concerned."""
+    path = Path(path)
+    where = display_path(path)
+    model, upgraded_from = _upgraded(read_model_proto(path, where))
+    reader = _Reader(model, where, batch)
+    reader.initializers()
+    inputs, batched = reader.inputs()
+    nodes, originals = reader.nodes()
+    spec = GraphSpec(graph_name_of(path), where, inputs, reader.outputs(), tuple(reader.constants),
+                     nodes, reader.loc("graph"))
+    renamed = {new: old for old, new in reader.values.items() if old != new}
+    producer = " ".join(p for p in (model.producer_name, model.producer_version) if p)
+    return OnnxModel(spec, renamed, originals, reader.origins, _default_opset(model), upgraded_from,
+                     producer, batched)
+
+
+def load_onnx_spec(path: str | Path, batch: int = 1) -> GraphSpec:
+    """Read an ONNX model file into a GraphSpec (see read_onnx)."""
+    return read_onnx(path, batch).spec
+
+
+def onnx_dependencies(path: str | Path) -> list[Path]:
+    """Files an ONNX model reads besides itself (external tensor data), for build tools."""
+    path = Path(path)
+    try:
+        model = _onnx().load(str(path), load_external_data=False)
+    except Exception:
+        return []
+    files = {entry.value for t in model.graph.initializer for entry in t.external_data
+             if entry.key == "location"}
+    return [path.parent / f for f in sorted(files)]
+
+
+# --- the `onnx` constant loader: {onnx: model.onnx, initializer: NAME} in a graph file -----
+@functools.lru_cache(maxsize=4)
+def _initializers(path: str, mtime_ns: int, size: int) -> dict[str, Any]:
+    model = _onnx().load(path)
+    return {t.name: t for t in model.graph.initializer}
+
+
+def read_initializer(path: Path, name: Any) -> np.ndarray:
+    """The data of initializer `name` in an ONNX file, for the `onnx` constant loader."""
+    if not isinstance(name, str) or not name:
+        raise LoaderError("'initializer' must name an initializer of the model", "initializer")
+    try:
+        stat = path.stat()
+        tensors = _initializers(str(path), stat.st_mtime_ns, stat.st_size)
+    except FileNotFoundError:
+        raise LoaderError(f"model file '{path.name}' does not exist", "onnx",
+                          "paths are relative to the graph file") from None
+    except OSError as e:
+        raise LoaderError(f"cannot read model file '{path.name}': {e.strerror or e}", "onnx") from None
+    except Exception as e:
+        raise LoaderError(f"'{path.name}' is not a valid ONNX model ({type(e).__name__})", "onnx") from None
+    if name not in tensors:
+        close = ", ".join(sorted(tensors)[:8]) or "none"
+        raise LoaderError(f"'{path.name}' has no initializer '{name}'", "initializer",
+                          f"it holds: {close}{', ...' if len(tensors) > 8 else ''}")
+    from onnx import numpy_helper
+    data = numpy_helper.to_array(tensors[name])
+    if storage_dtype(data.dtype) is None:
+        raise LoaderError(f"initializer '{name}' holds {data.dtype} data", "initializer")
+    return data.astype(storage_dtype(data.dtype))

@@ -1,0 +1,69 @@
+"""Primitives with bool data: comparisons, logical ops, IsNaN/IsInf, Where, and Cast between types."""
+from __future__ import annotations
+
+import numpy as np
+
+from codegen.ir import TensorType
+from codegen.ops.common import ANY, FLOAT, NUMERIC, broadcast_shapes, require_dtypes
+from codegen.ops.elementwise import Rule, define_table
+from codegen.ops.registry import Attr, InferArgs, define
+
+
+def _isinf(x, a):
+    return (np.isposinf(x) & bool(a["detect_positive"])) | (np.isneginf(x) & bool(a["detect_negative"]))
+
+
+LOGIC_UNARY: dict[str, Rule] = {
+    "Not": Rule(lambda x, a: np.logical_not(x), ("bool",)),
+    "IsNaN": Rule(lambda x, a: np.isnan(x), FLOAT, out="bool"),
+    "IsInf": Rule(_isinf, FLOAT, out="bool", attrs=(Attr("detect_negative", "int", 1, (0, 1)),
+                                                     Attr("detect_positive", "int", 1, (0, 1)))),
+}
+
+LOGIC_BINARY: dict[str, Rule] = {
+    "Equal": Rule(lambda a, b, at: a == b, ANY, out="bool"),
+    "Less": Rule(lambda a, b, at: a < b, NUMERIC, out="bool"),
+    "LessOrEqual": Rule(lambda a, b, at: a <= b, NUMERIC, out="bool"),
+    "Greater": Rule(lambda a, b, at: a > b, NUMERIC, out="bool"),
+    "GreaterOrEqual": Rule(lambda a, b, at: a >= b, NUMERIC, out="bool"),
+    "And": Rule(lambda a, b, at: np.logical_and(a, b), ("bool",)),
+    "Or": Rule(lambda a, b, at: np.logical_or(a, b), ("bool",)),
+    "Xor": Rule(lambda a, b, at: np.logical_xor(a, b), ("bool",)),
+}
+
+define_table(LOGIC_UNARY, 1)
+define_table(LOGIC_BINARY, 2)
+
+
+def _infer_where(args: InferArgs) -> list[TensorType]:
+    require_dtypes(args, ("bool",), [0])
+    dtype = require_dtypes(args, ANY, [1, 2])
+    return [TensorType(dtype, broadcast_shapes([t.shape for t in args.types]))]
+
+
+define("Where", inputs=3, infer=_infer_where,
+       reference=lambda xs, attrs: [np.where(xs[0], xs[1], xs[2]).astype(xs[1].dtype)])
+
+
+# --- Cast, CastLike: C++'s static_cast (float to integer truncates toward zero) ------------------
+def _cast(x: np.ndarray, dtype: str) -> np.ndarray:
+    with np.errstate(invalid="ignore", over="ignore"):
+        return x.astype(TensorType(dtype, ()).numpy_dtype)
+
+
+def _infer_cast(args: InferArgs) -> list[TensorType]:
+    require_dtypes(args, ANY)
+    return [TensorType(args.attrs["to"], args.types[0].shape)]
+
+
+def _infer_cast_like(args: InferArgs) -> list[TensorType]:
+    require_dtypes(args, ANY)
+    return [TensorType(args.types[1].dtype, args.types[0].shape)]
+
+
+# saturate and round_mode only concern float8 and narrower types, which Tinsmith has not.
+_FLOAT8_ATTRS = [Attr("saturate", "int", 1, (0, 1)), Attr("round_mode", "string", "up")]
+define("Cast", inputs=1, attrs=[Attr("to", "dtype"), *_FLOAT8_ATTRS], infer=_infer_cast,
+       reference=lambda xs, attrs: [_cast(xs[0], attrs["to"])])
+define("CastLike", inputs=2, attrs=_FLOAT8_ATTRS, infer=_infer_cast_like,
+       reference=lambda xs, attrs: [_cast(xs[0], xs[1].dtype.name)])

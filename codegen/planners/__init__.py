@@ -1,0 +1,58 @@
+"""Offset planners for the workspace: lifetimes in, offsets out, as in ONE runtime's Bump, FirstFit
+and WIC planners and tflite-micro's greedy planner.
+
+A planner sees only buffers (name, size, first and last cluster); two buffers whose cluster
+ranges meet interfere and must get disjoint bytes. Which planner wins is the memory plan's
+business (codegen.plan): each one here is a different guess at a hard packing problem, and the
+smallest result is kept.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+
+@dataclass(frozen=True)
+class Lifetime:
+    """A workspace buffer: its size and first/last cluster (inclusive)."""
+
+    value: str
+    nbytes: int
+    first: int
+    last: int
+
+    def overlaps(self, other: "Lifetime") -> bool:
+        return self.first <= other.last and other.first <= self.last
+
+
+# lifetimes -> offset of every lifetime's value
+Planner = Callable[[Sequence[Lifetime]], dict[str, int]]
+
+PLANNERS: dict[str, Planner] = {}  # in tie-break order: on equal sizes the earlier one wins
+
+
+def register(name: str) -> Callable[[Planner], Planner]:
+    """Add a planner under `name`; registration order is the tie-break order."""
+    def add(planner: Planner) -> Planner:
+        if name in PLANNERS:
+            raise ValueError(f"planner '{name}' is registered twice")
+        PLANNERS[name] = planner
+        return planner
+    return add
+
+
+def top(lives: Sequence[Lifetime], offsets: dict[str, int]) -> int:
+    """The bytes a placement needs: the highest end of any buffer."""
+    return max((offsets[l.value] + l.nbytes for l in lives), default=0)
+
+
+def peak(lives: Sequence[Lifetime]) -> int:
+    """The most bytes alive in any one cluster: no placement of these buffers needs less."""
+    clusters = {c for life in lives for c in range(life.first, life.last + 1)}
+    return max((sum(l.nbytes for l in lives if l.first <= c <= l.last) for c in clusters), default=0)
+
+
+from codegen.planners import greedy  # noqa: E402,F401  (registers the greedy planners)
+from codegen.planners.exact import exact_search  # noqa: E402
+
+__all__ = ["Lifetime", "Planner", "PLANNERS", "register", "top", "peak", "exact_search"]
