@@ -68,6 +68,10 @@ def assemble(model: GeneratedModel) -> dict[str, str]:
         "name": g.name, "NAME": g.name.upper(), "source": g.source,
         "inputs": inputs, "outputs": outputs,
         "uses_int64": any(v["dtype"] == "int64" for v in inputs + outputs),
+        "uses_bool": any(v["dtype"] == "bool" for v in inputs + outputs),
+        # inputs no kernel reads (EyeLike, Dropout's ratio, a value only Shape looks at): run() voids them
+        "unused_inputs": [v["name"] for v in inputs
+                          if not any(a == v["name"] for k in model.kernels for a in k.call_args)],
         "workspace_bytes": model.plan.workspace_bytes,
         "constants": model.constants, "kernels": model.kernels,
         "clusters": [[k for k in model.kernels if k.cluster == c]

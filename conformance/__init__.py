@@ -1,0 +1,1 @@
+"""The ONNX backend node tests run against Tinsmith (see run.py and docs/CONFORMANCE.md)."""

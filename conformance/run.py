@@ -1,0 +1,223 @@
+"""Conformance run: every ONNX backend node test case imported, built, run and compared.
+
+    python -m conformance.run                     # full run; writes docs/CONFORMANCE.md
+    python -m conformance.run --update-baseline   # ... and rewrites conformance/passing.txt
+    python -m conformance.run -k resize           # only cases whose name contains 'resize'
+
+Stages: (1) in this process, each case's model (operands frozen, see cases.py) is written to
+BUILD/models/NAME.onnx and run through the compiler up to assembly; a TinsmithError makes the
+case `unsupported`. (2) The rest are built by the SCons tool, many models per SCons run
+(build.py). (3) Each runner runs on each data set, several at a time, and its outputs are
+compared with the expected ones (execute.py). The build folder is kept, so a second run
+rebuilds only what changed. Exit status 1 when a case in the baseline no longer passes.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # `python conformance/run.py` as well as `python -m conformance.run`
+    sys.path.insert(0, str(ROOT))
+
+from conformance.build import build_models  # noqa: E402
+from conformance.cases import Case, Prepared, as_array, load_cases, prepare  # noqa: E402
+from conformance.execute import Signature, run_data_set  # noqa: E402
+from conformance.report import (Result, fully_passing_ops, read_baseline, render, result_of,  # noqa: E402
+                                write_baseline)
+
+BASELINE = ROOT / "conformance" / "passing.txt"
+DOC = ROOT / "docs" / "CONFORMANCE.md"
+DEFAULT_BUILD_DIR = Path(tempfile.gettempdir()) / "tinsmith-conformance"
+BATCH_SIZE = 150
+
+
+@dataclass(frozen=True)
+class Run:
+    """A finished run: the cases, one result each (same order), and seconds per stage."""
+
+    cases: tuple[Case, ...]
+    results: tuple[Result, ...]
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def passing(self) -> set[str]:
+        return {r.name for r in self.results if r.status == "passed"}
+
+
+@dataclass(frozen=True, eq=False)
+class _Built:
+    """A case that compiled in-process and waits for its build and run."""
+
+    case: Case
+    prepared: Prepared
+    folder: str
+    signature: Signature
+
+
+def _first_line(text: str) -> str:
+    return (str(text).strip().splitlines() or [""])[0]
+
+
+def _constant_inputs() -> dict[str, tuple[int, ...]]:
+    import codegen.pipeline  # noqa: F401  (registers every primitive)
+    from codegen.ops.registry import PRIMITIVES
+    return {name: p.constant_inputs for name, p in PRIMITIVES.items() if p.constant_inputs}
+
+
+def _compile(case: Case, models_dir: Path, constant_inputs) -> _Built | Result:
+    """Stage 1 for one case: freeze operands, write the model, compile it in this process."""
+    from codegen.errors import TinsmithError
+    from codegen.files import write_if_changed
+    from codegen.load import graph_name
+    from codegen.pipeline import compile_graph
+
+    try:
+        prepared = prepare(case, constant_inputs)
+    except Exception as e:  # noqa: BLE001  (data the harness cannot freeze)
+        return result_of(case, "unsupported", f"cannot freeze operands: {type(e).__name__}: {_first_line(e)}")
+    path = models_dir / f"{case.name}.onnx"
+    write_if_changed(path, prepared.model.SerializeToString())
+    frozen = prepared.frozen_inputs
+    try:
+        with warnings.catch_warnings():  # references overflow on purpose in some cases
+            warnings.simplefilter("ignore")
+            graph = compile_graph(path).graph
+    except TinsmithError as e:
+        return result_of(case, "unsupported", _first_line(e.message), frozen)
+    except Exception as e:  # noqa: BLE001  (a crash in the compiler is a bug, not a limitation)
+        return result_of(case, "failed", f"the compiler crashed: {type(e).__name__}: {_first_line(e)}", frozen)
+    data = [(inputs, outputs) for inputs, outputs in case.data_sets]
+    if any(as_array(inputs[i]) is None for inputs, _ in data for i in prepared.runtime_inputs) or \
+            any(as_array(x) is None for _, outputs in data for x in outputs):
+        return result_of(case, "unsupported", "the test feeds or expects sequences, optionals or maps", frozen)
+
+    def io(names):
+        return tuple((n, graph.types[n].numpy_dtype, tuple(graph.types[n].shape)) for n in names)
+    return _Built(case, prepared, graph_name(path), Signature(io(graph.inputs), io(graph.outputs)))
+
+
+def _execute(item: _Built, build_dir: Path) -> Result:
+    """Stage 3 for one built case: every data set through its runner."""
+    folder = build_dir / item.folder
+    runner = folder / f"{item.folder}_runner"
+    frozen = item.prepared.frozen_inputs
+    if not runner.exists():
+        return result_of(item.case, "failed", "no runner was built", frozen)
+    for k, (inputs, outputs) in enumerate(item.case.data_sets):
+        arrays = [as_array(inputs[i]) for i in item.prepared.runtime_inputs]
+        expected = [as_array(x) for x in outputs]
+        reason = run_data_set(runner, item.signature, arrays, expected, item.case.rtol, item.case.atol,
+                              folder / f"conformance_{k}")
+        if reason:
+            prefix = f"data set {k}: " if len(item.case.data_sets) > 1 else ""
+            return result_of(item.case, "failed", prefix + reason, frozen)
+    return result_of(item.case, "passed", "", frozen)
+
+
+def run_conformance(build_dir: Path = DEFAULT_BUILD_DIR, select: str | None = None, jobs: int | None = None,
+                    batch_size: int = BATCH_SIZE, log: Callable[[str], None] = print) -> Run:
+    """Import, build, run and compare every node test case (or those whose name contains
+    `select`); build_dir keeps the models and builds between runs."""
+    jobs = jobs or os.cpu_count() or 1
+    build_dir = Path(build_dir).resolve()
+    models_dir = build_dir / "models"
+    models_dir.mkdir(parents=True, exist_ok=True)
+    seconds: dict[str, float] = {}
+
+    start = time.monotonic()
+    cases = load_cases(select)
+    seconds["collect"] = time.monotonic() - start
+    log(f"{len(cases)} cases collected in {seconds['collect']:.0f} s")
+
+    start = time.monotonic()
+    constant_inputs = _constant_inputs()
+    outcome: dict[str, Result] = {}
+    built: list[_Built] = []
+    for case in cases:
+        item = _compile(case, models_dir, constant_inputs)
+        if isinstance(item, Result):
+            outcome[case.name] = item
+        else:
+            built.append(item)
+    seconds["compile"] = time.monotonic() - start
+    log(f"{len(built)} cases compiled, {len(outcome)} declined, in {seconds['compile']:.0f} s")
+
+    start = time.monotonic()
+    failures = build_models([models_dir / f"{b.case.name}.onnx" for b in built], build_dir, jobs, batch_size, log)
+    seconds["build"] = time.monotonic() - start
+    log(f"{len(built) - len(failures)} cases built, {len(failures)} failed to build, in {seconds['build']:.0f} s")
+
+    start = time.monotonic()
+    runnable = []
+    for item in built:
+        if item.folder in failures:
+            outcome[item.case.name] = result_of(item.case, "failed", failures[item.folder],
+                                                item.prepared.frozen_inputs)
+        else:
+            runnable.append(item)
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for item, result in zip(runnable, pool.map(lambda b: _execute(b, build_dir), runnable)):
+            outcome[item.case.name] = result
+    seconds["run"] = time.monotonic() - start
+    log(f"{len(runnable)} cases run in {seconds['run']:.0f} s")
+    return Run(tuple(cases), tuple(outcome[c.name] for c in cases), seconds)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: run, print the tallies, write the doc (full runs) and maybe the baseline."""
+    parser = argparse.ArgumentParser(prog="python -m conformance.run", description=__doc__.splitlines()[0])
+    parser.add_argument("-k", "--select", help="only cases whose name contains this text (no doc written)")
+    parser.add_argument("--build-dir", type=Path, default=DEFAULT_BUILD_DIR,
+                        help=f"models and builds, kept between runs [{DEFAULT_BUILD_DIR}]")
+    parser.add_argument("-j", "--jobs", type=int, default=None, help="parallel builds and runs [CPU count]")
+    parser.add_argument("--batch-size", type=int, default=BATCH_SIZE, help=f"models per SCons run [{BATCH_SIZE}]")
+    parser.add_argument("--doc", type=Path, default=DOC, help=f"report to write on a full run [{DOC.relative_to(ROOT)}]")
+    parser.add_argument("--no-doc", action="store_true", help="do not write the report")
+    parser.add_argument("--update-baseline", action="store_true",
+                        help=f"rewrite {BASELINE.relative_to(ROOT)} with the cases that pass (full runs only)")
+    args = parser.parse_args(argv)
+    import onnx
+
+    start = time.monotonic()
+    run = run_conformance(args.build_dir, args.select, args.jobs, args.batch_size)
+    elapsed = time.monotonic() - start
+    passing = run.passing
+    tally = {s: sum(1 for r in run.results if r.status == s) for s in ("passed", "failed", "unsupported")}
+    print(f"{len(run.results)} cases: {tally['passed']} passed, {tally['failed']} failed, "
+          f"{tally['unsupported']} unsupported; {len(fully_passing_ops(run.cases, passing))} operator types "
+          f"pass all their float32 cases; {elapsed:.0f} s")
+    baseline = read_baseline(BASELINE)
+    selected = {c.name for c in run.cases}
+    regressions = sorted((baseline & selected) - passing)
+    new = sorted(passing - baseline)
+    if new:
+        print(f"{len(new)} passing cases not in the baseline: {' '.join(new)}")
+    if regressions:
+        print(f"{len(regressions)} cases of the baseline no longer pass:")
+        for r in run.results:
+            if r.name in regressions:
+                print(f"  {r.name}: {r.status}: {r.reason}")
+    if args.select is None:
+        if not args.no_doc:
+            args.doc.write_text(render(run.cases, run.results, onnx.__version__), encoding="utf-8")
+            print(f"wrote {args.doc}")
+        if args.update_baseline:
+            write_baseline(BASELINE, passing)
+            print(f"wrote {BASELINE} ({len(passing)} cases)")
+    elif args.update_baseline:
+        print("--update-baseline needs a full run (no -k)", file=sys.stderr)
+        return 2
+    return 1 if regressions else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
