@@ -126,7 +126,7 @@ def seeded_inputs(graph, seed: int = 0) -> dict[str, np.ndarray]:
 
 def cmd_generate(args) -> int:
     from codegen.pipeline import compile_graph, write_files
-    write_files(compile_graph(args.graph).files, args.out_dir)
+    write_files(compile_graph(args.graph, constants_in_ram=args.constants_in_ram).files, args.out_dir)
     return 0
 
 
@@ -306,6 +306,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=1, help="size for a symbolic batch dimension [1]")
     p = command("generate", cmd_generate, "write the generated sources (used by the SCons tool)")
     p.add_argument("-o", "--out-dir", required=True)
+    p.add_argument("--constants-in-ram", action="store_true",
+                   help="let the startup code copy constants to RAM instead of reading them from flash")
     p = command("verify", cmd_verify, "check generated headers with libclang (used by the SCons tool)",
                 graph=False)
     p.add_argument("report", help="NAME.json next to the generated headers")

@@ -30,12 +30,13 @@ class Compiled:
     files: dict[str, str]
 
 
-def compile_graph(path: str | Path, backend: Backend = CPP) -> Compiled:
-    """Run every stage up to assembly; nothing is written."""
+def compile_graph(path: str | Path, backend: Backend = CPP, constants_in_ram: bool = False) -> Compiled:
+    """Run every stage up to assembly; nothing is written. Constants stay in flash unless
+    `constants_in_ram`."""
     graph = lower(path)
     sched = schedule(graph)
     plan = plan_memory(graph, sched)
-    model = generate(graph, sched, plan, backend)
+    model = generate(graph, sched, plan, backend, constants_in_ram)
     return Compiled(graph, sched, plan, model, assemble(model))
 
 

@@ -96,3 +96,19 @@ def test_a_budget_smaller_than_the_model_fails_the_build(tmp_path):
     assert "RAM budget 1024 bytes" in said and "flash budget 4096 bytes" in said, said
     assert "Traceback" not in said
     assert not (tmp_path / "encoder" / "libencoder.a").exists()
+
+
+def test_constants_stay_in_flash_unless_copied_to_ram(builds, tmp_path):
+    graph = lower(ROOT / "graphs" / "mlp.yaml")
+    in_flash = json.loads((builds / "m4" / "mlp" / "mlp.json").read_text())
+    assert in_flash["ram"]["static_bytes"] == 0 and in_flash["flash"]["constant_bytes"] >= 9000
+    elf = tmp_path / "mlp" / "firmware" / "mlp.elf"
+    proc = scons("target=cortex-m4", f"build_dir={tmp_path}", f"graphs={ROOT / 'graphs' / 'mlp.yaml'}",
+                 "constants_in_ram=1", str(elf))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    in_ram = json.loads((tmp_path / "mlp" / "mlp.json").read_text())
+    assert in_ram["ram"]["static_bytes"] >= 9000 and in_ram["flash"]["constant_bytes"] < 100
+    assert "copied to RAM at startup" in (tmp_path / "mlp" / "mlp.cpp").read_text()
+    data = b"".join(a.astype("<f4").tobytes() for a in seeded(graph).values())
+    flash_run = run_on_emulator("cortex-m4", builds / "m4" / "mlp" / "firmware" / "mlp.elf", data)
+    assert run_on_emulator("cortex-m4", elf, data).output == flash_run.output

@@ -127,7 +127,8 @@ def _macs(graph: Graph, node: Node) -> int:
     return int(prim.macs(args, [graph.types[o] for o in node.outputs]))
 
 
-def generate(graph: Graph, sched: Schedule, plan: MemoryPlan, backend: Backend = CPP) -> GeneratedModel:
+def generate(graph: Graph, sched: Schedule, plan: MemoryPlan, backend: Backend = CPP,
+             constants_in_ram: bool = False) -> GeneratedModel:
     """Call the backend's functor for every node in schedule order and render the kernels."""
     node_ids = {node.name: i for i, node in enumerate(graph.nodes)}
     offsets = plan.offset_of()
@@ -163,7 +164,7 @@ def generate(graph: Graph, sched: Schedule, plan: MemoryPlan, backend: Backend =
                                   tuple(_call_arg(graph, offsets, p.buffer) for p in kernel.params),
                                   _macs(graph, node)))
     read = {p.buffer for k in kernels for p in k.kernel.params}
-    constants = tuple(ConstantCode(c.name, c.data.nbytes, backend.load_functor(c))
+    constants = tuple(ConstantCode(c.name, c.data.nbytes, backend.load_functor(c, constants_in_ram))
                       for name, c in graph.constants.items() if name in read)
     return GeneratedModel(graph, sched, plan, tuple(kernels), constants)
 

@@ -30,7 +30,7 @@ class KernelArgs:
 
 
 Functor = Callable[[Graph, int, int, KernelArgs, Mapping[str, Any]], Sequence[Stmt]]
-LoadFunctor = Callable[[Constant], str]
+LoadFunctor = Callable[[Constant, bool], str]  # (constant, copy to RAM?) -> C++ definition
 
 
 @dataclass

@@ -42,6 +42,8 @@ Construction variables (defaults in brackets):
                          [#build/$TINSMITH_TARGET]
   TINSMITH_OPTIMIZE      optimisation flag replacing the target's default (e.g. -O2) [target's]
   TINSMITH_EXTRA_CCFLAGS flags added to the target's for generated code [-Werror]
+  TINSMITH_CONSTANTS_IN_RAM  true: constants are copied to RAM at startup instead of read
+                         from flash (faster where flash has wait states; costs RAM) [False]
   TINSMITH_RAM_BUDGET, TINSMITH_FLASH_BUDGET
                          bytes; a model that needs more fails the build, naming the largest
                          consumers [none]
@@ -233,7 +235,9 @@ def generate(env):
         TINSMITH_EXTRA_CCFLAGS="-Werror",
         TINSMITH_RAM_BUDGET="",
         TINSMITH_FLASH_BUDGET="",
-        TINSMITHCOM="$TINSMITH_PYTHON -m codegen generate $SOURCE -o ${TARGET.dir}",
+        TINSMITH_CONSTANTS_IN_RAM=False,
+        TINSMITHCOM=("$TINSMITH_PYTHON -m codegen generate $SOURCE -o ${TARGET.dir}"
+                     "${TINSMITH_CONSTANTS_IN_RAM and ' --constants-in-ram' or ''}"),
         TINSMITHCOMSTR="",
         TINSMITHVERIFYCOM="$TINSMITH_PYTHON -m codegen verify $SOURCE --stamp $TARGET",
         TINSMITHVERIFYCOMSTR="",

@@ -1,4 +1,6 @@
-"""The load functor: constants become read-only arrays that stay in flash."""
+"""The load functor: constants become read-only arrays that stay in flash, or, when asked,
+initialised arrays that the startup code copies to RAM (faster to read on parts whose flash
+has wait states, at the cost of RAM)."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,8 +13,8 @@ _PER_LINE = 8
 
 
 @CPP.register_loader
-def emit_constant(constant: Constant) -> str:
-    """C++ definition of a constant array (exact float32 values, 8 per line)."""
+def emit_constant(constant: Constant, in_ram: bool = False) -> str:
+    """C++ definition of a constant array (exact values, 8 per line); `const` keeps it in flash."""
     t = constant.type
     flat = constant.data.reshape(-1)
     if flat.dtype == np.float32:
@@ -21,5 +23,7 @@ def emit_constant(constant: Constant) -> str:
         items = [f"INT64_C({int(v)})" for v in flat]
     rows = [", ".join(items[i:i + _PER_LINE]) for i in range(0, len(items), _PER_LINE)]
     body = ",\n  ".join(rows)
-    return (f"// {constant.name}: {t} from {constant.source}\n"
-            f"alignas(16) const {t.cpp_type} {constant.name}[{t.size}] = {{\n  {body}\n}};")
+    qualifier = "" if in_ram else "const "
+    where = ", copied to RAM at startup" if in_ram else ""
+    return (f"// {constant.name}: {t} from {constant.source}{where}\n"
+            f"alignas(16) {qualifier}{t.cpp_type} {constant.name}[{t.size}] = {{\n  {body}\n}};")
