@@ -14,7 +14,12 @@ rebuilds only what changed. Exit status 1 when a case in the baseline no longer 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
+import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -22,17 +27,17 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `python conformance/run.py` as well as `python -m conformance.run`
     sys.path.insert(0, str(ROOT))
 
-from conformance.build import build_models  # noqa: E402
-from conformance.cases import Case, Prepared, as_array, load_cases, prepare  # noqa: E402
-from conformance.execute import Signature, run_data_set  # noqa: E402
-from conformance.report import (Result, fully_passing_ops, read_baseline, render, result_of,  # noqa: E402
-                                write_baseline)
+from conformance import warm  # noqa: I001  (after the sys.path line above)
+from conformance.build import build_models
+from conformance.cases import Case, Prepared, as_array, load_cases, prepare
+from conformance.execute import Signature, run_data_set
+from conformance.report import Result, fully_passing_ops, read_baseline, render, result_of, write_baseline
 
 BASELINE = ROOT / "conformance" / "passing.txt"
 DOC = ROOT / "docs" / "CONFORMANCE.md"
@@ -61,6 +66,32 @@ class _Built:
     prepared: Prepared
     folder: str
     signature: Signature
+
+
+@contextlib.contextmanager
+def warm_interpreter(log: Callable[[str], None] = print) -> Iterator[tuple[str | None, dict[str, str]]]:
+    """Run warm.py's server while the builds run; yields the `python` command and environment
+    for build_models, or (None, {}) if the server does not start (builds then run cold)."""
+    folder = tempfile.mkdtemp(prefix="tsw")  # short: Unix socket paths are limited to ~100 bytes
+    path = os.path.join(folder, "s")
+    script = Path(warm.__file__).resolve()
+    with open(os.path.join(folder, "server.log"), "wb") as server_log:
+        server = subprocess.Popen([sys.executable, str(script), "serve", path], stdout=server_log,
+                                  stderr=subprocess.STDOUT, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+    try:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(path) and server.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if os.path.exists(path):
+            yield f"{sys.executable} -S -E {script}", {warm.SOCKET_ENV: path}
+        else:
+            log(f"the warm interpreter did not start ({Path(folder, 'server.log').read_text()[-500:]!r}); "
+                "building with fresh interpreters")
+            yield None, {}
+    finally:
+        server.terminate()
+        server.wait()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _first_line(text: str) -> str:
@@ -124,9 +155,10 @@ def _execute(item: _Built, build_dir: Path) -> Result:
 
 
 def run_conformance(build_dir: Path = DEFAULT_BUILD_DIR, select: str | None = None, jobs: int | None = None,
-                    batch_size: int = BATCH_SIZE, log: Callable[[str], None] = print) -> Run:
+                    batch_size: int = BATCH_SIZE, log: Callable[[str], None] = print, cold: bool = False) -> Run:
     """Import, build, run and compare every node test case (or those whose name contains
-    `select`); build_dir keeps the models and builds between runs."""
+    `select`); build_dir keeps the models and builds between runs. `cold` builds without the
+    warm interpreter (each command in a fresh Python, as plain SCons runs it)."""
     jobs = jobs or os.cpu_count() or 1
     build_dir = Path(build_dir).resolve()
     models_dir = build_dir / "models"
@@ -152,7 +184,9 @@ def run_conformance(build_dir: Path = DEFAULT_BUILD_DIR, select: str | None = No
     log(f"{len(built)} cases compiled, {len(outcome)} declined, in {seconds['compile']:.0f} s")
 
     start = time.monotonic()
-    failures = build_models([models_dir / f"{b.case.name}.onnx" for b in built], build_dir, jobs, batch_size, log)
+    models = [models_dir / f"{b.case.name}.onnx" for b in built]
+    with (contextlib.nullcontext((None, {})) if cold else warm_interpreter(log)) as (python, env):
+        failures = build_models(models, build_dir, jobs, batch_size, log, python, env)
     seconds["build"] = time.monotonic() - start
     log(f"{len(built) - len(failures)} cases built, {len(failures)} failed to build, in {seconds['build']:.0f} s")
 
@@ -180,15 +214,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"models and builds, kept between runs [{DEFAULT_BUILD_DIR}]")
     parser.add_argument("-j", "--jobs", type=int, default=None, help="parallel builds and runs [CPU count]")
     parser.add_argument("--batch-size", type=int, default=BATCH_SIZE, help=f"models per SCons run [{BATCH_SIZE}]")
+    parser.add_argument("--cold", action="store_true",
+                        help="run the build's Python commands in fresh interpreters (slower; see warm.py)")
     parser.add_argument("--doc", type=Path, default=DOC, help=f"report to write on a full run [{DOC.relative_to(ROOT)}]")
     parser.add_argument("--no-doc", action="store_true", help="do not write the report")
+    parser.add_argument("--json", type=Path, help="also write every result to this JSON file")
     parser.add_argument("--update-baseline", action="store_true",
                         help=f"rewrite {BASELINE.relative_to(ROOT)} with the cases that pass (full runs only)")
     args = parser.parse_args(argv)
     import onnx
 
     start = time.monotonic()
-    run = run_conformance(args.build_dir, args.select, args.jobs, args.batch_size)
+    run = run_conformance(args.build_dir, args.select, args.jobs, args.batch_size, cold=args.cold)
     elapsed = time.monotonic() - start
     passing = run.passing
     tally = {s: sum(1 for r in run.results if r.status == s) for s in ("passed", "failed", "unsupported")}
@@ -200,12 +237,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     regressions = sorted((baseline & selected) - passing)
     new = sorted(passing - baseline)
     if new:
-        print(f"{len(new)} passing cases not in the baseline: {' '.join(new)}")
+        shown = " ".join(new[:30]) + (f" ... ({len(new) - 30} more)" if len(new) > 30 else "")
+        print(f"{len(new)} passing cases not in the baseline: {shown}")
     if regressions:
         print(f"{len(regressions)} cases of the baseline no longer pass:")
         for r in run.results:
             if r.name in regressions:
                 print(f"  {r.name}: {r.status}: {r.reason}")
+    if args.json:
+        args.json.write_text(json.dumps([dataclasses.asdict(r) for r in run.results], indent=1) + "\n",
+                             encoding="utf-8")
     if args.select is None:
         if not args.no_doc:
             args.doc.write_text(render(run.cases, run.results, onnx.__version__), encoding="utf-8")

@@ -1,0 +1,129 @@
+"""The ONNX backend node tests as a regression suite (conformance/run.py, docs/CONFORMANCE.md).
+
+One full conformance run (every node test case of the installed onnx package imported, built by
+the SCons tool, run and compared with ONNX's expected outputs at ONNX's tolerances) into a
+temporary folder. Every case listed in conformance/passing.txt must still pass; cases that pass
+and are not listed are reported as a warning (add them with `python -m conformance.run
+--update-baseline`). The issue's goals (90 operator types passing all of their float32 cases,
+700 cases passing) are asserted once the baseline reaches them, the baseline's counts before.
+"""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from conformance.report import GOAL_CASES, GOAL_OPS, fully_passing_ops, read_baseline
+from conformance.run import BASELINE, run_conformance
+
+
+@pytest.fixture(scope="module")
+def conformance(tmp_path_factory):
+    return run_conformance(tmp_path_factory.mktemp("conformance"), log=lambda _: None)
+
+
+@pytest.fixture(scope="module")
+def baseline():
+    names = read_baseline(BASELINE)
+    assert names, f"{BASELINE} is missing or empty"
+    return names
+
+
+def test_cases_in_the_baseline_still_pass(conformance, baseline):
+    results = {r.name: r for r in conformance.results}
+    new = sorted(conformance.passing - baseline)
+    if new:
+        warnings.warn(f"{len(new)} cases pass that {BASELINE.name} does not list (python -m conformance.run "
+                      f"--update-baseline adds them): {', '.join(new)}", stacklevel=1)
+    regressions = sorted(baseline - conformance.passing)
+    lines = [f"{n}: {results[n].status}: {results[n].reason}" if n in results
+             else f"{n}: no longer among the onnx package's node tests" for n in regressions]
+    assert not regressions, f"{len(regressions)} cases of {BASELINE.name} no longer pass:\n" + "\n".join(lines)
+
+
+def test_operator_and_case_counts(conformance, baseline):
+    base_ops = fully_passing_ops(conformance.cases, baseline)
+    now_ops = fully_passing_ops(conformance.cases, conformance.passing)
+    if len(baseline) >= GOAL_CASES and len(base_ops) >= GOAL_OPS:
+        want_cases, want_ops = GOAL_CASES, GOAL_OPS
+    else:  # not there yet: hold on to the progress the baseline records
+        want_cases, want_ops = len(baseline), len(base_ops)
+    assert len(conformance.passing) >= want_cases
+    lost = sorted(set(base_ops) - set(now_ops))
+    assert len(now_ops) >= want_ops, (f"{len(now_ops)} operator types pass all of their float32 cases, "
+                                      f"fewer than {want_ops}; no longer: {', '.join(lost)}")
+
+
+def test_every_case_has_an_outcome_and_every_miss_a_reason(conformance):
+    assert len(conformance.results) == len(conformance.cases) > 1000
+    assert {r.status for r in conformance.results} <= {"passed", "failed", "unsupported"}
+    assert [r.name for r in conformance.results if r.status != "passed" and not r.reason] == []
+
+
+# --- the harness's own rules, without building anything ----------------------------------------
+@pytest.fixture(scope="module")
+def cases():
+    from conformance.cases import load_cases
+    return {c.name: c for c in load_cases()}
+
+
+def test_cases_are_counted_under_the_operator_they_test(cases):
+    assert cases["test_softmax_axis_0"].op == "Softmax"
+    expanded = cases["test_softmax_axis_0_expanded_ver18"]
+    assert expanded.op == "Softmax" and expanded.expanded  # not ReduceMax, Exp, ... of its body
+    assert cases["test_ai_onnx_ml_binarizer"].op == "ai.onnx.ml.Binarizer"
+    assert cases["test_gather_0"].float32  # float32 data, int64 indices
+    assert cases["test_argmax_default_axis_example"].float32  # int64 result
+    assert not cases["test_add_uint8"].float32
+    assert not cases["test_cast_FLOAT_to_FLOAT16"].float32
+
+
+def test_build_time_and_integer_operands_are_frozen(cases):
+    from conformance.cases import prepare
+    from conformance.run import _constant_inputs
+    constant = _constant_inputs()
+    reshape = prepare(cases["test_reshape_negative_dim"], constant)  # data, shape
+    assert reshape.frozen_inputs == ("shape",) and reshape.runtime_inputs == (0,)
+    assert [t.name for t in reshape.model.graph.initializer] == ["shape"]
+    assert [v.name for v in reshape.model.graph.input] == ["data"]
+    gather = prepare(cases["test_gather_0"], constant)  # float32 data, int64 indices
+    assert gather.frozen_inputs == ("indices",)
+    assert prepare(cases["test_add"], constant).frozen_inputs == ()
+    # freezing both uint8 inputs would leave nothing to compute at run time: kept as written
+    assert prepare(cases["test_add_uint8"], constant).frozen_inputs == ()
+    # Range needs all three operands at build time, whatever their type
+    assert set(prepare(cases["test_range_float_type_positive_delta"], constant).frozen_inputs) == {
+        "start", "limit", "delta"}
+
+
+def test_outputs_compare_as_onnx_compares_them():
+    import numpy as np
+
+    from conformance.execute import mismatch
+    want = np.array([1.0, np.nan, np.inf, 1000.0], np.float32)
+    assert mismatch(0, "y", want.copy(), want, 1e-3, 1e-7) is None  # NaN matches NaN
+    near = want.copy()
+    near[3] = 1000.9  # within rtol * 1000
+    assert mismatch(0, "y", near, want, 1e-3, 1e-7) is None
+    near[3] = 1001.5
+    assert mismatch(0, "y", near, want, 1e-3, 1e-7).startswith("output 0 (y): 1 of 4 elements differ, first at [3]")
+    assert mismatch(0, "y", want.astype(np.float64), want, 1e-3, 1e-7) == "output 0 (y) is float64, expected float32"
+    assert mismatch(1, "z", want[:2], want, 1e-3, 1e-7) == "output 1 (z) has shape [2], expected [4]"
+    ints = np.array([1000, 2000], np.int64)
+    assert mismatch(0, "i", ints + 1, ints, 1e-3, 1e-7) is not None  # integers: exactly
+
+
+def test_build_failures_are_traced_to_their_model(tmp_path):
+    from conformance.build import failure_reasons
+    b = tmp_path / "b"
+    output = "\n".join([
+        f"g++ -o {b}/a/a_runner.o -c -O2 -Wall -Wextra -Werror {b}/a/a_runner.cpp",
+        f"{b}/a/a_runner.cpp:24:26: error: unused variable 'from' [-Werror=unused-variable]",
+        f"scons: *** [{b}/a/a_runner.o] Error 1",
+        "/work/runtime_cpp/include/tinsmith/buffer.hpp:24:17: error: static assertion failed",
+        f"scons: *** [{b}/c/c.verified] Error 1",
+    ])
+    assert failure_reasons(output, ["a", "c", "d"], b, tmp_path / "models") == {
+        "a": "compile runner: a/a_runner.cpp:24:26: error: unused variable 'from' [-Werror=unused-variable]",
+        "c": "verify: /work/runtime_cpp/include/tinsmith/buffer.hpp:24:17: error: static assertion failed",
+    }
