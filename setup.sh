@@ -1,10 +1,19 @@
 #!/bin/sh
-# Installs what Tinsmith needs on a fresh Debian machine with Python 3.11 and g++:
-# the Python packages, and (as root, with apt) the Arm cross compiler and QEMU that the
-# firmware targets use.
+# Sets Tinsmith up on a fresh Debian machine with Python 3.11 and g++:
+# - a virtual environment in .venv (or the one already active), with Tinsmith installed in it
+#   from this checkout (editable, with the test extras), at the versions constraints.txt pins;
+# - as root with apt, the Arm cross compiler and QEMU that the firmware targets use.
+# Then `. .venv/bin/activate` puts `scons`, `tinsmith` and `python` with Tinsmith on PATH.
 set -eu
 cd "$(dirname "$0")"
-PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet --disable-pip-version-check -r requirements.txt
+if [ -n "${VIRTUAL_ENV:-}" ]; then
+  python=python
+else
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  python=.venv/bin/python
+fi
+"$python" -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[test]"
+
 ARM_PACKAGES="gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm"
 if command -v arm-none-eabi-g++ >/dev/null && command -v qemu-system-arm >/dev/null; then
   exit 0

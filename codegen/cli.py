@@ -15,8 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from codegen.errors import TinsmithError
-
-ROOT = Path(__file__).resolve().parents[1]
+from codegen.paths import scons_toolpath
 
 
 def _build_dir(args) -> Path:
@@ -45,11 +44,15 @@ def _scons_build(graph_path: Path, build_dir: Path, target_name: str = "host", q
     if graph is None:
         graph = lower(graph_path)
     program = _program_path(graph.name, build_dir, target)
-    if Path(target_name).suffix in (".yaml", ".yml"):  # SCons runs in the Tinsmith checkout
+    if Path(target_name).suffix in (".yaml", ".yml"):  # SCons runs in the build folder
         target_name = str(Path(target_name).resolve())
-    cmd = [sys.executable, "-m", "SCons", "-Q", "-C", str(ROOT), f"graphs={graph_path.resolve()}",
-           f"build_dir={build_dir.resolve()}", f"target={target_name}", str(program)]
-    proc = subprocess.run(cmd, capture_output=quiet, text=True)
+    toolpath = scons_toolpath()
+    build_dir = build_dir.resolve()
+    build_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "SCons", "-Q", "-f", str(toolpath / "tinsmith" / "single_graph.scons"),
+           f"toolpath={toolpath}", f"graph={graph_path.resolve()}", f"build_dir={build_dir}",
+           f"target={target_name}", str(program)]
+    proc = subprocess.run(cmd, cwd=build_dir, capture_output=quiet, text=True)
     if proc.returncode != 0:
         detail = (proc.stdout + proc.stderr).strip() if quiet else ""
         raise TinsmithError(None, f"building {graph_path} for {target.name} failed"

@@ -21,7 +21,8 @@ from typing import Sequence
 from clang import cindex
 from clang.cindex import CursorKind, Diagnostic, ExceptionSpecificationKind, TypeKind
 
-RUNTIME_INCLUDE = Path(__file__).resolve().parents[1] / "runtime_cpp" / "include"
+from codegen.paths import RUNTIME_INCLUDE
+
 
 _CXX = ("-x", "c++", "-std=c++17", "-Wall", "-Wextra")
 _C = ("-x", "c", "-std=c11", "-Wall", "-Wextra")

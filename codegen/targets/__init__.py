@@ -44,12 +44,12 @@ from typing import Any, Mapping
 
 from codegen.errors import SourceLoc, TinsmithError
 from codegen.load.located_yaml import LocatedDict, LocatedList, parse_yaml
+from codegen.paths import BAREMETAL_DIR
 
 __all__ = ["TARGETS", "BAREMETAL_DIR", "Board", "Emulator", "MemoryRegion", "Target", "TargetError",
            "Toolchain", "load_target"]
 
 _HERE = Path(__file__).resolve().parent
-BAREMETAL_DIR = _HERE.parents[1] / "runtime_cpp" / "baremetal"
 TARGETS: Mapping[str, Path] = {p.stem: p for p in sorted(_HERE.glob("*.yaml"))}
 
 

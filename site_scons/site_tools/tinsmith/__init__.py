@@ -4,9 +4,11 @@ runs the model (a host runner, or test firmware for a bare-metal target).
 
 Only SCons glue lives here; every stage of the compiler runs in `python -m codegen`.
 
-Use it from any project (the repository's own SConstruct finds it through site_scons/):
+Use it from any project after `pip install tinsmith` (the repository's own SConstruct finds it
+through site_scons/; a checkout also works as `toolpath=["<tinsmith>/site_scons/site_tools"]`):
 
-    env = Environment(tools=["default", "tinsmith"], toolpath=["<tinsmith>/site_scons/site_tools"])
+    import tinsmith
+    env = Environment(tools=["default", "tinsmith"], toolpath=[tinsmith.toolpath()])
     env["TINSMITH_TARGET"] = "cortex-m4"              # or "host" (default), or your-board.yaml
     lib = env.TinsmithModel("kws.yaml")              # [build/cortex-m4/kws/libkws.a]
     app = env.Clone()
@@ -33,9 +35,8 @@ Builders and methods:
 Construction variables (defaults in brackets):
   TINSMITH_TARGET        a built-in target (host, cortex-m4, cortex-m7, cortex-m0plus) or the
                          path of a target YAML file (see codegen/targets/) [host]
-  TINSMITH_ROOT          the Tinsmith checkout [the directory above site_scons/]
   TINSMITH_INCLUDE       the runtime headers code that includes NAME.hpp needs
-                         [$TINSMITH_ROOT/runtime_cpp/include]
+                         [runtime_cpp/include of the checkout, or of the installed package]
   TINSMITH_PYTHON        Python that runs the generator [the one running SCons]
   TINSMITH_BUILD_DIR     where each graph's outputs go, one folder per graph named after the
                          graph; '#' is the top of the project whose SConstruct runs
@@ -66,15 +67,27 @@ import SCons.Errors
 import SCons.Scanner
 import SCons.Util
 
-_ROOT = Path(__file__).resolve().parents[2]
-if str(_ROOT) not in sys.path:  # the generator package, for reading graph names and dependencies
-    sys.path.insert(0, str(_ROOT))
+_TOOL_DIR = Path(__file__).resolve().parent
+_CHECKOUT = _TOOL_DIR.parents[2]
+if (_CHECKOUT / "codegen" / "__init__.py").is_file() and str(_CHECKOUT) not in sys.path:
+    # The tool in a Tinsmith checkout drives that checkout's generator, installed or not.
+    sys.path.insert(0, str(_CHECKOUT))
 
 from codegen.errors import TinsmithError  # noqa: E402
+from codegen.paths import PACKAGE_DIR, RUNTIME_DIR, RUNTIME_INCLUDE  # noqa: E402
 from codegen.load import graph_dependencies, graph_name  # noqa: E402
 from codegen.targets import load_target  # noqa: E402
 from codegen.targets.firmware import memory_script  # noqa: E402
 from codegen.targets.firmware_scons import configure_toolchain, firmware_program  # noqa: E402
+
+
+
+def toolpath() -> str:
+    """The folder to pass as SCons's `toolpath` so that `tools=["tinsmith"]` finds this tool,
+    wherever Tinsmith is installed: `Environment(tools=["default", "tinsmith"],
+    toolpath=[tinsmith.toolpath()])` after `import tinsmith`."""
+    return str(_TOOL_DIR.parent)
+
 
 GENERATED_SUFFIXES = (".hpp", ".h", ".cpp", "_runner.cpp", ".plan.json")
 GRAPH_SUFFIXES = (".yaml", ".yml", ".onnx")
@@ -122,8 +135,7 @@ def _scan_graph(node, env, path):
 
 def _generator_files() -> list[str]:
     """The generator's own code and templates: changing them regenerates every graph."""
-    code = _ROOT / "codegen"
-    return sorted(str(p) for p in code.rglob("*") if p.suffix in (".py", ".j2") and p.is_file())
+    return sorted(str(p) for p in PACKAGE_DIR.rglob("*") if p.suffix in (".py", ".j2") and p.is_file())
 
 
 def _library_file(env, name: str) -> str:
@@ -202,7 +214,7 @@ def _tinsmith_runtime(env, build_dir=None):
     if out.abspath in _RUNTIMES:  # one runtime per build folder, however many graphs link it
         return _RUNTIMES[out.abspath]
     cxx = _compiler(env, out)
-    sources = sorted((_ROOT / "runtime_cpp" / "src").glob("*.cpp"))
+    sources = sorted((RUNTIME_DIR / "src").glob("*.cpp"))
     objs = [cxx.StaticObject(out.File(src.stem + cxx["OBJSUFFIX"]), env.File(str(src))) for src in sources]
     _RUNTIMES[out.abspath] = cxx.StaticLibrary(out.File(_library_file(cxx, "tinsmith")), objs)
     return _RUNTIMES[out.abspath]
@@ -227,8 +239,7 @@ def generate(env):
     """Add Tinsmith's builders, methods and construction variables to `env`."""
     env.SetDefault(
         TINSMITH_TARGET="host",
-        TINSMITH_ROOT=str(_ROOT),
-        TINSMITH_INCLUDE="$TINSMITH_ROOT/runtime_cpp/include",
+        TINSMITH_INCLUDE=str(RUNTIME_INCLUDE),
         TINSMITH_PYTHON=sys.executable,
         TINSMITH_BUILD_DIR="#build/$TINSMITH_TARGET",
         TINSMITH_OPTIMIZE="",
@@ -246,7 +257,8 @@ def generate(env):
                            "${TINSMITH_FLASH_BUDGET and ' --flash-budget ' + TINSMITH_FLASH_BUDGET}"),
         TINSMITHREPORTCOMSTR="",
     )
-    env.PrependENVPath("PYTHONPATH", env.subst("$TINSMITH_ROOT"))
+    # `python -m codegen` in the build's commands runs the same generator this tool imported.
+    env.PrependENVPath("PYTHONPATH", str(PACKAGE_DIR.parent))
     env["BUILDERS"]["TinsmithSources"] = SCons.Builder.Builder(
         action=SCons.Action.Action("$TINSMITHCOM", "$TINSMITHCOMSTR"),
         emitter=_sources_emitter,
