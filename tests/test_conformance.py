@@ -1,25 +1,35 @@
 """The ONNX backend node tests as a regression suite (conformance/run.py, docs/CONFORMANCE.md).
 
-One full conformance run (every node test case of the installed onnx package imported, built by
-the SCons tool, run and compared with ONNX's expected outputs at ONNX's tolerances) into a
-temporary folder. Every case listed in conformance/passing.txt must still pass; cases that pass
-and are not listed are reported as a warning (add them with `python -m conformance.run
---update-baseline`). The issue's goals (90 operator types passing all of their float32 cases,
-700 cases passing) are asserted once the baseline reaches them, the baseline's counts before.
+By default a bounded sample: two cases per operator from conformance/passing.txt (seeded by
+$TINSMITH_CONFORMANCE_SEED, 0 unless set), imported, built by the SCons tool, run and compared
+with ONNX's expected outputs at ONNX's tolerances, into a temporary folder; every sampled case
+must still pass. With TINSMITH_CONFORMANCE=full, every node test case of the installed onnx
+package runs (as `python -m conformance.run` does, about 17 minutes on two cores): then every
+case of the baseline must pass, cases that pass and are not listed are reported as a warning
+(add them with `python -m conformance.run --update-baseline`), and the goals for operator types
+passing all of their float32 cases and for passing cases are asserted once the baseline
+reaches them, the baseline's counts before.
 """
 from __future__ import annotations
 
+import os
 import warnings
 
 import pytest
 
 from conformance.report import GOAL_CASES, GOAL_OPS, fully_passing_ops, read_baseline
-from conformance.run import BASELINE, run_conformance
+from conformance.run import BASELINE, SAMPLE_SEED_ENV, run_conformance
+
+FULL = os.environ.get("TINSMITH_CONFORMANCE") == "full"
+SAMPLE_PER_OP = 2
+needs_full_run = pytest.mark.skipif(not FULL, reason="counts every case: needs the full run "
+                                    "(TINSMITH_CONFORMANCE=full, or python -m conformance.run)")
 
 
 @pytest.fixture(scope="module")
 def conformance(tmp_path_factory):
-    return run_conformance(tmp_path_factory.mktemp("conformance"), log=lambda _: None)
+    return run_conformance(tmp_path_factory.mktemp("conformance"), log=lambda _: None,
+                           sample=None if FULL else SAMPLE_PER_OP, seed=int(os.environ.get(SAMPLE_SEED_ENV, "0")))
 
 
 @pytest.fixture(scope="module")
@@ -32,15 +42,16 @@ def baseline():
 def test_cases_in_the_baseline_still_pass(conformance, baseline):
     results = {r.name: r for r in conformance.results}
     new = sorted(conformance.passing - baseline)
-    if new:
+    if new and FULL:
         warnings.warn(f"{len(new)} cases pass that {BASELINE.name} does not list (python -m conformance.run "
                       f"--update-baseline adds them): {', '.join(new)}", stacklevel=1)
-    regressions = sorted(baseline - conformance.passing)
+    regressions = sorted((baseline if FULL else {c.name for c in conformance.cases}) - conformance.passing)
     lines = [f"{n}: {results[n].status}: {results[n].reason}" if n in results
              else f"{n}: no longer among the onnx package's node tests" for n in regressions]
     assert not regressions, f"{len(regressions)} cases of {BASELINE.name} no longer pass:\n" + "\n".join(lines)
 
 
+@needs_full_run
 def test_operator_and_case_counts(conformance, baseline):
     base_ops = fully_passing_ops(conformance.cases, baseline)
     now_ops = fully_passing_ops(conformance.cases, conformance.passing)
@@ -55,7 +66,7 @@ def test_operator_and_case_counts(conformance, baseline):
 
 
 def test_every_case_has_an_outcome_and_every_miss_a_reason(conformance):
-    assert len(conformance.results) == len(conformance.cases) > 1000
+    assert len(conformance.results) == len(conformance.cases) > (1000 if FULL else 100)
     assert {r.status for r in conformance.results} <= {"passed", "failed", "unsupported"}
     assert [r.name for r in conformance.results if r.status != "passed" and not r.reason] == []
 

@@ -1,0 +1,96 @@
+"""Tinsmith as an installed package: `pip install` of a copy of the checkout into a new
+virtual environment, then the `tinsmith` command and the SCons tool from folders that know
+nothing of the checkout.
+
+The new environment sees the test run's packages through a .pth file (so the test installs
+only Tinsmith itself, with --no-deps, and needs the package index only for the build backend);
+what the package must carry (the generator, its templates and targets, the SCons tool, the
+C++ runtime) comes from the installed files alone: the copy is deleted before anything runs.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import venv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from test_e2e_scons import EXTERNAL_SCONSTRUCT, MAIN_C, MAIN_CPP, TINY, _tiny_expected
+
+PACKAGED = ("pyproject.toml", "README.md", "codegen", "site_scons", "runtime_cpp")
+
+
+def _run(cmd, cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, f"{' '.join(map(str, cmd))} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> tuple[Path, dict]:
+    """A virtual environment with Tinsmith pip-installed (not editable); returns its bin folder
+    and an environment for subprocesses that puts it first on PATH."""
+    work = tmp_path_factory.mktemp("install")
+    source = work / "source"
+    source.mkdir()
+    for name in PACKAGED:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(ROOT / name, source / name)
+    env_dir = work / "venv"
+    venv.create(env_dir, with_pip=True)
+    bin_dir = env_dir / "bin"
+    site = Path(subprocess.run([bin_dir / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    (site / "test_run_packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(PATH=f"{bin_dir}{os.pathsep}{env['PATH']}", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    _run([bin_dir / "python", "-m", "pip", "install", "--quiet", "--no-deps", source], work, env)
+    shutil.rmtree(source)  # from here on, only what was installed exists
+    return bin_dir, env
+
+
+def test_installed_command_builds_and_checks_a_graph_from_another_folder(installed, tmp_path):
+    bin_dir, env = installed
+    graph = tmp_path / "models" / "tiny.yaml"
+    graph.parent.mkdir()
+    graph.write_text(TINY.format(name="tiny"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    built = _run([bin_dir / "tinsmith", "build", graph], elsewhere, env)
+    runner = elsewhere / "build" / "host" / "tiny" / "tiny_runner"
+    assert f"built {runner}" in built.stdout
+    assert (runner.parent / "tiny.json").is_file() and (runner.parent / "libtiny.a").is_file()
+    # the runtime headers the library was compiled against are the installed ones
+    assert "site-packages/codegen/runtime_cpp/include" in built.stdout
+    checked = _run([bin_dir / "tinsmith", "check", graph], elsewhere, env)
+    assert checked.stdout.startswith("y: max abs diff")
+    # `python -m codegen` is the same program
+    assert _run([bin_dir / "python", "-m", "codegen", "ops"], elsewhere, env).stdout == \
+        _run([bin_dir / "tinsmith", "ops"], elsewhere, env).stdout
+
+
+def test_project_outside_the_checkout_uses_the_installed_scons_tool(installed, tmp_path):
+    bin_dir, env = installed
+    project = tmp_path / "firmware"
+    project.mkdir()
+    (project / "my.yaml").write_text(TINY.format(name="mymodel"))
+    (project / "main.cpp").write_text(MAIN_CPP)
+    (project / "main_c.c").write_text(MAIN_C)
+    (project / "SConstruct").write_text(
+        "import tinsmith\n" + EXTERNAL_SCONSTRUCT.format(toolpath="TOOLPATH").replace("'TOOLPATH'", "tinsmith.toolpath()"))
+    _run([bin_dir / "python", "-m", "SCons", "-Q", "-j2"], project, env)
+    want = _tiny_expected().ravel()
+    for program in ("app_cpp", "app_c"):
+        out = _run([project / program], project, env).stdout
+        np.testing.assert_allclose(np.array([float(v) for v in out.split()]), want, rtol=1e-5, atol=1e-6,
+                                   err_msg=program)
+    # a second build has nothing to do
+    assert subprocess.run([bin_dir / "python", "-m", "SCons", "-q"], cwd=project, env=env).returncode == 0
