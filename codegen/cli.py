@@ -325,7 +325,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("model", help="the .onnx file")
     p.add_argument("-o", "--output", required=True, help="graph file to write, e.g. graphs/NAME.yaml")
     p.add_argument("--batch", type=int, default=1, help="size for a symbolic batch dimension [1]")
-    p = command("generate", cmd_generate, "write the generated sources (used by the SCons tool)")
+    p = command("generate", cmd_generate, "write the generated sources (for the SCons tool, Make, CMake, ...)")
     p.add_argument("-o", "--out-dir", required=True)
     p.add_argument("--constants-in-ram", action="store_true",
                    help="let the startup code copy constants to RAM instead of reading them from flash")

@@ -111,6 +111,15 @@ def generator_runs(output: str) -> int:
     return len(re.findall(r" generate vibration\.yaml ", output))
 
 
+def assert_make_does_nothing(project: Path, *args: str) -> None:
+    """`make -q` says all is up to date, and `make` runs no command and changes no file."""
+    assert run(["make", "-q", *args], project, check=False).returncode == 0
+    before = snapshot(project / "build")
+    again = make(project, *args)
+    assert again.stdout.strip() == "make: Nothing to be done for 'all'.", again.stdout
+    assert snapshot(project / "build") == before
+
+
 def test_make_host_program_builds_once_and_runs(tmp_path):
     project = copy_example("make", tmp_path)
     first = make(project)
@@ -118,23 +127,18 @@ def test_make_host_program_builds_once_and_runs(tmp_path):
     program = project / "build" / "host" / "vibration_demo"
     check_output(run([program], project).stdout, project / "vibration.npz")
 
-    # Second build: nothing to do, and Make's own question agrees.
-    assert run(["make", "-q"], project, check=False).returncode == 0
     before = snapshot(project / "build")
-    second = make(project)
-    assert "Nothing to be done" in second.stdout and "g++" not in second.stdout, second.stdout
-    assert snapshot(project / "build") == before
+    assert_make_does_nothing(project)
 
     # A comment in the graph: the generator runs once, nothing is recompiled, and the build
     # after that does nothing at all.
     add_comment(project / "vibration.yaml")
     edited = make(project)
     assert generator_runs(edited.stdout) == 1 and "g++" not in edited.stdout, edited.stdout
-    assert run(["make", "-q"], project, check=False).returncode == 0
     after = snapshot(project / "build")
     del after["host/model/vibration.d"], before["host/model/vibration.d"]  # the record that it ran
     assert after == before
-    assert "Nothing to be done" in make(project).stdout
+    assert_make_does_nothing(project)
 
     # New weights (the depfile names them): regenerated, the model recompiled, main.cpp not
     # (vibration.hpp does not depend on weight values).
@@ -143,7 +147,7 @@ def test_make_host_program_builds_once_and_runs(tmp_path):
     assert generator_runs(rebuilt.stdout) == 1, rebuilt.stdout
     assert "vibration.cpp -o build/host/vibration.o" in rebuilt.stdout and "main.cpp" not in rebuilt.stdout
     check_output(run([program], project).stdout, project / "vibration.npz")
-    assert run(["make", "-q"], project, check=False).returncode == 0
+    assert_make_does_nothing(project)
 
 
 @needs_arm
@@ -156,10 +160,7 @@ def test_make_cortex_m4_firmware_boots_on_qemu(tmp_path):
     boot = run([*QEMU, elf], project)
     check_output(boot.stderr, project / "vibration.npz")  # QEMU prints semihosting on stderr
 
-    assert run(["make", "-q", "TARGET=cortex-m4"], project, check=False).returncode == 0
-    before = snapshot(project / "build")
-    assert "Nothing to be done" in make(project, "TARGET=cortex-m4").stdout
-    assert snapshot(project / "build") == before
+    assert_make_does_nothing(project, "TARGET=cortex-m4")
 
 
 # --- CMake -----------------------------------------------------------------------------
@@ -255,6 +256,13 @@ def test_scons_firmware_example_second_build_does_nothing(tmp_path):
     second = run([sys.executable, "-m", "SCons", "-Q", "-j2"], project)
     assert "is up to date" in second.stdout and "arm-none-eabi" not in second.stdout
     assert snapshot(project / "build") == before
+
+    # After a comment in the graph the generator runs; its output is the same, so nothing
+    # is compiled, and the build after that does nothing.
+    add_comment(project / "gesture.yaml")
+    edited = run([sys.executable, "-m", "SCons", "-Q", "-j2"], project)
+    assert "codegen generate gesture.yaml" in edited.stdout and "arm-none-eabi" not in edited.stdout
+    assert run([sys.executable, "-m", "SCons", "-q"], project, check=False).returncode == 0
 
 
 # --- the command-line options the recipes use ----------------------------------------------
