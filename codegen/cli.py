@@ -132,8 +132,8 @@ def cmd_generate(args) -> int:
     from codegen.pipeline import compile_graph, library_files, write_files
     compiled = compile_graph(args.graph, constants_in_ram=args.constants_in_ram)
     files = library_files(compiled.files, compiled.graph.name) if args.library_only else compiled.files
-    write_files(files, args.out_dir, stamp=args.stamp, depfile=args.depfile,
-                inputs=[args.graph, *graph_dependencies(args.graph)])
+    inputs = [args.graph, *graph_dependencies(args.graph)] if args.depfile else []
+    write_files(files, args.out_dir, stamp=args.stamp, depfile=args.depfile, inputs=inputs)
     return 0
 
 
