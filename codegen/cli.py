@@ -128,8 +128,26 @@ def seeded_inputs(graph, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def cmd_generate(args) -> int:
-    from codegen.pipeline import compile_graph, write_files
-    write_files(compile_graph(args.graph, constants_in_ram=args.constants_in_ram).files, args.out_dir)
+    from codegen.load import graph_dependencies
+    from codegen.pipeline import compile_graph, library_files, write_files
+    compiled = compile_graph(args.graph, constants_in_ram=args.constants_in_ram)
+    files = library_files(compiled.files, compiled.graph.name) if args.library_only else compiled.files
+    inputs = [args.graph, *graph_dependencies(args.graph)] if args.depfile else []
+    write_files(files, args.out_dir, stamp=args.stamp, depfile=args.depfile, inputs=inputs)
+    return 0
+
+
+def cmd_include_dir(args) -> int:
+    from codegen.paths import BAREMETAL_DIR, RUNTIME_INCLUDE
+    print(BAREMETAL_DIR if args.baremetal else RUNTIME_INCLUDE)
+    return 0
+
+
+def cmd_memory_script(args) -> int:
+    from codegen.files import write_if_changed
+    from codegen.targets import load_target
+    from codegen.targets.firmware import memory_script
+    write_if_changed(Path(args.output), memory_script(load_target(args.target)).encode("utf-8"))
     return 0
 
 
@@ -307,10 +325,26 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("model", help="the .onnx file")
     p.add_argument("-o", "--output", required=True, help="graph file to write, e.g. graphs/NAME.yaml")
     p.add_argument("--batch", type=int, default=1, help="size for a symbolic batch dimension [1]")
-    p = command("generate", cmd_generate, "write the generated sources (used by the SCons tool)")
+    p = command("generate", cmd_generate, "write the generated sources (for the SCons tool, Make, CMake, ...)")
     p.add_argument("-o", "--out-dir", required=True)
     p.add_argument("--constants-in-ram", action="store_true",
                    help="let the startup code copy constants to RAM instead of reading them from flash")
+    p.add_argument("--library-only", action="store_true",
+                   help="write only what a library compiles (NAME.cpp, NAME.hpp, NAME.h): no host runner, no plan")
+    p.add_argument("--stamp", help="file written on every run, even when no output changed, for build "
+                   "tools to depend on (outputs keep their timestamps unless their bytes change)")
+    p.add_argument("--depfile", help="Make-syntax rule naming the graph and the weight files it reads as "
+                   "prerequisites of the stamp, for Make's include and CMake's DEPFILE; without --stamp, "
+                   "the depfile is its own stamp")
+    p = command("include-dir", cmd_include_dir, "print the folder to add to the include path of code that "
+                "includes NAME.hpp (it holds tinsmith/buffer.hpp)", graph=False)
+    p.add_argument("--baremetal", action="store_true", help="print the folder of the bare-metal test "
+                   "runtime instead (startup.c, semihost.c/.h, measure.c/.h, sections.ld)")
+    p = command("memory-script", cmd_memory_script, "write the linker script with a bare-metal target's "
+                "memory map; it INCLUDEs sections.ld, so link with -L$(tinsmith include-dir --baremetal)",
+                graph=False)
+    p.add_argument("--target", required=True, help="cortex-m4, cortex-m7, cortex-m0plus, or a target YAML file")
+    p.add_argument("-o", "--output", required=True, help="linker script to write, e.g. build/memory.ld")
     p = command("verify", cmd_verify, "check generated headers with libclang (used by the SCons tool)",
                 graph=False)
     p.add_argument("report", help="NAME.json next to the generated headers")

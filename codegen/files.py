@@ -29,3 +29,25 @@ def write_if_changed(path: Path, data: bytes) -> Path:
         os.unlink(tmp)
         raise
     return path
+
+
+def touch(path: Path, data: bytes) -> Path:
+    """Write `data` atomically and give the file the current time even when its bytes did
+    not change: a stamp that tells build tools a step ran."""
+    path = write_if_changed(path, data)
+    os.utime(path)
+    return path
+
+
+def _make_escape(path: str | Path) -> str:
+    """A path as a Make rule spells it (the escapes GCC's -MD output uses)."""
+    return str(path).replace(" ", "\\ ").replace("#", "\\#").replace("$", "$$")
+
+
+def make_rule(targets, prerequisites) -> str:
+    """A dependency-only Make rule, as compilers write with -MD -MP: `targets: prerequisites`,
+    then an empty rule per prerequisite, so that a deleted prerequisite reruns the step
+    instead of stopping the build."""
+    head = " ".join(_make_escape(t) for t in targets)
+    body = "".join(f" \\\n  {_make_escape(p)}" for p in prerequisites)
+    return f"{head}:{body}\n" + "".join(f"\n{_make_escape(p)}:\n" for p in prerequisites)

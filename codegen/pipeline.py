@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from codegen.assemble import assemble
 from codegen.expand import expand_graph
-from codegen.files import write_if_changed
+from codegen.files import make_rule, touch, write_if_changed
 from codegen.generate import CPP, Backend, GeneratedModel, generate
 from codegen.ir import Graph
 from codegen.load import load_graph_spec
@@ -40,7 +41,31 @@ def compile_graph(path: str | Path, backend: Backend = CPP, constants_in_ram: bo
     return Compiled(graph, sched, plan, model, assemble(model))
 
 
-def write_files(files: dict[str, str], out_dir: str | Path) -> list[Path]:
+LIBRARY_SUFFIXES = (".cpp", ".hpp", ".h")
+"""What a library build compiles: NAME.cpp and the headers beside it. The rest of the
+generated files (the host runner NAME_runner.cpp with its main(), NAME.plan.json) serve the
+SCons tool's runner, report and test firmware."""
+
+
+def library_files(files: dict[str, str], name: str) -> dict[str, str]:
+    """The generated files a project compiles into its own library."""
+    return {f: files[f] for f in (name + suffix for suffix in LIBRARY_SUFFIXES)}
+
+
+def write_files(files: dict[str, str], out_dir: str | Path, stamp: str | Path | None = None,
+                depfile: str | Path | None = None, inputs: Sequence[str | Path] = ()) -> list[Path]:
     """Write each file atomically, leaving unchanged files untouched so their timestamps and the
-    builds that depend on them stay as they were."""
-    return [write_if_changed(Path(out_dir) / name, text.encode("utf-8")) for name, text in sorted(files.items())]
+    builds that depend on them stay as they were.
+
+    A build tool that compares timestamps cannot tell from untouched outputs that the generator
+    ran, and would run it on every build after an edit that changes no output (a comment in the
+    graph file). `stamp` is a file written last, with a new timestamp on every run, to depend
+    on instead. `depfile` is a Make-syntax rule naming the stamp as depending on `inputs` (the
+    graph and the weight files it reads); without a stamp, the depfile is its own stamp."""
+    written = [write_if_changed(Path(out_dir) / name, text.encode("utf-8")) for name, text in sorted(files.items())]
+    if depfile is not None:
+        unique = dict.fromkeys(str(p) for p in inputs)  # weights often share one archive
+        touch(Path(depfile), make_rule([stamp if stamp is not None else depfile], unique).encode("utf-8"))
+    if stamp is not None and (depfile is None or Path(stamp) != Path(depfile)):
+        touch(Path(stamp), "".join(f"{p.name}\n" for p in written).encode("utf-8"))
+    return written

@@ -1,0 +1,11 @@
+#!/bin/sh
+# Generates the model into lib/vibration/src, a PlatformIO library holding only what it
+# compiles: vibration.cpp, vibration.hpp, vibration.h and the one runtime header they
+# include. Run it again after editing vibration.yaml or its weights; files whose bytes do
+# not change keep their timestamps, so PlatformIO recompiles nothing for them.
+set -eu
+cd "$(dirname "$0")"
+TINSMITH=${TINSMITH:-tinsmith}
+$TINSMITH generate vibration.yaml -o lib/vibration/src --library-only
+mkdir -p lib/vibration/src/tinsmith
+cp -p "$($TINSMITH include-dir)/tinsmith/buffer.hpp" lib/vibration/src/tinsmith/
