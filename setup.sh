@@ -2,7 +2,8 @@
 # Sets Tinsmith up on a fresh Debian machine with Python 3.11 and g++:
 # - a virtual environment in .venv (or the one already active), with Tinsmith installed in it
 #   from this checkout (editable, with the test extras), at the versions constraints.txt pins;
-# - as root with apt, the Arm cross compiler and QEMU that the firmware targets use.
+# - as root with apt, the Arm cross compiler and QEMU that the firmware targets use, and
+#   make, cmake and ninja for the integration examples.
 # Then `. .venv/bin/activate` puts `scons`, `tinsmith` and `python` with Tinsmith on PATH.
 set -eu
 cd "$(dirname "$0")"
@@ -14,13 +15,18 @@ else
 fi
 "$python" -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[test]"
 
-ARM_PACKAGES="gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm"
-if command -v arm-none-eabi-g++ >/dev/null && command -v qemu-system-arm >/dev/null; then
-  exit 0
-fi
+# Debian packages the firmware targets and the integration examples use, by the command each provides.
+PACKAGES=""
+need() { command -v "$1" >/dev/null || PACKAGES="$PACKAGES $2"; }
+need arm-none-eabi-g++ "gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib"
+need qemu-system-arm qemu-system-arm
+need make make
+need cmake cmake
+need ninja ninja-build
+[ -n "$PACKAGES" ] || exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $ARM_PACKAGES >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $PACKAGES >/dev/null
 else
-  echo "setup.sh: install $ARM_PACKAGES for the Cortex-M targets (needs root)" >&2
+  echo "setup.sh: install$PACKAGES for the Cortex-M targets and the integration examples (needs root)" >&2
 fi
