@@ -52,8 +52,8 @@ def _scons_build(graph_path: Path, build_dir: Path, target_name: str = "host", q
     proc = subprocess.run(cmd, capture_output=quiet, text=True)
     if proc.returncode != 0:
         detail = (proc.stdout + proc.stderr).strip() if quiet else ""
-        raise TinsmithError(None, f"building {graph_path} for {target.name} failed"
-                            + (f":\n{detail}" if detail else ""))
+        raise TinsmithError(None, f"building {graph_path} for {target.name} failed" + (":" if detail else ""),
+                            detail=detail or None)
     return program
 
 
@@ -113,7 +113,8 @@ def run_compiled(graph_path: Path, inputs: dict[str, np.ndarray], build_dir: Pat
         in_file.write_bytes(_input_bytes(graph, inputs))
         proc = subprocess.run([str(program), str(in_file), str(out_file)], capture_output=True, text=True)
         if proc.returncode != 0:
-            raise TinsmithError(None, f"{program} failed: {proc.stderr.strip()}")
+            raise TinsmithError(None, f"{program} failed" + (":" if proc.stderr.strip() else ""),
+                                detail=proc.stderr.strip() or None)
         return _output_arrays(graph, out_file.read_bytes())
 
 
@@ -145,6 +146,7 @@ def cmd_verify(args) -> int:
 def cmd_report(args) -> int:
     import json
 
+    from codegen.escape import json_text
     from codegen.measure import check_budgets, measure_model, summary
     from codegen.targets import load_target
     plan = json.loads(Path(args.plan).read_text(encoding="utf-8"))
@@ -152,7 +154,7 @@ def cmd_report(args) -> int:
                            Path(args.firmware) if args.firmware else None)
     print(summary(report))
     check_budgets(report, args.ram_budget, args.flash_budget)
-    Path(args.output).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    Path(args.output).write_text(json_text(report), encoding="utf-8")
     return 0
 
 

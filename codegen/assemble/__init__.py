@@ -1,18 +1,13 @@
 """Stage 7, assemble: lay out the generated files with Jinja2 templates and write the report."""
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
-import jinja2
-
+from codegen.escape import cpp_templates, json_text
 from codegen.generate import GeneratedModel
 
-_TEMPLATES = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
-    keep_trailing_newline=True, trim_blocks=False, lstrip_blocks=False,
-    undefined=jinja2.StrictUndefined, autoescape=False)
+_TEMPLATES = cpp_templates(Path(__file__).parent / "templates")  # escapes by rule, see codegen/escape.py
 _WS = re.compile(r"\bws\b")  # the workspace parameter of run(); 'ws' is reserved for it
 
 
@@ -82,12 +77,12 @@ def assemble(model: GeneratedModel) -> dict[str, str]:
         "run_args_cpp": ", ".join([f"{n}.data" for n in names] + ["ws.bytes"]),
         "run_args_c": ", ".join(names + ["static_cast<unsigned char*>(ws)"]),
         "runner_args": ", ".join([f"in_{v['name']}" for v in inputs] +
-                                 [f"out_{v['name']}" for v in outputs] + ["workspace"]),
+                                 [f"out_{v['name']}" for v in outputs] + ["tinsmith_workspace"]),
         "input_bytes": sum(v["bytes"] for v in inputs),
         "output_bytes": sum(v["bytes"] for v in outputs),
     }
     files = {f"{g.name}{suffix}": _TEMPLATES.get_template(template).render(context)
              for suffix, template in ((".hpp", "model.hpp.j2"), (".h", "model.h.j2"),
                                       (".cpp", "model.cpp.j2"), ("_runner.cpp", "runner.cpp.j2"))}
-    files[f"{g.name}.plan.json"] = json.dumps(report(model), indent=2) + "\n"
+    files[f"{g.name}.plan.json"] = json_text(report(model))
     return files
