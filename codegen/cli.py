@@ -15,6 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from codegen.errors import TinsmithError
+from codegen.escape import one_line
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -181,7 +182,7 @@ def cmd_emulate(args) -> int:
 
 def cmd_build(args) -> int:
     program = _scons_build(Path(args.graph), _build_dir(args), args.target, quiet=False)
-    print(f"built {program}")
+    print(f"built {one_line(str(program))}")
     return 0
 
 
@@ -222,13 +223,13 @@ def cmd_show(args) -> int:
     from codegen.pipeline import compile_graph
     c = compile_graph(args.graph)
     g = c.graph
-    print(f"graph {g.name} ({g.source})")
+    print(f"graph {g.name} ({one_line(g.source)})")
     for n in g.inputs:
         print(f"  input  {n}: {g.types[n]}")
     for n in g.outputs:
         print(f"  output {n}: {g.types[n]}")
     for name, const in g.constants.items():
-        print(f"  const  {name}: {const.type} from {const.source}")
+        print(f"  const  {name}: {const.type} from {one_line(const.source)}")
     print("nodes (schedule order):")
     for node, cluster in zip(c.schedule.nodes, c.schedule.clusters):
         attrs = ", ".join(f"{k}={v}" for k, v in node.attrs.items() if v is not None)
@@ -247,7 +248,7 @@ def cmd_show(args) -> int:
 def cmd_import_onnx(args) -> int:
     from codegen.load.write_yaml import import_onnx
     for path in import_onnx(args.model, args.output, args.batch):
-        print(f"wrote {path}")
+        print(f"wrote {one_line(str(path))}")
     return 0
 
 
