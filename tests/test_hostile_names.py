@@ -10,6 +10,7 @@ float32 dot product or an elementwise op per output).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -250,6 +251,45 @@ def test_every_listed_name_is_refused_where_it_would_clash():
     for header in ("stdint", "stdio", "string", "math", "cmath", "vector", "semihost", "measure", "newlib"):
         assert header in names["header"] and identifier_problem(header, "graph")
         assert header in ("semihost", "measure") or identifier_problem(header, "value") is None
+
+
+def test_names_made_up_after_loading_are_checked_before_assembly(tmp_path):
+    from dataclasses import replace
+
+    from codegen.assemble import assemble
+    from codegen.errors import GenerateError
+    from codegen.pipeline import compile_graph
+    path = tmp_path / "g.yaml"
+    path.write_text(VALUE_GRAPH.format(value="v", node="n"))
+    model = compile_graph(path).model
+    made_up = replace(model.kernels[0], kernel=replace(model.kernels[0].kernel, name="NAN"))
+    with pytest.raises(GenerateError) as info:
+        assemble(replace(model, kernels=(made_up,) + model.kernels[1:]))
+    assert str(info.value).splitlines()[0] == (
+        f"{os.path.relpath(path)}:6:5: "
+        "error: a name made from the graph cannot be used in generated code: 'NAN' is a macro of the "
+        "compiler or of the headers the generated code includes")
+
+
+def test_the_name_lists_hold_every_macro_the_generated_files_see(tmp_path):
+    """The checked-in lists against the compiler: every macro visible at the end of each
+    generated C and C++ file (g++ -dM -E, with the build's include paths) is refused.
+    If this fails after a compiler or C library upgrade, regenerate the lists:
+    python -m codegen.load.system_names > codegen/load/system_names.txt"""
+    path = tmp_path / "g.yaml"
+    path.write_text(VALUE_GRAPH.format(value="v", node="n"))
+    build = tmp_path / "build"
+    scons("-Q", f"graphs={path}", f"build_dir={build}")
+    macros = set()
+    for source, language, std in (("g.cpp", "c++", "c++17"), ("g_runner.cpp", "c++", "c++17"),
+                                  ("g.hpp", "c++", "c++17"), ("g.h", "c", "c11"), ("g.h", "c++", "c++17")):
+        out = subprocess.run(["g++", "-x", language, f"-std={std}", "-dM", "-E", f"-I{build / 'g'}",
+                              f"-I{ROOT / 'runtime_cpp' / 'include'}", str(build / "g" / source)],
+                             capture_output=True, text=True, check=True).stdout
+        macros |= set(re.findall(r"^#define ([A-Za-z][A-Za-z0-9_]*)", out, re.M))
+    usable = {m for m in macros if "__" not in m and not m.startswith(("TINSMITH_", "G_"))}
+    assert len(usable) > 100
+    assert sorted(usable - system_names()["macro"]) == []
 
 
 # --- ONNX import -------------------------------------------------------------------------------

@@ -4,8 +4,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from codegen.errors import GenerateError
 from codegen.escape import cpp_templates, json_text
 from codegen.generate import GeneratedModel
+from codegen.load.identifiers import identifier_problem
 
 _TEMPLATES = cpp_templates(Path(__file__).parent / "templates")  # escapes by rule, see codegen/escape.py
 _WS = re.compile(r"\bws\b")  # the workspace parameter of run(); 'ws' is reserved for it
@@ -48,8 +50,23 @@ def report(model: GeneratedModel) -> dict:
     }
 
 
+def _check_names(model: GeneratedModel) -> None:
+    """Last line of defence: names made up after loading (by builders, by expansion) that become
+    identifiers are checked again, so no macro or keyword reaches the code."""
+    g = model.graph
+    named = [(g.name, None)] + [(n, None) for n in g.inputs + g.outputs] + \
+        [(c.name, g.constants[c.name].loc) for c in model.constants] + \
+        [(k.kernel.name, k.node.loc) for k in model.kernels]
+    for name, loc in named:
+        problem = identifier_problem(name, "derived")
+        if problem:
+            raise GenerateError(loc, f"a name made from the graph cannot be used in generated code: {problem}",
+                                "rename the node or value it was made from")
+
+
 def assemble(model: GeneratedModel) -> dict[str, str]:
     """Render every generated file; returns file name -> text (deterministic for a given model)."""
+    _check_names(model)
     g = model.graph
     inputs, outputs = _io(model, g.inputs), _io(model, g.outputs)
     cpp_params = ", ".join([f"const Input_{v['name']}& {v['name']}" for v in inputs] +

@@ -13,6 +13,8 @@ A name is checked for what it becomes (see docs/SECURITY.md):
 
 Node names become kernel functions inside the model's own namespace, where library functions
 and types are only ever spelt qualified (std::exp, std::int64_t), so they need only the first row.
+Names that builders and expansion make up from checked ones ("derived": `relu_y`, `ln_mean`)
+are checked again before assembly for what breaks anywhere: syntax, keywords and macros.
 """
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ GENERATED_API_NAMES = frozenset({"ws", "call", "init_ws", "run", "Workspace", "k
 RESERVED_PREFIXES = ("Input_", "Output_")
 RESERVED_PREFIX_ANY_CASE = "tinsmith_"
 
-KINDS = ("graph", "value", "node")
+KINDS = ("graph", "value", "node", "derived")
 SYSTEM_NAMES = Path(__file__).with_name("system_names.txt")
 
 
@@ -68,8 +70,8 @@ def system_names() -> dict[str, frozenset[str]]:
 
 
 def identifier_problem(name: object, kind: str = "value") -> str | None:
-    """Why `name` cannot name a `kind` ("graph", "value" or "node") in generated code, or None
-    if it can."""
+    """Why `name` cannot name a `kind` ("graph", "value", "node" or "derived") in generated code,
+    or None if it can."""
     if not isinstance(name, str):
         shown = ("a mapping" if isinstance(name, dict) else "a list" if isinstance(name, list)
                  else "empty" if name is None else reprlib.repr(name))
@@ -83,6 +85,9 @@ def identifier_problem(name: object, kind: str = "value") -> str | None:
         return f"'{name}' contains '__', which C and C++ reserve"
     if name in KEYWORDS:
         return f"'{name}' is a C or C++ keyword"
+    if kind == "derived":
+        return (f"'{name}' is a macro of the compiler or of the headers the generated code includes"
+                if name in system_names()["macro"] else None)
     if name in GENERATED_API_NAMES:
         return f"'{name}' is a name the generated API uses itself"
     if name.startswith(RESERVED_PREFIXES) or name.lower().startswith(RESERVED_PREFIX_ANY_CASE):
