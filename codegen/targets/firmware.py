@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Mapping
 
-from codegen.escape import cpp_templates, ld_comment, ld_file_name
+from codegen.escape import c_identifier, cpp_templates, ld_comment, ld_file_name
 from codegen.ir.graph import DTYPES
 from codegen.targets import BAREMETAL_DIR, Target, TargetError
 
@@ -28,9 +28,18 @@ SECTIONS_SCRIPT = BAREMETAL_DIR / "sections.ld"
 _TEMPLATES = cpp_templates(BAREMETAL_DIR)  # escapes by rule, see codegen/escape.py
 
 
+def _identifier(name: object, what: str) -> str:
+    """A name from the report that the firmware main spells as code (built into a parameter list)."""
+    try:
+        return c_identifier(name)
+    except ValueError:
+        raise TargetError(None, f"the report names {what} {name!r}, which is not an identifier") from None
+
+
 def _values(report: Mapping, key: str) -> list[dict]:
     values = []
     for v in report[key]:
+        _identifier(v["name"], key[:-1])
         if v["dtype"] not in DTYPES:
             raise TargetError(None, f"firmware cannot pass {key[:-1]} '{v['name']}' of type {v['dtype']}")
         values.append({"name": v["name"], "ctype": DTYPES[v["dtype"]][2], "bytes": v["bytes"]})
@@ -39,7 +48,7 @@ def _values(report: Mapping, key: str) -> list[dict]:
 
 def render_firmware_main(report: Mapping, report_name: str | None = None) -> str:
     """C++ source of the test firmware's main() for the graph a JSON report describes."""
-    name = report["graph"]
+    name = _identifier(report["graph"], "graph")
     inputs, outputs = _values(report, "inputs"), _values(report, "outputs")
     return _TEMPLATES.get_template(MAIN_TEMPLATE.name).render(
         name=name, NAME=name.upper(), report_name=report_name or f"{name}.plan.json",
