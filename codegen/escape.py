@@ -22,9 +22,10 @@ import json
 import re
 import unicodedata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jinja2
+if TYPE_CHECKING:
+    import jinja2
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _NUMBER = re.compile(r"-?[0-9]+\Z")
@@ -149,8 +150,9 @@ def _finalize_cpp(value: Any) -> Any:
                         "comment, cstring or code")
 
 
-def cpp_templates(folder: Path) -> jinja2.Environment:
+def cpp_templates(folder: Path) -> "jinja2.Environment":
     """A Jinja2 environment for C and C++ templates in `folder` that escapes by rule (see above)."""
+    import jinja2  # here, so that messages (codegen/errors.py) do not pay for it
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(folder), keep_trailing_newline=True,
                              undefined=jinja2.StrictUndefined, autoescape=False,
                              finalize=_finalize_cpp)

@@ -156,7 +156,7 @@ def test_hostile_folders_and_keys_stay_in_comments(tmp_path, folder, key):
 
 # --- names -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["int64_t", "fabsf", "memcpy", "exit", "stderr", "stdint", "stdio",
-                                  "string", "math", "features", "size_t", "M_PI", "tinsmith_model"])
+                                  "string", "math", "STDIO", "features", "size_t", "M_PI", "tinsmith_model"])
 def test_graph_names_that_clash_with_the_headers_are_located_errors(tmp_path, name):
     (tmp_path / "g.yaml").write_text(GRAPH.format(name=name, key="w"))
     proc = tinsmith("generate", "g.yaml", "-o", "out", cwd=tmp_path)

@@ -100,8 +100,10 @@ def identifier_problem(name: object, kind: str = "value") -> str | None:
     if kind == "graph" and name in system["global"]:
         return (f"'{name}' is declared by the headers the generated code includes, and a graph "
                 f"name is a global name")
-    if kind == "graph" and name in system["header"]:
-        return f"graph '{name}' would write {name}.h, which would stand in for the header <{name}.h>"
+    # Case-insensitive: on macOS and Windows, STDIO.h is stdio.h.
+    if kind == "graph" and name.lower() in system["header"]:
+        return (f"graph '{name}' would write {name}.h, which would stand in for the header "
+                f"<{name.lower()}.h>")
     return None
 
 
