@@ -4,8 +4,9 @@ A name is checked for what it becomes (see docs/SECURITY.md):
 
 | kind  | becomes                                          | may not be                              |
 |-------|--------------------------------------------------|-----------------------------------------|
-| all   | an identifier in code that includes the standard | a keyword, a macro of those headers, a  |
-|       | headers (system_names.txt) and the runtime's     | name the generated API or runtime uses  |
+| all   | an identifier in code that includes the standard | a keyword, a macro of the compiler or   |
+|       | headers (system_names.txt) and the runtime's     | those headers, a name the generated API |
+|       |                                                  | uses, Input_/Output_/tinsmith_ prefixes |
 | value | a parameter of NAME_call() in C, next to types   | also a type of those headers (int64_t)  |
 |       | spelt unqualified                                |                                         |
 | graph | a namespace and C functions at global scope, and | also any global name of those headers   |
