@@ -15,6 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from codegen.errors import TinsmithError
+from codegen.escape import one_line
 from codegen.paths import scons_toolpath
 
 
@@ -44,7 +45,7 @@ def _scons_build(graph_path: Path, build_dir: Path, target_name: str = "host", q
     if graph is None:
         graph = lower(graph_path)
     program = _program_path(graph.name, build_dir, target)
-    if Path(target_name).suffix in (".yaml", ".yml"):  # SCons runs in the build folder
+    if Path(target_name).suffix in (".yaml", ".yml"):
         target_name = str(Path(target_name).resolve())
     toolpath = scons_toolpath()
     build_dir = build_dir.resolve()
@@ -52,11 +53,12 @@ def _scons_build(graph_path: Path, build_dir: Path, target_name: str = "host", q
     cmd = [sys.executable, "-m", "SCons", "-Q", "-f", str(toolpath / "tinsmith" / "single_graph.scons"),
            f"toolpath={toolpath}", f"graph={graph_path.resolve()}", f"build_dir={build_dir}",
            f"target={target_name}", str(program)]
-    proc = subprocess.run(cmd, cwd=build_dir, capture_output=quiet, text=True)
+    # SCons runs where the user does, so paths in messages and comments read as theirs do.
+    proc = subprocess.run(cmd, capture_output=quiet, text=True)
     if proc.returncode != 0:
         detail = (proc.stdout + proc.stderr).strip() if quiet else ""
-        raise TinsmithError(None, f"building {graph_path} for {target.name} failed"
-                            + (f":\n{detail}" if detail else ""))
+        raise TinsmithError(None, f"building {graph_path} for {target.name} failed" + (":" if detail else ""),
+                            detail=detail or None)
     return program
 
 
@@ -116,7 +118,8 @@ def run_compiled(graph_path: Path, inputs: dict[str, np.ndarray], build_dir: Pat
         in_file.write_bytes(_input_bytes(graph, inputs))
         proc = subprocess.run([str(program), str(in_file), str(out_file)], capture_output=True, text=True)
         if proc.returncode != 0:
-            raise TinsmithError(None, f"{program} failed: {proc.stderr.strip()}")
+            raise TinsmithError(None, f"{program} failed" + (":" if proc.stderr.strip() else ""),
+                                detail=proc.stderr.strip() or None)
         return _output_arrays(graph, out_file.read_bytes())
 
 
@@ -166,6 +169,7 @@ def cmd_verify(args) -> int:
 def cmd_report(args) -> int:
     import json
 
+    from codegen.escape import json_text
     from codegen.measure import check_budgets, measure_model, summary
     from codegen.targets import load_target
     plan = json.loads(Path(args.plan).read_text(encoding="utf-8"))
@@ -173,7 +177,7 @@ def cmd_report(args) -> int:
                            Path(args.firmware) if args.firmware else None)
     print(summary(report))
     check_budgets(report, args.ram_budget, args.flash_budget)
-    Path(args.output).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    Path(args.output).write_text(json_text(report), encoding="utf-8")
     return 0
 
 
@@ -200,7 +204,7 @@ def cmd_emulate(args) -> int:
 
 def cmd_build(args) -> int:
     program = _scons_build(Path(args.graph), _build_dir(args), args.target, quiet=False)
-    print(f"built {program}")
+    print(f"built {one_line(str(program))}")
     return 0
 
 
@@ -241,13 +245,13 @@ def cmd_show(args) -> int:
     from codegen.pipeline import compile_graph
     c = compile_graph(args.graph)
     g = c.graph
-    print(f"graph {g.name} ({g.source})")
+    print(f"graph {g.name} ({one_line(g.source)})")
     for n in g.inputs:
         print(f"  input  {n}: {g.types[n]}")
     for n in g.outputs:
         print(f"  output {n}: {g.types[n]}")
     for name, const in g.constants.items():
-        print(f"  const  {name}: {const.type} from {const.source}")
+        print(f"  const  {name}: {const.type} from {one_line(const.source)}")
     print("nodes (schedule order):")
     for node, cluster in zip(c.schedule.nodes, c.schedule.clusters):
         attrs = ", ".join(f"{k}={v}" for k, v in node.attrs.items() if v is not None)
@@ -266,7 +270,7 @@ def cmd_show(args) -> int:
 def cmd_import_onnx(args) -> int:
     from codegen.load.write_yaml import import_onnx
     for path in import_onnx(args.model, args.output, args.batch):
-        print(f"wrote {path}")
+        print(f"wrote {one_line(str(path))}")
     return 0
 
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from codegen.escape import one_line
+
 
 @dataclass(frozen=True)
 class SourceLoc:
@@ -13,7 +15,8 @@ class SourceLoc:
     col: int
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}:{self.col}"
+        # A path may hold a newline: it must not break the one-line format of messages.
+        return f"{one_line(self.path)}:{self.line}:{self.col}"
 
 
 UNKNOWN_LOC = SourceLoc("<graph>", 0, 0)
@@ -22,18 +25,25 @@ UNKNOWN_LOC = SourceLoc("<graph>", 0, 0)
 class TinsmithError(Exception):
     """An error the user can fix; the command line prints it and exits with status 1."""
 
-    def __init__(self, loc: SourceLoc | None, message: str, hint: str | None = None):
+    def __init__(self, loc: SourceLoc | None, message: str, hint: str | None = None,
+                 more: tuple[str, ...] = (), detail: str | None = None):
         super().__init__(message)
         self.loc = loc
         self.message = message
         self.hint = hint
+        self.more = tuple(more)  # further errors at the same place, one line each
+        self.detail = detail  # another tool's output, printed as it is after the message
 
     def __str__(self) -> str:
-        where = f"{self.loc}: " if self.loc else ""
-        text = f"{where}error: {self.message}"
+        # Every part is escaped (one_line): names and paths come from model files, and a
+        # newline in one must not start a line that looks like a message of its own.
+        where = f"{one_line(str(self.loc))}: " if self.loc else ""
+        lines = [f"{where}error: {one_line(m)}" for m in (self.message, *self.more)]
         if self.hint:
-            text += f"\n{where}note: {self.hint}"
-        return text
+            lines.append(f"{where}note: {one_line(self.hint)}")
+        if self.detail:
+            lines.append(self.detail)
+        return "\n".join(lines)
 
 
 class GraphError(TinsmithError):

@@ -21,6 +21,7 @@ from typing import Sequence
 from clang import cindex
 from clang.cindex import CursorKind, Diagnostic, ExceptionSpecificationKind, TypeKind
 
+from codegen.escape import one_line
 from codegen.paths import RUNTIME_INCLUDE
 
 
@@ -69,7 +70,7 @@ class _Problems(list):
         """Record message at node's location (a cursor or diagnostic), else at the file."""
         loc = node.location if node is not None else None
         where = f"{loc.file.name}:{loc.line}:{loc.column}" if loc and loc.file else self.path
-        self.append(f"{where}: error: {message}")
+        self.append(f"{one_line(str(where))}: error: {one_line(message)}")
 
 
 def verify_outputs(report_path: Path, include_dirs: Sequence[Path]) -> None:
@@ -84,7 +85,7 @@ def verify_outputs(report_path: Path, include_dirs: Sequence[Path]) -> None:
         ws_bytes = report["ram"]["workspace_bytes"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         problem = f"malformed report ({type(exc).__name__}: {exc})"
-        raise VerifyError(f"{report_path}: error: {problem}") from None
+        raise VerifyError(f"{one_line(str(report_path))}: error: {one_line(problem)}") from None
     # sizeof(Workspace<N>) rounds up to its 16-byte alignment, and is 16 even for N == 0.
     params.append(_Param("ws", None, False, -(-max(ws_bytes, 1) // 16) * 16, ws_bytes))
     includes = [f"-I{d}" for d in (RUNTIME_INCLUDE, *include_dirs)] + list(builtin_include_args())

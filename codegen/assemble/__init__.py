@@ -1,18 +1,15 @@
 """Stage 7, assemble: lay out the generated files with Jinja2 templates and write the report."""
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
-import jinja2
-
+from codegen.errors import GenerateError
+from codegen.escape import cpp_templates, json_text
 from codegen.generate import GeneratedModel
+from codegen.load.identifiers import identifier_problem
 
-_TEMPLATES = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
-    keep_trailing_newline=True, trim_blocks=False, lstrip_blocks=False,
-    undefined=jinja2.StrictUndefined, autoescape=False)
+_TEMPLATES = cpp_templates(Path(__file__).parent / "templates")  # escapes by rule, see codegen/escape.py
 _WS = re.compile(r"\bws\b")  # the workspace parameter of run(); 'ws' is reserved for it
 
 
@@ -53,8 +50,23 @@ def report(model: GeneratedModel) -> dict:
     }
 
 
+def _check_names(model: GeneratedModel) -> None:
+    """Last line of defence: names made up after loading (by builders, by expansion) that become
+    identifiers are checked again, so no macro or keyword reaches the code."""
+    g = model.graph
+    named = [(g.name, None)] + [(n, None) for n in g.inputs + g.outputs] + \
+        [(c.name, g.constants[c.name].loc) for c in model.constants] + \
+        [(k.kernel.name, k.node.loc) for k in model.kernels]
+    for name, loc in named:
+        problem = identifier_problem(name, "derived")
+        if problem:
+            raise GenerateError(loc, f"a name made from the graph cannot be used in generated code: {problem}",
+                                "rename the node or value it was made from")
+
+
 def assemble(model: GeneratedModel) -> dict[str, str]:
     """Render every generated file; returns file name -> text (deterministic for a given model)."""
+    _check_names(model)
     g = model.graph
     inputs, outputs = _io(model, g.inputs), _io(model, g.outputs)
     cpp_params = ", ".join([f"const Input_{v['name']}& {v['name']}" for v in inputs] +
@@ -82,12 +94,12 @@ def assemble(model: GeneratedModel) -> dict[str, str]:
         "run_args_cpp": ", ".join([f"{n}.data" for n in names] + ["ws.bytes"]),
         "run_args_c": ", ".join(names + ["static_cast<unsigned char*>(ws)"]),
         "runner_args": ", ".join([f"in_{v['name']}" for v in inputs] +
-                                 [f"out_{v['name']}" for v in outputs] + ["workspace"]),
+                                 [f"out_{v['name']}" for v in outputs] + ["tinsmith_workspace"]),
         "input_bytes": sum(v["bytes"] for v in inputs),
         "output_bytes": sum(v["bytes"] for v in outputs),
     }
     files = {f"{g.name}{suffix}": _TEMPLATES.get_template(template).render(context)
              for suffix, template in ((".hpp", "model.hpp.j2"), (".h", "model.h.j2"),
                                       (".cpp", "model.cpp.j2"), ("_runner.cpp", "runner.cpp.j2"))}
-    files[f"{g.name}.plan.json"] = json.dumps(report(model), indent=2) + "\n"
+    files[f"{g.name}.plan.json"] = json_text(report(model))
     return files

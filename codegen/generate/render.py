@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from codegen.escape import c_comment
+
 from codegen.generate.loop_ir import (Assign, Binary, Cast, Comment, Const, Expr, For, Kernel, Load,
                                       Local, Select, Stmt, Store, Unary, Var)
 
@@ -110,7 +112,7 @@ def render_stmts(stmts: tuple[Stmt, ...], indent: int) -> list[str]:
             else:
                 lines.append(f"{pad}{s.name} = {render_expr(v)};")
         elif isinstance(s, Comment):
-            lines.append(f"{pad}// {s.text}")
+            lines.append(f"{pad}// {c_comment(s.text)}")
         else:
             raise TypeError(f"not a loop IR statement: {s!r}")
     return lines

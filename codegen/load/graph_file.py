@@ -13,7 +13,7 @@ from typing import Any, Mapping
 from codegen.errors import GraphError, SourceLoc
 from codegen.ir import Constant, TensorType
 from codegen.load.constants import LoaderError, load_constant, referenced_files
-from codegen.load.identifiers import identifier_problem
+from codegen.load.identifiers import identifier_hint, identifier_problem
 from codegen.load.located_yaml import LocatedDict, LocatedList, read_yaml
 
 TOP_LEVEL_KEYS = ("graph", "version", "inputs", "outputs", "constants", "nodes")
@@ -100,10 +100,10 @@ def _shown(value: Any) -> str:
 
 
 def _identifier(name: Any, loc: SourceLoc, what: str) -> str:
-    problem = identifier_problem(name)
+    kind = what if what in ("graph", "node") else "value"  # input, output, constant, value
+    problem = identifier_problem(name, kind)
     if problem:
-        raise GraphError(loc, f"invalid {what} name: {problem}",
-                         "names become C and C++ identifiers in the generated code")
+        raise GraphError(loc, f"invalid {what} name: {problem}", identifier_hint(name, kind))
     return name
 
 

@@ -11,7 +11,6 @@ with ONNX's version converter, because primitives follow the current operator de
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -22,7 +21,7 @@ from codegen.errors import GraphError, SourceLoc
 from codegen.ir import Constant, TensorType
 from codegen.load.constants import LoaderError
 from codegen.load.graph_file import SUPPORTED_DTYPES, GraphSpec, NodeSpec, ValueSpec, display_path
-from codegen.load.identifiers import identifier_problem
+from codegen.load.identifiers import identifier_problem, valid_identifier
 from codegen.ops.shape_ops import storage_dtype
 
 MIN_OPSET = 18  # older models are upgraded to this opset of the default domain
@@ -48,20 +47,16 @@ def printable(name: str) -> str:
     return text.replace("*/", "*\\/").replace("/*", "/\\*")
 
 
-def sanitize(name: str, prefix: str) -> str:
-    """`name` made a valid identifier: other characters become '_', `prefix` goes before a
-    leading digit, and a keyword gets a trailing '_'."""
-    s = re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", name)).strip("_")
-    if not s or not s[0].isalpha():
-        s = f"{prefix}{s}" if s[:1].isdigit() or not s else f"{prefix}_{s}"
-    if identifier_problem(s):  # a keyword or a name the generated API uses
-        s += "_"
-    return s
+def sanitize(name: str, prefix: str, kind: str = "value") -> str:
+    """`name` made a valid identifier for a `kind` (graph, value, node): other characters become
+    '_', `prefix` goes before a leading digit, and a keyword, a macro or another name the
+    generated code cannot take gets a trailing '_' (see identifiers.valid_identifier)."""
+    return valid_identifier(name, prefix, kind)
 
 
 def unique_names(originals: Iterable[str], prefix: str) -> dict[str, str]:
-    """Map each distinct name to an identifier: valid names stay, the others are sanitised and
-    numbered (`_2`, `_3`, ...) in order when they would clash."""
+    """Map each distinct value name to an identifier: valid names stay, the others are sanitised
+    and numbered (`_2`, `_3`, ...) in order when they would clash."""
     originals = list(dict.fromkeys(originals))
     result = {n: n for n in originals if identifier_problem(n) is None}
     taken = set(result)
@@ -70,7 +65,7 @@ def unique_names(originals: Iterable[str], prefix: str) -> dict[str, str]:
             continue
         base = candidate = sanitize(n, prefix)
         k = 2
-        while candidate in taken:  # (rstrip: 'float_' numbered is 'float_2', never with '__')
+        while candidate in taken or identifier_problem(candidate):  # ('float_' -> 'float_2', no '__')
             candidate = f"{base.rstrip('_')}_{k}"
             k += 1
         taken.add(candidate)
@@ -95,7 +90,7 @@ class OnnxModel:
 def graph_name_of(path: str | Path) -> str:
     """The graph name of a model file: its stem as an identifier (ONNX graph names are often
     generic, like 'main_graph')."""
-    return sanitize(Path(path).stem, "g")
+    return sanitize(Path(path).stem, "g", "graph")
 
 
 def _onnx():
@@ -240,9 +235,10 @@ def _node_names(graph) -> list[str | None]:
         if not node.name:
             names.append(None)
             continue
-        base = candidate = sanitize(node.name, "n") if identifier_problem(node.name) else node.name
+        base = candidate = (sanitize(node.name, "n", "node") if identifier_problem(node.name, "node")
+                            else node.name)
         k = 2
-        while candidate in taken:
+        while candidate in taken or identifier_problem(candidate, "node"):
             candidate, k = f"{base.rstrip('_')}_{k}", k + 1
         taken.add(candidate)
         names.append(candidate)

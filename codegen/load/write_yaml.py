@@ -9,9 +9,7 @@ NAME.npz beside the graph file, which is written byte for byte the same for the 
 from __future__ import annotations
 
 import io
-import json
 import math
-import re
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from codegen.escape import yaml_comment, yaml_scalar
 from codegen.files import write_if_changed
 from codegen.errors import TinsmithError
 from codegen.ir import Constant
@@ -28,7 +27,6 @@ from codegen.ops.shape_ops import TensorValue
 
 INLINE_INT_ELEMENTS = 16  # int64 vectors up to this size are written in the graph file
 INLINE_FLOAT_ELEMENTS = 4  # so are float32 vectors this small (scalars, clip bounds)
-_YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n"}
 
 
 @dataclass(frozen=True)
@@ -40,11 +38,7 @@ class Notes:
     nodes: Sequence[str] = ()  # by node index; "" for none
 
 
-def _name(s: str) -> str:
-    """A value or node name as YAML: plain when it reads back as the same string."""
-    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", s) and s.lower() not in _YAML_WORDS:
-        return s
-    return json.dumps(s)  # a JSON string is a double-quoted YAML string
+_name = yaml_scalar  # every string the graph file holds goes through it
 
 
 def _number(v: Any) -> str:
@@ -86,7 +80,7 @@ def _flow(v: Any) -> str:
 
 
 def _comment(text: str) -> str:
-    return f"  # {text}" if text else ""
+    return f"  # {yaml_comment(text)}" if text else ""
 
 
 def _inline(c: Constant) -> bool:
@@ -134,8 +128,8 @@ def graph_yaml(spec: GraphSpec, name: str, weights_file: str,
                notes: Notes = Notes()) -> tuple[str, dict[str, np.ndarray]]:
     """The text of a graph file for `spec` (named `name`) and the arrays of its weights file."""
     _check_writable(spec.constants)
-    lines = [f"# {line}" if line else "#" for line in notes.header]
-    lines += [f"graph: {name}", "version: 1", "inputs:"]
+    lines = [f"# {yaml_comment(line)}" if line else "#" for line in notes.header]
+    lines += [f"graph: {_name(name)}", "version: 1", "inputs:"]
     for v in spec.inputs:
         lines.append(f"  {_name(v.name)}: {{dtype: {v.type.dtype}, shape: {_flow(list(v.type.shape))}}}"
                      + _comment(notes.values.get(v.name, "")))
@@ -177,7 +171,7 @@ def write_graph(spec: GraphSpec, yaml_path: str | Path, notes: Notes = Notes()) 
     The graph is named after the file."""
     yaml_path = Path(yaml_path)
     weights_path = yaml_path.with_suffix(".npz")
-    text, weights = graph_yaml(spec, sanitize(yaml_path.stem, "g"), weights_path.name, notes)
+    text, weights = graph_yaml(spec, sanitize(yaml_path.stem, "g", "graph"), weights_path.name, notes)
     written = [write_if_changed(yaml_path, text.encode("utf-8"))]
     if weights:
         written.append(write_if_changed(weights_path, npz_bytes(weights)))

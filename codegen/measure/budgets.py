@@ -77,7 +77,7 @@ def check_budgets(report: Mapping, ram_budget: int | None, flash_budget: int | N
                             _flash_problem(report, flash_budget) if flash_budget is not None else None) if p]
     if problems:
         where = f"{report['graph']} [{report.get('target', '?')}]: "
-        raise BudgetError(None, where + ("\n" + where).join(problems),
-                          "shrink the largest consumers, or raise the budget" +
+        raise BudgetError(None, where + problems[0], more=tuple(where + p for p in problems[1:]),
+                          hint="shrink the largest consumers, or raise the budget" +
                           (f" (needs {size(report['ram'].get('total_bytes'))} RAM, "
                            f"{size(report['flash']['total_bytes'])} flash)"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from codegen.escape import c_comment
 from codegen.generate.backend import CPP
 from codegen.generate.render import float_literal
 from codegen.ir import Constant
@@ -25,5 +26,5 @@ def emit_constant(constant: Constant, in_ram: bool = False) -> str:
     body = ",\n  ".join(rows)
     qualifier = "" if in_ram else "const "
     where = ", copied to RAM at startup" if in_ram else ""
-    return (f"// {constant.name}: {t} from {constant.source}{where}\n"
+    return (f"// {constant.name}: {t} from {c_comment(constant.source)}{where}\n"
             f"alignas(16) {qualifier}{t.cpp_type} {constant.name}[{t.size}] = {{\n  {body}\n}};")

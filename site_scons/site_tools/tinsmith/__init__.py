@@ -166,7 +166,10 @@ def _tinsmith_model(env, graph, build_dir=None):
     env.SideEffect([folder.File(name + ".su"), folder.File(name + ".ci")], obj)
     env.Depends(obj, verified)  # nothing compiles from headers that failed verification
     library = cross.StaticLibrary(folder.File(_library_file(cross, name)), obj)
-    report = env.TinsmithReport(folder.File(name + ".json"), [plan, obj[0]])
+    # The target as a file node: SCons quotes a node's path in a command line, so a folder
+    # name holding a space or a newline stays one argument instead of starting a command.
+    report = env.TinsmithReport(folder.File(name + ".json"), [plan, obj[0]],
+                                TINSMITH_TARGET_FILE=env.File(str(_target(env).source)))
     env.Depends(report, env.File(str(_target(env).source)))
     env.Depends(library, report)  # a model over budget fails the build
     _MODELS[folder.abspath] = library
@@ -239,6 +242,7 @@ def generate(env):
     """Add Tinsmith's builders, methods and construction variables to `env`."""
     env.SetDefault(
         TINSMITH_TARGET="host",
+        TINSMITH_TARGET_FILE="$TINSMITH_TARGET",
         TINSMITH_INCLUDE=str(RUNTIME_INCLUDE),
         TINSMITH_PYTHON=sys.executable,
         TINSMITH_BUILD_DIR="#build/$TINSMITH_TARGET",
@@ -252,7 +256,7 @@ def generate(env):
         TINSMITHCOMSTR="",
         TINSMITHVERIFYCOM="$TINSMITH_PYTHON -m codegen verify $SOURCE --stamp $TARGET",
         TINSMITHVERIFYCOMSTR="",
-        TINSMITHREPORTCOM=("$TINSMITH_PYTHON -m codegen report $SOURCES -o $TARGET --target $TINSMITH_TARGET"
+        TINSMITHREPORTCOM=("$TINSMITH_PYTHON -m codegen report $SOURCES -o $TARGET --target $TINSMITH_TARGET_FILE"
                            "${TINSMITH_RAM_BUDGET and ' --ram-budget ' + TINSMITH_RAM_BUDGET}"
                            "${TINSMITH_FLASH_BUDGET and ' --flash-budget ' + TINSMITH_FLASH_BUDGET}"),
         TINSMITHREPORTCOMSTR="",
