@@ -9,6 +9,7 @@ functions, which either escape it for the place it lands in or reject it:
 - YAML: `yaml_scalar`, `yaml_comment`;
 - JSON: `json_text`;
 - linker scripts: `ld_comment`, `ld_file_name`;
+- Make dependency files: `make_path`;
 - messages on a terminal: `one_line`.
 
 Jinja2 templates that write C or C++ get them through `cpp_templates`: every `{{ ... }}` must be
@@ -129,6 +130,15 @@ def ld_file_name(name: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
         raise ValueError(f"not a file name a linker script can name: {name!r}")
     return name
+
+
+def make_path(path: str | Path) -> str:
+    """A path in a Make rule (a depfile), escaped as GCC's -MD output escapes it. Make has no
+    way to write a line break or NUL in a file name: such a path is rejected."""
+    text = str(path)
+    if any(c in text for c in "\n\r\0"):
+        raise ValueError(f"a Make rule cannot name a path with a line break: {one_line(text)!r}")
+    return text.replace(" ", "\\ ").replace("#", "\\#").replace("$", "$$")
 
 
 class Escaped(str):

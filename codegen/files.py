@@ -5,6 +5,9 @@ import os
 import tempfile
 from pathlib import Path
 
+from codegen.errors import TinsmithError
+from codegen.escape import make_path
+
 
 def _umask() -> int:
     mask = os.umask(0)
@@ -39,15 +42,13 @@ def touch(path: Path, data: bytes) -> Path:
     return path
 
 
-def _make_escape(path: str | Path) -> str:
-    """A path as a Make rule spells it (the escapes GCC's -MD output uses)."""
-    return str(path).replace(" ", "\\ ").replace("#", "\\#").replace("$", "$$")
-
-
 def make_rule(targets, prerequisites) -> str:
     """A dependency-only Make rule, as compilers write with -MD -MP: `targets: prerequisites`,
     then an empty rule per prerequisite, so that a deleted prerequisite reruns the step
     instead of stopping the build."""
-    head = " ".join(_make_escape(t) for t in targets)
-    body = "".join(f" \\\n  {_make_escape(p)}" for p in prerequisites)
-    return f"{head}:{body}\n" + "".join(f"\n{_make_escape(p)}:\n" for p in prerequisites)
+    try:
+        head = " ".join(make_path(t) for t in targets)
+        body = "".join(f" \\\n  {make_path(p)}" for p in prerequisites)
+        return f"{head}:{body}\n" + "".join(f"\n{make_path(p)}:\n" for p in prerequisites)
+    except ValueError as e:
+        raise TinsmithError(None, f"cannot write a dependency file: {e}", "rename the file or folder") from None

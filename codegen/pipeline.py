@@ -62,10 +62,11 @@ def write_files(files: dict[str, str], out_dir: str | Path, stamp: str | Path | 
     graph file). `stamp` is a file written last, with a new timestamp on every run, to depend
     on instead. `depfile` is a Make-syntax rule naming the stamp as depending on `inputs` (the
     graph and the weight files it reads); without a stamp, the depfile is its own stamp."""
+    unique = dict.fromkeys(str(p) for p in inputs)  # weights often share one archive
+    rule = make_rule([stamp if stamp is not None else depfile], unique) if depfile is not None else None
     written = [write_if_changed(Path(out_dir) / name, text.encode("utf-8")) for name, text in sorted(files.items())]
-    if depfile is not None:
-        unique = dict.fromkeys(str(p) for p in inputs)  # weights often share one archive
-        touch(Path(depfile), make_rule([stamp if stamp is not None else depfile], unique).encode("utf-8"))
+    if rule is not None:
+        touch(Path(depfile), rule.encode("utf-8"))
     if stamp is not None and (depfile is None or Path(stamp) != Path(depfile)):
         touch(Path(stamp), "".join(f"{p.name}\n" for p in written).encode("utf-8"))
     return written
