@@ -23,8 +23,9 @@ Builders and methods:
   env.TinsmithSources(target, source)   graph -> NAME.hpp NAME.h NAME.cpp NAME_runner.cpp NAME.plan.json
   env.TinsmithVerify(target, source)    NAME.plan.json -> NAME.verified (libclang checks of the headers)
   env.TinsmithReport(target, sources)   NAME.plan.json + the target's object -> NAME.json
-  env.TinsmithModel(graph[, build_dir]) pseudo-builder: all of the above for $TINSMITH_TARGET;
-                                        returns [libNAME.a]; headers and report are in lib[0].dir
+  env.TinsmithModel(graph[, build_dir]) pseudo-builder: all of the above for $TINSMITH_TARGET,
+                                        and NAME.summary, the summary line; returns [libNAME.a];
+                                        headers and report are in lib[0].dir
   env.TinsmithRunner(graph[, build_dir]) host runner program for the graph (links the runtime)
   env.TinsmithFirmware(graph[, build_dir]) test firmware (ELF) for a bare-metal target
   env.TinsmithRuntime()                 the host runtime library, libtinsmith.a
@@ -51,6 +52,29 @@ Construction variables (defaults in brackets):
   TINSMITHCOM / TINSMITHCOMSTR               command (and its display) that generates sources
   TINSMITHVERIFYCOM / TINSMITHVERIFYCOMSTR   command (and its display) that verifies headers
   TINSMITHREPORTCOM / TINSMITHREPORTCOMSTR   command (and its display) that measures the report
+
+How it behaves, as SCons's own builders do:
+- Outputs go where TINSMITH_BUILD_DIR (or build_dir=) says, one folder per graph. Every setting
+  that changes them reaches the command line of the steps it affects, so it is part of their
+  build signature: changing TINSMITH_OPTIMIZE recompiles, TINSMITH_CONSTANTS_IN_RAM
+  regenerates, a budget re-measures. Two environments whose settings differ (any variable
+  above but TINSMITH_BUILD_DIR and the displays) never share a folder: asking for one graph's
+  outputs in the same folder from both stops
+  the build with an error that names the settings and both calls, as SCons stops for two
+  environments with different actions for one target; give each its own TINSMITH_BUILD_DIR
+  (the default, #build/$TINSMITH_TARGET, already separates targets). Environments with equal
+  settings share the folder's outputs (TinsmithRunner after TinsmithModel, say).
+- `scons -c` removes every file the build made: the compile's NAME.su and NAME.ci are targets
+  of the compile like NAME.o, so they are also kept in, and retrieved from, a CacheDir.
+- A graph in a VariantDir works with duplicate=1 (SCons copies the graph and the weight files
+  it reads into the variant dir, as it does a source and its headers) and duplicate=0 (both
+  are read from the source tree).
+- The summary line (`mlp [host]: RAM ... | flash ... | N MACs`) is the display of a step of its
+  own that reads NAME.json and writes NAME.summary; it is never cached, so the line shows
+  whenever the report is new, measured or retrieved from a CacheDir, and `scons -s` hides it.
+- The generator's own files (its code, templates, target files and the C++ runtime) are one
+  Value node, `tinsmith generator DIGEST`, in the dependency tree: editing any of them
+  regenerates, re-verifies and re-measures every graph.
 
 A graph file with an error still gets its targets (named after the file when its name cannot
 be read), so the error is reported by the generate step as `path:line:col: error: ...` and
