@@ -16,7 +16,7 @@ import pytest
 
 import oracle
 from conftest import scons
-from test_e2e_scons import commands, make_project
+from test_e2e_scons import TINY, commands, make_project
 
 SUMMARY = re.compile(r"^mlp \[host\]: RAM [\d.]+ \w?i?B .*\| flash .* MACs$", re.M)
 
@@ -174,6 +174,19 @@ def test_environments_with_equal_settings_share_the_folder(checkout, tmp_path):
         "build/host/mlp/mlp.o": False, "build/fast/mlp/mlp.o": True}
     assert len(compiles) == 2
     assert len([line for line in commands(proc) if " codegen generate " in line]) == 2
+
+
+def test_models_with_different_budgets_share_the_runtime(checkout, tmp_path):
+    (tmp_path / "tiny.yaml").write_text(TINY.format(name="tiny"))
+    project = tool_project(tmp_path, checkout,
+                           "env['TINSMITH_RAM_BUDGET'] = '1000000'\n"
+                           "env.TinsmithRunner('src/models/mlp.yaml')\n"
+                           "env.Clone(TINSMITH_RAM_BUDGET='2000000').TinsmithRunner('tiny.yaml')\n")
+    proc = scons("-Q", "-j2", cwd=project)
+    assert "warning" not in proc.stderr.lower(), proc.stderr
+    assert len([line for line in commands(proc) if line.startswith("ar ") and "libtinsmith.a" in line]) == 1
+    for name in ("mlp", "tiny"):
+        assert (project / "build" / "host" / name / f"{name}_runner").is_file()
 
 
 # --- the repository's SConstruct: Variables and Help -----------------------------------------

@@ -110,7 +110,6 @@ from codegen.targets.firmware import memory_script  # noqa: E402
 from codegen.targets.firmware_scons import configure_toolchain, firmware_program  # noqa: E402
 
 
-
 def toolpath() -> str:
     """The folder to pass as SCons's `toolpath` so that `tools=["tinsmith"]` finds this tool,
     wherever Tinsmith is installed: `Environment(tools=["default", "tinsmith"],
@@ -126,6 +125,9 @@ GRAPH_SUFFIXES = (".yaml", ".yml", ".onnx")
 SETTINGS = ("TINSMITH_TARGET", "TINSMITH_OPTIMIZE", "TINSMITH_EXTRA_CCFLAGS", "TINSMITH_CONSTANTS_IN_RAM",
             "TINSMITH_RAM_BUDGET", "TINSMITH_FLASH_BUDGET", "TINSMITH_INCLUDE", "TINSMITH_PYTHON",
             "TINSMITHCOM", "TINSMITHVERIFYCOM", "TINSMITHREPORTCOM")
+# The settings the host runtime library depends on (runners of models with, say, different
+# budgets share one runtime).
+RUNTIME_SETTINGS = ("TINSMITH_TARGET", "TINSMITH_OPTIMIZE", "TINSMITH_EXTRA_CCFLAGS", "TINSMITH_INCLUDE")
 # What the pseudo-builders declared, by (kind, folder): (settings, where declared, nodes).
 _DECLARED: dict = {}
 _GENERATOR_DIGEST: list = []
@@ -218,13 +220,15 @@ def _model_dir(env, graph, build_dir):
     return env.Dir(build_dir or "$TINSMITH_BUILD_DIR").Dir(_name_of(env, graph))
 
 
-def _settings(env, graph=None) -> dict[str, str]:
-    """What decides the contents of a build folder: the graph and every setting in SETTINGS."""
+def _settings(env, graph=None, names=SETTINGS) -> dict[str, str]:
+    """What decides the contents of a build folder: the graph and the settings `names`."""
     values = {"graph": _graph_path(env.File(graph))} if graph is not None else {}
-    target = _target(env)
-    values["TINSMITH_TARGET"] = f"{target.name} ({target.source})"
-    for name in SETTINGS[1:]:  # commands as written: what they expand to is in the other settings
-        values[name] = str(env.get(name, "")) if name.endswith("COM") else env.subst(f"${name}")
+    for name in names:
+        if name == "TINSMITH_TARGET":
+            target = _target(env)
+            values[name] = f"{target.name} ({target.source})"
+        else:  # commands as written: what they expand to is in the other settings
+            values[name] = str(env.get(name, "")) if name.endswith("COM") else env.subst(f"${name}")
     return values
 
 
@@ -236,7 +240,7 @@ def _caller() -> str:
     return "an SConscript"
 
 
-def _declared(env, kind: str, folder, graph, declare):
+def _declared(env, kind: str, folder, graph, declare, names=SETTINGS):
     """The nodes `declare()` makes for `kind` in `folder`, declared once per folder.
 
     A second call for the same folder returns the first call's nodes when its environment has
@@ -244,7 +248,7 @@ def _declared(env, kind: str, folder, graph, declare):
     for the runtime); with any setting different, the two environments would build different
     files under the same names, so the build stops here with an error, as SCons stops for two
     environments with different actions for one target."""
-    settings = _settings(env, graph)
+    settings = _settings(env, graph, names)
     key = (kind, folder.abspath)
     if key not in _DECLARED:
         _DECLARED[key] = (settings, _caller(), declare())
@@ -344,7 +348,7 @@ def _tinsmith_memory_script(env, path):
 def _tinsmith_runtime(env, build_dir=None):
     """The host runtime library every runner links."""
     out = env.Dir(build_dir or "$TINSMITH_BUILD_DIR").Dir("runtime")
-    return _declared(env, "the runtime", out, None, lambda: _declare_runtime(env, out))
+    return _declared(env, "the runtime", out, None, lambda: _declare_runtime(env, out), RUNTIME_SETTINGS)
 
 
 def _declare_runtime(env, out):
