@@ -175,7 +175,8 @@ def cmd_report(args) -> int:
     plan = json.loads(Path(args.plan).read_text(encoding="utf-8"))
     report = measure_model(plan, Path(args.object), load_target(args.target),
                            Path(args.firmware) if args.firmware else None)
-    print(summary(report))
+    if not args.quiet:
+        print(summary(report))
     check_budgets(report, args.ram_budget, args.flash_budget)
     Path(args.output).write_text(json_text(report), encoding="utf-8")
     return 0
@@ -318,6 +319,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--target", default="host")
     p.add_argument("--ram-budget", type=int, help="fail if the model needs more RAM (bytes)")
     p.add_argument("--flash-budget", type=int, help="fail if the model needs more flash (bytes)")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="do not print the summary line (the SCons tool prints it from NAME.json)")
     p = command("emulate", cmd_emulate, "run test firmware once on the target's emulator", graph=False)
     p.add_argument("firmware", help="the ELF built by the SCons tool")
     p.add_argument("--report", required=True, help="the graph's NAME.plan.json or NAME.json")

@@ -23,8 +23,9 @@ Builders and methods:
   env.TinsmithSources(target, source)   graph -> NAME.hpp NAME.h NAME.cpp NAME_runner.cpp NAME.plan.json
   env.TinsmithVerify(target, source)    NAME.plan.json -> NAME.verified (libclang checks of the headers)
   env.TinsmithReport(target, sources)   NAME.plan.json + the target's object -> NAME.json
-  env.TinsmithModel(graph[, build_dir]) pseudo-builder: all of the above for $TINSMITH_TARGET;
-                                        returns [libNAME.a]; headers and report are in lib[0].dir
+  env.TinsmithModel(graph[, build_dir]) pseudo-builder: all of the above for $TINSMITH_TARGET,
+                                        and NAME.summary, the summary line; returns [libNAME.a];
+                                        headers and report are in lib[0].dir
   env.TinsmithRunner(graph[, build_dir]) host runner program for the graph (links the runtime)
   env.TinsmithFirmware(graph[, build_dir]) test firmware (ELF) for a bare-metal target
   env.TinsmithRuntime()                 the host runtime library, libtinsmith.a
@@ -52,13 +53,40 @@ Construction variables (defaults in brackets):
   TINSMITHVERIFYCOM / TINSMITHVERIFYCOMSTR   command (and its display) that verifies headers
   TINSMITHREPORTCOM / TINSMITHREPORTCOMSTR   command (and its display) that measures the report
 
+How it behaves, as SCons's own builders do:
+- Outputs go where TINSMITH_BUILD_DIR (or build_dir=) says, one folder per graph. Every setting
+  that changes them reaches the command line of the steps it affects, so it is part of their
+  build signature: changing TINSMITH_OPTIMIZE recompiles, TINSMITH_CONSTANTS_IN_RAM
+  regenerates, a budget re-measures. Two environments whose settings differ (any variable
+  above but TINSMITH_BUILD_DIR and the displays) never share a folder: asking for one graph's
+  outputs in the same folder from both stops
+  the build with an error that names the settings and both calls, as SCons stops for two
+  environments with different actions for one target; give each its own TINSMITH_BUILD_DIR
+  (the default, #build/$TINSMITH_TARGET, already separates targets). Environments with equal
+  settings share the folder's outputs (TinsmithRunner after TinsmithModel, say).
+- `scons -c` removes every file the build made: the compile's NAME.su and NAME.ci are targets
+  of the compile like NAME.o, so they are also kept in, and retrieved from, a CacheDir.
+- A graph in a VariantDir works with duplicate=1 (SCons copies the graph and the weight files
+  it reads into the variant dir, as it does a source and its headers) and duplicate=0 (both
+  are read from the source tree).
+- The summary line (`mlp [host]: RAM ... | flash ... | N MACs`) is the display of a step of its
+  own that reads NAME.json and writes NAME.summary; it is never cached, so the line shows
+  whenever the report is new, measured or retrieved from a CacheDir, and `scons -s` hides it.
+- The generator's own files (its code, templates, target files and the C++ runtime) are one
+  Value node, `tinsmith generator DIGEST`, in the dependency tree: editing any of them
+  regenerates, re-verifies and re-measures every graph.
+
 A graph file with an error still gets its targets (named after the file when its name cannot
 be read), so the error is reported by the generate step as `path:line:col: error: ...` and
 fails the build like any other failed command.
 """
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import sys
+import traceback
 from pathlib import Path
 
 import SCons.Action
@@ -76,10 +104,10 @@ if (_CHECKOUT / "codegen" / "__init__.py").is_file() and str(_CHECKOUT) not in s
 from codegen.errors import TinsmithError  # noqa: E402
 from codegen.paths import PACKAGE_DIR, RUNTIME_DIR, RUNTIME_INCLUDE  # noqa: E402
 from codegen.load import graph_dependencies, graph_name  # noqa: E402
+from codegen.measure.summary import summary  # noqa: E402
 from codegen.targets import load_target  # noqa: E402
 from codegen.targets.firmware import memory_script  # noqa: E402
 from codegen.targets.firmware_scons import configure_toolchain, firmware_program  # noqa: E402
-
 
 
 def toolpath() -> str:
@@ -91,8 +119,18 @@ def toolpath() -> str:
 
 GENERATED_SUFFIXES = (".hpp", ".h", ".cpp", "_runner.cpp", ".plan.json")
 GRAPH_SUFFIXES = (".yaml", ".yml", ".onnx")
-_RUNTIMES: dict = {}
-_MODELS: dict = {}
+# Construction variables that change what a build folder holds. Each reaches the command
+# line of the steps it affects (so it is part of their build signature); these are compared
+# when a second environment asks for outputs in a folder another one already declared.
+SETTINGS = ("TINSMITH_TARGET", "TINSMITH_OPTIMIZE", "TINSMITH_EXTRA_CCFLAGS", "TINSMITH_CONSTANTS_IN_RAM",
+            "TINSMITH_RAM_BUDGET", "TINSMITH_FLASH_BUDGET", "TINSMITH_INCLUDE", "TINSMITH_PYTHON",
+            "TINSMITHCOM", "TINSMITHVERIFYCOM", "TINSMITHREPORTCOM")
+# The settings the host runtime library depends on (runners of models with, say, different
+# budgets share one runtime).
+RUNTIME_SETTINGS = ("TINSMITH_TARGET", "TINSMITH_OPTIMIZE", "TINSMITH_EXTRA_CCFLAGS", "TINSMITH_INCLUDE")
+# What the pseudo-builders declared, by (kind, folder): (settings, where declared, nodes).
+_DECLARED: dict = {}
+_GENERATOR_DIGEST: list = []
 
 
 def _target(env):
@@ -111,10 +149,17 @@ def _compiler(env, folder):
     return cross
 
 
+def _graph_path(node) -> str:
+    """The file behind a graph node. A graph in a variant dir is read where its contents are:
+    in the source tree (which SCons duplicates into the variant dir with duplicate=1, and reads
+    in place with duplicate=0), or the variant dir itself when the build makes the graph."""
+    return node.abspath if node.is_derived() else node.srcnode().rfile().abspath
+
+
 def _name_of(env, source) -> str:
     """The graph's name; for a file whose name cannot be read, its stem, so that the generate
     step runs and reports the error at its line (and other graphs still build with -k)."""
-    path = env.File(source).srcnode().abspath
+    path = _graph_path(env.File(source))
     try:
         return graph_name(path)
     except TinsmithError:
@@ -129,13 +174,42 @@ def _sources_emitter(target, source, env):
 
 
 def _scan_graph(node, env, path):
-    """Weight files a graph reads are dependencies: editing one regenerates the graph."""
-    return [env.File(str(p)) for p in graph_dependencies(node.srcnode().abspath)]
+    """Weight files a graph reads are dependencies: editing one regenerates the graph.
+
+    A weight file beside the graph (or below, or anywhere the variant dir mirrors) is named
+    relative to the graph node, as SCons's C scanner names headers: in a variant dir SCons then
+    duplicates it beside the duplicated graph (duplicate=1), or reads it from the source tree
+    (duplicate=0), exactly as it does the graph. Other files are named where they are."""
+    graph = _graph_path(node)
+    found = []
+    for dep in graph_dependencies(graph):
+        beside = node.dir.File(os.path.relpath(dep, os.path.dirname(graph)))
+        found.append(beside if beside.srcnode().abspath == os.path.abspath(dep) else env.File(str(dep)))
+    return found
 
 
-def _generator_files() -> list[str]:
-    """The generator's own code and templates: changing them regenerates every graph."""
-    return sorted(str(p) for p in PACKAGE_DIR.rglob("*") if p.suffix in (".py", ".j2") and p.is_file())
+def _generator_files() -> dict[str, Path]:
+    """The generator's own files (code, templates, target descriptions) and the C++ runtime,
+    by their names inside the package or the runtime folder."""
+    files = {}
+    for label, folder in (("codegen", PACKAGE_DIR), ("runtime_cpp", RUNTIME_DIR)):
+        for path in folder.rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+                files.setdefault(path.resolve(), f"{label}/{path.relative_to(folder).as_posix()}")
+    return {name: path for path, name in sorted(files.items(), key=lambda item: item[1])}
+
+
+def _generator(env):
+    """One Value node standing for the generator's own files: its content is a digest of all
+    of them, so editing any regenerates, re-verifies and re-measures every graph, while the
+    dependency tree shows one node (`tinsmith generator DIGEST`) instead of each file under
+    every output."""
+    if not _GENERATOR_DIGEST:
+        digest = hashlib.sha256()
+        for name, path in _generator_files().items():
+            digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+        _GENERATOR_DIGEST.append(digest.hexdigest()[:16])
+    return env.Value(f"tinsmith generator {_GENERATOR_DIGEST[0]}")
 
 
 def _library_file(env, name: str) -> str:
@@ -146,42 +220,101 @@ def _model_dir(env, graph, build_dir):
     return env.Dir(build_dir or "$TINSMITH_BUILD_DIR").Dir(_name_of(env, graph))
 
 
+def _settings(env, graph=None, names=SETTINGS) -> dict[str, str]:
+    """What decides the contents of a build folder: the graph and the settings `names`."""
+    values = {"graph": _graph_path(env.File(graph))} if graph is not None else {}
+    for name in names:
+        if name == "TINSMITH_TARGET":
+            target = _target(env)
+            values[name] = f"{target.name} ({target.source})"
+        else:  # commands as written: what they expand to is in the other settings
+            values[name] = str(env.get(name, "")) if name.endswith("COM") else env.subst(f"${name}")
+    return values
+
+
+def _caller() -> str:
+    """Where in the user's SConscripts the current pseudo-builder call is, as `file:line`."""
+    for frame in reversed(traceback.extract_stack()):
+        if Path(frame.filename).resolve().parent != _TOOL_DIR and "SCons" not in Path(frame.filename).parts:
+            return f"{frame.filename}:{frame.lineno}"
+    return "an SConscript"
+
+
+def _declared(env, kind: str, folder, graph, declare, names=SETTINGS):
+    """The nodes `declare()` makes for `kind` in `folder`, declared once per folder.
+
+    A second call for the same folder returns the first call's nodes when its environment has
+    the same settings (TinsmithRunner and TinsmithFirmware ask for the model, several runners
+    for the runtime); with any setting different, the two environments would build different
+    files under the same names, so the build stops here with an error, as SCons stops for two
+    environments with different actions for one target."""
+    settings = _settings(env, graph, names)
+    key = (kind, folder.abspath)
+    if key not in _DECLARED:
+        _DECLARED[key] = (settings, _caller(), declare())
+        return _DECLARED[key][2]
+    first, where, nodes = _DECLARED[key]
+    differ = [name for name in settings if settings[name] != first.get(name)]
+    if differ:
+        lines = [f"  {name}: {settings[name]!r} here, {first.get(name)!r} there" for name in differ]
+        raise SCons.Errors.UserError(
+            f"{folder.path}: two environments build {kind} into this folder with different settings, "
+            f"here ({_caller()}) and there ({where}):\n" + "\n".join(lines) +
+            "\nnote: give each environment its own folder: set TINSMITH_BUILD_DIR (or pass build_dir=), "
+            "e.g. env['TINSMITH_BUILD_DIR'] = '#build/$TINSMITH_TARGET-fast'")
+    return nodes
+
+
+def _print_summary(target, source, env):
+    """Keep the summary line in NAME.summary; the line itself is this step's display."""
+    Path(target[0].abspath).write_text(_summary_line(target, source, env) + "\n", encoding="utf-8")
+
+
+def _summary_line(target, source, env):
+    try:
+        return summary(json.loads(Path(source[0].abspath).read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError):  # e.g. `scons -n` before the report exists
+        return f"tinsmith summary {target[0]}"
+
+
+_SUMMARY = SCons.Action.Action(_print_summary, strfunction=_summary_line)
+
+
 def _tinsmith_model(env, graph, build_dir=None):
     """Generate, verify, compile and measure one graph for $TINSMITH_TARGET; returns
     [libNAME.a]. NAME.json, the report, is built beside it."""
     folder = _model_dir(env, graph, build_dir)
-    if folder.abspath in _MODELS:  # TinsmithRunner and TinsmithFirmware ask for the model too
-        return _MODELS[folder.abspath]
+    return _declared(env, "the model", folder, graph, lambda: _declare_model(env, graph, folder))
+
+
+def _declare_model(env, graph, folder):
     name = _name_of(env, graph)
+    generator = _generator(env)
     generated = env.TinsmithSources(folder.File(name + ".hpp"), graph)
-    env.Depends(generated, _generator_files())
+    env.Depends(generated, generator)
     plan = folder.File(name + ".plan.json")
     verified = env.TinsmithVerify(folder.File(name + ".verified"), plan)
-    env.Depends(verified, [folder.File(name + ".hpp"), folder.File(name + ".h")])
+    env.Depends(verified, [folder.File(name + ".hpp"), folder.File(name + ".h"), generator])
     cross = _compiler(env, folder)
-    # NAME.su (frame sizes) and NAME.ci (call graph) beside the object: the report's stack
-    # figure comes from them.
-    obj = cross.StaticObject(folder.File(name + cross["OBJSUFFIX"]), folder.File(name + ".cpp"),
-                             CCFLAGS=cross["CCFLAGS"] + ["-fstack-usage", "-fcallgraph-info=su"])
-    env.SideEffect([folder.File(name + ".su"), folder.File(name + ".ci")], obj)
+    # NAME.su (frame sizes) and NAME.ci (call graph) are written beside the object and are
+    # targets of the compile like it: cleaned with it, kept in a CacheDir with it, and there
+    # for the report's stack figure even when the object comes from the cache.
+    obj, stack_usage, call_graph = cross.StaticObject(
+        [folder.File(name + cross["OBJSUFFIX"]), folder.File(name + ".su"), folder.File(name + ".ci")],
+        folder.File(name + ".cpp"), CCFLAGS=cross["CCFLAGS"] + ["-fstack-usage", "-fcallgraph-info=su"])
     env.Depends(obj, verified)  # nothing compiles from headers that failed verification
     library = cross.StaticLibrary(folder.File(_library_file(cross, name)), obj)
     # The target as a file node: SCons quotes a node's path in a command line, so a folder
     # name holding a space or a newline stays one argument instead of starting a command.
-    report = env.TinsmithReport(folder.File(name + ".json"), [plan, obj[0]],
-                                TINSMITH_TARGET_FILE=env.File(str(_target(env).source)))
-    env.Depends(report, env.File(str(_target(env).source)))
-    env.Depends(library, report)  # a model over budget fails the build
-    _MODELS[folder.abspath] = library
+    target_file = env.File(str(_target(env).source))
+    report = env.TinsmithReport(folder.File(name + ".json"), [plan, obj], TINSMITH_TARGET_FILE=target_file)
+    env.Depends(report, [stack_usage, call_graph, target_file, generator])
+    # The summary line is printed by a step of its own that reads the report, so it shows
+    # whenever the report is new, whether measured or retrieved from a CacheDir.
+    line = env.Command(folder.File(name + ".summary"), report, _SUMMARY)
+    env.NoCache(line)
+    env.Depends(library, line)  # a model over budget fails the build
     return library
-
-
-def _firmware(env, graph, build_dir, library):
-    folder = _model_dir(env, graph, build_dir)
-    return firmware_program(env, _target(env), folder, _name_of(env, graph), build_dir=folder.Dir("firmware"),
-                            optimize=env.subst("$TINSMITH_OPTIMIZE") or None,
-                            extra_ccflags=env.Split(env.subst("$TINSMITH_EXTRA_CCFLAGS")),
-                            model_library=library)
 
 
 def _tinsmith_firmware(env, graph, build_dir=None):
@@ -191,7 +324,11 @@ def _tinsmith_firmware(env, graph, build_dir=None):
         raise SCons.Errors.UserError(f"TinsmithFirmware needs a bare-metal target, not "
                                      f"'{env.subst('$TINSMITH_TARGET')}'")
     library = _tinsmith_model(env, graph, build_dir)
-    return _firmware(env, graph, build_dir, library)
+    folder = _model_dir(env, graph, build_dir)
+    return _declared(env, "the firmware", folder, graph, lambda: firmware_program(
+        env, _target(env), folder, _name_of(env, graph), build_dir=folder.Dir("firmware"),
+        optimize=env.subst("$TINSMITH_OPTIMIZE") or None,
+        extra_ccflags=env.Split(env.subst("$TINSMITH_EXTRA_CCFLAGS")), model_library=library))
 
 
 def _tinsmith_toolchain(env):
@@ -214,13 +351,14 @@ def _tinsmith_memory_script(env, path):
 def _tinsmith_runtime(env, build_dir=None):
     """The host runtime library every runner links."""
     out = env.Dir(build_dir or "$TINSMITH_BUILD_DIR").Dir("runtime")
-    if out.abspath in _RUNTIMES:  # one runtime per build folder, however many graphs link it
-        return _RUNTIMES[out.abspath]
+    return _declared(env, "the runtime", out, None, lambda: _declare_runtime(env, out), RUNTIME_SETTINGS)
+
+
+def _declare_runtime(env, out):
     cxx = _compiler(env, out)
     sources = sorted((RUNTIME_DIR / "src").glob("*.cpp"))
     objs = [cxx.StaticObject(out.File(src.stem + cxx["OBJSUFFIX"]), env.File(str(src))) for src in sources]
-    _RUNTIMES[out.abspath] = cxx.StaticLibrary(out.File(_library_file(cxx, "tinsmith")), objs)
-    return _RUNTIMES[out.abspath]
+    return cxx.StaticLibrary(out.File(_library_file(cxx, "tinsmith")), objs)
 
 
 def _tinsmith_runner(env, graph, build_dir=None):
@@ -228,10 +366,14 @@ def _tinsmith_runner(env, graph, build_dir=None):
     if _target(env).baremetal:
         raise SCons.Errors.UserError(f"TinsmithRunner builds host programs; for "
                                      f"'{env.subst('$TINSMITH_TARGET')}' use TinsmithFirmware")
-    folder = _model_dir(env, graph, build_dir)
-    name = _name_of(env, graph)
     library = _tinsmith_model(env, graph, build_dir)
     runtime = _tinsmith_runtime(env, build_dir)
+    folder = _model_dir(env, graph, build_dir)
+    return _declared(env, "the runner", folder, graph, lambda: _declare_runner(env, graph, folder, library, runtime))
+
+
+def _declare_runner(env, graph, folder, library, runtime):
+    name = _name_of(env, graph)
     cxx = _compiler(env, folder)
     obj = cxx.StaticObject(folder.File(name + "_runner" + cxx["OBJSUFFIX"]), folder.File(name + "_runner.cpp"))
     env.Depends(obj, folder.File(name + ".verified"))
@@ -256,7 +398,7 @@ def generate(env):
         TINSMITHCOMSTR="",
         TINSMITHVERIFYCOM="$TINSMITH_PYTHON -m codegen verify $SOURCE --stamp $TARGET",
         TINSMITHVERIFYCOMSTR="",
-        TINSMITHREPORTCOM=("$TINSMITH_PYTHON -m codegen report $SOURCES -o $TARGET --target $TINSMITH_TARGET_FILE"
+        TINSMITHREPORTCOM=("$TINSMITH_PYTHON -m codegen report $SOURCES -o $TARGET --target $TINSMITH_TARGET_FILE --quiet"
                            "${TINSMITH_RAM_BUDGET and ' --ram-budget ' + TINSMITH_RAM_BUDGET}"
                            "${TINSMITH_FLASH_BUDGET and ' --flash-budget ' + TINSMITH_FLASH_BUDGET}"),
         TINSMITHREPORTCOMSTR="",
