@@ -174,6 +174,9 @@ def cmd_report(args) -> int:
     print(summary(report))
     check_budgets(report, args.ram_budget, args.flash_budget)
     Path(args.output).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    if args.html:
+        from codegen.measure.page import write_page
+        write_page(report, Path(args.html))
     return 0
 
 
@@ -311,6 +314,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("object", help="the model's object file, compiled with -fstack-usage")
     p.add_argument("firmware", nargs="?", help="linked firmware, to bound the stack of library calls")
     p.add_argument("-o", "--output", required=True, help="NAME.json to write")
+    p.add_argument("--html", help="NAME.html to write: the report as a self-contained page (graph, "
+                   "workspace over time, layers)")
     p.add_argument("--target", default="host")
     p.add_argument("--ram-budget", type=int, help="fail if the model needs more RAM (bytes)")
     p.add_argument("--flash-budget", type=int, help="fail if the model needs more flash (bytes)")
