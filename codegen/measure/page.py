@@ -141,6 +141,8 @@ def _count(n: int | None) -> str:
 def _short_count(n: int | None) -> str:
     if not n:
         return ""
+    if n < 10_000:
+        return f"{n:,}"
     for scale, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if n >= scale:
             return f"{n / scale:.3g}{unit}"
@@ -348,7 +350,9 @@ def _summary(report: Mapping) -> list[dict]:
         {"title": "Work", "total": "", "items": [
             ("MACs", _count(report.get("macs")), ""),
             ("parameters", _count(report.get("params")), ""),
-            ("nodes", _count(len(report.get("nodes", []))), ""),
+            ("nodes", _count(sum(1 + len(n.get("fused") or ()) for n in report.get("nodes", []))), ""),
+            ("kernels", _count(len(report.get("nodes", []))), "some compute several nodes")
+            if any(n.get("fused") for n in report.get("nodes", [])) else None,
             ("steps (clusters)", _count(len(report.get("clusters", []))), "nodes in one step do not depend on each other"),
         ]},
     ]
