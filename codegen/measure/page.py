@@ -286,6 +286,7 @@ def _drawing(report: Mapping, ks: Sequence[Kernel], ts: Sequence[Tensor], types:
             title.append(f"written in place over {t.in_place_of}")
         rects.append({"x": mem_x + t.offset * scale, "y": y0, "w": w, "h": y1 - y0, "name": t.name,
                       "label": _fit(t.name, w - 6) if w >= 34 and y1 - y0 >= 16 else "",
+                      "detail": _fit(f"{size(t.nbytes)} @ {t.offset:,}", w - 6) if w >= 70 and y1 - y0 >= 32 else "",
                       "hue": (i * 47) % 360, "in_place": bool(t.in_place_of),
                       "peak": peak is not None and t.first <= peak <= t.last, "title": "\n".join(title)})
     ticks = []
