@@ -199,8 +199,8 @@ def _node_view(m: Member, x: float, y: float, types: Mapping, kernel: Kernel) ->
             "carries": " ".join(m.outputs or kernel.outputs)}
 
 
-def _drawing(report: Mapping, ks: Sequence[Kernel], ts: Sequence[Tensor], types: Mapping, peak: int | None) -> dict:
-    steps = max((k.cluster for k in ks), default=-1) + 1
+def _graph_view(report: Mapping, ks: Sequence[Kernel], types: Mapping, steps: int):
+    """The graph's boxes and edges, laid out by step; returns them and the layout."""
     inputs = [v["name"] for v in report.get("inputs", [])]
     outputs = [v["name"] for v in report.get("outputs", [])]
     boxes = [Box(("in", v), 0, PORT_W, PORT_H) for v in inputs]
@@ -249,7 +249,14 @@ def _drawing(report: Mapping, ks: Sequence[Kernel], ts: Sequence[Tensor], types:
         names = carried[(src, dst)]
         edge_views.append({"path": route.path, "carries": " ".join(names),
                            "title": "\n".join(f"{v}: {_shape(types.get(v))}" for v in names)})
+    return {"nodes": nodes, "groups": groups, "ports": ports, "edges": edge_views}, layout
 
+
+def _drawing(report: Mapping, ks: Sequence[Kernel], ts: Sequence[Tensor], types: Mapping, peak: int | None) -> dict:
+    """The graph on the left and, row for row beside it, the workspace: each tensor as its byte
+    range over the steps it lives, and the bytes in use at each step."""
+    steps = max((k.cluster for k in ks), default=-1) + 1
+    graph, layout = _graph_view(report, ks, types, steps)
     # Rows of the memory chart line up with the graph's: step s is layout row s + 1.
     mem_x = layout.width + GUTTER
     mem_w = min(max(PAGE_W - mem_x - LIVE_GAP - LIVE_W - 70, MEM_W[0]), MEM_W[1])
@@ -297,8 +304,7 @@ def _drawing(report: Mapping, ks: Sequence[Kernel], ts: Sequence[Tensor], types:
     width = live_x + LIVE_W + 70
     return {"width": width, "shrink": width < 1.4 * PAGE_W, "height": HEADER + layout.height, "header": HEADER,
             "graph_w": layout.width, "mem_x": mem_x, "mem_w": mem_w, "live_x": live_x, "live_w": LIVE_W,
-            "step_x": layout.width + GUTTER / 2, "nodes": nodes, "groups": groups, "ports": ports,
-            "edges": edge_views, "rows": rows, "rects": rects, "ticks": ticks, "workspace": workspace,
+            "step_x": layout.width + GUTTER / 2, **graph, "rows": rows, "rects": rects, "ticks": ticks, "workspace": workspace,
             "mem_top": band[0][0] if band else 0, "mem_bottom": band[-1][1] if band else 0}
 
 
