@@ -179,6 +179,9 @@ def cmd_report(args) -> int:
         print(summary(report))
     check_budgets(report, args.ram_budget, args.flash_budget)
     Path(args.output).write_text(json_text(report), encoding="utf-8")
+    if args.html:
+        from codegen.measure.page import write_page
+        write_page(report, Path(args.html))
     return 0
 
 
@@ -316,6 +319,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("object", help="the model's object file, compiled with -fstack-usage")
     p.add_argument("firmware", nargs="?", help="linked firmware, to bound the stack of library calls")
     p.add_argument("-o", "--output", required=True, help="NAME.json to write")
+    p.add_argument("--html", help="NAME.html to write: the report as a self-contained page (graph, "
+                   "workspace over time, layers)")
     p.add_argument("--target", default="host")
     p.add_argument("--ram-budget", type=int, help="fail if the model needs more RAM (bytes)")
     p.add_argument("--flash-budget", type=int, help="fail if the model needs more flash (bytes)")

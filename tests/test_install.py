@@ -68,6 +68,7 @@ def test_installed_command_builds_and_checks_a_graph_from_another_folder(install
     runner = elsewhere / "build" / "host" / "tiny" / "tiny_runner"
     assert f"built {runner}" in built.stdout
     assert (runner.parent / "tiny.json").is_file() and (runner.parent / "libtiny.a").is_file()
+    assert (runner.parent / "tiny.html").is_file()  # the page template is packaged
     # the runtime headers the library was compiled against are the installed ones
     assert "site-packages/codegen/runtime_cpp/include" in built.stdout
     checked = _run([bin_dir / "tinsmith", "check", graph], elsewhere, env)

@@ -19,6 +19,15 @@ def _io(model: GeneratedModel, names) -> list[dict]:
              "bytes": model.graph.types[n].nbytes} for n in names]
 
 
+def _values(model: GeneratedModel) -> list[dict]:
+    """Type and size of every value a kernel reads or writes, constants aside, in order of first use."""
+    g = model.graph
+    names = dict.fromkeys([*g.inputs, *(v for k in model.kernels for v in (*k.node.inputs, *k.node.outputs)),
+                           *g.outputs])
+    return [{"name": v, "dtype": g.types[v].dtype, "shape": list(g.types[v].shape), "bytes": g.types[v].nbytes}
+            for v in names if v and v not in g.constants and v in g.types]
+
+
 def report(model: GeneratedModel) -> dict:
     """The JSON report: interface, RAM, flash, MACs, clusters and the memory plan."""
     g, plan = model.graph, model.plan
@@ -26,6 +35,7 @@ def report(model: GeneratedModel) -> dict:
     constant_bytes = sum(c.nbytes for c in model.constants)
     # Parameters: elements of the constants kernels read (shape operands fold away).
     params = {c.name: g.constants[c.name].data.size for c in model.constants}
+    in_place = plan.in_place_of()
     return {
         "graph": g.name,
         "source": g.source,
@@ -44,8 +54,11 @@ def report(model: GeneratedModel) -> dict:
                    "params": sum(params.get(v, 0) for v in dict.fromkeys(k.node.inputs)),
                    "source": str(k.node.loc) if k.node.loc else None} for k in model.kernels],
         "constants": [{"name": c.name, "bytes": c.nbytes, "params": params[c.name]} for c in model.constants],
+        # the values the report draws: shapes of what kernels read and write
+        "values": _values(model),
         "plan": [{"value": p.lifetime.value, "offset": p.offset, "bytes": p.lifetime.nbytes,
-                  "first_cluster": p.lifetime.first, "last_cluster": p.lifetime.last}
+                  "first_cluster": p.lifetime.first, "last_cluster": p.lifetime.last,
+                  **({"in_place_of": in_place[p.lifetime.value]} if p.lifetime.value in in_place else {})}
                  for p in plan.placements],
     }
 

@@ -22,7 +22,8 @@ program whose own sources are C with $CC, not $CXX), a C++ program as it is.
 Builders and methods:
   env.TinsmithSources(target, source)   graph -> NAME.hpp NAME.h NAME.cpp NAME_runner.cpp NAME.plan.json
   env.TinsmithVerify(target, source)    NAME.plan.json -> NAME.verified (libclang checks of the headers)
-  env.TinsmithReport(target, sources)   NAME.plan.json + the target's object -> NAME.json
+  env.TinsmithReport(target, sources)   NAME.plan.json + the target's object -> NAME.json and
+                                        NAME.html (the same report as a page to look at)
   env.TinsmithModel(graph[, build_dir]) pseudo-builder: all of the above for $TINSMITH_TARGET,
                                         and NAME.summary, the summary line; returns [libNAME.a];
                                         headers and report are in lib[0].dir
@@ -171,6 +172,14 @@ def _sources_emitter(target, source, env):
     name = _name_of(env, source[0])
     folder = target[0].dir
     return [folder.File(name + suffix) for suffix in GENERATED_SUFFIXES], source
+
+
+def _report_emitter(target, source, env):
+    """The report's page, NAME.html, is built beside NAME.json unless the caller names it (the
+    code that draws it is part of the generator node the model's steps depend on)."""
+    if len(target) == 1:
+        target.append(target[0].dir.File(Path(target[0].name).stem + ".html"))
+    return target, source
 
 
 def _scan_graph(node, env, path):
@@ -398,7 +407,8 @@ def generate(env):
         TINSMITHCOMSTR="",
         TINSMITHVERIFYCOM="$TINSMITH_PYTHON -m codegen verify $SOURCE --stamp $TARGET",
         TINSMITHVERIFYCOMSTR="",
-        TINSMITHREPORTCOM=("$TINSMITH_PYTHON -m codegen report $SOURCES -o $TARGET --target $TINSMITH_TARGET_FILE --quiet"
+        TINSMITHREPORTCOM=("$TINSMITH_PYTHON -m codegen report $SOURCES -o $TARGET --html ${TARGETS[1]} "
+                           "--target $TINSMITH_TARGET_FILE --quiet"
                            "${TINSMITH_RAM_BUDGET and ' --ram-budget ' + TINSMITH_RAM_BUDGET}"
                            "${TINSMITH_FLASH_BUDGET and ' --flash-budget ' + TINSMITH_FLASH_BUDGET}"),
         TINSMITHREPORTCOMSTR="",
@@ -413,7 +423,7 @@ def generate(env):
         action=SCons.Action.Action("$TINSMITHVERIFYCOM", "$TINSMITHVERIFYCOMSTR"),
         suffix=".verified", src_suffix=".plan.json")
     env["BUILDERS"]["TinsmithReport"] = SCons.Builder.Builder(
-        action=SCons.Action.Action("$TINSMITHREPORTCOM", "$TINSMITHREPORTCOMSTR"))
+        action=SCons.Action.Action("$TINSMITHREPORTCOM", "$TINSMITHREPORTCOMSTR"), emitter=_report_emitter)
     env.AddMethod(_tinsmith_model, "TinsmithModel")
     env.AddMethod(_tinsmith_runtime, "TinsmithRuntime")
     env.AddMethod(_tinsmith_runner, "TinsmithRunner")

@@ -1,0 +1,303 @@
+"""The report as a page (NAME.html): written by the SCons build beside NAME.json, self-contained,
+showing every node, the peak of the workspace and what holds it, and a table per layer that
+agrees with the JSON. The page is read back with Python's HTML parser, and the figures it must
+show are worked out here from the JSON, independently of the code that draws them.
+"""
+from __future__ import annotations
+
+import copy
+import json
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from codegen.measure.page import render_page
+from conftest import EXAMPLES, GRAPHS, scons
+
+VOID = {"meta", "link", "br", "img", "input", "hr", "area", "base", "col", "embed", "source", "track", "wbr"}
+
+
+class Element:
+    def __init__(self, tag: str, attrs: dict, parent: "Element | None"):
+        self.tag, self.attrs, self.parent, self.children, self.text = tag, attrs, parent, [], []
+
+    @property
+    def classes(self) -> set[str]:
+        return set((self.attrs.get("class") or "").split())
+
+    def all_text(self) -> str:
+        return "".join(self.text + [c.all_text() for c in self.children])
+
+    def iter(self):
+        yield self
+        for c in self.children:
+            yield from c.iter()
+
+    def find_all(self, tag: str | None = None, cls: str | None = None, **attrs):
+        return [e for e in self.iter() if (tag is None or e.tag == tag) and (cls is None or cls in e.classes)
+                and all(e.attrs.get(k.replace("_", "-")) == v for k, v in attrs.items())]
+
+    def find(self, *args, **kwargs) -> "Element":
+        found = self.find_all(*args, **kwargs)
+        assert found, f"no {args} {kwargs}"
+        return found[0]
+
+
+class Tree(HTMLParser):
+    """The page as a tree of elements, checking that every element it opens is closed."""
+
+    def __init__(self, text: str):
+        super().__init__(convert_charrefs=True)
+        self.root = self.current = Element("#root", {}, None)
+        self.feed(text)
+        self.close()
+        assert self.current is self.root, f"<{self.current.tag}> is never closed"
+
+    def handle_starttag(self, tag, attrs):
+        element = Element(tag, dict(attrs), self.current)
+        self.current.children.append(element)
+        if tag not in VOID:
+            self.current = element
+
+    def handle_startendtag(self, tag, attrs):
+        self.current.children.append(Element(tag, dict(attrs), self.current))
+
+    def handle_endtag(self, tag):
+        assert self.current.tag == tag, f"</{tag}> closes <{self.current.tag}>"
+        self.current = self.current.parent
+
+    def handle_data(self, data):
+        self.current.text.append(data)
+
+
+def page(folder: Path, name: str) -> tuple[Element, dict, str]:
+    text = (folder / name / f"{name}.html").read_text(encoding="utf-8")
+    return Tree(text).root, json.loads((folder / name / f"{name}.json").read_text(encoding="utf-8")), text
+
+
+def holders_of_peak(report: dict) -> tuple[int, set[str]]:
+    """The first step with the most workspace bytes in use (overlapping ranges counted once) and
+    the values alive then, from the plan's offsets and lifetimes."""
+    best = None
+    for step in range(len(report["clusters"])):
+        alive = [p for p in report["plan"] if p["first_cluster"] <= step <= p["last_cluster"]]
+        used = set()
+        for p in alive:
+            used.update(range(p["offset"], p["offset"] + p["bytes"]))
+        if best is None or len(used) > best[0]:
+            best = (len(used), step, {p["value"] for p in alive})
+    return best[1], best[2]
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_page_shows_every_node_and_value(example_build, name):
+    root, report, _ = page(example_build, name)
+    drawn = {g.attrs["data-node"]: g for g in root.find_all("g", "node")}
+    assert set(drawn) == {n["name"] for n in report["nodes"]}
+    for n in report["nodes"]:
+        texts = [t.all_text() for t in drawn[n["name"]].find_all("text")]
+        assert n["name"] in texts and n["op"] in texts, texts
+    shapes = {v["name"]: "×".join(map(str, v["shape"])) for v in report["values"]}
+    for n in report["nodes"]:  # each node shows the shape of what it writes
+        assert shapes[n["outputs"][0]] in drawn[n["name"]].find("text", "shape").all_text()
+    ports = {(g.attrs["class"].split()[-1], g.attrs["data-value"]) for g in root.find_all("g", "port")}
+    assert ports == {("port-in", v["name"]) for v in report["inputs"]} | {("port-out", v["name"]) for v in report["outputs"]}
+    # an edge per producer -> reader pair, naming the values it carries
+    carried = {v for e in root.find_all("path", "edge") for v in e.attrs["data-v"].split()}
+    produced = {v for n in report["nodes"] for v in n["outputs"]} | {v["name"] for v in report["inputs"]}
+    read = {v for n in report["nodes"] for v in n["inputs"]} | {v["name"] for v in report["outputs"]}
+    assert carried == produced & read
+    tensors = {g.attrs["data-tensor"] for g in root.find("g", id="memory").find_all("g", "tensor")}
+    assert tensors == {p["value"] for p in report["plan"]}
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_peak_is_marked_with_the_tensors_that_hold_it(example_build, name):
+    root, report, _ = page(example_build, name)
+    step, holders = holders_of_peak(report)
+    peak = root.find(id="peak")
+    assert int(peak.attrs["data-step"]) == step
+    assert {li.attrs["data-tensor"] for li in peak.find_all("li", "peak-tensor")} == holders
+    marked = {g.attrs["data-tensor"] for g in root.find("g", id="memory").find_all("g", "tensor") if "peak" in g.classes}
+    assert marked == holders
+    (bar,) = [g for g in root.find_all("g", "live") if "peak" in g.classes]
+    assert int(bar.attrs["data-step"]) == step
+    at_peak = {g.attrs["data-node"] for g in root.find_all("g", "node") if "at-peak" in g.classes}
+    assert at_peak == set(report["clusters"][step])
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_layer_table_agrees_with_the_report(example_build, name):
+    root, report, _ = page(example_build, name)
+    table = root.find("table", id="layers")
+    rows = {tr.attrs["data-node"]: tr for tr in table.find_all("tr", "layer")}
+    assert list(rows) == [n["name"] for n in report["nodes"]]
+    number = lambda td: int(td.all_text().replace(",", ""))
+    for n in report["nodes"]:
+        assert number(rows[n["name"]].find("td", "macs")) == n["macs"]
+        assert number(rows[n["name"]].find("td", "params")) == n["params"]
+    total = table.find("tr", "total").find_all("td")
+    assert str(f"{report['macs']:,}") in [td.all_text() for td in total]
+    headers = [th.all_text() for th in table.find_all("th")]
+    assert "instructions" not in headers  # no per-layer figures in the report: no column
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_page_is_self_contained(example_build, name):
+    root, report, text = page(example_build, name)
+    for needle in ("http:", "https:", "//"):
+        assert needle not in text
+    assert not root.find_all("link") and not root.find_all("img") and not root.find_all("iframe")
+    assert all("src" not in e.attrs and "href" not in e.attrs for e in root.iter())
+    assert [s.attrs for s in root.find_all("script")] == [{}]
+    summary = root.find(id="summary").all_text()
+    for figure in (report["ram"]["workspace_bytes"], report["ram"]["workspace_lower_bound_bytes"],
+                   report["ram"]["stack_bytes"], report["flash"]["code_bytes"], report["flash"]["constant_bytes"]):
+        assert f"{figure:,} B" in summary
+
+
+def renamed(value, names: dict):
+    """`value` (a report) with every string in `names` replaced, wherever it appears."""
+    if isinstance(value, dict):
+        return {renamed(k, names): renamed(v, names) for k, v in value.items()}
+    if isinstance(value, list):
+        return [renamed(v, names) for v in value]
+    return names.get(value, value) if isinstance(value, str) else value
+
+
+HOSTILE = {"mlp": "<script>alert('graph')</script>", "fc1": "<script>alert(1)</script>",
+           "h1": '"><img src=x onerror=alert(2)>', "x": "</svg><b>&amp;x</b>"}
+
+
+def test_hostile_names_appear_as_text(example_build):
+    _, report, _ = page(example_build, "mlp")
+    text = render_page(renamed(report, HOSTILE))
+    root = Tree(text).root
+    assert len(root.find_all("script")) == 1 and not root.find_all("img") and not root.find_all("b")
+    assert "<script>alert" not in text and "<img" not in text
+    (node,) = [g for g in root.find_all("g", "node") if g.attrs["data-node"] == HOSTILE["fc1"]]
+    assert HOSTILE["fc1"] in [t.all_text() for t in node.find_all("text")]
+    assert root.find("h1").all_text().startswith(HOSTILE["mlp"])
+    assert any(g.attrs["data-tensor"] == HOSTILE["h1"] for g in root.find_all("g", "tensor"))
+    assert any(g.attrs["data-value"] == HOSTILE["x"] for g in root.find_all("g", "port"))
+
+
+def fused(report: dict, ops=("Relu", "Softmax")) -> dict:
+    """`report` as kernel fusion writes it: a node of `ops` whose first input only it reads is
+    computed by the kernel that writes that input, listed under the kernel's `fused`; clusters and
+    lifetimes are those of the kernels that remain."""
+    r = copy.deepcopy(report)
+    kernels, producer = [], {}
+    readers = {}
+    for n in r["nodes"]:
+        for v in n["inputs"]:
+            readers[v] = readers.get(v, 0) + 1
+    for n in r["nodes"]:
+        head = producer.get(n["inputs"][0]) if n["inputs"] else None
+        if n["op"] in ops and head is not None and readers[n["inputs"][0]] == 1:
+            head.setdefault("fused", []).append({k: n[k] for k in ("name", "op", "macs", "params", "outputs", "source")})
+            head.setdefault("node_macs", head["macs"])
+            head["macs"] += n["macs"]
+            head["params"] += n["params"]
+            head["outputs"] = n["outputs"]
+        else:
+            head = n
+            kernels.append(n)
+        for v in n["outputs"]:
+            producer[v] = head
+    steps = sorted({k["cluster"] for k in kernels})
+    for k in kernels:
+        k["cluster"] = steps.index(k["cluster"])
+    r["nodes"], r["clusters"] = kernels, [[k["name"] for k in kernels if k["cluster"] == c] for c in range(len(steps))]
+    kept = []
+    for p in r["plan"]:
+        read = [k["cluster"] for k in kernels if p["value"] in k["inputs"]]
+        if read:
+            kept.append({**p, "first_cluster": producer[p["value"]]["cluster"], "last_cluster": max(read)})
+    r["plan"] = kept
+    return r
+
+
+def test_fused_kernels_are_boxes_around_their_nodes(example_build):
+    _, report, _ = page(example_build, "mlp")
+    r = fused(report)
+    assert [(k["name"], [f["name"] for f in k.get("fused", [])]) for k in r["nodes"]] == \
+        [("fc1", ["act1"]), ("fc2", ["classify"])]
+    root = Tree(render_page(r)).root
+    nodes = {g.attrs["data-node"]: g.find("rect").attrs for g in root.find_all("g", "node")}
+    assert set(nodes) == {n["name"] for n in report["nodes"]}  # every node still drawn
+    boxes = {g.attrs["data-kernel"]: g.find("rect").attrs for g in root.find_all("g", "kernel")}
+    assert set(boxes) == {k["name"] for k in r["nodes"] if k.get("fused")}
+    inside = lambda a, b: all(float(a[k]) >= float(b[k]) for k in ("x", "y")) and \
+        float(a["x"]) + float(a["width"]) <= float(b["x"]) + float(b["width"]) and \
+        float(a["y"]) + float(a["height"]) <= float(b["y"]) + float(b["height"])
+    for k in r["nodes"]:
+        members = [k["name"]] + [f["name"] for f in k.get("fused", [])]
+        for m in members:
+            if k.get("fused"):
+                assert inside(nodes[m], boxes[k["name"]]), m
+        others = [b for name, b in boxes.items() if name != k["name"]]
+        assert not any(inside(nodes[m], b) for m in members for b in others)
+    table = root.find("table", id="layers")
+    assert "kernel" in [th.all_text() for th in table.find_all("th")]
+    macs = {tr.attrs["data-node"]: int(tr.find("td", "macs").all_text().replace(",", "")) for tr in table.find_all("tr", "layer")}
+    assert macs == {n["name"]: n["macs"] for n in report["nodes"]}  # each node's own MACs, fused or not
+    assert not Tree(render_page(report)).root.find_all("g", "kernel")  # no fusion in the plan: no boxes
+
+
+def test_instructions_column_when_the_report_has_them(example_build):
+    _, report, _ = page(example_build, "encoder")
+    r = copy.deepcopy(report)
+    for i, n in enumerate(r["nodes"]):
+        n["instructions"] = 1000 + 37 * i
+    table = Tree(render_page(r)).root.find("table", id="layers")
+    assert "instructions" in [th.all_text() for th in table.find_all("th")]
+    got = {tr.attrs["data-node"]: int(tr.find("td", "instructions").all_text().replace(",", ""))
+           for tr in table.find_all("tr", "layer")}
+    assert got == {n["name"]: n["instructions"] for n in r["nodes"]}
+
+
+def test_layout_keeps_boxes_apart_and_edges_downward():
+    from codegen.measure.page import page_context
+    from codegen.pipeline import compile_graph
+    for path in sorted(GRAPHS.glob("*.yaml")):
+        report = json.loads(compile_graph(path).files[f"{path.stem}.plan.json"])
+        drawing = page_context(report)["drawing"]
+        boxes = [(b["x"], b["y"], b["w"], b["h"]) for b in drawing["ports"] + drawing["nodes"]]
+        for i, (x, y, w, h) in enumerate(boxes):
+            for (x2, y2, w2, h2) in boxes[i + 1:]:
+                assert x + w <= x2 or x2 + w2 <= x or y + h <= y2 or y2 + h2 <= y, (path.name, boxes[i])
+            assert 0 <= x and x + w <= drawing["graph_w"]
+        for e in drawing["edges"]:
+            ys = [float(p.split(",")[1]) for p in e["path"].replace("M", " ").replace("C", " ").replace("L", " ").split()]
+            assert ys == sorted(ys), (path.name, e["path"])
+
+
+def test_scons_clean_removes_the_page(tmp_path):
+    build = tmp_path / "build"
+    args = (f"graphs={GRAPHS / 'mlp.yaml'}", f"build_dir={build}")
+    scons("-Q", *args)
+    assert (build / "mlp" / "mlp.html").is_file() and (build / "mlp" / "mlp.json").is_file()
+    scons("-Q", "-c", *args)
+    assert not (build / "mlp" / "mlp.html").exists() and not (build / "mlp" / "mlp.json").exists()
+
+
+def test_page_renders_in_chromium_without_console_messages(example_build, tmp_path):
+    """A real browser loads the page with its script and logs nothing (no error, no warning), and
+    the document it builds names every node."""
+    import shutil
+    import subprocess
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    _, report, _ = page(example_build, "branches")
+    proc = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                           "--disable-component-update", "--enable-logging=stderr", "--v=0",
+                           f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
+                           (example_build / "branches" / "branches.html").as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert [line for line in proc.stderr.splitlines() if ":CONSOLE" in line] == []
+    dom = Tree(proc.stdout).root
+    assert {g.attrs["data-node"] for g in dom.find_all("g", "node")} == {n["name"] for n in report["nodes"]}
