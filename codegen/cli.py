@@ -126,7 +126,8 @@ def seeded_inputs(graph, seed: int = 0) -> dict[str, np.ndarray]:
 
 def cmd_generate(args) -> int:
     from codegen.pipeline import compile_graph, write_files
-    write_files(compile_graph(args.graph, constants_in_ram=args.constants_in_ram).files, args.out_dir)
+    write_files(compile_graph(args.graph, constants_in_ram=args.constants_in_ram, target=args.target).files,
+                args.out_dir)
     return 0
 
 
@@ -228,11 +229,13 @@ def cmd_show(args) -> int:
     for name, const in g.constants.items():
         print(f"  const  {name}: {const.type} from {const.source}")
     print("nodes (schedule order):")
+    fused_into = c.schedule.fused_into()
     for node, cluster in zip(c.schedule.nodes, c.schedule.clusters):
         attrs = ", ".join(f"{k}={v}" for k, v in node.attrs.items() if v is not None)
         print(f"  [{cluster}] {node.name}: {node.op}({', '.join(node.inputs)}) -> "
               f"{', '.join(node.outputs)}: {', '.join(str(g.types[o]) for o in node.outputs)}"
-              + (f"  {{{attrs}}}" if attrs else ""))
+              + (f"  {{{attrs}}}" if attrs else "")
+              + (f"  (fused into the kernel of {fused_into[node.name]})" if node.name in fused_into else ""))
     print(f"clusters: {c.schedule.cluster_count}")
     print(f"memory plan: workspace {c.plan.workspace_bytes} bytes "
           f"(lower bound {c.plan.lower_bound_bytes})")
@@ -306,6 +309,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=1, help="size for a symbolic batch dimension [1]")
     p = command("generate", cmd_generate, "write the generated sources (used by the SCons tool)")
     p.add_argument("-o", "--out-dir", required=True)
+    p.add_argument("--target", default="host",
+                   help="target whose kernels to generate: a built-in target or a target file [host]")
     p.add_argument("--constants-in-ram", action="store_true",
                    help="let the startup code copy constants to RAM instead of reading them from flash")
     p = command("verify", cmd_verify, "check generated headers with libclang (used by the SCons tool)",

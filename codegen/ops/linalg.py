@@ -7,7 +7,7 @@ import numpy as np
 
 from codegen.ir import TensorType
 from codegen.ops.common import broadcast_shapes, require_dtype
-from codegen.ops.registry import Attr, InferArgs, OpError, define
+from codegen.ops.registry import Attr, InferArgs, OpError, Pattern, define
 
 
 def matmul_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
@@ -85,4 +85,5 @@ def _gemm_reference(xs, attrs):
 define("Gemm", inputs=(2, 3), infer=_infer_gemm, reference=_gemm_reference,
        attrs=[Attr("alpha", "float", 1.0), Attr("beta", "float", 1.0),
               Attr("transA", "int", 0, (0, 1)), Attr("transB", "int", 0, (0, 1))],
-       macs=lambda args, outs: math.prod(_gemm_dims(args)))
+       macs=lambda args, outs: math.prod(_gemm_dims(args)),
+       prepare=lambda args, outs: dict(zip(("m", "k", "n"), _gemm_dims(args))))

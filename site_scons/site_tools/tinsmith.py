@@ -142,7 +142,7 @@ def _tinsmith_model(env, graph, build_dir=None):
         return _MODELS[folder.abspath]
     name = _name_of(env, graph)
     generated = env.TinsmithSources(folder.File(name + ".hpp"), graph)
-    env.Depends(generated, _generator_files())
+    env.Depends(generated, _generator_files() + [env.File(str(_target(env).source))])  # kernels follow its capabilities
     plan = folder.File(name + ".plan.json")
     verified = env.TinsmithVerify(folder.File(name + ".verified"), plan)
     env.Depends(verified, [folder.File(name + ".hpp"), folder.File(name + ".h")])
@@ -236,7 +236,7 @@ def generate(env):
         TINSMITH_RAM_BUDGET="",
         TINSMITH_FLASH_BUDGET="",
         TINSMITH_CONSTANTS_IN_RAM=False,
-        TINSMITHCOM=("$TINSMITH_PYTHON -m codegen generate $SOURCE -o ${TARGET.dir}"
+        TINSMITHCOM=("$TINSMITH_PYTHON -m codegen generate $SOURCE -o ${TARGET.dir} --target $TINSMITH_TARGET"
                      "${TINSMITH_CONSTANTS_IN_RAM and ' --constants-in-ram' or ''}"),
         TINSMITHCOMSTR="",
         TINSMITHVERIFYCOM="$TINSMITH_PYTHON -m codegen verify $SOURCE --stamp $TARGET",

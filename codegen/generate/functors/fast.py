@@ -1,0 +1,296 @@
+"""Fast kernels: the overrides the host and cortex-m backends register over the portable ones.
+
+Convolution is register-blocked: a block of MB output channels times NB groups of V output
+positions along the last spatial axis keeps MB * NB accumulators (V lanes each) in registers;
+every input vector loaded feeds MB accumulators and every weight feeds NB. V is the target's
+vector width (GCC vector extensions on the host; 1 on a Cortex-M, whose FPv4/FPv5 register file
+then holds the MB * NB scalar accumulators). Each accumulator adds its terms in the portable
+kernel's order (bias, then input channels, then taps), so results are those of the scalar code.
+
+Where the window meets padding the tiles of conv.tiles test or clip taps; those edge tiles
+use the same blocking over channels with V = NB = 1. Positions left over after the last full
+block along the axis run one at a time. A pointwise convolution (1x1, stride 1, no padding) is
+one axis of H*W positions: a matrix product.
+
+Gemm with a single row (the fully connected layers of these models) reads each weight once:
+with transB a block of NB outputs is NB dot products over k in vector lanes; without, V outputs
+at a time accumulate rows of B.
+"""
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+from codegen.generate.backend import KernelArgs
+from codegen.generate.backends import CORTEX_M, HOST
+from codegen.generate.functors.conv import (Affine, Axis, row_major_strides, tile_loops, tiles)
+from codegen.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Comment, Const, Expr, For, Load, Local,
+                                      ReduceLanes, Select, Stmt, Store, Var, const, index)
+from codegen.ops.conv import Window
+
+FLOAT = "float32"
+
+
+def _blocking(caps, depthwise: bool, vector: bool) -> tuple[int, int, int]:
+    """(MB, NB, V): output channels, vectors of positions, lanes per vector."""
+    v = caps.lanes(4) if vector else 1
+    if v > 1:  # 16 vector registers: MB * NB accumulators, NB inputs, one weight
+        return (1, 4, v) if depthwise else (4, 2, v)
+    if caps.float_registers >= 32:  # FPv4/FPv5: 32 single-precision registers
+        return (1, 4, 1) if depthwise else (4, 4, 1)
+    return (1, 1, 1) if depthwise else (2, 2, 1)
+
+
+def _is_float_2d_conv(args: KernelArgs, attrs: Mapping) -> bool:
+    x, w = args.inputs[0], args.inputs[1]
+    return (x.type.dtype == FLOAT and x.type.rank == 4 and w.type.rank == 4 and args.prepared is not None
+            and "windows" in args.prepared.facts)
+
+
+def _pointwise(wins) -> bool:
+    return all(w.kernel == 1 and w.stride == 1 and w.pad_begin == 0 and w.in_size == w.out_size for w in wins)
+
+
+def _shift(a: Affine, var: str, by: int) -> Affine:
+    """`a` with loop variable `var` replaced by var + by."""
+    return a + dict(a.terms).get(var, 0) * by
+
+
+def _substitute(a: Affine, var: str, new: Affine) -> Affine:
+    """`a` with loop variable `var` replaced by the affine `new`."""
+    coeff = dict(a.terms).get(var, 0)
+    rest = Affine(tuple((n, c) for n, c in a.terms if n != var), a.const)
+    return rest + new * coeff
+
+
+def conv_blocked(graph, node_id, cluster_id, args, attrs):
+    """Register-blocked direct convolution (see the module doc)."""
+    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
+    b = args.inputs[2] if len(args.inputs) > 2 else None
+    group, wins = args.prepared["group"], list(args.prepared["windows"])
+    batch, channels = x.type.shape[:2]
+    out_channels = w.type.shape[0]
+    cg, mg = channels // group, out_channels // group
+    k_shape = w.type.shape[2:]
+    k_size = math.prod(k_shape)
+    in_size, out_size = x.type.size // (batch * channels), y.type.size // (batch * out_channels)
+    in_strides, out_strides = row_major_strides(x.type.shape[2:]), row_major_strides(y.type.shape[2:])
+    k_strides = row_major_strides(k_shape)
+    if _pointwise(wins):  # one axis over all positions
+        wins = [Window(in_size, out_size, 1)]
+        in_strides, out_strides, k_strides = (1,), (1,), (0,)
+    mb_full, nb, v = _blocking(args.caps, cg == 1 and mg == 1, True)
+    axes = [Axis(win) for win in wins]
+    n, g = Affine.var("n"), Affine.var("g")
+    spatial = y.type.shape[2:]
+
+    def block(tl, m0: Affine, mb: int, positions: list[tuple[Affine, ...]], width: int, outer_in,
+              outer_out) -> list[Stmt]:
+        """Accumulate and store MB channels x len(positions) position vectors of one tile."""
+        ocs = [g * mg + m0 + i for i in range(mb)]
+        t = serial[0]  # names unique per block: a block without loops of its own shares its scope
+        serial[0] += 1
+        accs = [[f"acc{t}_{i}_{j}" for j in range(len(positions))] for i in range(mb)]
+        stmts: list[Stmt] = []
+        for i, oc in enumerate(ocs):
+            init: Expr = Load(b.name, oc.expr()) if b is not None else const(0)
+            if width > 1:
+                init = Broadcast(init, width) if b is not None else Const(0, FLOAT, width)
+            stmts += [Local(accs[i][j], init, FLOAT, width) for j in range(len(positions))]
+        c = Affine.var("c")
+        body: list[Stmt] = []
+        for j, (in_pos, _) in enumerate(positions):
+            x_at = n * (channels * in_size) + g * (cg * in_size) + c * in_size + outer_in(in_pos)
+            value: Expr = Load(x.name, x_at.expr(), width)
+            if tl.in_bounds is not None:
+                value = Select(tl.in_bounds, value, const(0))
+            body.append(Local(f"x{t}_{j}", value, FLOAT, width))
+        for i, oc in enumerate(ocs):
+            w_at = oc * (cg * k_size) + c * k_size + _dot(tl.tap, k_strides)
+            wv: Expr = Load(w.name, w_at.expr())
+            body.append(Local(f"w{t}_{i}", Broadcast(wv, width) if width > 1 else wv, FLOAT, width))
+            for j in range(len(positions)):
+                body.append(Assign(accs[i][j], Binary("+", Var(accs[i][j]), Binary(
+                    "*", Var(f"w{t}_{i}"), Var(f"x{t}_{j}")))))
+        reduce_loops = (("c", cg),) + tl.taps
+        stmts += _loops(reduce_loops, body)
+        for i, oc in enumerate(ocs):
+            for j, (_, out_pos) in enumerate(positions):
+                out_at = n * (out_channels * out_size) + oc * out_size + outer_out(out_pos)
+                coords = (n.expr(), oc.expr(), *outer_coords(out_pos))
+                stmts.append(Store(y.name, out_at.expr(), Var(accs[i][j]), coords))
+        return stmts
+
+    def outer_coords(out_pos: tuple[Affine, ...]) -> tuple[Expr, ...]:
+        """Coordinates in y of an output position (the flat axis of a pointwise conv unflattened)."""
+        if len(out_pos) == 1 and len(spatial) == 2:
+            flat = out_pos[0].expr()
+            return (Binary("/", flat, index(spatial[1])), Binary("%", flat, index(spatial[1])))
+        return tuple(p.expr() for p in out_pos)
+
+    def tile_code(tile, m0: Affine, mb: int) -> list[Stmt]:
+        tl = tile_loops(axes, tile)
+        stmts: list[Stmt] = [Comment(tl.label)]
+        in_flat = lambda pos: _dot(pos, in_strides)
+        out_flat = lambda pos: _dot(pos, out_strides)
+        if tl.empty:
+            ocs = [g * mg + m0 + i for i in range(mb)]
+            inner = []
+            for oc in ocs:
+                init = Load(b.name, oc.expr()) if b is not None else const(0)
+                inner.append(Store(y.name, (n * (out_channels * out_size) + oc * out_size + out_flat(tl.out_pos)).expr(),
+                                   init, (n.expr(), oc.expr(), *outer_coords(tl.out_pos))))
+            return stmts + list(_loops(tl.outer, inner))
+        last = f"o{len(axes) - 1}"
+        loop_vars = [name for name, _ in tl.outer]
+        stride_last = dict(tl.in_pos[-1].terms).get(last, 0)
+        if tl.in_bounds is not None or not loop_vars or loop_vars[-1] != last:
+            return stmts + list(_loops(tl.outer, block(tl, m0, mb, [(tl.in_pos, tl.out_pos)], 1, in_flat, out_flat)))
+        count = tl.outer[-1][1]
+        width = v if stride_last == 1 else 1
+        step = width * nb
+        main = count - count % step
+        result: list[Stmt] = []
+        if main:
+            positions = [(tuple(_shift(p, last, j * width) for p in tl.in_pos),
+                          tuple(_shift(p, last, j * width) for p in tl.out_pos)) for j in range(nb)]
+            inner = block(tl, m0, mb, positions, width, in_flat, out_flat)
+            result += _loops(tl.outer[:-1], [For(last, main, tuple(inner), step)])
+        if count - main:  # the positions after the last full block, one at a time
+            r = Affine.var(last + "r", main)
+            positions = [(tuple(_substitute(p, last, r) for p in tl.in_pos),
+                          tuple(_substitute(p, last, r) for p in tl.out_pos))]
+            inner = block(tl, m0, mb, positions, 1, in_flat, out_flat)
+            result += _loops(tl.outer[:-1], [For(last + "r", count - main, tuple(inner))])
+        return stmts + result
+
+    tile_list = tiles(wins)
+    serial = [0]
+    stmts: list[Stmt] = []
+    full = mg - mg % mb_full
+    parts = []
+    if full:
+        parts.append((Affine.var("mb") * mb_full if full > mb_full else Affine(), mb_full, full // mb_full))
+    if mg - full:
+        parts.append((Affine((), full), mg - full, 1))
+    for m0, mb, blocks in parts:
+        nests: list[Stmt] = []
+        for tile in tile_list:
+            nests += tile_code(tile, m0, mb)
+        inner = [For("n", batch, tuple(nests))]
+        stmts += _loops((("mb", blocks),) if blocks > 1 else (), inner)
+    return list(_loops((("g", group),), stmts))
+
+
+def _dot(positions, strides) -> Affine:
+    total = Affine()
+    for p, s in zip(positions, strides):
+        total = total + p * s
+    return total
+
+
+def _loops(extents, body) -> tuple[Stmt, ...]:
+    stmts = tuple(body)
+    for var, extent in reversed(list(extents)):
+        stmts = (For(var, extent, stmts),)
+    return stmts
+
+
+# --- Gemm with one row ---------------------------------------------------------------------
+def _is_gemv(args: KernelArgs, attrs: Mapping) -> bool:
+    a = args.inputs[0]
+    return (a.type.dtype == FLOAT and args.outputs[0].type.shape[0] == 1 and not attrs["transA"])
+
+
+def gemv(graph, node_id, cluster_id, args, attrs):
+    """y = alpha * a B' + beta * c for a single row a (see the module doc)."""
+    a, bm = args.inputs[0], args.inputs[1]
+    c = args.inputs[2] if len(args.inputs) > 2 else None
+    out = args.outputs[0]
+    n_extent = out.type.shape[1]
+    k_extent = a.type.shape[1]
+    v = args.caps.lanes(4)
+    k = Var("k", INDEX)
+
+    def finish(acc: Expr, col: Expr) -> Expr:
+        result = acc if attrs["alpha"] == 1.0 else Binary("*", const(attrs["alpha"]), acc)
+        if c is not None:
+            cs = c.type.shape
+            at = col if cs and cs[-1] != 1 else index(0)
+            bias = Load(c.name, at)
+            result = Binary("+", result, bias if attrs["beta"] == 1.0 else Binary("*", const(attrs["beta"]), bias))
+        return result
+
+    stmts: list[Stmt] = []
+    if attrs["transB"]:  # B is [N, K]: dot products along k, NB outputs share each load of a
+        nb = 4
+        kv = k_extent - k_extent % v if v > 1 else 0
+
+        def outputs(first: Expr, count: int, p: str = "") -> list[Stmt]:
+            """`count` outputs from `first`; `p` prefixes local names (no shadowing in nested scopes)."""
+            cols = [Binary("+", first, index(j)) for j in range(count)]
+            body: list[Stmt] = []
+            if kv:
+                body += [Local(f"{p}s{j}", Const(0, FLOAT, v), FLOAT, v) for j in range(count)]
+                inner: list[Stmt] = [Local(p + "av", Load(a.name, k, v), FLOAT, v)]
+                inner += [Assign(f"{p}s{j}", Binary("+", Var(f"{p}s{j}"), Binary(
+                    "*", Var(p + "av"), Load(bm.name, Binary("+", Binary("*", col, index(k_extent)), k), v))))
+                    for j, col in enumerate(cols)]
+                body.append(For("k", kv, tuple(inner), v))
+                body += [Local(f"{p}acc{j}", ReduceLanes("+", Var(f"{p}s{j}", FLOAT, v)), FLOAT) for j in range(count)]
+            else:
+                body += [Local(f"{p}acc{j}", const(0), FLOAT) for j in range(count)]
+            if k_extent - kv:
+                kr = Binary("+", Var("kr"), index(kv))
+                body.append(For("kr", k_extent - kv, tuple(
+                    Assign(f"{p}acc{j}", Binary("+", Var(f"{p}acc{j}"), Binary(
+                        "*", Load(a.name, kr), Load(bm.name, Binary("+", Binary("*", col, index(k_extent)), kr)))))
+                    for j, col in enumerate(cols))))
+            body += [Store(out.name, col, finish(Var(f"{p}acc{j}"), col), (index(0), col)) for j, col in enumerate(cols)]
+            return body
+        main = n_extent - n_extent % nb
+        if main:
+            stmts.append(For("j", main, tuple(outputs(Var("j", INDEX), nb)), nb))
+        if n_extent - main:  # leftover outputs, one at a time
+            stmts.append(For("jr", n_extent - main, tuple(outputs(Binary("+", Var("jr", INDEX), index(main)), 1, "r"))))
+        return stmts
+    # B is [K, N]: V outputs at a time accumulate rows of B
+    nb = 2 if v > 1 else 4
+    step = v * nb
+
+    def columns(first: Expr, count: int, width: int, p: str = "") -> list[Stmt]:
+        """`count` vectors of `width` columns from `first`; `p` prefixes local names."""
+        cols = [Binary("+", first, index(j * width)) for j in range(count)]
+        zero = Const(0, FLOAT, width) if width > 1 else const(0)
+        body: list[Stmt] = [Local(f"{p}acc{j}", zero, FLOAT, width) for j in range(count)]
+        ak: Expr = Load(a.name, k)
+        inner: list[Stmt] = [Local(p + "ak", Broadcast(ak, width) if width > 1 else ak, FLOAT, width)]
+        inner += [Assign(f"{p}acc{j}", Binary("+", Var(f"{p}acc{j}"), Binary(
+            "*", Var(p + "ak"), Load(bm.name, Binary("+", Binary("*", k, index(n_extent)), col), width))))
+            for j, col in enumerate(cols)]
+        body.append(For("k", k_extent, tuple(inner)))
+        for j, col in enumerate(cols):
+            value: Expr = Var(f"{p}acc{j}", FLOAT, width)
+            if attrs["alpha"] != 1.0:
+                value = Binary("*", Const(attrs["alpha"], FLOAT, width), value)
+            if c is not None:
+                cs = c.type.shape
+                bias: Expr = Load(c.name, col, width) if cs and cs[-1] != 1 else Load(c.name, index(0))
+                if width > 1 and not (cs and cs[-1] != 1):
+                    bias = Broadcast(bias, width)
+                if attrs["beta"] != 1.0:
+                    bias = Binary("*", Const(attrs["beta"], FLOAT, width), bias)
+                value = Binary("+", value, bias)
+            body.append(Store(out.name, col, value, (index(0), col)))
+        return body
+    main = n_extent - n_extent % step
+    if main:
+        stmts.append(For("j", main, tuple(columns(Var("j", INDEX), nb, v)), step))
+    if n_extent - main:  # leftover columns, one at a time
+        stmts.append(For("jr", n_extent - main, tuple(columns(Binary("+", Var("jr", INDEX), index(main)), 1, 1, "r"))))
+    return stmts
+
+
+for _backend in (HOST, CORTEX_M):
+    _backend.register("Conv", epilogue=True, when=_is_float_2d_conv)(conv_blocked)
+    _backend.register("Gemm", epilogue=True, when=_is_gemv)(gemv)
