@@ -14,7 +14,9 @@ from codegen.generate.epilogue import NotFusable, elementwise_template, fuse_epi
 from codegen.generate.loop_ir import Comment, For, Kernel, Load, Param, Stmt, Store, annotate
 from codegen.generate.render import TYPE_NAMES
 from codegen.generate.simplify import simplify
-from codegen.ir import Graph, Node
+import numpy as np
+
+from codegen.ir import Constant, Graph, Node
 from codegen.ir.graph import DTYPES
 from codegen.ops import PRIMITIVES, InferArgs
 from codegen.plan import MemoryPlan, scratch_name
@@ -140,8 +142,14 @@ def _macs(graph: Graph, node: Node) -> int:
     return int(prim.macs(args, [graph.types[o] for o in node.outputs]))
 
 
-def _find(backend: Backend, graph: Graph, node: Node, caps: Capabilities):
-    args = kernel_args(graph, node, caps)
+def _find(backend: Backend, graph: Graph, node: Node, caps: Capabilities, prepared=None):
+    """The functor, traits and arguments for a node; `prepared`: the primitive's facts, when they
+    come from the model's own layouts rather than from `graph`'s packed constants."""
+    if prepared is None:
+        args = kernel_args(graph, node, caps)
+    else:
+        args = KernelArgs(tuple(TensorArg(n, graph.types[n]) if n else None for n in node.inputs),
+                          tuple(TensorArg(n, graph.types[n]) for n in node.outputs), prepared, caps)
     found = backend.lookup(node.op, args, node.attrs)
     if found is None:
         raise GenerateError(node.loc, f"the {backend.name} backend has no functor for primitive "
@@ -164,19 +172,49 @@ def scratch_bytes(graph: Graph, sched: Schedule, backend: Backend, caps: Capabil
     return result
 
 
+def _pack_constants(graph: Graph, sched: Schedule, backend: Backend, caps: Capabilities) -> Graph:
+    """The graph with the constants kernels asked to be packed (Traits.pack) in their new layout: in
+    place when only that node reads the constant, else as a copy named after the node."""
+    readers = graph.consumers()
+    constants, types, nodes = dict(graph.constants), dict(graph.types), list(graph.nodes)
+    index_of = {n.name: i for i, n in enumerate(graph.nodes)}
+    changed = False
+    for node, _ in sched.kernel_heads():
+        found = backend.lookup(node.op, kernel_args(graph, node, caps), node.attrs)
+        if found is None or found[1].pack is None:
+            continue
+        inputs = list(node.inputs)
+        for i, fn in found[1].pack(kernel_args(graph, node, caps), node.attrs).items():
+            name = inputs[i]
+            old = graph.constants[name]
+            new_name = name if len(readers.get(name, [])) == 1 else f"{name}_{node.name}"
+            constants[new_name] = Constant(new_name, np.ascontiguousarray(fn(old.data)),
+                                           f"{old.source}, packed for node '{node.name}'", old.loc)
+            types[new_name] = constants[new_name].type
+            inputs[i] = new_name
+            changed = True
+        nodes[index_of[node.name]] = replace(node, inputs=tuple(inputs))
+    if not changed:
+        return graph
+    return replace(graph, constants=constants, types=types, nodes=tuple(nodes))
+
+
 def generate(graph: Graph, sched: Schedule, plan: MemoryPlan, backend: Backend = CPP,
              constants_in_ram: bool = False, caps: Capabilities = PORTABLE_CAPS) -> GeneratedModel:
     """Call the backend's functor for every kernel (a node and the consumers fused into it) in schedule
     order, fuse, simplify and render."""
+    original = graph
+    graph = _pack_constants(graph, sched, backend, caps)
     node_ids = {node.name: i for i, node in enumerate(graph.nodes)}
-    by_name = {node.name: node for node in sched.nodes}
+    by_name = {node.name: node for node in graph.nodes}
     fused_members = dict(sched.fused)
     fused_values = sched.fused_values()
     offsets = plan.offset_of()
     in_place = plan.in_place_of()
     kernels = []
-    for node, cluster in sched.kernel_heads():
-        functor, traits, args = _find(backend, graph, node, caps)
+    for scheduled, cluster in sched.kernel_heads():
+        node = by_name[scheduled.name]  # with its packed constants
+        functor, traits, args = _find(backend, graph, node, caps, prepare_node(original, scheduled))
         body = tuple(functor(graph, node_ids[node.name], cluster, args, node.attrs))
         where = f"{node.loc}" if node.loc else "generated"
         members = [by_name[m] for m in fused_members.get(node.name, ())]

@@ -11,6 +11,7 @@ A functor registered with `epilogue=True` promises that every Store to its outpu
 (the logical coordinates) and that it never reads its outputs back: then elementwise and broadcast
 consumers may be fused into it (codegen/generate/fuse.py). `scratch` declares the per-kernel
 buffers it needs, from the node's Prepared facts and the capabilities, before memory planning.
+`pack` asks for constant inputs (weights) in the layout the kernel reads best, made at build time.
 """
 from __future__ import annotations
 
@@ -61,6 +62,9 @@ class Traits:
     # The functor applies only where this holds (e.g. float data, a shape the fast kernel handles);
     # elsewhere the lookup goes on to the parent backend.
     when: Callable[[KernelArgs, Mapping[str, Any]], bool] | None = None
+    # Constant inputs the kernel wants in another layout, computed at build time: input index ->
+    # function of the array. The functor then sees the packed constant (its type says the layout).
+    pack: Callable[[KernelArgs, Mapping[str, Any]], Mapping[int, Callable]] | None = None
 
 
 NO_TRAITS = Traits()
@@ -79,12 +83,12 @@ class Backend:
     traits: dict[str, Traits] = field(default_factory=dict)
 
     def register(self, *ops: str, epilogue: bool = False, scratch: ScratchRule | None = None,
-                 when=None) -> Callable[[Functor], Functor]:
+                 when=None, pack=None) -> Callable[[Functor], Functor]:
         """Decorator: use the function as the functor for each of `ops` (replacing any before)."""
         def add(fn: Functor) -> Functor:
             for op in ops:
                 self.functors[op] = fn
-                self.traits[op] = Traits(fn, epilogue, scratch, when)
+                self.traits[op] = Traits(fn, epilogue, scratch, when, pack)
             return fn
         return add
 

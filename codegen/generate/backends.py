@@ -13,8 +13,8 @@ from codegen.generate.backend import CPP, Backend
 from codegen.generate.render import Renderer
 from codegen.targets import Capabilities, Target
 
-HOST = Backend("host", parent=CPP, renderer=Renderer("host"))
-CORTEX_M = Backend("cortex-m", parent=CPP, renderer=Renderer("cortex-m"))
+HOST = Backend("host", parent=CPP, renderer=Renderer("host", inline_minmax=True))
+CORTEX_M = Backend("cortex-m", parent=CPP, renderer=Renderer("cortex-m", inline_minmax=True))
 BACKENDS = {"cpp": CPP, "host": HOST, "cortex-m": CORTEX_M}
 
 from codegen.generate.functors import fast  # noqa: E402,F401  (registers the overrides)

@@ -50,19 +50,16 @@ _VECTOR_BINARY = frozenset({"+", "-", "*", "/", "max", "min", "<", "<=", ">", ">
 
 
 def _vectorizable(e: Expr) -> bool:
-    ok = True
-
-    def check(n):
-        nonlocal ok
-        if isinstance(n, Binary) and n.op not in _VECTOR_BINARY:
-            ok = False
-        elif isinstance(n, Unary) and n.op != "neg":
-            ok = False
-        elif not isinstance(n, (Binary, Unary, Select, Const, Var, Load)):
-            ok = False
-        return n
-    map_expr(e, check)
-    return ok
+    """Every operation of the value has a vector form (load indices stay scalar: not looked at)."""
+    if isinstance(e, (Const, Var, Load)):
+        return True
+    if isinstance(e, Binary):
+        return e.op in _VECTOR_BINARY and _vectorizable(e.a) and _vectorizable(e.b)
+    if isinstance(e, Unary):
+        return e.op == "neg" and _vectorizable(e.a)
+    if isinstance(e, Select):
+        return all(_vectorizable(x) for x in (e.cond, e.a, e.b))
+    return False
 
 
 def _widen(e: Expr, width: int, contiguous: Callable[[str], bool]) -> Expr:

@@ -90,6 +90,7 @@ class Load:
     index: "Expr"
     width: int = 1
     dtype: str | None = None
+    stride: int = 1  # elements between consecutive lanes (1: contiguous; 2 is supported)
 
     def __post_init__(self):
         _normalise(self)
@@ -379,7 +380,7 @@ def map_expr(e: Expr, fn) -> Expr:
     if isinstance(e, (Const, Var)):
         return fn(e)
     if isinstance(e, Load):
-        return fn(Load(e.buffer, map_expr(e.index, fn), e.width, e.dtype))
+        return fn(Load(e.buffer, map_expr(e.index, fn), e.width, e.dtype, e.stride))
     if isinstance(e, Binary):
         return fn(Binary(e.op, map_expr(e.a, fn), map_expr(e.b, fn)))
     if isinstance(e, Unary):
@@ -437,7 +438,7 @@ def annotate(kernel: Kernel) -> Kernel:
             if isinstance(e, Var) and e.dtype is None and e.name in scope:
                 return Var(e.name, *scope[e.name])
             if isinstance(e, Load) and e.dtype is None and e.buffer in buffers:
-                return Load(e.buffer, e.index, e.width, buffers[e.buffer])
+                return Load(e.buffer, e.index, e.width, buffers[e.buffer], e.stride)
             return e
         out: list[Stmt] = []
         for s in stmts:

@@ -73,6 +73,9 @@ class Renderer:
     vector_alignment: int = 4  # vectors are loaded and stored at element alignment (memcpy)
     intrinsics: Mapping[str, str] = field(default_factory=dict)
     headers: tuple[str, ...] = ()
+    # Scalar float max/min as inline compare-and-select with fmax's NaN rule, instead of a libm
+    # call the compiler cannot inline without -ffinite-math-only.
+    inline_minmax: bool = False
 
     # --- types ---
     def type_name(self, dtype: str, width: int = 1) -> str:
@@ -101,6 +104,9 @@ class Renderer:
     def prelude(self, kernels) -> str:
         """C++ the kernels need before them: headers, vector typedefs and their load/store helpers."""
         lines = [f"#include <{h}>" for h in self.headers]
+        if self.inline_minmax:
+            lines += ["inline float max_f32(float a, float b) noexcept { return (a >= b || b != b) ? a : b; }",
+                      "inline float min_f32(float a, float b) noexcept { return (a <= b || b != b) ? a : b; }"]
         for dtype, width in self.vector_types(kernels):
             t, e = self.type_name(dtype, width), self.type_names[dtype]
             size = width * {"float32": 4, "int32": 4, INDEX: 4, "int16": 2, "int8": 1, "uint8": 1}[dtype]
@@ -114,6 +120,9 @@ class Renderer:
                 f"inline {t} min_{t}({t} a, {t} b) noexcept {{ return (a <= b || b != b) ? a : b; }}",
                 f"inline {e} sum_{t}({t} v) noexcept {{ {e} s = v[0]; for (int i = 1; i < {width}; ++i) "
                 f"s += v[i]; return s; }}",
+                # every second element from p: a row read by a window of stride 2
+                f"inline {t} load2_{t}(const {e}* p) noexcept {{ {t} v; for (int i = 0; i < {width}; ++i) "
+                f"v[i] = p[2 * i]; return v; }}",
             ]
         return "\n".join(lines)
 
@@ -138,7 +147,8 @@ class Renderer:
             return e.name
         if isinstance(e, Load):
             if e.width > 1:
-                return f"load_{self.type_name(e.dtype or 'float32', e.width)}(&{BUFFER_PREFIX}{e.buffer}" \
+                load = "load" if e.stride == 1 else f"load{e.stride}"
+                return f"{load}_{self.type_name(e.dtype or 'float32', e.width)}(&{BUFFER_PREFIX}{e.buffer}" \
                        f"[{self.expr(e.index)}])"
             return f"{BUFFER_PREFIX}{e.buffer}[{self.expr(e.index)}]"
         if isinstance(e, Broadcast):
@@ -166,9 +176,9 @@ class Renderer:
             return f"({text})" if context > 0 else text
         if isinstance(e, Binary):
             if e.op in _CALL_CPP:
-                if e.width > 1 and e.op in ("max", "min"):
-                    return f"{e.op}_{self.type_name(e.dtype or 'float32', e.width)}({self.expr(e.a)}, " \
-                           f"{self.expr(e.b)})"
+                if e.op in ("max", "min") and (e.width > 1 or (self.inline_minmax and e.dtype == "float32")):
+                    t = self.type_name(e.dtype or "float32", e.width) if e.width > 1 else "f32"
+                    return f"{e.op}_{t}({self.expr(e.a)}, {self.expr(e.b)})"
                 return f"{_CALL_CPP[e.op]}({self.expr(e.a)}, {self.expr(e.b)})"
             prec = _PRECEDENCE[e.op]
             # Left-associative: the right operand needs parentheses at equal precedence.

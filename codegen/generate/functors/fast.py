@@ -24,8 +24,8 @@ from typing import Mapping
 from codegen.generate.backend import KernelArgs
 from codegen.generate.backends import CORTEX_M, HOST
 from codegen.generate.functors.conv import (Affine, Axis, row_major_strides, tile_loops, tiles)
-from codegen.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Comment, Const, Expr, For, Load, Local,
-                                      ReduceLanes, Select, Stmt, Store, Var, const, index)
+from codegen.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Comment, Const, Expr, For, Lane, Load,
+                                      Local, ReduceLanes, Select, Stmt, Store, Var, const, index)
 from codegen.ops.conv import Window
 
 FLOAT = "float32"
@@ -43,8 +43,133 @@ def _blocking(caps, depthwise: bool, vector: bool) -> tuple[int, int, int]:
 
 def _is_float_2d_conv(args: KernelArgs, attrs: Mapping) -> bool:
     x, w = args.inputs[0], args.inputs[1]
-    return (x.type.dtype == FLOAT and x.type.rank == 4 and w.type.rank == 4 and args.prepared is not None
+    return (x.type.dtype == FLOAT and x.type.rank == 4 and w.type.rank in (2, 4) and args.prepared is not None
             and "windows" in args.prepared.facts)
+
+
+def _channel_vectors(args: KernelArgs, attrs: Mapping) -> bool:
+    """Vectors over output channels suit a convolution without groups whose channel count is a
+    multiple of the vector width: every position, edges included, runs vector code."""
+    v = args.caps.lanes(4)
+    w = args.inputs[1]
+    return (v > 1 and _is_float_2d_conv(args, attrs) and args.prepared["group"] == 1
+            and w.type.shape[0] % v == 0)
+
+
+def _pack_conv(args: KernelArgs, attrs: Mapping) -> dict:
+    """Weights [M, C, kh, kw] as [C * kh * kw, M]: one tap's weights for consecutive output
+    channels are consecutive, a vector load."""
+    if not _channel_vectors(args, attrs) or args.inputs[1].type.rank != 4:
+        return {}
+    m = args.inputs[1].type.shape[0]
+    return {1: lambda w: w.reshape(m, -1).T}
+
+
+def conv_host(graph, node_id, cluster_id, args, attrs):
+    """Vectors over output channels where the weights were packed for it, else over positions."""
+    if args.inputs[1].type.rank == 2:
+        return conv_channel_vectors(graph, node_id, cluster_id, args, attrs)
+    return conv_blocked(graph, node_id, cluster_id, args, attrs)
+
+
+def conv_channel_vectors(graph, node_id, cluster_id, args, attrs):
+    """acc[i][j] (V channels each) += w[c, tap, channels] * x[c, position j] over channels and taps,
+    for MBV channel vectors and NB positions of a row at a time; each lane then stores its
+    element (the epilogue, if any, runs per element)."""
+    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
+    b = args.inputs[2] if len(args.inputs) > 2 else None
+    wins = list(args.prepared["windows"])
+    batch, channels = x.type.shape[:2]
+    out_channels = w.type.shape[1]
+    v = args.caps.lanes(4)
+    mbv, nb = (4, 2) if v <= 4 else (2, 4)
+    k_shape = tuple(win.kernel for win in wins)
+    k_size = math.prod(k_shape)
+    in_size, out_size = x.type.size // (batch * channels), y.type.size // (batch * out_channels)
+    in_strides, out_strides = row_major_strides(x.type.shape[2:]), row_major_strides(y.type.shape[2:])
+    k_strides = row_major_strides(k_shape)
+    axes = [Axis(win) for win in wins]
+    n = Affine.var("n")
+    serial = [0]
+
+    def block(tl, m0: Affine, vectors: int, positions) -> list[Stmt]:
+        t = serial[0]
+        serial[0] += 1
+        accs = [[f"acc{t}_{i}_{j}" for j in range(len(positions))] for i in range(vectors)]
+        stmts: list[Stmt] = []
+        for i in range(vectors):
+            init: Expr = Load(b.name, (m0 + i * v).expr(), v) if b is not None else Const(0, FLOAT, v)
+            stmts += [Local(accs[i][j], init, FLOAT, v) for j in range(len(positions))]
+        c = Affine.var("c")
+        body: list[Stmt] = []
+        for j, (in_pos, _) in enumerate(positions):
+            value: Expr = Load(x.name, (n * (channels * in_size) + c * in_size + _dot(in_pos, in_strides)).expr())
+            if tl.in_bounds is not None:
+                value = Select(tl.in_bounds, value, const(0))
+            body.append(Local(f"x{t}_{j}", Broadcast(value, v), FLOAT, v))
+        tap = _dot(tl.tap, k_strides)
+        for i in range(vectors):
+            w_at = (c * k_size + tap) * out_channels + m0 + i * v
+            body.append(Local(f"w{t}_{i}", Load(w.name, w_at.expr(), v), FLOAT, v))
+            for j in range(len(positions)):
+                body.append(Assign(accs[i][j], Binary("+", Var(accs[i][j]), Binary(
+                    "*", Var(f"w{t}_{i}"), Var(f"x{t}_{j}")))))
+        stmts += _loops((("c", channels),) + tl.taps, body)
+        for i in range(vectors):
+            for j, (_, out_pos) in enumerate(positions):
+                for lane in range(v):
+                    oc = m0 + i * v + lane
+                    out_at = n * (out_channels * out_size) + oc * out_size + _dot(out_pos, out_strides)
+                    stmts.append(Store(y.name, out_at.expr(), Lane(Var(accs[i][j], FLOAT, v), index(lane)),
+                                       (n.expr(), oc.expr(), *(p.expr() for p in out_pos))))
+        return stmts
+
+    def tile_code(tile, m0: Affine, vectors: int) -> list[Stmt]:
+        tl = tile_loops(axes, tile)
+        stmts: list[Stmt] = [Comment(tl.label)]
+        if tl.empty:
+            inner = []
+            for i in range(vectors * v):
+                oc = m0 + i
+                init = Load(b.name, oc.expr()) if b is not None else const(0)
+                inner.append(Store(y.name, (n * (out_channels * out_size) + oc * out_size
+                                            + _dot(tl.out_pos, out_strides)).expr(),
+                                   init, (n.expr(), oc.expr(), *(p.expr() for p in tl.out_pos))))
+            return stmts + list(_loops(tl.outer, inner))
+        last = f"o{len(axes) - 1}"
+        loop_vars = [name for name, _ in tl.outer]
+        # a tested tile's bounds test is written for its own position: one position at a time
+        if not loop_vars or loop_vars[-1] != last or tl.in_bounds is not None:
+            return stmts + list(_loops(tl.outer, block(tl, m0, vectors, [(tl.in_pos, tl.out_pos)])))
+        count = tl.outer[-1][1]
+        blocks = max(1, min(nb, count))
+        main = count - count % blocks
+        if main:
+            positions = [(tuple(_shift(p, last, j) for p in tl.in_pos), tuple(_shift(p, last, j) for p in tl.out_pos))
+                         for j in range(blocks)]
+            stmts += _loops(tl.outer[:-1], [For(last, main, tuple(block(tl, m0, vectors, positions)), blocks)])
+        if count - main:
+            r = Affine.var(last + "r", main)
+            positions = [(tuple(_substitute(p, last, r) for p in tl.in_pos),
+                          tuple(_substitute(p, last, r) for p in tl.out_pos))]
+            stmts += _loops(tl.outer[:-1], [For(last + "r", count - main, tuple(block(tl, m0, vectors, positions)))])
+        return stmts
+
+    tile_list = tiles(wins)
+    per_block = mbv * v
+    full = out_channels - out_channels % per_block
+    parts = []
+    if full:
+        parts.append((Affine.var("mb") * per_block if full > per_block else Affine(), mbv, full // per_block))
+    if out_channels - full:
+        parts.append((Affine((), full), (out_channels - full) // v, 1))
+    stmts: list[Stmt] = []
+    for m0, vectors, count in parts:
+        nests: list[Stmt] = []
+        for tile in tile_list:
+            nests += tile_code(tile, m0, vectors)
+        stmts += _loops((("mb", count),) if count > 1 else (), [For("n", batch, tuple(nests))])
+    return stmts
 
 
 def _pointwise(wins) -> bool:
@@ -101,7 +226,8 @@ def conv_blocked(graph, node_id, cluster_id, args, attrs):
         body: list[Stmt] = []
         for j, (in_pos, _) in enumerate(positions):
             x_at = n * (channels * in_size) + g * (cg * in_size) + c * in_size + outer_in(in_pos)
-            value: Expr = Load(x.name, x_at.expr(), width)
+            stride = dict(in_pos[-1].terms).get(f"o{len(axes) - 1}", 1) if width > 1 else 1
+            value: Expr = Load(x.name, x_at.expr(), width, None, stride)
             if tl.in_bounds is not None:
                 value = Select(tl.in_bounds, value, const(0))
             body.append(Local(f"x{t}_{j}", value, FLOAT, width))
@@ -147,13 +273,14 @@ def conv_blocked(graph, node_id, cluster_id, args, attrs):
         if tl.in_bounds is not None or not loop_vars or loop_vars[-1] != last:
             return stmts + list(_loops(tl.outer, block(tl, m0, mb, [(tl.in_pos, tl.out_pos)], 1, in_flat, out_flat)))
         count = tl.outer[-1][1]
-        width = v if stride_last == 1 else 1
-        step = width * nb
+        width = v if stride_last in (1, 2) and count >= v else 1
+        blocks = max(1, min(nb, count // width))  # a short row takes fewer vectors per block
+        step = width * blocks
         main = count - count % step
         result: list[Stmt] = []
         if main:
-            positions = [(tuple(_shift(p, last, j * width) for p in tl.in_pos),
-                          tuple(_shift(p, last, j * width) for p in tl.out_pos)) for j in range(nb)]
+            positions = [(tuple(_shift(p, last, j * width) for p in tl.in_pos),  # lanes: o, o+1, ...
+                          tuple(_shift(p, last, j * width) for p in tl.out_pos)) for j in range(blocks)]
             inner = block(tl, m0, mb, positions, width, in_flat, out_flat)
             result += _loops(tl.outer[:-1], [For(last, main, tuple(inner), step)])
         if count - main:  # the positions after the last full block, one at a time
@@ -291,6 +418,7 @@ def gemv(graph, node_id, cluster_id, args, attrs):
     return stmts
 
 
+HOST.register("Conv", epilogue=True, when=_is_float_2d_conv, pack=_pack_conv)(conv_host)
+CORTEX_M.register("Conv", epilogue=True, when=_is_float_2d_conv)(conv_blocked)
 for _backend in (HOST, CORTEX_M):
-    _backend.register("Conv", epilogue=True, when=_is_float_2d_conv)(conv_blocked)
     _backend.register("Gemm", epilogue=True, when=_is_gemv)(gemv)
