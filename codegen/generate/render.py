@@ -105,8 +105,8 @@ class Renderer:
         """C++ the kernels need before them: headers, vector typedefs and their load/store helpers."""
         lines = [f"#include <{h}>" for h in self.headers]
         if self.inline_minmax:
-            lines += ["inline float max_f32(float a, float b) noexcept { return (a >= b || b != b) ? a : b; }",
-                      "inline float min_f32(float a, float b) noexcept { return (a <= b || b != b) ? a : b; }"]
+            lines += ["inline float max_f32(float a, float b) noexcept { return (a >= b || std::isnan(b)) ? a : b; }",
+                      "inline float min_f32(float a, float b) noexcept { return (a <= b || std::isnan(b)) ? a : b; }"]
         for dtype, width in self.vector_types(kernels):
             t, e = self.type_name(dtype, width), self.type_names[dtype]
             size = width * {"float32": 4, "int32": 4, INDEX: 4, "int16": 2, "int8": 1, "uint8": 1}[dtype]
