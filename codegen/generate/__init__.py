@@ -261,9 +261,9 @@ def generate(graph: Graph, sched: Schedule, plan: MemoryPlan, backend: Backend =
         kernel = annotate(kernel)
         call_args = tuple(_call_arg(graph, offsets, p.buffer) for p in kernel.params) + tuple(
             _call_arg(graph, offsets, scratch_name(node.name, s.name), s.dtype) for s in scratch)
-        kernels.append(KernelCode(node, cluster, kernel, backend.renderer.kernel(kernel, aliased), call_args,
-                                  _macs(graph, node) + sum(_macs(graph, m) for m in members), tuple(members),
-                                  tuple(_macs(graph, n) for n in [node] + members)))
+        macs = _macs(original, scheduled) + sum(_macs(original, m) for m in members)
+        kernels.append(KernelCode(node, cluster, kernel, backend.renderer.kernel(kernel, aliased, macs), call_args,
+                                  macs, tuple(members), tuple(_macs(original, n) for n in [scheduled] + members)))
     read = {p.buffer for k in kernels for p in k.kernel.params}
     load = backend.loader()
     constants = tuple(ConstantCode(c.name, c.data.nbytes, load(c, constants_in_ram))

@@ -76,6 +76,10 @@ class Renderer:
     # Scalar float max/min as inline compare-and-select with fmax's NaN rule, instead of a libm
     # call the compiler cannot inline without -ffinite-math-only.
     inline_minmax: bool = False
+    # Kernels of at least this many MACs are kept out of run() (noinline): inlined, their register
+    # blocks' spill slots add up in run()'s frame, while a call costs nothing next to their work.
+    # Small kernels stay inlinable: a call frame would cost more stack than it saves.
+    noinline_macs: int | None = None
 
     # --- types ---
     def type_name(self, dtype: str, width: int = 1) -> str:
@@ -219,17 +223,19 @@ class Renderer:
                 raise TypeError(f"not a loop IR statement: {s!r}")
         return lines
 
-    def signature(self, kernel: Kernel, aliased: frozenset[str] = frozenset()) -> str:
+    def signature(self, kernel: Kernel, aliased: frozenset[str] = frozenset(), macs: int = 0) -> str:
         """The kernel's C++ parameter list; the `aliased` tensors share bytes, so they are not __restrict.
         Scratch buffers come last."""
         params = [f"{'' if p.writes else 'const '}{self.type_names[p.dtype]}* "
                   f"{'' if p.buffer in aliased else '__restrict '}{BUFFER_PREFIX}{p.buffer}" for p in kernel.params]
         params += [f"{self.type_names[s.dtype]}* __restrict {BUFFER_PREFIX}{s.name}" for s in kernel.scratch]
-        return f"void {kernel.name}({', '.join(params)}) noexcept"
+        standalone = self.noinline_macs is not None and macs >= self.noinline_macs
+        return f"{'__attribute__((noinline)) ' if standalone else ''}void {kernel.name}({', '.join(params)}) noexcept"
 
-    def kernel(self, kernel: Kernel, aliased: frozenset[str] = frozenset()) -> str:
-        """C++ definition of one kernel (`aliased`: parameters pointing at the same bytes)."""
-        lines = [f"{self.signature(kernel, aliased)} {{"] + self.stmts(kernel.body, 2) + ["}"]
+    def kernel(self, kernel: Kernel, aliased: frozenset[str] = frozenset(), macs: int = 0) -> str:
+        """C++ definition of one kernel (`aliased`: parameters pointing at the same bytes; `macs`: its
+        work, see noinline_macs)."""
+        lines = [f"{self.signature(kernel, aliased, macs)} {{"] + self.stmts(kernel.body, 2) + ["}"]
         return "\n".join(lines)
 
 

@@ -31,13 +31,15 @@ from codegen.ops.conv import Window
 FLOAT = "float32"
 
 
-def _blocking(caps, depthwise: bool, vector: bool) -> tuple[int, int, int]:
+def _blocking(caps, depthwise: bool, pointwise: bool) -> tuple[int, int, int]:
     """(MB, NB, V): output channels, vectors of positions, lanes per vector."""
-    v = caps.lanes(4) if vector else 1
+    v = caps.lanes(4)
     if v > 1:  # 16 vector registers: MB * NB accumulators, NB inputs, one weight
         return (1, 4, v) if depthwise else (4, 2, v)
     if caps.float_registers >= 32:  # FPv4/FPv5: 32 single-precision registers
-        return (1, 4, 1) if depthwise else (4, 4, 1)
+        # A window's taps also keep NB + kw - 1 inputs live, and GCC -Os then spills at 4 x 4
+        # (measured: the stack grows); a pointwise kernel has no taps to hold.
+        return (1, 4, 1) if depthwise else (4, 4 if pointwise else 3, 1)
     return (1, 1, 1) if depthwise else (2, 2, 1)
 
 
@@ -201,10 +203,11 @@ def conv_blocked(graph, node_id, cluster_id, args, attrs):
     in_size, out_size = x.type.size // (batch * channels), y.type.size // (batch * out_channels)
     in_strides, out_strides = row_major_strides(x.type.shape[2:]), row_major_strides(y.type.shape[2:])
     k_strides = row_major_strides(k_shape)
-    if _pointwise(wins):  # one axis over all positions
+    pointwise = _pointwise(wins)
+    if pointwise:  # one axis over all positions
         wins = [Window(in_size, out_size, 1)]
         in_strides, out_strides, k_strides = (1,), (1,), (0,)
-    mb_full, nb, v = _blocking(args.caps, cg == 1 and mg == 1, True)
+    mb_full, nb, v = _blocking(args.caps, cg == 1 and mg == 1, pointwise)
     axes = [Axis(win) for win in wins]
     n, g = Affine.var("n"), Affine.var("g")
     spatial = y.type.shape[2:]
@@ -224,21 +227,37 @@ def conv_blocked(graph, node_id, cluster_id, args, attrs):
             stmts += [Local(accs[i][j], init, FLOAT, width) for j in range(len(positions))]
         c = Affine.var("c")
         body: list[Stmt] = []
-        for j, (in_pos, _) in enumerate(positions):
-            x_at = n * (channels * in_size) + g * (cg * in_size) + c * in_size + outer_in(in_pos)
-            stride = dict(in_pos[-1].terms).get(f"o{len(axes) - 1}", 1) if width > 1 else 1
-            value: Expr = Load(x.name, x_at.expr(), width, None, stride)
-            if tl.in_bounds is not None:
-                value = Select(tl.in_bounds, value, const(0))
-            body.append(Local(f"x{t}_{j}", value, FLOAT, width))
-        for i, oc in enumerate(ocs):
-            w_at = oc * (cg * k_size) + c * k_size + _dot(tl.tap, k_strides)
-            wv: Expr = Load(w.name, w_at.expr())
-            body.append(Local(f"w{t}_{i}", Broadcast(wv, width) if width > 1 else wv, FLOAT, width))
-            for j in range(len(positions)):
-                body.append(Assign(accs[i][j], Binary("+", Var(accs[i][j]), Binary(
-                    "*", Var(f"w{t}_{i}"), Var(f"x{t}_{j}")))))
-        reduce_loops = (("c", cg),) + tl.taps
+        # Scalar code unrolls the innermost tap loop: neighbouring positions share inputs (position
+        # j at tap k reads what position j+1 reads at tap k-1), so each input is loaded once.
+        taps = tl.taps
+        unroll = width == 1 and tl.in_bounds is None and bool(taps) and taps[-1][1] <= 8
+        loop_taps = taps[:-1] if unroll else taps
+        x_names: dict = {}
+        for tv in (range(taps[-1][1]) if unroll else [None]):
+            def at_tap(a: Affine) -> Affine:
+                return a if tv is None else _substitute(a, taps[-1][0], Affine((), tv))
+            xs = []
+            for in_pos, _ in positions:
+                x_at = n * (channels * in_size) + g * (cg * in_size) + c * in_size + outer_in(
+                    tuple(at_tap(p) for p in in_pos))
+                key = (tuple(sorted(x_at.terms)), x_at.const)
+                if key not in x_names:
+                    x_names[key] = f"x{t}_{len(x_names)}"
+                    stride = dict(in_pos[-1].terms).get(f"o{len(axes) - 1}", 1) if width > 1 else 1
+                    value: Expr = Load(x.name, x_at.expr(), width, None, stride)
+                    if tl.in_bounds is not None:
+                        value = Select(tl.in_bounds, value, const(0))
+                    body.append(Local(x_names[key], value, FLOAT, width))
+                xs.append(x_names[key])
+            for i, oc in enumerate(ocs):
+                w_at = oc * (cg * k_size) + c * k_size + _dot(tuple(at_tap(p) for p in tl.tap), k_strides)
+                wv: Expr = Load(w.name, w_at.expr())
+                wname = f"w{t}_{i}" if tv is None else f"w{t}_{i}_{tv}"
+                body.append(Local(wname, Broadcast(wv, width) if width > 1 else wv, FLOAT, width))
+                for j in range(len(positions)):
+                    body.append(Assign(accs[i][j], Binary("+", Var(accs[i][j]), Binary(
+                        "*", Var(wname), Var(xs[j])))))
+        reduce_loops = (("c", cg),) + loop_taps
         stmts += _loops(reduce_loops, body)
         for i, oc in enumerate(ocs):
             for j, (_, out_pos) in enumerate(positions):
@@ -382,7 +401,9 @@ def gemv(graph, node_id, cluster_id, args, attrs):
             stmts.append(For("jr", n_extent - main, tuple(outputs(Binary("+", Var("jr", INDEX), index(main)), 1, "r"))))
         return stmts
     # B is [K, N]: V outputs at a time accumulate rows of B
-    nb = 2 if v > 1 else 4
+    # each weight is used once: the loop is loads and multiply-adds, plus one load of a[k] and the
+    # loop's own instructions, shared by more outputs the more accumulators the registers hold
+    nb = 2 if v > 1 else 8 if args.caps.float_registers >= 32 else 4
     step = v * nb
 
     def columns(first: Expr, count: int, width: int, p: str = "") -> list[Stmt]:
@@ -390,12 +411,21 @@ def gemv(graph, node_id, cluster_id, args, attrs):
         cols = [Binary("+", first, index(j * width)) for j in range(count)]
         zero = Const(0, FLOAT, width) if width > 1 else const(0)
         body: list[Stmt] = [Local(f"{p}acc{j}", zero, FLOAT, width) for j in range(count)]
-        ak: Expr = Load(a.name, k)
-        inner: list[Stmt] = [Local(p + "ak", Broadcast(ak, width) if width > 1 else ak, FLOAT, width)]
-        inner += [Assign(f"{p}acc{j}", Binary("+", Var(f"{p}acc{j}"), Binary(
-            "*", Var(p + "ak"), Load(bm.name, Binary("+", Binary("*", k, index(n_extent)), col), width))))
-            for j, col in enumerate(cols)]
-        body.append(For("k", k_extent, tuple(inner)))
+        def row(kk: Expr, tag: str) -> list[Stmt]:
+            """acc_j += a[kk] * B[kk, col_j]"""
+            ak: Expr = Load(a.name, kk)
+            name = f"{p}ak{tag}"
+            stmts_: list[Stmt] = [Local(name, Broadcast(ak, width) if width > 1 else ak, FLOAT, width)]
+            stmts_ += [Assign(f"{p}acc{j}", Binary("+", Var(f"{p}acc{j}"), Binary(
+                "*", Var(name), Load(bm.name, Binary("+", Binary("*", kk, index(n_extent)), col), width))))
+                for j, col in enumerate(cols)]
+            return stmts_
+        unroll = 1  # two rows per iteration measured slower on the Cortex-M4 (address arithmetic)
+        main_k = k_extent - k_extent % unroll
+        inner = [s for u in range(unroll) for s in row(Binary("+", k, index(u)) if u else k, str(u))]
+        body.append(For("k", main_k, tuple(inner), unroll))
+        if k_extent - main_k:
+            body += row(index(main_k), "t")
         for j, col in enumerate(cols):
             value: Expr = Var(f"{p}acc{j}", FLOAT, width)
             if attrs["alpha"] != 1.0:
