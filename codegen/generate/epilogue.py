@@ -13,7 +13,7 @@ import math
 from typing import Callable, Mapping, Sequence
 
 from codegen.generate.loop_ir import (INDEX, Binary, Broadcast, Const, Expr, For, Lane, Load, Local, Select,
-                                      Stmt, Store, Unary, Var, flat_index, index, map_expr)
+                                      Stmt, Store, Unary, Var, flat_index, map_expr)
 from codegen.generate.simplify import simplify_expr, substitute
 
 

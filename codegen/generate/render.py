@@ -7,7 +7,7 @@ precedence, literals, statements) is the same for every backend.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np

@@ -16,7 +16,7 @@ import numpy as np
 
 from codegen.ir import TensorType
 from codegen.ops.common import require_dtype
-from codegen.ops.registry import Attr, InferArgs, OpError, Pattern, define
+from codegen.ops.registry import Attr, InferArgs, OpError, define
 
 AUTO_PAD = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 

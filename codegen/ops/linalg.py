@@ -7,7 +7,7 @@ import numpy as np
 
 from codegen.ir import TensorType
 from codegen.ops.common import broadcast_shapes, require_dtype
-from codegen.ops.registry import Attr, InferArgs, OpError, Pattern, define
+from codegen.ops.registry import Attr, InferArgs, OpError, define
 
 
 def matmul_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:

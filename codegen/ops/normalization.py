@@ -7,7 +7,7 @@ import numpy as np
 
 from codegen.ir import TensorType
 from codegen.ops.common import require_dtype
-from codegen.ops.registry import Attr, InferArgs, OpError, Pattern, define
+from codegen.ops.registry import Attr, InferArgs, OpError, define
 
 
 def _channel_params(args: InferArgs, op: str, first: int, min_rank: int) -> TensorType:

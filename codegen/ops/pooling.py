@@ -9,7 +9,7 @@ import numpy as np
 from codegen.ir import TensorType
 from codegen.ops.common import require_dtype
 from codegen.ops.conv import AUTO_PAD, Window, gather_taps, kernel_from, spatial_rank, windows
-from codegen.ops.registry import Attr, InferArgs, OpError, Pattern, define
+from codegen.ops.registry import Attr, InferArgs, OpError, define
 
 
 def pool_windows(args: InferArgs, op: str) -> tuple[Window, ...]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from codegen.generate.backend import CPP, KernelArgs
 from codegen.generate.loop_ir import (Assign, Binary, Comment, Expr, For, Load, Local, Select, Stmt, Store,
                                       Var, const, index)
-from codegen.ops.conv import TransposedAxis, Window, conv_geometry, conv_transpose_geometry
+from codegen.ops.conv import TransposedAxis, Window, conv_transpose_geometry
 from codegen.ops.registry import InferArgs
 
 # Edge segments in a row beyond this many are merged into one checked segment: each exact segment
