@@ -45,7 +45,8 @@ def _blocking(caps, depthwise: bool, pointwise: bool) -> tuple[int, int, int]:
 
 def _is_float_2d_conv(args: KernelArgs, attrs: Mapping) -> bool:
     x, w = args.inputs[0], args.inputs[1]
-    return (x.type.dtype == FLOAT and x.type.rank == 4 and w.type.rank in (2, 4) and args.prepared is not None
+    # without an FPU every float operation is a library call: blocking saves nothing
+    return (args.caps.fpu != "none" and x.type.dtype == FLOAT and x.type.rank == 4 and w.type.rank in (2, 4) and args.prepared is not None
             and "windows" in args.prepared.facts)
 
 
@@ -345,7 +346,7 @@ def _loops(extents, body) -> tuple[Stmt, ...]:
 # --- Gemm with one row ---------------------------------------------------------------------
 def _is_gemv(args: KernelArgs, attrs: Mapping) -> bool:
     a = args.inputs[0]
-    return (a.type.dtype == FLOAT and args.outputs[0].type.shape[0] == 1 and not attrs["transA"])
+    return (args.caps.fpu != "none" and a.type.dtype == FLOAT and args.outputs[0].type.shape[0] == 1 and not attrs["transA"])
 
 
 def gemv(graph, node_id, cluster_id, args, attrs):
