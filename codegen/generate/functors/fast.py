@@ -61,8 +61,9 @@ def _channel_vectors(args: KernelArgs, attrs: Mapping) -> bool:
 
 def _pack_conv(args: KernelArgs, attrs: Mapping) -> dict:
     """Weights [M, C, kh, kw] as [C * kh * kw, M]: one tap's weights for consecutive output
-    channels are consecutive, a vector load."""
-    if not _channel_vectors(args, attrs) or args.inputs[1].type.rank != 4:
+    channels are consecutive, a vector load. Not for a pointwise convolution: its positions form
+    one long axis, and vectors along it load and store whole vectors (measured faster)."""
+    if not _channel_vectors(args, attrs) or args.inputs[1].type.rank != 4 or _pointwise(args.prepared["windows"]):
         return {}
     m = args.inputs[1].type.shape[0]
     return {1: lambda w: w.reshape(m, -1).T}
