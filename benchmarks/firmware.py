@@ -99,10 +99,11 @@ def main() -> int:
                      f"{_fmt(r['stack'])} | {_fmt(r.get('stack_measured'))} | {_fmt(r['code'])} | "
                      f"{_fmt(r['constants'])} | {_fmt(r['macs'])} | {_fmt(r.get('instructions', r.get('note')))} "
                      f"| {_fmt(per_mac)} |")
-    # what follows the table (notes, the host comparison of benchmarks/host.py) is kept
+    # what follows this table (notes, the host comparison of benchmarks/host.py) is kept
     old = OUT.read_text().splitlines() if OUT.is_file() else []
-    last_row = max((i for i, line in enumerate(old) if line.startswith("|")), default=len(old) - 1)
-    OUT.write_text("\n".join(lines + old[last_row + 1:]) + "\n")
+    first_row = next((i for i, line in enumerate(old) if line.startswith("|")), len(old))
+    end = next((i for i in range(first_row, len(old)) if not old[i].startswith("|")), len(old))
+    OUT.write_text("\n".join(lines + old[end:]) + "\n")
     print(OUT.read_text())
     return 0
 
