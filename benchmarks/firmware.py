@@ -87,14 +87,23 @@ def main() -> int:
         "core. *Instructions* are executed by one inference on QEMU with `-icount` (deterministic;",
         "instructions, not cycles). Default optimisation: `-Os` for Cortex-M, `-O2` for the host.",
         "",
-        "| graph | target | workspace | lower bound | stack | measured | code | constants | MACs | instructions |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "*Instr./MAC* is instructions over MACs (Conv, Gemm and MatMul multiply-accumulates).",
+        "",
+        "| graph | target | workspace | lower bound | stack | measured | code | constants | MACs | instructions "
+        "| instr./MAC |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in sorted(rows, key=lambda r: (r["graph"], TARGETS.index(r["target"]))):
+        per_mac = f"{r['instructions'] / r['macs']:.2f}" if r.get("instructions") and r["macs"] else None
         lines.append(f"| {r['graph']} | {r['target']} | {_fmt(r['workspace'])} | {_fmt(r['lower_bound'])} | "
                      f"{_fmt(r['stack'])} | {_fmt(r.get('stack_measured'))} | {_fmt(r['code'])} | "
-                     f"{_fmt(r['constants'])} | {_fmt(r['macs'])} | {_fmt(r.get('instructions', r.get('note')))} |")
-    OUT.write_text("\n".join(lines) + "\n")
+                     f"{_fmt(r['constants'])} | {_fmt(r['macs'])} | {_fmt(r.get('instructions', r.get('note')))} "
+                     f"| {_fmt(per_mac)} |")
+    # what follows this table (notes, the host comparison of benchmarks/host.py) is kept
+    old = OUT.read_text().splitlines() if OUT.is_file() else []
+    first_row = next((i for i, line in enumerate(old) if line.startswith("|")), len(old))
+    end = next((i for i in range(first_row, len(old)) if not old[i].startswith("|")), len(old))
+    OUT.write_text("\n".join(lines + old[end:]) + "\n")
     print(OUT.read_text())
     return 0
 

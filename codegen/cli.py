@@ -133,7 +133,7 @@ def seeded_inputs(graph, seed: int = 0) -> dict[str, np.ndarray]:
 def cmd_generate(args) -> int:
     from codegen.load import graph_dependencies
     from codegen.pipeline import compile_graph, library_files, write_files
-    compiled = compile_graph(args.graph, constants_in_ram=args.constants_in_ram)
+    compiled = compile_graph(args.graph, constants_in_ram=args.constants_in_ram, target=args.target)
     files = library_files(compiled.files, compiled.graph.name) if args.library_only else compiled.files
     inputs = [args.graph, *graph_dependencies(args.graph)] if args.depfile else []
     write_files(files, args.out_dir, stamp=args.stamp, depfile=args.depfile, inputs=inputs)
@@ -257,11 +257,13 @@ def cmd_show(args) -> int:
     for name, const in g.constants.items():
         print(f"  const  {name}: {const.type} from {one_line(const.source)}")
     print("nodes (schedule order):")
+    fused_into = c.schedule.fused_into()
     for node, cluster in zip(c.schedule.nodes, c.schedule.clusters):
         attrs = ", ".join(f"{k}={v}" for k, v in node.attrs.items() if v is not None)
         print(f"  [{cluster}] {node.name}: {node.op}({', '.join(node.inputs)}) -> "
               f"{', '.join(node.outputs)}: {', '.join(str(g.types[o]) for o in node.outputs)}"
-              + (f"  {{{attrs}}}" if attrs else ""))
+              + (f"  {{{attrs}}}" if attrs else "")
+              + (f"  (fused into the kernel of {fused_into[node.name]})" if node.name in fused_into else ""))
     print(f"clusters: {c.schedule.cluster_count}")
     print(f"memory plan: workspace {c.plan.workspace_bytes} bytes "
           f"(lower bound {c.plan.lower_bound_bytes})")
@@ -339,6 +341,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=1, help="size for a symbolic batch dimension [1]")
     p = command("generate", cmd_generate, "write the generated sources (for the SCons tool, Make, CMake, ...)")
     p.add_argument("-o", "--out-dir", required=True)
+    p.add_argument("--target", default="host",
+                   help="target whose kernels to generate: a built-in target or a target file [host]")
     p.add_argument("--constants-in-ram", action="store_true",
                    help="let the startup code copy constants to RAM instead of reading them from flash")
     p.add_argument("--library-only", action="store_true",

@@ -205,7 +205,27 @@ def fold_batch_norm(graph: Graph) -> Graph:
     return graph
 
 
-DEFAULT_PASSES: Sequence[Pass] = (fold_constants, fold_batch_norm, drop_dead_nodes)
+def gemm_weights_by_row(graph: Graph) -> Graph:
+    """Store a constant B that only a Gemm with transB reads transposed, and clear transB: the
+    kernel then reads B row by row, each output's sum still in k order, and a vector kernel reads
+    consecutive outputs' weights from consecutive bytes (one layout for every backend)."""
+    readers = graph.consumers()
+    consts, types, nodes = dict(graph.constants), dict(graph.types), list(graph.nodes)
+    for i, node in enumerate(nodes):
+        if node.op != "Gemm" or not node.attrs.get("transB") or len(node.inputs) < 2:
+            continue
+        b = node.inputs[1]
+        if b not in consts or len(readers.get(b, [])) != 1 or consts[b].data.ndim != 2 or b in graph.outputs:
+            continue
+        old = consts[b]
+        consts[b] = Constant(b, np.ascontiguousarray(old.data.T), f"{old.source}, transposed for '{node.name}'",
+                             old.loc)
+        types[b] = consts[b].type
+        nodes[i] = replace(node, attrs={**node.attrs, "transB": 0})
+    return replace(graph, constants=consts, types=types, nodes=tuple(nodes))
+
+
+DEFAULT_PASSES: Sequence[Pass] = (fold_constants, fold_batch_norm, drop_dead_nodes, gemm_weights_by_row)
 
 
 def optimize(graph: Graph, passes: Sequence[Pass] = DEFAULT_PASSES) -> Graph:

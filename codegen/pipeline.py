@@ -9,7 +9,10 @@ from typing import Sequence
 from codegen.assemble import assemble
 from codegen.expand import expand_graph
 from codegen.files import make_rule, touch, write_if_changed
-from codegen.generate import CPP, Backend, GeneratedModel, generate
+from codegen.fuse import fuse
+from codegen.generate import CPP, Backend, GeneratedModel, generate, scratch_bytes
+from codegen.generate.backend import PORTABLE_CAPS  # noqa: F401
+from codegen.generate.backends import backend_for
 from codegen.ir import Graph
 from codegen.load import load_graph_spec
 from codegen.optimize import optimize
@@ -31,13 +34,23 @@ class Compiled:
     files: dict[str, str]
 
 
-def compile_graph(path: str | Path, backend: Backend = CPP, constants_in_ram: bool = False) -> Compiled:
+def compile_graph(path: str | Path, backend: Backend | None = None, constants_in_ram: bool = False,
+                  target: str | Path | None = None, fusion: bool = True) -> Compiled:
     """Run every stage up to assembly; nothing is written. Constants stay in flash unless
-    `constants_in_ram`."""
+    `constants_in_ram`. The backend and its capabilities come from `target` (a built-in target's
+    name or a target file; none: the portable C++ backend) unless `backend` is given."""
+    caps = PORTABLE_CAPS
+    if target is not None:
+        from codegen.targets import load_target
+        chosen, caps = backend_for(load_target(target))
+        backend = backend or chosen
+    backend = backend or CPP
     graph = lower(path)
     sched = schedule(graph)
-    plan = plan_memory(graph, sched)
-    model = generate(graph, sched, plan, backend, constants_in_ram)
+    if fusion:
+        sched = fuse(graph, sched, backend, caps)
+    plan = plan_memory(graph, sched, scratch=scratch_bytes(graph, sched, backend, caps))
+    model = generate(graph, sched, plan, backend, constants_in_ram, caps)
     return Compiled(graph, sched, plan, model, assemble(model))
 
 

@@ -12,7 +12,7 @@ Several planners (codegen.planners) place the buffers; the smallest plan wins.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Collection
+from typing import Collection, Mapping
 
 from codegen.ir import Graph
 from codegen.planners import PLANNERS, Lifetime, exact_search, peak, top
@@ -59,6 +59,7 @@ class MemoryPlan:
 def lifetimes(graph: Graph, sched: Schedule) -> list[Lifetime]:
     """Lifetime of every value that needs workspace, in schedule order of first write."""
     cluster_of = sched.cluster_of()
+    fused = sched.fused_values()  # computed and consumed inside one kernel: no bytes at all
     last_read: dict[str, int] = {}
     for node in sched.nodes:
         for v in node.inputs:
@@ -67,7 +68,7 @@ def lifetimes(graph: Graph, sched: Schedule) -> list[Lifetime]:
     result = []
     for node in sched.nodes:
         for v in node.outputs:
-            if v and graph.is_intermediate(v):
+            if v and graph.is_intermediate(v) and v not in fused:
                 first = cluster_of[node.name]
                 result.append(Lifetime(v, align(graph.types[v].nbytes), first,
                                        max(first, last_read.get(v, first))))
@@ -97,8 +98,11 @@ def in_place_pairs(graph: Graph, sched: Schedule, ops: Collection[str]) -> dict[
             if v:
                 readers.setdefault(v, []).append(node.name)
     produced = {v for node in sched.nodes for v in node.outputs}
+    in_fused_kernels = set(sched.fused_into()) | {head for head, _ in sched.fused}
     pairs: dict[str, str] = {}
     for node in sched.nodes:
+        if node.name in in_fused_kernels:
+            continue  # a fused kernel's element order is its head's, not one elementwise loop
         if node.op not in ops or len(node.outputs) != 1 or not graph.is_intermediate(node.outputs[0]):
             continue
         out, c = node.outputs[0], cluster_of[node.name]
@@ -144,10 +148,22 @@ def _best(buffers: list[Lifetime]) -> tuple[int, str, dict[str, int]]:
     return best
 
 
-def plan_memory(graph: Graph, sched: Schedule, in_place_ops: Collection[str] | None = None) -> MemoryPlan:
+def scratch_name(kernel: str, buffer: str) -> str:
+    """The plan's name for scratch buffer `buffer` of kernel `kernel` (never a value name: '.')."""
+    return f"{kernel}.{buffer}"
+
+
+def plan_memory(graph: Graph, sched: Schedule, in_place_ops: Collection[str] | None = None,
+                scratch: Mapping[str, int] | None = None) -> MemoryPlan:
     """Place every workspace value with each planner, with and without in-place writes by
-    `in_place_ops` (default: the elementwise ops); keep the smallest plan, in place on ties."""
+    `in_place_ops` (default: the elementwise ops); keep the smallest plan, in place on ties.
+    `scratch` gives the bytes of each kernel's scratch buffers (by `scratch_name`); each lives in
+    its kernel's cluster only."""
     lives = lifetimes(graph, sched)
+    cluster_of = sched.cluster_of()
+    for name, nbytes in sorted((scratch or {}).items()):
+        c = cluster_of[name.split(".", 1)[0]]
+        lives.append(Lifetime(name, align(nbytes), c, c))
     pairs = in_place_pairs(graph, sched, elementwise_ops() if in_place_ops is None else in_place_ops)
     chosen = None
     for aliases in ([pairs, {}] if pairs else [{}]):

@@ -14,10 +14,32 @@ from codegen.ir import Graph, Node
 
 @dataclass(frozen=True)
 class Schedule:
-    """Nodes in execution order with the cluster of each (parallel tuples)."""
+    """Nodes in execution order with the cluster of each (parallel tuples). `fused` pairs each
+    kernel head with the nodes computed inside its kernel (codegen.fuse); they follow it in
+    `nodes`, in its cluster."""
 
     nodes: tuple[Node, ...]
     clusters: tuple[int, ...]
+    fused: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def fused_into(self) -> dict[str, str]:
+        """Map each fused node's name to its kernel's head."""
+        return {m: head for head, ms in self.fused for m in ms}
+
+    def fused_values(self) -> frozenset[str]:
+        """Values computed and consumed inside one kernel: never stored."""
+        heads = dict(self.fused)
+        by_name = {n.name: n for n in self.nodes}
+        values = set()
+        for head, ms in heads.items():
+            chain = [head] + list(ms)
+            values |= {by_name[n].outputs[0] for n in chain[:-1]}
+        return frozenset(values)
+
+    def kernel_heads(self) -> list[tuple[Node, int]]:
+        """(node, cluster) of each kernel: every node not fused into another's kernel."""
+        inner = self.fused_into()
+        return [(n, c) for n, c in zip(self.nodes, self.clusters) if n.name not in inner]
 
     @property
     def cluster_count(self) -> int:

@@ -209,7 +209,30 @@ def test_everything_live_is_unchanged():
 
 
 def test_default_passes():
-    assert tuple(DEFAULT_PASSES) == (fold_constants, fold_batch_norm, drop_dead_nodes)
+    from codegen.optimize import gemm_weights_by_row
+    assert tuple(DEFAULT_PASSES) == (fold_constants, fold_batch_norm, drop_dead_nodes, gemm_weights_by_row)
+
+
+def test_gemm_weights_by_row_transposes_a_constant_only_that_gemm_reads():
+    from codegen.optimize import gemm_weights_by_row
+    from codegen.reference import evaluate
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((3, 5)).astype(np.float32)
+    types = {"x": TensorType("float32", (2, 5)), "w": TensorType("float32", (3, 5)),
+             "h": TensorType("float32", (2, 3)), "y": TensorType("float32", (2, 3)),
+             "v": TensorType("float32", (3, 5))}
+    consts = {"w": Constant("w", w, "test", None), "v": Constant("v", w.copy(), "test", None)}
+    nodes = (Node("Gemm", "fc", ("x", "w"), ("h",), {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 1}),
+             Node("Gemm", "fc2", ("x", "v"), ("y",), {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 1}),
+             Node("Add", "keep", ("v", "v"), ("vv",)))
+    g = Graph("g", ("x",), ("h", "y"), {**types, "vv": types["v"]}, consts, nodes)
+    out = gemm_weights_by_row(g)
+    assert out.nodes[0].attrs["transB"] == 0 and out.types["w"].shape == (5, 3)
+    np.testing.assert_array_equal(out.constants["w"].data, w.T)
+    assert out.nodes[1].attrs["transB"] == 1 and out.types["v"].shape == (3, 5)  # v has another reader
+    x = rng.standard_normal((2, 5)).astype(np.float32)
+    for name in ("h", "y"):
+        np.testing.assert_allclose(evaluate(out, {"x": x})[name], evaluate(g, {"x": x})[name], rtol=1e-6)
 
 
 # --- fold_batch_norm -----------------------------------------------------------------------

@@ -28,6 +28,22 @@ def _values(model: GeneratedModel) -> list[dict]:
             for v in names if v and v not in g.constants and v in g.types]
 
 
+def _kernel_entry(k, params: dict[str, int]) -> dict:
+    def node_params(node) -> int:
+        return sum(params.get(v, 0) for v in dict.fromkeys(node.inputs))
+    entry = {"name": k.node.name, "op": k.node.op, "cluster": k.cluster,
+             "inputs": [p.buffer for p in k.kernel.params if not p.writes] if k.fused else list(k.node.inputs),
+             "outputs": list(k.fused[-1].outputs) if k.fused else list(k.node.outputs), "macs": k.macs,
+             "params": sum(node_params(n) for n in (k.node, *k.fused)),
+             "source": str(k.node.loc) if k.node.loc else None}
+    if k.fused:
+        entry["fused"] = [{"name": n.name, "op": n.op, "macs": m, "params": node_params(n),
+                           "outputs": list(n.outputs), "source": str(n.loc) if n.loc else None}
+                          for n, m in zip(k.fused, k.node_macs[1:])]
+        entry["node_macs"] = k.node_macs[0]
+    return entry
+
+
 def report(model: GeneratedModel) -> dict:
     """The JSON report: interface, RAM, flash, MACs, clusters and the memory plan."""
     g, plan = model.graph, model.plan
@@ -49,10 +65,9 @@ def report(model: GeneratedModel) -> dict:
         "params": sum(params.values()),
         "clusters": [[k.node.name for k in model.kernels if k.cluster == c]
                      for c in range(model.schedule.cluster_count)],
-        "nodes": [{"name": k.node.name, "op": k.node.op, "cluster": k.cluster,
-                   "inputs": list(k.node.inputs), "outputs": list(k.node.outputs), "macs": k.macs,
-                   "params": sum(params.get(v, 0) for v in dict.fromkeys(k.node.inputs)),
-                   "source": str(k.node.loc) if k.node.loc else None} for k in model.kernels],
+        # one entry per kernel, named after its node; nodes fused into it are listed under it with
+        # their own MACs and parameters, and the values between them take no workspace
+        "nodes": [_kernel_entry(k, params) for k in model.kernels],
         "constants": [{"name": c.name, "bytes": c.nbytes, "params": params[c.name]} for c in model.constants],
         # the values the report draws: shapes of what kernels read and write
         "values": _values(model),
@@ -98,7 +113,7 @@ def assemble(model: GeneratedModel) -> dict[str, str]:
         "unused_inputs": [v["name"] for v in inputs
                           if not any(a == v["name"] for k in model.kernels for a in k.call_args)],
         "workspace_bytes": model.plan.workspace_bytes,
-        "constants": model.constants, "kernels": model.kernels,
+        "constants": model.constants, "kernels": model.kernels, "prelude": model.prelude,
         "clusters": [[k for k in model.kernels if k.cluster == c]
                      for c in range(model.schedule.cluster_count)],
         # a whole-word match: value names such as 'three_rows' contain "ws" too

@@ -1,55 +1,135 @@
-"""The loop-level IR functors emit: a small C-like language on scalars.
+"""The loop-level IR functors emit: a small, typed, C-like language.
 
-Loops have static bounds; tensors are flat buffers addressed by integer expressions;
-locals hold accumulators (float unless they say otherwise), and Cast converts between
-element types. One renderer (render.py) turns it into C++, and
-simplification (simplify.py) works on it the same way for every op.
+Loops have static bounds; tensors are flat buffers addressed by integer expressions. Every
+expression has an element type (`dtype`: a tensor dtype such as "float32" or "int8", or INDEX for
+loop indices and offsets; never a C++ spelling) and a vector width (`width`: lanes; 1 is a scalar).
+Leaves (Const, Var, Load, Cast, Broadcast, Call) carry both; composite expressions derive them from
+their operands. A `Var` may leave its type to its declaration (`For`: INDEX, `Local`: the local's);
+`annotate` fills them in, as it fills a `Load`'s from the kernel's parameters.
+
+A vector `Load` reads `width` consecutive elements from `index`; a `Store` of a vector value writes
+as many. `Call` calls a target intrinsic by name (the renderer's table spells it). A kernel may
+declare `Scratch` buffers: small per-kernel arrays that the memory plan places in the workspace
+(they are live only while the kernel runs).
+
+A `Store` may say where it writes in the tensor's logical coordinates (`at`, one index per axis).
+Functors that give `at` on every store of an output let the generator fuse elementwise consumers
+into them: see codegen/generate/fuse.py and docs/KERNELS.md.
+
+One renderer per backend (render.py) turns the IR into C++; one rewrite engine (simplify.py)
+simplifies it the same way for every op.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Sequence, Union
 
+# --- element types --------------------------------------------------------------------------
+INDEX = "index"  # loop indices, offsets and counters; C++ `int`
+FLOAT_DTYPES = frozenset({"float32"})
+INT_DTYPES = frozenset({"int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", INDEX})
+DTYPES = FLOAT_DTYPES | INT_DTYPES | {"bool"}
+# Spellings older functors used; accepted where a dtype is expected and normalised to the dtype.
+_SPELLINGS = {"float": "float32", "int": INDEX, "bool": "bool", "std::int64_t": "int64",
+              "std::int32_t": "int32", "std::int16_t": "int16", "std::int8_t": "int8",
+              "std::uint8_t": "uint8", "std::uint16_t": "uint16", "std::uint32_t": "uint32"}
+
+
+def as_dtype(t: str | bool) -> str:
+    """A dtype from a dtype, an older C++ spelling, or a bool (True: float32, False: INDEX)."""
+    if isinstance(t, bool):
+        return "float32" if t else INDEX
+    t = _SPELLINGS.get(t, t)
+    if t not in DTYPES:
+        raise ValueError(f"not an element type of the loop IR: {t!r}")
+    return t
+
+
+def _normalise(obj, field: str = "dtype") -> None:
+    """Frozen dataclasses: replace a spelled type by its dtype in __post_init__."""
+    value = getattr(obj, field)
+    if value is not None:
+        object.__setattr__(obj, field, as_dtype(value))
+
 
 # --- expressions ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Const:
-    """A literal; `is_float` decides between a float and an integer literal."""
+    """A literal of `dtype` (True/False are accepted for float32/INDEX), splatted to `width` lanes."""
 
     value: float | int
-    is_float: bool = True
+    dtype: str = "float32"
+    width: int = 1
+
+    def __post_init__(self):
+        _normalise(self)
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype in FLOAT_DTYPES
 
 
 @dataclass(frozen=True)
 class Var:
-    """A loop index or a local."""
+    """A loop index or a local; `dtype` None until `annotate` copies it from the declaration."""
 
     name: str
+    dtype: str | None = None
+    width: int = 1
+
+    def __post_init__(self):
+        _normalise(self)
 
 
 @dataclass(frozen=True)
 class Load:
-    """Element `index` of tensor `buffer` (a value name)."""
+    """Element `index` of tensor `buffer` (a value or scratch name); `width` consecutive elements
+    from there when width > 1. `dtype` None until `annotate` copies it from the parameter."""
 
     buffer: str
     index: "Expr"
+    width: int = 1
+    dtype: str | None = None
+    stride: int = 1  # elements between consecutive lanes (1: contiguous; 2 is supported)
+
+    def __post_init__(self):
+        _normalise(self)
 
 
 @dataclass(frozen=True)
 class Binary:
-    """Arithmetic or comparison; op is one of BINARY_OPS."""
+    """Arithmetic or comparison, lane by lane; op is one of BINARY_OPS."""
 
     op: str
     a: "Expr"
     b: "Expr"
 
+    @property
+    def dtype(self) -> str | None:
+        if self.op in COMPARISONS or self.op in ("&&", "||"):
+            return "bool"
+        da, db = dtype_of(self.a), dtype_of(self.b)
+        return db if da in (None, INDEX) and db is not None else da
+
+    @property
+    def width(self) -> int:
+        return max(width_of(self.a), width_of(self.b))
+
 
 @dataclass(frozen=True)
 class Unary:
-    """A math function of one argument; op is one of UNARY_OPS."""
+    """A math function of one argument, lane by lane; op is one of UNARY_OPS."""
 
     op: str
     a: "Expr"
+
+    @property
+    def dtype(self) -> str | None:
+        return "bool" if self.op in ("not", "isnan", "isinf") else dtype_of(self.a)
+
+    @property
+    def width(self) -> int:
+        return width_of(self.a)
 
 
 @dataclass(frozen=True)
@@ -60,52 +140,139 @@ class Select:
     a: "Expr"
     b: "Expr"
 
+    @property
+    def dtype(self) -> str | None:
+        return dtype_of(self.a) or dtype_of(self.b)
+
+    @property
+    def width(self) -> int:
+        return max(width_of(self.cond), width_of(self.a), width_of(self.b))
+
 
 @dataclass(frozen=True)
 class Cast:
-    """`a` converted to C++ type `ctype` (as static_cast does: float to integer truncates)."""
+    """`a` converted to `dtype` (as static_cast does: float to integer truncates)."""
 
-    ctype: str
+    dtype: str
     a: "Expr"
 
+    def __post_init__(self):
+        _normalise(self)
 
-Expr = Union[Const, Var, Load, Binary, Unary, Select, Cast]
+    @property
+    def width(self) -> int:
+        return width_of(self.a)
+
+
+@dataclass(frozen=True)
+class Broadcast:
+    """A scalar repeated across `width` lanes."""
+
+    a: "Expr"
+    width: int
+
+    @property
+    def dtype(self) -> str | None:
+        return dtype_of(self.a)
+
+
+@dataclass(frozen=True)
+class ReduceLanes:
+    """The lanes of a vector combined into one scalar, first lane first; op is "+", "max" or "min"."""
+
+    op: str
+    a: "Expr"
+    width = 1
+
+    @property
+    def dtype(self) -> str | None:
+        return dtype_of(self.a)
+
+
+@dataclass(frozen=True)
+class Call:
+    """A target intrinsic (a key of the backend renderer's `intrinsics`) applied to `args`; its result
+    has `dtype` and `width`. Backends without the intrinsic never emit it."""
+
+    fn: str
+    args: tuple["Expr", ...]
+    dtype: str
+    width: int = 1
+
+    def __post_init__(self):
+        _normalise(self)
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One lane (`lane`, an index expression) of a vector."""
+
+    a: "Expr"
+    lane: "Expr"
+    width = 1
+
+    @property
+    def dtype(self) -> str | None:
+        return dtype_of(self.a)
+
+
+Expr = Union[Const, Var, Load, Binary, Unary, Select, Cast, Broadcast, ReduceLanes, Call, Lane]
 
 # max and min are the float functions (fmax, fmin); integer kernels compare with Select.
 BINARY_OPS = frozenset({"+", "-", "*", "/", "%", "<", "<=", ">", ">=", "==", "!=", "&&", "||",
                         "max", "min", "pow", "fmod"})
+COMPARISONS = frozenset({"<", "<=", ">", ">=", "==", "!="})
 # round is to nearest, ties to even (the default floating-point rounding mode); not is logical.
 UNARY_OPS = frozenset({"neg", "exp", "log", "tanh", "erf", "sqrt", "abs", "floor", "ceil", "round",
                        "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
                        "atanh", "log1p", "not", "isnan", "isinf"})
 
 
+def dtype_of(e: Expr) -> str | None:
+    """The element type of an expression (None: a Var not yet annotated)."""
+    return e.dtype
+
+
+def width_of(e: Expr) -> int:
+    """The vector width of an expression (1: a scalar)."""
+    return e.width
+
+
 # --- statements -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class For:
-    """for (int var = 0; var < extent; ++var) body"""
+    """for (int var = 0; var < extent; var += step) body. With step > 1 the body handles `step`
+    iterations at once (a vector or an unrolled block); extent is a multiple of step."""
 
     var: str
     extent: int
     body: tuple["Stmt", ...]
+    step: int = 1
 
 
 @dataclass(frozen=True)
 class Store:
-    """buffer[index] = value"""
+    """buffer[index] = value (`value.width` consecutive elements for a vector). `at`, when given, is
+    the same position as one index per axis of the stored tensor (first lane for a vector): what
+    fusion needs to compute an elementwise consumer at this element."""
 
     buffer: str
     index: Expr
     value: Expr
+    at: tuple[Expr, ...] | None = None
 
 
 @dataclass(frozen=True)
 class Local:
-    """Declare a local of C++ type `ctype` with an initial value."""
+    """Declare a local of `dtype` (older C++ spellings accepted) and `width` lanes, initialised."""
 
     name: str
     init: Expr
-    ctype: str = "float"
+    dtype: str = "float32"
+    width: int = 1
+
+    def __post_init__(self):
+        _normalise(self)
 
 
 @dataclass(frozen=True)
@@ -126,12 +293,28 @@ Stmt = Union[For, Store, Local, Assign, Comment]
 
 @dataclass(frozen=True)
 class Param:
-    """A tensor a kernel reads or writes: value name, element C++ type, element count."""
+    """A tensor a kernel reads or writes: value name, element dtype, element count."""
 
     buffer: str
-    ctype: str
+    dtype: str
     size: int
     writes: bool
+
+    def __post_init__(self):
+        _normalise(self)
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """A per-kernel buffer of `size` elements of `dtype`; the memory plan gives it workspace bytes
+    alive only during the kernel, and the kernel receives it as a parameter named like a tensor."""
+
+    name: str
+    dtype: str
+    size: int
+
+    def __post_init__(self):
+        _normalise(self)
 
 
 @dataclass(frozen=True)
@@ -142,6 +325,7 @@ class Kernel:
     params: tuple[Param, ...]
     body: tuple[Stmt, ...]
     doc: str = ""
+    scratch: tuple[Scratch, ...] = ()
 
 
 # --- construction helpers -------------------------------------------------------------------
@@ -186,3 +370,83 @@ def nest(shape: Sequence[int], prefix: str, body) -> tuple[tuple[Stmt, ...], lis
     for var, extent in reversed(list(zip(vars_, shape))):
         stmts = (For(var.name, extent, stmts),)
     return stmts, vars_
+
+
+# --- walking the IR -------------------------------------------------------------------------
+
+
+def map_expr(e: Expr, fn) -> Expr:
+    """Rebuild `e` bottom-up: children first, then `fn` on the node with its new children."""
+    if isinstance(e, (Const, Var)):
+        return fn(e)
+    if isinstance(e, Load):
+        return fn(Load(e.buffer, map_expr(e.index, fn), e.width, e.dtype, e.stride))
+    if isinstance(e, Binary):
+        return fn(Binary(e.op, map_expr(e.a, fn), map_expr(e.b, fn)))
+    if isinstance(e, Unary):
+        return fn(Unary(e.op, map_expr(e.a, fn)))
+    if isinstance(e, Select):
+        return fn(Select(map_expr(e.cond, fn), map_expr(e.a, fn), map_expr(e.b, fn)))
+    if isinstance(e, Cast):
+        return fn(Cast(e.dtype, map_expr(e.a, fn)))
+    if isinstance(e, Broadcast):
+        return fn(Broadcast(map_expr(e.a, fn), e.width))
+    if isinstance(e, ReduceLanes):
+        return fn(ReduceLanes(e.op, map_expr(e.a, fn)))
+    if isinstance(e, Call):
+        return fn(Call(e.fn, tuple(map_expr(a, fn) for a in e.args), e.dtype, e.width))
+    if isinstance(e, Lane):
+        return fn(Lane(map_expr(e.a, fn), map_expr(e.lane, fn)))
+    raise TypeError(f"not a loop IR expression: {e!r}")
+
+
+def map_stmts(stmts: Sequence[Stmt], fn) -> tuple[Stmt, ...]:
+    """Every statement with `map_expr(., fn)` applied to each expression it holds."""
+    out: list[Stmt] = []
+    for s in stmts:
+        if isinstance(s, For):
+            out.append(For(s.var, s.extent, map_stmts(s.body, fn), s.step))
+        elif isinstance(s, Store):
+            out.append(Store(s.buffer, map_expr(s.index, fn), map_expr(s.value, fn),
+                             None if s.at is None else tuple(map_expr(a, fn) for a in s.at)))
+        elif isinstance(s, Local):
+            out.append(Local(s.name, map_expr(s.init, fn), s.dtype, s.width))
+        elif isinstance(s, Assign):
+            out.append(Assign(s.name, map_expr(s.value, fn)))
+        else:
+            out.append(s)
+    return tuple(out)
+
+
+def walk_stmts(stmts: Sequence[Stmt]):
+    """Every statement, loops' bodies included, in order."""
+    for s in stmts:
+        yield s
+        if isinstance(s, For):
+            yield from walk_stmts(s.body)
+
+
+def annotate(kernel: Kernel) -> Kernel:
+    """The kernel with every Var and Load typed from its declaration (For, Local, Param, Scratch)."""
+    from dataclasses import replace
+    buffers = {p.buffer: p.dtype for p in kernel.params} | {s.name: s.dtype for s in kernel.scratch}
+
+    def body(stmts: Sequence[Stmt], scope: dict[str, tuple[str, int]]) -> tuple[Stmt, ...]:
+        scope = dict(scope)
+
+        def typed(e: Expr) -> Expr:
+            if isinstance(e, Var) and e.dtype is None and e.name in scope:
+                return Var(e.name, *scope[e.name])
+            if isinstance(e, Load) and e.dtype is None and e.buffer in buffers:
+                return Load(e.buffer, e.index, e.width, buffers[e.buffer], e.stride)
+            return e
+        out: list[Stmt] = []
+        for s in stmts:
+            if isinstance(s, For):
+                out.append(For(s.var, s.extent, body(s.body, {**scope, s.var: (INDEX, 1)}), s.step))
+                continue
+            out.append(map_stmts((s,), typed)[0])
+            if isinstance(s, Local):
+                scope[s.name] = (s.dtype, s.width)
+        return tuple(out)
+    return replace(kernel, body=body(kernel.body, {}))

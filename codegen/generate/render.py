@@ -1,12 +1,20 @@
-"""The one renderer from loop IR to C++."""
+"""Rendering loop IR as C++: one renderer, configured by data (a `Renderer`) per backend.
+
+A Renderer holds what differs between targets: the C++ name of each element type, the alignment
+of vector types, how vector types are spelled (GCC vector extensions), the target intrinsics a
+`Call` may name, and a prelude of helpers its rendered kernels rely on. Everything else (operator
+precedence, literals, statements) is the same for every backend.
+"""
 from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
 
 import numpy as np
 
 from codegen.escape import c_comment
-
-from codegen.generate.loop_ir import (Assign, Binary, Cast, Comment, Const, Expr, For, Kernel, Load,
-                                      Local, Select, Stmt, Store, Unary, Var)
+from codegen.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Call, Cast, Comment, Const, Expr,
+                                      For, Kernel, Lane, Load, Local, ReduceLanes, Select, Stmt, Store, Unary, Var)
 
 # C++ spelling of each math function, float overloads from <cmath>. nearbyint rounds ties to even in
 # the default rounding mode, and unlike rint never raises the inexact flag.
@@ -19,6 +27,14 @@ _UNARY_CPP = {"exp": "std::exp", "log": "std::log", "tanh": "std::tanh", "erf": 
 _CALL_CPP = {"max": "std::fmax", "min": "std::fmin", "pow": "std::pow", "fmod": "std::fmod"}
 
 BUFFER_PREFIX = "t_"  # kernel parameters are t_<value>: never clashes with loop indices or locals
+
+# C++ names of the element types every renderer knows.
+TYPE_NAMES: Mapping[str, str] = {
+    "float32": "float", INDEX: "int", "bool": "bool", "int64": "std::int64_t", "int32": "std::int32_t",
+    "int16": "std::int16_t", "int8": "std::int8_t", "uint8": "std::uint8_t", "uint16": "std::uint16_t",
+    "uint32": "std::uint32_t"}
+# Short names for vector types: f32x8 is 8 float32 lanes.
+_LANE_NAMES = {"float32": "f32", "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", INDEX: "i32"}
 
 
 def float_literal(v: float) -> str:
@@ -42,90 +58,203 @@ def float_literal(v: float) -> str:
 # Binding strength of infix operators; higher binds tighter (C++ precedence).
 _PRECEDENCE = {"*": 6, "/": 6, "%": 6, "+": 5, "-": 5, "<": 4, "<=": 4, ">": 4, ">=": 4,
                "==": 3, "!=": 3, "&&": 2, "||": 1}
-
-
 _COMPARISONS = frozenset({"<", "<=", ">", ">=", "==", "!="})
-
-
-def _operand(e: Expr, parent: str, context: int) -> str:
-    """An operand of infix `parent`. Where C++ needs no parentheses but -Wall asks for them
-    (-Wparentheses: && inside ||, a comparison inside a comparison), they are added too."""
-    if isinstance(e, Binary) and ((parent == "||" and e.op == "&&") or
-                                  (parent in _COMPARISONS and e.op in _COMPARISONS)):
-        return f"({render_expr(e)})"
-    return render_expr(e, context)
-
-
-def render_expr(e: Expr, context: int = 0) -> str:
-    """C++ text of an expression; parentheses only where C++ precedence would regroup it, so the
-    evaluation order of float arithmetic is exactly the IR's."""
-    if isinstance(e, Const):
-        text = float_literal(e.value) if e.is_float else str(int(e.value))
-        return f"({text})" if text.startswith("-") and context > 0 else text
-    if isinstance(e, Var):
-        return e.name
-    if isinstance(e, Load):
-        return f"{BUFFER_PREFIX}{e.buffer}[{render_expr(e.index)}]"
-    if isinstance(e, Unary):
-        if e.op in ("neg", "not"):
-            sign = "-" if e.op == "neg" else "!"
-            inner = render_expr(e.a, 7)
-            # "--x" would be C++'s decrement operator
-            return f"{sign}({inner})" if inner.startswith("-") else f"{sign}{inner}"
-        return f"{_UNARY_CPP[e.op]}({render_expr(e.a)})"
-    if isinstance(e, Cast):
-        return f"static_cast<{e.ctype}>({render_expr(e.a)})"
-    if isinstance(e, Select):
-        text = f"{render_expr(e.cond, 1)} ? {render_expr(e.a)} : {render_expr(e.b)}"
-        return f"({text})" if context > 0 else text
-    if isinstance(e, Binary):
-        if e.op in _CALL_CPP:
-            return f"{_CALL_CPP[e.op]}({render_expr(e.a)}, {render_expr(e.b)})"
-        prec = _PRECEDENCE[e.op]
-        # Left-associative: the right operand needs parentheses at equal precedence.
-        text = f"{_operand(e.a, e.op, prec)} {e.op} {_operand(e.b, e.op, prec + 1)}"
-        return f"({text})" if prec < context else text
-    raise TypeError(f"not a loop IR expression: {e!r}")
-
-
 _COMPOUND = frozenset({"+", "-", "*", "/"})  # x = x op e  ->  x op= e
 
 
-def render_stmts(stmts: tuple[Stmt, ...], indent: int) -> list[str]:
-    """C++ lines of a statement list at the given indent (in spaces)."""
-    pad = " " * indent
-    lines: list[str] = []
-    for s in stmts:
-        if isinstance(s, For):
-            lines.append(f"{pad}for (int {s.var} = 0; {s.var} < {s.extent}; ++{s.var}) {{")
-            lines += render_stmts(s.body, indent + 2)
-            lines.append(f"{pad}}}")
-        elif isinstance(s, Store):
-            lines.append(f"{pad}{BUFFER_PREFIX}{s.buffer}[{render_expr(s.index)}] = "
-                         f"{render_expr(s.value)};")
-        elif isinstance(s, Local):
-            lines.append(f"{pad}{s.ctype} {s.name} = {render_expr(s.init)};")
-        elif isinstance(s, Assign):
-            v = s.value
-            if isinstance(v, Binary) and v.op in _COMPOUND and v.a == Var(s.name):
-                lines.append(f"{pad}{s.name} {v.op}= {render_expr(v.b)};")
+@dataclass(frozen=True)
+class Renderer:
+    """How one backend spells the loop IR in C++ (see the module doc).
+
+    `intrinsics` maps an intrinsic name (what `Call.fn` says) to a C++ format string over the
+    rendered arguments ({0}, {1}, ...). `headers` are included before the kernels."""
+
+    name: str = "portable"
+    type_names: Mapping[str, str] = field(default_factory=lambda: dict(TYPE_NAMES))
+    vector_alignment: int = 4  # vectors are loaded and stored at element alignment (memcpy)
+    intrinsics: Mapping[str, str] = field(default_factory=dict)
+    headers: tuple[str, ...] = ()
+    # Scalar float max/min as inline compare-and-select with fmax's NaN rule, instead of a libm
+    # call the compiler cannot inline without -ffinite-math-only.
+    inline_minmax: bool = False
+    # Kernels of at least this many MACs are kept out of run() (noinline): inlined, their register
+    # blocks' spill slots add up in run()'s frame, while a call costs nothing next to their work.
+    # Small kernels stay inlinable: a call frame would cost more stack than it saves.
+    noinline_macs: int | None = None
+
+    # --- types ---
+    def type_name(self, dtype: str, width: int = 1) -> str:
+        if width == 1:
+            return self.type_names[dtype]
+        return f"{_LANE_NAMES[dtype]}x{width}"
+
+    def vector_types(self, kernels) -> list[tuple[str, int]]:
+        """(dtype, width) of every vector type the kernels use, sorted."""
+        found: set[tuple[str, int]] = set()
+
+        def note(e):
+            w = getattr(e, "width", 1)
+            d = getattr(e, "dtype", None)
+            if w > 1 and d is not None:
+                found.add((d, w))
+            return e
+        from codegen.generate.loop_ir import map_stmts, walk_stmts
+        for k in kernels:
+            map_stmts(k.body, note)
+            for s in walk_stmts(k.body):
+                if isinstance(s, Local) and s.width > 1:
+                    found.add((s.dtype, s.width))
+        return sorted(found)
+
+    def prelude(self, kernels) -> str:
+        """C++ the kernels need before them: headers, vector typedefs and their load/store helpers."""
+        lines = [f"#include <{h}>" for h in self.headers]
+        if self.inline_minmax:
+            lines += ["inline float max_f32(float a, float b) noexcept { return (a >= b || std::isnan(b)) ? a : b; }",
+                      "inline float min_f32(float a, float b) noexcept { return (a <= b || std::isnan(b)) ? a : b; }"]
+        for dtype, width in self.vector_types(kernels):
+            t, e = self.type_name(dtype, width), self.type_names[dtype]
+            size = width * {"float32": 4, "int32": 4, INDEX: 4, "int16": 2, "int8": 1, "uint8": 1}[dtype]
+            lines += [
+                f"typedef {e} {t} __attribute__((vector_size({size})));",
+                f"inline {t} load_{t}(const {e}* p) noexcept {{ {t} v; std::memcpy(&v, p, sizeof v); return v; }}",
+                f"inline void store_{t}({e}* p, {t} v) noexcept {{ std::memcpy(p, &v, sizeof v); }}",
+                f"inline {t} splat_{t}({e} s) noexcept {{ return {t}{{}} + s; }}",
+                # fmax's rule lane by lane: a NaN operand loses to a number
+                f"inline {t} max_{t}({t} a, {t} b) noexcept {{ return (a >= b || b != b) ? a : b; }}",
+                f"inline {t} min_{t}({t} a, {t} b) noexcept {{ return (a <= b || b != b) ? a : b; }}",
+                f"inline {e} sum_{t}({t} v) noexcept {{ {e} s = v[0]; for (int i = 1; i < {width}; ++i) "
+                f"s += v[i]; return s; }}",
+                # every second element from p: a row read by a window of stride 2
+                f"inline {t} load2_{t}(const {e}* p) noexcept {{ {t} v; for (int i = 0; i < {width}; ++i) "
+                f"v[i] = p[2 * i]; return v; }}",
+            ]
+        return "\n".join(lines)
+
+    # --- expressions ---
+    def _operand(self, e: Expr, parent: str, context: int) -> str:
+        """An operand of infix `parent`. Where C++ needs no parentheses but -Wall asks for them
+        (-Wparentheses: && inside ||, a comparison inside a comparison), they are added too."""
+        if isinstance(e, Binary) and ((parent == "||" and e.op == "&&") or
+                                      (parent in _COMPARISONS and e.op in _COMPARISONS)):
+            return f"({self.expr(e)})"
+        return self.expr(e, context)
+
+    def expr(self, e: Expr, context: int = 0) -> str:
+        """C++ text of an expression; parentheses only where C++ precedence would regroup it, so the
+        evaluation order of float arithmetic is exactly the IR's."""
+        if isinstance(e, Const):
+            text = float_literal(e.value) if e.is_float else str(int(e.value))
+            if e.width > 1:
+                return f"splat_{self.type_name(e.dtype, e.width)}({text})"
+            return f"({text})" if text.startswith("-") and context > 0 else text
+        if isinstance(e, Var):
+            return e.name
+        if isinstance(e, Load):
+            if e.width > 1:
+                load = "load" if e.stride == 1 else f"load{e.stride}"
+                return f"{load}_{self.type_name(e.dtype or 'float32', e.width)}(&{BUFFER_PREFIX}{e.buffer}" \
+                       f"[{self.expr(e.index)}])"
+            return f"{BUFFER_PREFIX}{e.buffer}[{self.expr(e.index)}]"
+        if isinstance(e, Broadcast):
+            return f"splat_{self.type_name(e.dtype or 'float32', e.width)}({self.expr(e.a)})"
+        if isinstance(e, ReduceLanes):
+            op = {"+": "sum", "max": "hmax", "min": "hmin"}[e.op]
+            return f"{op}_{self.type_name(e.dtype or 'float32', e.a.width)}({self.expr(e.a)})"
+        if isinstance(e, Lane):
+            return f"{self.expr(e.a, 8)}[{self.expr(e.lane)}]"
+        if isinstance(e, Call):
+            if e.fn not in self.intrinsics:
+                raise KeyError(f"the {self.name} renderer has no intrinsic '{e.fn}'")
+            return self.intrinsics[e.fn].format(*[self.expr(a) for a in e.args])
+        if isinstance(e, Unary):
+            if e.op in ("neg", "not"):
+                sign = "-" if e.op == "neg" else "!"
+                inner = self.expr(e.a, 7)
+                # "--x" would be C++'s decrement operator
+                return f"{sign}({inner})" if inner.startswith("-") else f"{sign}{inner}"
+            return f"{_UNARY_CPP[e.op]}({self.expr(e.a)})"
+        if isinstance(e, Cast):
+            return f"static_cast<{self.type_names[e.dtype]}>({self.expr(e.a)})"
+        if isinstance(e, Select):
+            text = f"{self.expr(e.cond, 1)} ? {self.expr(e.a)} : {self.expr(e.b)}"
+            return f"({text})" if context > 0 else text
+        if isinstance(e, Binary):
+            if e.op in _CALL_CPP:
+                if e.op in ("max", "min") and (e.width > 1 or (self.inline_minmax and e.dtype == "float32")):
+                    t = self.type_name(e.dtype or "float32", e.width) if e.width > 1 else "f32"
+                    return f"{e.op}_{t}({self.expr(e.a)}, {self.expr(e.b)})"
+                return f"{_CALL_CPP[e.op]}({self.expr(e.a)}, {self.expr(e.b)})"
+            prec = _PRECEDENCE[e.op]
+            # Left-associative: the right operand needs parentheses at equal precedence.
+            text = f"{self._operand(e.a, e.op, prec)} {e.op} {self._operand(e.b, e.op, prec + 1)}"
+            return f"({text})" if prec < context else text
+        raise TypeError(f"not a loop IR expression: {e!r}")
+
+    # --- statements ---
+    def stmts(self, stmts: tuple[Stmt, ...], indent: int) -> list[str]:
+        """C++ lines of a statement list at the given indent (in spaces)."""
+        pad = " " * indent
+        lines: list[str] = []
+        for s in stmts:
+            if isinstance(s, For):
+                step = f"++{s.var}" if s.step == 1 else f"{s.var} += {s.step}"
+                lines.append(f"{pad}for (int {s.var} = 0; {s.var} < {s.extent}; {step}) {{")
+                lines += self.stmts(s.body, indent + 2)
+                lines.append(f"{pad}}}")
+            elif isinstance(s, Store):
+                if s.value.width > 1:
+                    t = self.type_name(s.value.dtype or "float32", s.value.width)
+                    lines.append(f"{pad}store_{t}(&{BUFFER_PREFIX}{s.buffer}[{self.expr(s.index)}], "
+                                 f"{self.expr(s.value)});")
+                else:
+                    lines.append(f"{pad}{BUFFER_PREFIX}{s.buffer}[{self.expr(s.index)}] = "
+                                 f"{self.expr(s.value)};")
+            elif isinstance(s, Local):
+                lines.append(f"{pad}{self.type_name(s.dtype, s.width)} {s.name} = {self.expr(s.init)};")
+            elif isinstance(s, Assign):
+                v = s.value
+                if isinstance(v, Binary) and v.op in _COMPOUND and isinstance(v.a, Var) and v.a.name == s.name:
+                    lines.append(f"{pad}{s.name} {v.op}= {self.expr(v.b)};")
+                else:
+                    lines.append(f"{pad}{s.name} = {self.expr(v)};")
+            elif isinstance(s, Comment):
+                lines.append(f"{pad}// {c_comment(s.text)}")
             else:
-                lines.append(f"{pad}{s.name} = {render_expr(v)};")
-        elif isinstance(s, Comment):
-            lines.append(f"{pad}// {c_comment(s.text)}")
-        else:
-            raise TypeError(f"not a loop IR statement: {s!r}")
-    return lines
+                raise TypeError(f"not a loop IR statement: {s!r}")
+        return lines
+
+    def signature(self, kernel: Kernel, aliased: frozenset[str] = frozenset(), macs: int = 0) -> str:
+        """The kernel's C++ parameter list; the `aliased` tensors share bytes, so they are not __restrict.
+        Scratch buffers come last."""
+        params = [f"{'' if p.writes else 'const '}{self.type_names[p.dtype]}* "
+                  f"{'' if p.buffer in aliased else '__restrict '}{BUFFER_PREFIX}{p.buffer}" for p in kernel.params]
+        params += [f"{self.type_names[s.dtype]}* __restrict {BUFFER_PREFIX}{s.name}" for s in kernel.scratch]
+        standalone = self.noinline_macs is not None and macs >= self.noinline_macs
+        return f"{'__attribute__((noinline)) ' if standalone else ''}void {kernel.name}({', '.join(params)}) noexcept"
+
+    def kernel(self, kernel: Kernel, aliased: frozenset[str] = frozenset(), macs: int = 0) -> str:
+        """C++ definition of one kernel (`aliased`: parameters pointing at the same bytes; `macs`: its
+        work, see noinline_macs)."""
+        lines = [f"{self.signature(kernel, aliased, macs)} {{"] + self.stmts(kernel.body, 2) + ["}"]
+        return "\n".join(lines)
+
+
+PORTABLE = Renderer()
+
+
+# Module-level spellings of the portable renderer, for callers that need no target.
+def render_expr(e: Expr, context: int = 0) -> str:
+    return PORTABLE.expr(e, context)
+
+
+def render_stmts(stmts: tuple[Stmt, ...], indent: int) -> list[str]:
+    return PORTABLE.stmts(stmts, indent)
 
 
 def render_signature(kernel: Kernel, aliased: frozenset[str] = frozenset()) -> str:
-    """The kernel's C++ parameter list; the `aliased` tensors share bytes, so they are not __restrict."""
-    params = [f"{'' if p.writes else 'const '}{p.ctype}* {'' if p.buffer in aliased else '__restrict '}"
-              f"{BUFFER_PREFIX}{p.buffer}" for p in kernel.params]
-    return f"void {kernel.name}({', '.join(params)}) noexcept"
+    return PORTABLE.signature(kernel, aliased)
 
 
 def render_kernel(kernel: Kernel, aliased: frozenset[str] = frozenset()) -> str:
-    """C++ definition of one kernel (`aliased`: parameters pointing at the same bytes)."""
-    lines = [f"{render_signature(kernel, aliased)} {{"] + render_stmts(kernel.body, 2) + ["}"]
-    return "\n".join(lines)
+    return PORTABLE.kernel(kernel, aliased)

@@ -1,53 +1,75 @@
-"""Simplification on the loop IR: fold constant index arithmetic and drop trivial loops."""
+"""The one rewrite engine on the loop IR: rules as pattern tables, applied bottom-up to a fixpoint.
+
+A rule is (node class, function); the function returns a replacement or None when the pattern does
+not match. `RULES` is the table every kernel goes through (fold constant index arithmetic, drop
+identities that are exact in floating point); passes with rules of their own (fusion, vector
+lowering) call `rewrite` with their table. Statement-level simplification (loops of one iteration
+disappear, their index becomes 0) is structural and stays below.
+"""
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
-from typing import Mapping
+from typing import Callable, Mapping, Optional, Sequence
 
-from codegen.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Kernel, Load, Local,
-                                      Select, Stmt, Store, Unary, Var)
+from codegen.generate.loop_ir import (INDEX, Assign, Binary, Const, Expr, For, Kernel, Local, Stmt,
+                                      Store, Var, map_expr)
+
+Rule = tuple[type, Callable[[Expr], Optional[Expr]]]
+
+
+def _int(e: Expr, value: int | None = None) -> bool:
+    """An integer (not float) constant, of `value` if given."""
+    return isinstance(e, Const) and not e.is_float and e.width == 1 and (value is None or e.value == value)
+
+
+def _one(e: Expr) -> bool:
+    return isinstance(e, Const) and e.value == 1 and e.width == 1
+
 
 _INT_FOLD = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
 
+RULES: tuple[Rule, ...] = (
+    # constant index arithmetic folds (division and modulo do not: C++ truncates, Python floors)
+    (Binary, lambda e: Const(_INT_FOLD[e.op](e.a.value, e.b.value), INDEX)
+     if e.op in _INT_FOLD and _int(e.a) and _int(e.b) else None),
+    # integer +0, -0 (float x + 0.0 is not x: -0.0 + 0.0 is +0.0)
+    (Binary, lambda e: e.b if e.op == "+" and _int(e.a, 0) else None),
+    (Binary, lambda e: e.a if e.op in ("+", "-") and _int(e.b, 0) else None),
+    # integer *0
+    (Binary, lambda e: Const(0, INDEX) if e.op == "*" and (_int(e.a, 0) or _int(e.b, 0)) else None),
+    # x * 1 and x / 1 are exactly x in floating point too
+    (Binary, lambda e: e.b if e.op == "*" and _one(e.a) else None),
+    (Binary, lambda e: e.a if e.op in ("*", "/") and _one(e.b) else None),
+)
 
-def simplify_expr(e: Expr, env: Mapping[str, Expr]) -> Expr:
-    """Substitute `env`, fold integer constants, drop integer +0 and -0, *1 and /1 (and integer *0)."""
-    if isinstance(e, Var):
-        return env.get(e.name, e)
-    if isinstance(e, Load):
-        return Load(e.buffer, simplify_expr(e.index, env))
-    if isinstance(e, Unary):
-        return Unary(e.op, simplify_expr(e.a, env))
-    if isinstance(e, Select):
-        return Select(simplify_expr(e.cond, env), simplify_expr(e.a, env), simplify_expr(e.b, env))
-    if isinstance(e, Cast):
-        return Cast(e.ctype, simplify_expr(e.a, env))
-    if not isinstance(e, Binary):
+
+def rewrite(e: Expr, rules: Sequence[Rule]) -> Expr:
+    """`e` with every node rewritten by the first matching rule, repeatedly, children first."""
+    def at_node(node: Expr) -> Expr:
+        for _ in range(64):  # a rule table is a terminating system; the bound only guards mistakes
+            for cls, fn in rules:
+                if isinstance(node, cls):
+                    new = fn(node)
+                    if new is not None:
+                        node = new
+                        break
+            else:
+                return node
+        return node
+    return map_expr(e, at_node)
+
+
+def substitute(e: Expr, env: Mapping[str, Expr]) -> Expr:
+    """`e` with the variables named in `env` replaced."""
+    if not env:
         return e
-    a, b = simplify_expr(e.a, env), simplify_expr(e.b, env)
-    ints = [isinstance(x, Const) and not x.is_float for x in (a, b)]
-    if all(ints) and e.op in _INT_FOLD:
-        return Const(_INT_FOLD[e.op](a.value, b.value), False)
-    consts = [isinstance(x, Const) for x in (a, b)]
-    if e.op == "+":
-        if ints[0] and a.value == 0:
-            return b
-        if ints[1] and b.value == 0:
-            return a
-    if e.op == "-" and ints[1] and b.value == 0:
-        return a
-    if e.op == "*":
-        if (ints[0] and a.value == 0) or (ints[1] and b.value == 0):
-            return Const(0, False)
-        # x * 1 is exactly x in floating point too (x + 0.0 is not: -0.0 + 0.0 is +0.0)
-        if consts[0] and a.value == 1:
-            return b
-        if consts[1] and b.value == 1:
-            return a
-    if e.op == "/" and consts[1] and b.value == 1:
-        return a
-    return Binary(e.op, a, b)
+    return map_expr(e, lambda n: env.get(n.name, n) if isinstance(n, Var) else n)
+
+
+def simplify_expr(e: Expr, env: Mapping[str, Expr], rules: Sequence[Rule] = RULES) -> Expr:
+    """Substitute `env`, then rewrite with `rules` (by default the table every kernel goes through)."""
+    return rewrite(substitute(e, env), rules)
 
 
 def _scope_locals(stmts: tuple[Stmt, ...]) -> list[str]:
@@ -56,35 +78,37 @@ def _scope_locals(stmts: tuple[Stmt, ...]) -> list[str]:
     for s in stmts:
         if isinstance(s, Local):
             names.append(s.name)
-        elif isinstance(s, For) and s.extent == 1:
+        elif isinstance(s, For) and s.extent == s.step:
             names += _scope_locals(s.body)
     return names
 
 
-def _simplify_stmts(stmts: tuple[Stmt, ...], env: Mapping[str, Expr]) -> tuple[Stmt, ...]:
+def _simplify_stmts(stmts: tuple[Stmt, ...], env: Mapping[str, Expr], rules) -> tuple[Stmt, ...]:
     out: list[Stmt] = []
     declared = Counter(_scope_locals(stmts))
+    s_ = lambda e: simplify_expr(e, env, rules)
     for s in stmts:
         if isinstance(s, For):
             # A loop of one iteration goes and its index becomes 0, unless its body declares a local
             # that something else in this scope declares too: unwrapped, the two would clash.
-            if s.extent == 1 and all(declared[n] == 1 for n in _scope_locals(s.body)):
-                out.extend(_simplify_stmts(s.body, {**env, s.var: Const(0, False)}))
+            if s.extent == s.step and all(declared[n] == 1 for n in _scope_locals(s.body)):
+                out.extend(_simplify_stmts(s.body, {**env, s.var: Const(0, INDEX)}, rules))
             elif s.extent >= 1:
                 # the loop's own index shadows any outer substitution of the same name
                 inner = {k: v for k, v in env.items() if k != s.var}
-                out.append(For(s.var, s.extent, _simplify_stmts(s.body, inner)))
+                out.append(For(s.var, s.extent, _simplify_stmts(s.body, inner, rules), s.step))
         elif isinstance(s, Store):
-            out.append(Store(s.buffer, simplify_expr(s.index, env), simplify_expr(s.value, env)))
+            out.append(Store(s.buffer, s_(s.index), s_(s.value),
+                             None if s.at is None else tuple(s_(a) for a in s.at)))
         elif isinstance(s, Local):
-            out.append(Local(s.name, simplify_expr(s.init, env), s.ctype))
+            out.append(Local(s.name, s_(s.init), s.dtype, s.width))
         elif isinstance(s, Assign):
-            out.append(Assign(s.name, simplify_expr(s.value, env)))
+            out.append(Assign(s.name, s_(s.value)))
         else:
             out.append(s)
     return tuple(out)
 
 
-def simplify(kernel: Kernel) -> Kernel:
+def simplify(kernel: Kernel, rules: Sequence[Rule] = RULES) -> Kernel:
     """Return the kernel with its body simplified."""
-    return replace(kernel, body=_simplify_stmts(kernel.body, {}))
+    return replace(kernel, body=_simplify_stmts(kernel.body, {}, rules))

@@ -204,8 +204,14 @@ def _conv_macs(args: InferArgs, outs) -> int:
 _WINDOW_ATTRS = [Attr("auto_pad", "string", "NOTSET", AUTO_PAD), Attr("dilations", "ints", None),
                  Attr("kernel_shape", "ints", None), Attr("pads", "ints", None), Attr("strides", "ints", None)]
 
+def _prepare_conv(args: InferArgs, outs) -> dict:
+    """The group count and one Window per spatial axis, resolved once for the node's kernels."""
+    group, windows = conv_geometry(args)
+    return {"group": group, "windows": tuple(windows)}
+
+
 define("Conv", inputs=(2, 3), infer=_infer_conv, reference=_conv_reference, macs=_conv_macs,
-       attrs=_WINDOW_ATTRS + [Attr("group", "int", 1)])
+       attrs=_WINDOW_ATTRS + [Attr("group", "int", 1)], prepare=_prepare_conv)
 
 
 # --- ConvTranspose --------------------------------------------------------------------------

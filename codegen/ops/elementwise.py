@@ -15,7 +15,7 @@ import numpy as np
 
 from codegen.ir import TensorType
 from codegen.ops.common import ANY, FLOAT, NUMERIC, broadcast_shapes, require_dtypes
-from codegen.ops.registry import Attr, InferArgs, OpError, define
+from codegen.ops.registry import Attr, InferArgs, OpError, Pattern, define
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -174,7 +174,8 @@ def define_table(table: Mapping[str, Rule], inputs: int | tuple[int, int]) -> No
     """Register every row of a table of elementwise rules taking `inputs` inputs (1, 2 or variadic)."""
     make_reference = {1: _unary_reference, 2: _binary_reference}.get(inputs, _variadic_reference)
     for name, rule in table.items():
-        define(name, inputs=inputs, infer=_infer(rule), reference=make_reference(rule), attrs=rule.attrs)
+        define(name, inputs=inputs, infer=_infer(rule), reference=make_reference(rule), attrs=rule.attrs,
+               pattern=Pattern.ELEMENTWISE if inputs == 1 else Pattern.BROADCAST)
 
 
 define_table(UNARY, 1)
@@ -213,5 +214,5 @@ def _clip_reference(xs, attrs):
     return [_as(y, xs[0].dtype)]
 
 
-define("Clip", inputs=(1, 3), infer=_infer_clip, reference=_clip_reference,
+define("Clip", inputs=(1, 3), infer=_infer_clip, reference=_clip_reference, pattern=Pattern.BROADCAST,
        attrs=[Attr("min", "float", None), Attr("max", "float", None)])

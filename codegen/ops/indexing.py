@@ -14,7 +14,7 @@ import numpy as np
 
 from codegen.ir import TensorType
 from codegen.ops.common import ANY, constant_ints, normalize_axis, require_dtypes
-from codegen.ops.registry import Attr, InferArgs, OpError, define
+from codegen.ops.registry import Attr, InferArgs, OpError, Pattern, define
 
 
 def _ints(x: np.ndarray | None) -> tuple[int, ...] | None:
@@ -68,7 +68,7 @@ def _slice_reference(xs, attrs):
     return [xs[0][_slices(ranges)]]
 
 
-define("Slice", inputs=(3, 5), infer=_infer_slice, reference=_slice_reference, constant_inputs=[1, 2, 3, 4])
+define("Slice", pattern=Pattern.INJECTIVE, inputs=(3, 5), infer=_infer_slice, reference=_slice_reference, constant_inputs=[1, 2, 3, 4])
 
 
 # --- Split -------------------------------------------------------------------------------------
@@ -112,7 +112,7 @@ def _split_reference(xs, attrs):
 
 
 # outputs=-1: as many as the node names (the rule checks that they agree with the sizes).
-define("Split", inputs=(1, 2), outputs=-1, infer=_infer_split, reference=_split_reference, constant_inputs=[1],
+define("Split", pattern=Pattern.INJECTIVE, inputs=(1, 2), outputs=-1, infer=_infer_split, reference=_split_reference, constant_inputs=[1],
        attrs=[Attr("axis", "int", 0), Attr("num_outputs", "int", None), Attr("split", "ints", None)])
 
 
@@ -142,7 +142,7 @@ def _gather_reference(xs, attrs):
     return [np.take(data, np.clip(wrapped, 0, n - 1), axis=attrs["axis"])]
 
 
-define("Gather", inputs=2, infer=_infer_gather, reference=_gather_reference, attrs=[Attr("axis", "int", 0)])
+define("Gather", pattern=Pattern.INJECTIVE, inputs=2, infer=_infer_gather, reference=_gather_reference, attrs=[Attr("axis", "int", 0)])
 
 
 def _infer_gather_elements(args: InferArgs) -> list[TensorType]:
@@ -165,7 +165,7 @@ def _gather_elements_reference(xs, attrs):
     return [np.take_along_axis(sub, wrapped, axis=axis)]
 
 
-define("GatherElements", inputs=2, infer=_infer_gather_elements, reference=_gather_elements_reference,
+define("GatherElements", pattern=Pattern.INJECTIVE, inputs=2, infer=_infer_gather_elements, reference=_gather_elements_reference,
        attrs=[Attr("axis", "int", 0)])
 
 
@@ -196,7 +196,7 @@ def _gather_nd_reference(xs, attrs):
     return [out]
 
 
-define("GatherND", inputs=2, infer=_infer_gather_nd, reference=_gather_nd_reference,
+define("GatherND", pattern=Pattern.INJECTIVE, inputs=2, infer=_infer_gather_nd, reference=_gather_nd_reference,
        attrs=[Attr("batch_dims", "int", 0)])
 
 
@@ -342,7 +342,7 @@ def _pad_reference(xs, attrs):
     return [np.pad(cropped, widths, mode=attrs["mode"])]
 
 
-define("Pad", inputs=(2, 4), infer=_infer_pad, reference=_pad_reference, constant_inputs=[1, 3],
+define("Pad", pattern=Pattern.INJECTIVE, inputs=(2, 4), infer=_infer_pad, reference=_pad_reference, constant_inputs=[1, 3],
        attrs=[Attr("mode", "string", "constant", ("constant", "reflect", "edge", "wrap"))])
 
 
@@ -365,7 +365,7 @@ def _trilu_reference(xs, attrs):
     return [np.triu(xs[0], k) if attrs["upper"] else np.tril(xs[0], k)]
 
 
-define("Trilu", inputs=(1, 2), infer=_infer_trilu, reference=_trilu_reference, constant_inputs=[1],
+define("Trilu", pattern=Pattern.INJECTIVE, inputs=(1, 2), infer=_infer_trilu, reference=_trilu_reference, constant_inputs=[1],
        attrs=[Attr("upper", "int", 1, (0, 1))])
 
 

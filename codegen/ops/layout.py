@@ -10,7 +10,7 @@ import numpy as np
 from codegen.ir import TensorType
 from codegen.ops.common import (FLOAT, broadcast_shapes, constant_ints, normalize_axis, require_dtypes,
                                 same_dtype)
-from codegen.ops.registry import Attr, InferArgs, OpError, define
+from codegen.ops.registry import Attr, InferArgs, OpError, Pattern, define
 
 
 def reshape_target(shape: tuple[int, ...], spec: np.ndarray, allowzero: int) -> tuple[int, ...]:
@@ -47,7 +47,7 @@ def _infer_reshape(args: InferArgs) -> list[TensorType]:
     return [TensorType(data.dtype, reshape_target(data.shape, args.values[1], args.attrs["allowzero"]))]
 
 
-define("Reshape", inputs=2, infer=_infer_reshape, constant_inputs=[1],
+define("Reshape", pattern=Pattern.INJECTIVE, inputs=2, infer=_infer_reshape, constant_inputs=[1],
        attrs=[Attr("allowzero", "int", 0, (0, 1))],
        reference=lambda xs, attrs: [xs[0].reshape(reshape_target(xs[0].shape, xs[1], attrs["allowzero"]))])
 
@@ -67,7 +67,7 @@ def _infer_transpose(args: InferArgs) -> list[TensorType]:
     return [TensorType(x.dtype, tuple(x.shape[p] for p in perm))]
 
 
-define("Transpose", inputs=1, infer=_infer_transpose, attrs=[Attr("perm", "ints", None)],
+define("Transpose", pattern=Pattern.INJECTIVE, inputs=1, infer=_infer_transpose, attrs=[Attr("perm", "ints", None)],
        reference=lambda xs, attrs: [np.transpose(xs[0], transpose_perm(xs[0].ndim, attrs["perm"]))])
 
 
@@ -85,7 +85,7 @@ def _infer_concat(args: InferArgs) -> list[TensorType]:
     return [TensorType(dtype, first.shape[:axis] + (total,) + first.shape[axis + 1:])]
 
 
-define("Concat", inputs=(1, -1), infer=_infer_concat, attrs=[Attr("axis", "int")],
+define("Concat", pattern=Pattern.INJECTIVE, inputs=(1, -1), infer=_infer_concat, attrs=[Attr("axis", "int")],
        reference=lambda xs, attrs: [np.concatenate(xs, axis=attrs["axis"])])
 
 
@@ -105,7 +105,7 @@ def _infer_flatten(args: InferArgs) -> list[TensorType]:
     return [TensorType(x.dtype, flatten_shape(x.shape, args.attrs["axis"]))]
 
 
-define("Flatten", inputs=1, attrs=[Attr("axis", "int", 1)], infer=_infer_flatten,
+define("Flatten", pattern=Pattern.INJECTIVE, inputs=1, attrs=[Attr("axis", "int", 1)], infer=_infer_flatten,
        reference=lambda xs, attrs: [xs[0].reshape(flatten_shape(xs[0].shape, attrs["axis"]))])
 
 
@@ -146,7 +146,7 @@ def _axes_op(name: str, rule: Callable[[tuple[int, ...], tuple[int, ...] | None]
         axes = tuple(int(a) for a in xs[1].reshape(-1)) if len(xs) > 1 and xs[1] is not None else attrs["axes"]
         return [xs[0].reshape(rule(xs[0].shape, axes))]
     define(name, inputs=(1, 2), constant_inputs=[1], attrs=[Attr("axes", "ints", None)], infer=infer,
-           reference=reference)
+           reference=reference, pattern=Pattern.INJECTIVE)
 
 
 _axes_op("Squeeze", squeeze_shape)
@@ -167,7 +167,7 @@ def _expand_reference(xs, attrs):
     return [np.broadcast_to(xs[0], shape).copy()]
 
 
-define("Expand", inputs=2, constant_inputs=[1], infer=_infer_expand, reference=_expand_reference)
+define("Expand", pattern=Pattern.INJECTIVE, inputs=2, constant_inputs=[1], infer=_infer_expand, reference=_expand_reference)
 
 
 def _infer_tile(args: InferArgs) -> list[TensorType]:
@@ -179,7 +179,7 @@ def _infer_tile(args: InferArgs) -> list[TensorType]:
     return [TensorType(x.dtype, tuple(d * r for d, r in zip(x.shape, repeats)))]
 
 
-define("Tile", inputs=2, constant_inputs=[1], infer=_infer_tile,
+define("Tile", pattern=Pattern.INJECTIVE, inputs=2, constant_inputs=[1], infer=_infer_tile,
        reference=lambda xs, attrs: [np.tile(xs[0], tuple(int(r) for r in xs[1]))])
 
 
@@ -223,7 +223,7 @@ def _block_op(name: str) -> None:
         view, perm = block_view(name, xs[0].shape, attrs["blocksize"], attrs["mode"])
         moved = np.transpose(xs[0].reshape(view), perm)
         return [moved.reshape(block_shape(name, xs[0].shape, attrs["blocksize"]))]
-    define(name, inputs=1, infer=infer, reference=reference,
+    define(name, inputs=1, infer=infer, reference=reference, pattern=Pattern.INJECTIVE,
            attrs=[Attr("blocksize", "int"), Attr("mode", "string", "DCR", ("DCR", "CRD"))])
 
 

@@ -85,4 +85,5 @@ def _gemm_reference(xs, attrs):
 define("Gemm", inputs=(2, 3), infer=_infer_gemm, reference=_gemm_reference,
        attrs=[Attr("alpha", "float", 1.0), Attr("beta", "float", 1.0),
               Attr("transA", "int", 0, (0, 1)), Attr("transB", "int", 0, (0, 1))],
-       macs=lambda args, outs: math.prod(_gemm_dims(args)))
+       macs=lambda args, outs: math.prod(_gemm_dims(args)),
+       prepare=lambda args, outs: dict(zip(("m", "k", "n"), _gemm_dims(args))))

@@ -6,7 +6,7 @@ import numpy as np
 from codegen.ir import TensorType
 from codegen.ops.common import ANY, FLOAT, NUMERIC, broadcast_shapes, require_dtypes
 from codegen.ops.elementwise import Rule, define_table
-from codegen.ops.registry import Attr, InferArgs, define
+from codegen.ops.registry import Attr, InferArgs, Pattern, define
 
 
 def _isinf(x, a):
@@ -41,7 +41,7 @@ def _infer_where(args: InferArgs) -> list[TensorType]:
     return [TensorType(dtype, broadcast_shapes([t.shape for t in args.types]))]
 
 
-define("Where", inputs=3, infer=_infer_where,
+define("Where", pattern=Pattern.BROADCAST, inputs=3, infer=_infer_where,
        reference=lambda xs, attrs: [np.where(xs[0], xs[1], xs[2]).astype(xs[1].dtype)])
 
 
@@ -63,7 +63,7 @@ def _infer_cast_like(args: InferArgs) -> list[TensorType]:
 
 # saturate and round_mode only concern float8 and narrower types, which Tinsmith has not.
 _FLOAT8_ATTRS = [Attr("saturate", "int", 1, (0, 1)), Attr("round_mode", "string", "up")]
-define("Cast", inputs=1, attrs=[Attr("to", "dtype"), *_FLOAT8_ATTRS], infer=_infer_cast,
+define("Cast", pattern=Pattern.ELEMENTWISE, inputs=1, attrs=[Attr("to", "dtype"), *_FLOAT8_ATTRS], infer=_infer_cast,
        reference=lambda xs, attrs: [_cast(xs[0], attrs["to"])])
-define("CastLike", inputs=2, attrs=_FLOAT8_ATTRS, infer=_infer_cast_like,
+define("CastLike", pattern=Pattern.ELEMENTWISE, inputs=2, attrs=_FLOAT8_ATTRS, infer=_infer_cast_like,
        reference=lambda xs, attrs: [_cast(xs[0], xs[1].dtype.name)])

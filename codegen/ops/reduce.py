@@ -8,7 +8,7 @@ import numpy as np
 
 from codegen.ir import TensorType
 from codegen.ops.common import (ANY, FLOAT, NUMERIC, constant_ints, normalize_axis, require_dtypes)
-from codegen.ops.registry import Attr, InferArgs, OpError, define
+from codegen.ops.registry import Attr, InferArgs, OpError, Pattern, define
 
 
 # --- Softmax, LogSoftmax, Hardmax: along one axis (opset 13 semantics) -------------------------
@@ -47,7 +47,7 @@ def _along_axis_reference(fn: Callable[[np.ndarray, int], np.ndarray]):
 
 for _name, _fn in ALONG_AXIS.items():
     define(_name, inputs=1, infer=_infer_along_axis, attrs=[Attr("axis", "int", -1)],
-           reference=_along_axis_reference(_fn))
+           reference=_along_axis_reference(_fn), pattern=Pattern.REDUCTION)
 
 
 # --- Reduce*: axes from the attribute (before opset 18) or a constant input -------------------
@@ -158,7 +158,7 @@ _REDUCE_ATTRS = [Attr("axes", "ints", None), Attr("keepdims", "int", 1, (0, 1)),
 
 for _name, _rule in REDUCTIONS.items():
     define(_name, inputs=(1, 2), infer=_infer_reduce(_name, _rule.dtypes), reference=_reduce_reference(_rule),
-           constant_inputs=[1], attrs=_REDUCE_ATTRS)
+           constant_inputs=[1], attrs=_REDUCE_ATTRS, pattern=Pattern.REDUCTION)
 
 
 # --- ArgMax, ArgMin --------------------------------------------------------------------------
@@ -184,8 +184,8 @@ def _arg_reference(pick):
 
 _ARG_ATTRS = [Attr("axis", "int", 0), Attr("keepdims", "int", 1, (0, 1)),
               Attr("select_last_index", "int", 0, (0, 1))]
-define("ArgMax", inputs=1, infer=_infer_arg, reference=_arg_reference(np.argmax), attrs=_ARG_ATTRS)
-define("ArgMin", inputs=1, infer=_infer_arg, reference=_arg_reference(np.argmin), attrs=_ARG_ATTRS)
+define("ArgMax", pattern=Pattern.REDUCTION, inputs=1, infer=_infer_arg, reference=_arg_reference(np.argmax), attrs=_ARG_ATTRS)
+define("ArgMin", pattern=Pattern.REDUCTION, inputs=1, infer=_infer_arg, reference=_arg_reference(np.argmin), attrs=_ARG_ATTRS)
 
 
 # --- CumSum ----------------------------------------------------------------------------------

@@ -116,7 +116,48 @@ class InferArgs:
     values: tuple[np.ndarray | None, ...]  # constant data where the input is a constant
 
 
+class Pattern:
+    """How a primitive's outputs depend on its inputs; what fusion and the kernel layer go by.
+
+    ELEMENTWISE: output element i reads element i of every input (same shapes).
+    BROADCAST: output element i reads element i of each input under NumPy broadcasting.
+    INJECTIVE: each output element is one input element moved (layout, slicing, gathers).
+    REDUCTION: output elements combine many input elements along axes.
+    OPAQUE: anything else (convolution, matrix products, sorting)."""
+
+    ELEMENTWISE = "elementwise"
+    BROADCAST = "broadcast"
+    INJECTIVE = "injective"
+    REDUCTION = "reduction"
+    OPAQUE = "opaque"
+    ALL = (ELEMENTWISE, BROADCAST, INJECTIVE, REDUCTION, OPAQUE)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What a primitive's kernels need, computed once per node before code generation (as
+    tflite-micro's Prepare): input and output types, row-major strides, and op-specific `facts`
+    (a conv's windows, a reduction's axes, a quantized op's multipliers)."""
+
+    inputs: tuple[TensorType | None, ...]
+    outputs: tuple[TensorType, ...]
+    facts: Mapping[str, Any] = field(default_factory=dict)
+
+    @staticmethod
+    def strides(shape: Sequence[int]) -> tuple[int, ...]:
+        """Element strides of a C-order tensor of `shape`."""
+        out, step = [], 1
+        for d in reversed(shape):
+            out.append(step)
+            step *= d
+        return tuple(reversed(out))
+
+    def __getitem__(self, key: str) -> Any:
+        return self.facts[key]
+
+
 Infer = Callable[[InferArgs], Sequence[TensorType]]
+Prepare = Callable[[InferArgs, Sequence[TensorType]], Mapping[str, Any]]
 Reference = Callable[[Sequence[np.ndarray | None], Mapping[str, Any]], Sequence[np.ndarray]]
 Macs = Callable[[InferArgs, Sequence[TensorType]], int]
 
@@ -135,6 +176,14 @@ class Primitive:
     macs: Macs = field(default=lambda args, outs: 0)
     # Inputs whose data is needed at build time (e.g. Reshape's shape); they must be constants.
     constant_inputs: tuple[int, ...] = ()
+    pattern: str = Pattern.OPAQUE
+    # The op-specific facts of `Prepared`, from the same arguments shape inference sees.
+    prepare_facts: Prepare | None = None
+
+    def prepare(self, args: InferArgs, outputs: Sequence[TensorType]) -> Prepared:
+        """Everything its kernels need, computed once for one node."""
+        facts = self.prepare_facts(args, outputs) if self.prepare_facts else {}
+        return Prepared(tuple(args.types), tuple(outputs), dict(facts))
 
 
 PRIMITIVES: dict[str, Primitive] = {}
@@ -150,8 +199,12 @@ def register(prim: Primitive) -> Primitive:
 
 def define(name: str, *, inputs: int | tuple[int, int], infer: Infer, reference: Reference,
            outputs: int = 1, attrs: Sequence[Attr] = (), macs: Macs | None = None,
-           constant_inputs: Sequence[int] = ()) -> Primitive:
-    """Declare and register one primitive."""
+           constant_inputs: Sequence[int] = (), pattern: str = Pattern.OPAQUE,
+           prepare: Prepare | None = None) -> Primitive:
+    """Declare and register one primitive: its pattern (a Pattern value) and the facts its
+    kernels need (`prepare`) are declared here, once."""
     lo, hi = (inputs, inputs) if isinstance(inputs, int) else inputs
+    if pattern not in Pattern.ALL:
+        raise ValueError(f"primitive {name}: unknown pattern {pattern!r}")
     return register(Primitive(name, lo, hi, outputs, tuple(attrs), infer, reference,
-                              macs or (lambda args, outs: 0), tuple(constant_inputs)))
+                              macs or (lambda args, outs: 0), tuple(constant_inputs), pattern, prepare))

@@ -28,6 +28,12 @@ their own file to `load_target`, with no code change. The format, version 1:
       core_clock_hz: 25000000         # SysTick's clock, for converting ticks
       linker_script: my.ld            # optional, relative to the YAML file; replaces the
                                       # script written from `memory` (see sections.ld)
+    capabilities:                     # optional: what kernels may use (default: portable C++)
+      backend: cortex-m               # kernel backend: cpp, host or cortex-m
+      fpu: fpv4-sp                    # none, or the FPU's name
+      simd_bits: 0                    # float vector width kernels may use (0: none)
+      dsp: true                       # Armv7E-M DSP extension (SMLAD, ...)
+      float_registers: 16             # float registers a blocked inner loop may fill
     emulator:                         # null when nothing emulates the core
       command: [qemu-system-arm, ...] # everything but -icount and -kernel
       icount_shift: 6                 # optional: one instruction = 2**shift ns
@@ -46,7 +52,7 @@ from codegen.errors import SourceLoc, TinsmithError
 from codegen.load.located_yaml import LocatedDict, LocatedList, parse_yaml
 from codegen.paths import BAREMETAL_DIR
 
-__all__ = ["TARGETS", "BAREMETAL_DIR", "Board", "Emulator", "MemoryRegion", "Target", "TargetError",
+__all__ = ["TARGETS", "BAREMETAL_DIR", "Board", "Capabilities", "Emulator", "MemoryRegion", "Target", "TargetError",
            "Toolchain", "load_target"]
 
 _HERE = Path(__file__).resolve().parent
@@ -95,6 +101,24 @@ class Emulator:
     timeout_seconds: float = 60.0
 
 
+KERNEL_BACKENDS = ("cpp", "host", "cortex-m")
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What generated kernels may use on this target (the `capabilities` section)."""
+
+    backend: str = "cpp"
+    fpu: str = "none"
+    simd_bits: int = 0
+    dsp: bool = False
+    float_registers: int = 8
+
+    def lanes(self, dtype_bytes: int = 4) -> int:
+        """Vector width for elements of `dtype_bytes` (1: scalar code)."""
+        return max(1, self.simd_bits // (8 * dtype_bytes))
+
+
 @dataclass(frozen=True)
 class Target:
     name: str
@@ -109,6 +133,11 @@ class Target:
     linkflags: tuple[str, ...]
     board: Board | None
     emulator: Emulator | None
+    capabilities: Capabilities = None  # type: ignore[assignment]
+
+    def __post_init__(self):
+        if self.capabilities is None:
+            object.__setattr__(self, "capabilities", Capabilities())
 
     @property
     def baremetal(self) -> bool:
@@ -241,6 +270,8 @@ def _parse(path: Path) -> Target:
         linkflags=top.strings("linkflags"),
         board=_board(top.nested("board"), path) if top.raw("board") is not None else None,
         emulator=_emulator(top.nested("emulator")) if top.raw("emulator") is not None else None,
+        capabilities=_capabilities(top.nested("capabilities")) if top.raw("capabilities", required=False)
+        is not None else Capabilities(),
     )
     top.done()
     if target.emulator is not None and target.board is None:
@@ -308,3 +339,25 @@ def _emulator(fields: _Fields) -> Emulator:
                               f"'command' must not contain {item}",
                               "the runner adds -kernel ELF, and -icount from 'icount_shift'")
     return Emulator(command=command, icount_shift=shift, timeout_seconds=float(timeout))
+
+
+def _capabilities(fields: _Fields) -> Capabilities:
+    backend = fields.string("backend", required=False, default="cpp")
+    if backend not in KERNEL_BACKENDS:
+        raise TargetError(fields.at("backend"), f"'backend' must be one of {', '.join(KERNEL_BACKENDS)}; "
+                                                f"got {backend!r}")
+    fpu = fields.string("fpu", required=False, default="none")
+    numbers = {}
+    for key, default, allowed in (("simd_bits", 0, (0, 64, 128, 256, 512)), ("float_registers", 8, None)):
+        value = fields.raw(key, required=False, default=default)
+        if isinstance(value, bool) or not isinstance(value, int) or (allowed and value not in allowed) \
+                or value < 0:
+            raise TargetError(fields.at(key), f"'{key}' must be "
+                              f"{'one of ' + ', '.join(map(str, allowed)) if allowed else 'a non-negative integer'}"
+                              f"; got {value!r}")
+        numbers[key] = value
+    dsp = fields.raw("dsp", required=False, default=False)
+    if not isinstance(dsp, bool):
+        raise TargetError(fields.at("dsp"), f"'dsp' must be true or false; got {dsp!r}")
+    fields.done()
+    return Capabilities(backend, fpu, numbers["simd_bits"], dsp, numbers["float_registers"])

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from codegen.generate.backend import CPP, KernelArgs
 from codegen.generate.loop_ir import (Assign, Binary, Comment, Expr, For, Load, Local, Select, Stmt, Store,
                                       Var, const, index)
-from codegen.ops.conv import TransposedAxis, Window, conv_geometry, conv_transpose_geometry
+from codegen.ops.conv import TransposedAxis, Window, conv_transpose_geometry
 from codegen.ops.registry import InferArgs
 
 # Edge segments in a row beyond this many are merged into one checked segment: each exact segment
@@ -300,12 +300,15 @@ def accumulate(acc: str, value: Expr) -> Assign:
 # --- Conv -----------------------------------------------------------------------------------
 def _conv_nests(axes: Sequence[Axis], tile_list, x: str, w: str, y: str, *, in_base: Affine,
                 in_strides, in_channel: Affine, w_base: Affine, w_channel: int, k_strides,
-                out_base: Affine, out_strides, init: Expr, channels: int) -> list[Stmt]:
-    """acc = init; acc += x * w over the input channels (loop c) and taps of each tile; store."""
+                out_base: Affine, out_strides, init: Expr, channels: int,
+                out_coords: tuple[Affine, ...] | None = None) -> list[Stmt]:
+    """acc = init; acc += x * w over the input channels (loop c) and taps of each tile; store.
+    `out_coords` (batch, channel): the stores also say where they write, for fusion."""
     def body(tl: TileLoops, suffix: str) -> list[Stmt]:
         out_at = (out_base + dot(tl.out_pos, out_strides)).expr()
+        coords = None if out_coords is None else tuple(a.expr() for a in (*out_coords, *tl.out_pos))
         if tl.empty:
-            return [Store(y, out_at, init)]
+            return [Store(y, out_at, init, coords)]
         acc = f"acc{suffix}"
         c = Affine.var("c")
         x_at = in_base + c * in_channel + dot(tl.in_pos, in_strides)
@@ -314,7 +317,7 @@ def _conv_nests(axes: Sequence[Axis], tile_list, x: str, w: str, y: str, *, in_b
         if tl.in_bounds is not None:
             value = Select(tl.in_bounds, value, const(0))
         reduce = loops((("c", channels),) + tl.taps, [accumulate(acc, Binary("*", value, Load(w, w_at.expr())))])
-        return [Local(acc, init), *reduce, Store(y, out_at, Var(acc))]
+        return [Local(acc, init), *reduce, Store(y, out_at, Var(acc), coords)]
     return window_nests(axes, tile_list, body)
 
 
@@ -325,13 +328,13 @@ def _bias_init(b, channel: Expr) -> tuple[list[Stmt], Expr]:
     return [Local("bias", Load(b.name, channel))], Var("bias")
 
 
-@CPP.register("Conv")
+@CPP.register("Conv", epilogue=True)
 def conv(graph, node_id, cluster_id, args, attrs):
     """Direct convolution: per output channel and position, a dot product over the group's input
     channels and the kernel taps (innermost), the taps clipped or tested only at the edges."""
     x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
     b = args.inputs[2] if len(args.inputs) > 2 else None
-    group, wins = conv_geometry(infer_args(graph, args, attrs))
+    group, wins = args.prepared["group"], args.prepared["windows"]
     batch, channels = x.type.shape[:2]
     out_channels = w.type.shape[0]
     cg, mg = channels // group, out_channels // group
@@ -346,7 +349,8 @@ def conv(graph, node_id, cluster_id, args, attrs):
                             x.type.shape[2:]), in_channel=in_size,
                         w_base=oc * (cg * k_size), w_channel=k_size, k_strides=row_major_strides(w.type.shape[2:]),
                         out_base=n * (out_channels * out_size) + oc * out_size,
-                        out_strides=row_major_strides(y.type.shape[2:]), init=init, channels=cg)
+                        out_strides=row_major_strides(y.type.shape[2:]), init=init, channels=cg,
+                        out_coords=(n, oc))
     return loops((("g", group), ("m", mg)), prelude + [For("n", batch, tuple(nests))])
 
 

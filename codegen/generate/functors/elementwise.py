@@ -144,16 +144,16 @@ def elementwise(op: str, formula: Formula):
 
         def body(idx):
             operands = [Load(a.name, broadcast_index(idx, shape, a.type.shape)) for a in args.inputs if a]
-            return [Store(out.name, flat_index(idx, shape), chosen(operands, attrs))]
+            return [Store(out.name, flat_index(idx, shape), chosen(operands, attrs), tuple(idx))]
         return nest(shape, "i", body)[0]
     return functor
 
 
 for _op, _formula in {**UNARY_FORMULAS, **BINARY_FORMULAS, **NARY_FORMULAS}.items():
-    CPP.register(_op)(elementwise(_op, _formula))
+    CPP.register(_op, epilogue=True)(elementwise(_op, _formula))
 
 
-@CPP.register("Clip")
+@CPP.register("Clip", epilogue=True)
 def clip(graph, node_id, cluster_id, args, attrs):
     """min(max(x, lo), hi): each bound a scalar input, an attribute, or absent."""
     x, out = args.inputs[0], args.outputs[0]
@@ -174,7 +174,7 @@ def clip(graph, node_id, cluster_id, args, attrs):
             y = Binary("max", y, lo) if is_float else _select_max(y, lo)
         if hi is not None:
             y = Binary("min", y, hi) if is_float else _select_min(y, hi)
-        return [Store(out.name, flat_index(idx, out.type.shape), y)]
+        return [Store(out.name, flat_index(idx, out.type.shape), y, tuple(idx))]
     return nest(out.type.shape, "i", body)[0]
 
 

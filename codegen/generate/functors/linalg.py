@@ -7,7 +7,7 @@ from codegen.generate.loop_ir import (Assign, Binary, For, Load, Local, Store, V
                                       flat_index, nest)
 
 
-@CPP.register("MatMul")
+@CPP.register("MatMul", epilogue=True)
 def matmul(graph, node_id, cluster_id, args, attrs):
     """Batched NumPy matmul; 1-D operands are promoted as NumPy does (size-1 axes keep offsets)."""
     a, b = args.inputs
@@ -26,11 +26,11 @@ def matmul(graph, node_id, cluster_id, args, attrs):
         return [Local("acc", const(0)),
                 For("k", k_extent, (Assign("acc", Binary("+", Var("acc"),
                                                          Binary("*", Load(a.name, a_at), Load(b.name, b_at)))),)),
-                Store(out.name, flat_index(idx, shape), Var("acc"))]
+                Store(out.name, flat_index(idx, shape), Var("acc"), tuple(idx))]
     return nest(shape, "i", body)[0]
 
 
-@CPP.register("Gemm")
+@CPP.register("Gemm", epilogue=True)
 def gemm(graph, node_id, cluster_id, args, attrs):
     """Y = alpha * A' B' + beta * C, with A' and B' optionally transposed."""
     a, b = args.inputs[0], args.inputs[1]
@@ -53,5 +53,5 @@ def gemm(graph, node_id, cluster_id, args, attrs):
         return [Local("acc", const(0)),
                 For("k", k_extent, (Assign("acc", Binary("+", Var("acc"),
                                                          Binary("*", Load(a.name, a_at), Load(b.name, b_at)))),)),
-                Store(out.name, flat_index(idx, out.type.shape), result)]
+                Store(out.name, flat_index(idx, out.type.shape), result, tuple(idx))]
     return nest(out.type.shape, "i", body)[0]

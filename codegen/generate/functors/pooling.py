@@ -30,6 +30,13 @@ def _root(acc: Expr, p: int) -> Expr:
     return Binary("pow", acc, const(1.0 / p))
 
 
+def plane_coords(batch: int, channels: int) -> tuple[Expr, Expr]:
+    """(batch, channel) of plane i, where one loop runs over both."""
+    if batch == 1:
+        return index(0), Var("i")
+    return Binary("/", Var("i"), index(channels)), Binary("%", Var("i"), index(channels))
+
+
 def _pool(op: str, graph, args, attrs) -> list[Stmt]:
     """A windowed pool: per (batch, channel) plane, the tiles of conv.tiles, each window reduced
     into a local."""
@@ -45,10 +52,12 @@ def _pool(op: str, graph, args, attrs) -> list[Stmt]:
 
     def body(tl: TileLoops, suffix: str) -> list[Stmt]:
         out_at = (plane * out_size + dot(tl.out_pos, out_strides)).expr()
+        # where the store writes, for fusion: plane i is batch i / C, channel i % C
+        coords = (*plane_coords(batch, channels), *(p.expr() for p in tl.out_pos))
         acc = f"acc{suffix}"
         start: Expr = const(-math.inf) if op == "MaxPool" else const(0)
         if tl.empty:  # a window that lies wholly in the padding
-            return [Store(y.name, out_at, start if op != "AveragePool" or tl.counted else const(math.nan))]
+            return [Store(y.name, out_at, start if op != "AveragePool" or tl.counted else const(math.nan), coords)]
         v = Load(x.name, (plane * in_size + dot(tl.in_pos, in_strides)).expr())
         if op == "MaxPool":
             # NaN never wins (as in ONNX Runtime); a compare and select needs no libm call
@@ -65,24 +74,24 @@ def _pool(op: str, graph, args, attrs) -> list[Stmt]:
                 result = Binary("/", Var(acc), const(tl.counted))
             else:
                 result = _root(Var(acc), attrs["p"])
-        return [Local(acc, start), *step, Store(y.name, out_at, result)]
+        return [Local(acc, start), *step, Store(y.name, out_at, result, coords)]
     return [For("i", batch * channels, tuple(window_nests([Axis(w) for w in wins], tile_list, body)))]
 
 
-@CPP.register("MaxPool")
+@CPP.register("MaxPool", epilogue=True)
 def max_pool(graph, node_id, cluster_id, args, attrs):
     """Largest value in each window; padding never wins."""
     return _pool("MaxPool", graph, args, attrs)
 
 
-@CPP.register("AveragePool")
+@CPP.register("AveragePool", epilogue=True)
 def average_pool(graph, node_id, cluster_id, args, attrs):
     """Window sums divided by the taps inside the input (or inside the padding too, with
     count_include_pad); every edge segment is exact, so each divisor is a constant."""
     return _pool("AveragePool", graph, args, attrs)
 
 
-@CPP.register("LpPool")
+@CPP.register("LpPool", epilogue=True)
 def lp_pool(graph, node_id, cluster_id, args, attrs):
     """(sum of |x| ** p over the window) ** (1 / p); padding adds nothing."""
     return _pool("LpPool", graph, args, attrs)
@@ -106,9 +115,10 @@ def _global_pool(op: str):
             start, step = const(0), accumulate("acc", _power(v, attrs["p"]))
             result = _root(Var("acc"), attrs["p"])
         return [For("i", planes, (Local("acc", start), For("j", size, (step,)),
-                                  Store(y.name, Var("i"), result)))]
+                                  Store(y.name, Var("i"), result,
+                                        (*plane_coords(*y.type.shape[:2]), *[index(0)] * (y.type.rank - 2)))))]
     return functor
 
 
 for _op in ("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"):
-    CPP.register(_op)(_global_pool(_op))
+    CPP.register(_op, epilogue=True)(_global_pool(_op))

@@ -299,8 +299,9 @@ def _tinsmith_model(env, graph, build_dir=None):
 def _declare_model(env, graph, folder):
     name = _name_of(env, graph)
     generator = _generator(env)
-    generated = env.TinsmithSources(folder.File(name + ".hpp"), graph)
-    env.Depends(generated, generator)
+    target_file = env.File(str(_target(env).source))  # a node, so its path is quoted in commands
+    generated = env.TinsmithSources(folder.File(name + ".hpp"), graph, TINSMITH_TARGET_FILE=target_file)
+    env.Depends(generated, [generator, target_file])  # kernels follow the target's capabilities
     plan = folder.File(name + ".plan.json")
     verified = env.TinsmithVerify(folder.File(name + ".verified"), plan)
     env.Depends(verified, [folder.File(name + ".hpp"), folder.File(name + ".h"), generator])
@@ -315,7 +316,6 @@ def _declare_model(env, graph, folder):
     library = cross.StaticLibrary(folder.File(_library_file(cross, name)), obj)
     # The target as a file node: SCons quotes a node's path in a command line, so a folder
     # name holding a space or a newline stays one argument instead of starting a command.
-    target_file = env.File(str(_target(env).source))
     report = env.TinsmithReport(folder.File(name + ".json"), [plan, obj], TINSMITH_TARGET_FILE=target_file)
     env.Depends(report, [stack_usage, call_graph, target_file, generator])
     # The summary line is printed by a step of its own that reads the report, so it shows
@@ -402,7 +402,7 @@ def generate(env):
         TINSMITH_RAM_BUDGET="",
         TINSMITH_FLASH_BUDGET="",
         TINSMITH_CONSTANTS_IN_RAM=False,
-        TINSMITHCOM=("$TINSMITH_PYTHON -m codegen generate $SOURCE -o ${TARGET.dir}"
+        TINSMITHCOM=("$TINSMITH_PYTHON -m codegen generate $SOURCE -o ${TARGET.dir} --target $TINSMITH_TARGET_FILE"
                      "${TINSMITH_CONSTANTS_IN_RAM and ' --constants-in-ram' or ''}"),
         TINSMITHCOMSTR="",
         TINSMITHVERIFYCOM="$TINSMITH_PYTHON -m codegen verify $SOURCE --stamp $TARGET",

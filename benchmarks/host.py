@@ -1,0 +1,158 @@
+"""Time the four MLPerf Tiny graphs compiled by Tinsmith against ONNX Runtime on this machine.
+
+    python benchmarks/host.py                      # targets host and host-native, 15 rounds
+    python benchmarks/host.py --rounds 30 --targets host --write docs/BENCHMARKS.md
+
+Both run single-threaded, one inference after another, on the same seeded input, interleaved in
+one process tree: each round times a batch of inferences of every compiled build (a resident
+harness process driven over a pipe, so process start-up is not counted) and then the same batch
+in ONNX Runtime (intra- and inter-op threads 1, sequential execution, all graph optimizations).
+The figure per model is the median over rounds of the per-inference time, and the ratio is
+Tinsmith's median over ONNX Runtime's. Outputs are checked against ONNX Runtime's first.
+
+ONNX models come from models/make_models.py (the same weights graphs/*.yaml were imported from);
+the Tinsmith builds are the pipeline's own output for each target, compiled with the target
+file's compiler, optimisation and CPU flags.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from codegen.pipeline import compile_graph, write_files  # noqa: E402
+from codegen.targets import load_target  # noqa: E402
+from codegen.verify import RUNTIME_INCLUDE  # noqa: E402
+
+GRAPHS = ("kws_dscnn", "vww_mobilenet", "ic_resnet8", "ad_autoencoder")
+
+HARNESS = r"""
+#include "{name}.h"
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+alignas(16) static unsigned char ws[{NAME}_WORKSPACE_BYTES > 0 ? {NAME}_WORKSPACE_BYTES : 1];
+static float in[{in_size}];
+static float out[{out_size}];
+int main() {{
+  if (std::fread(in, sizeof in, 1, stdin) != 1) return 1;
+  {name}_init_ws(ws);
+  {name}_call(in, out, ws);
+  std::fwrite(out, sizeof out, 1, stdout);
+  std::fflush(stdout);
+  long n;
+  while (std::scanf("%ld", &n) == 1) {{  // run n inferences, print the nanoseconds they took
+    auto t0 = std::chrono::steady_clock::now();
+    for (long i = 0; i < n; ++i) {name}_call(in, out, ws);
+    auto t1 = std::chrono::steady_clock::now();
+    std::printf("%lld\n", static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
+    std::fflush(stdout);
+  }}
+  return 0;
+}}
+"""
+
+
+def build_harness(graph: str, target_name: str, folder: Path) -> tuple[subprocess.Popen, np.ndarray, dict]:
+    """Generate and compile `graph` for the target; start its timing harness. Returns the process,
+    the output of its first inference and the report."""
+    compiled = compile_graph(ROOT / "graphs" / f"{graph}.yaml", target=target_name)
+    g = compiled.graph
+    (x,), (y,) = g.inputs, g.outputs
+    write_files(compiled.files, folder)
+    (folder / "bench.cpp").write_text(HARNESS.format(name=g.name, NAME=g.name.upper(),
+                                                     in_size=g.types[x].size, out_size=g.types[y].size))
+    target = load_target(target_name)
+    exe = folder / "bench"
+    cmd = [target.toolchain.command("cxx"), *target.cpu_flags, target.optimize, *target.ccflags, *target.cxxflags,
+           f"-I{folder}", f"-I{RUNTIME_INCLUDE}", str(folder / f"{g.name}.cpp"), str(folder / "bench.cpp"), "-o", str(exe)]
+    subprocess.run(cmd, check=True)
+    proc = subprocess.Popen([str(exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    return proc, g, compiled
+
+
+def first_output(proc: subprocess.Popen, x: np.ndarray, out_size: int) -> np.ndarray:
+    proc.stdin.write(x.astype("<f4").tobytes())
+    proc.stdin.flush()
+    return np.frombuffer(proc.stdout.read(4 * out_size), "<f4").copy()
+
+
+def timed(proc: subprocess.Popen, n: int) -> float:
+    proc.stdin.write(f"{n}\n".encode())
+    proc.stdin.flush()
+    return int(proc.stdout.readline()) / n * 1e-9
+
+
+def main() -> int:
+    import onnxruntime as ort
+    import onnx
+    from models.make_models import build as build_model, sample_input, to_onnx
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--seconds", type=float, default=0.2, help="rough time per batch and runner [0.2]")
+    p.add_argument("--targets", nargs="+", default=["host", "host-native"])
+    p.add_argument("--graphs", nargs="+", default=list(GRAPHS))
+    args = p.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for graph in args.graphs:
+            net = build_model(graph)
+            onnx_path = Path(tmp) / f"{graph}.onnx"
+            onnx.save(to_onnx(net), str(onnx_path))
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = 1
+            options.inter_op_num_threads = 1
+            options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+            x = sample_input(net, 0).astype(np.float32)
+            feed = {session.get_inputs()[0].name: x}
+            want = session.run(None, feed)[0].reshape(-1)
+            procs = {}
+            for t in args.targets:
+                folder = Path(tmp) / t / graph
+                proc, g, compiled = build_harness(graph, t, folder)
+                got = first_output(proc, x, want.size)
+                err = float(np.max(np.abs(got - want) / np.maximum(np.abs(want), 1e-3)))
+                procs[t] = (proc, err, compiled.plan.workspace_bytes)
+            # batch sizes near --seconds each
+            t0 = time.perf_counter()
+            session.run(None, feed)
+            n_ort = max(1, int(args.seconds / max(time.perf_counter() - t0, 1e-6)))
+            times = {t: [] for t in args.targets}
+            times["ort"] = []
+            for _ in range(args.rounds):
+                for t, (proc, _, _) in procs.items():
+                    times[t].append(timed(proc, n_ort))
+                t0 = time.perf_counter()
+                for _ in range(n_ort):
+                    session.run(None, feed)
+                times["ort"].append((time.perf_counter() - t0) / n_ort)
+            ort_median = statistics.median(times["ort"])
+            for t, (proc, err, ws) in procs.items():
+                proc.stdin.close()
+                proc.wait()
+                med = statistics.median(times[t])
+                rows.append((graph, t, med * 1e6, ort_median * 1e6, med / ort_median, err, ws))
+                print(f"{graph:15s} {t:12s} tinsmith {med * 1e6:9.1f} us  onnxruntime {ort_median * 1e6:9.1f} us  "
+                      f"ratio {med / ort_median:5.2f}  max rel err {err:.1e}  workspace {ws}", flush=True)
+    print()
+    print("| graph | target | Tinsmith µs | ONNX Runtime µs | ratio | max rel. difference | workspace |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for graph, t, ms, om, ratio, err, ws in rows:
+        print(f"| {graph} | {t} | {ms:,.1f} | {om:,.1f} | {ratio:.2f} | {err:.1e} | {ws:,} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
