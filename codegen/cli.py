@@ -322,5 +322,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.fn(args)
     except TinsmithError as e:
-        print(e, file=sys.stderr)
+        from codegen.load.onnx_model import located  # a place in a model file as path:1:1
+        print(located(e), file=sys.stderr)
         return 1

@@ -11,12 +11,14 @@ primitive's NumPy reference) and its outputs become constants, so shape computat
 from __future__ import annotations
 
 import difflib
+import math
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from codegen import limits
 from codegen.builders import BUILDERS
 from codegen.errors import GraphError, SourceLoc
 from codegen.ir import Constant, Graph, Node, TensorType
@@ -185,6 +187,7 @@ class GraphBuilder:
             out_types = list(prim.infer(args))
         except OpError as e:
             raise self._error(e, op, name, inputs, prim.attrs, prefix=True) from None
+        self._check_limits(op, name, inputs, checked, out_types, prim.attrs)
         if prim.outputs < 0 and not outputs:  # inserted by a builder: as many as inferred
             outputs = [self.fresh(f"{name}_out{i}", scoped=False) for i in range(len(out_types))]
         elif prim.outputs < 0:
@@ -195,6 +198,51 @@ class GraphBuilder:
         if not self._fold(node):
             self.nodes.append(node)
         return outputs
+
+    def _check_limits(self, op: str, name: str, inputs: Sequence[str], attrs: Mapping[str, Any],
+                      out_types: Sequence[TensorType], declared: Sequence[Attr]) -> None:
+        """Every value and window within the limits (see codegen.limits), checked once here, where
+        shapes are first known, so no later stage (tiling, folding, generation) sees a size it
+        would take hours or gigabytes over, or an index that does not fit in an int."""
+        bound = limits.current()
+        problem, attr, limit = None, None, None
+        for key, limit_name in limits.WINDOW_ATTRS.items():
+            values = attrs.get(key)
+            if isinstance(values, (list, tuple)):
+                big = [v for v in values if isinstance(v, int) and abs(v) > getattr(bound, limit_name)]
+                if big:
+                    problem, attr, limit = (f"{key} entry {big[0]:,} is over the limit of "
+                                            f"{getattr(bound, limit_name):,} (limit '{limit_name}')",
+                                            key, limit_name)
+                    break
+        first = self.types.get(inputs[0]) if inputs and inputs[0] else None
+        if problem is None and op in ("Conv", "ConvTranspose") and len(inputs) > 1 and inputs[1]:
+            kernel = self.types[inputs[1]].shape[2:]
+            if any(k > bound.kernel for k in kernel):
+                problem, limit = (f"the weights' window {list(kernel)} is over the limit of "
+                                  f"{bound.kernel:,} per axis (limit 'kernel')"), "kernel"
+        if problem is None and first is not None and isinstance(attrs.get("pads"), (list, tuple)):
+            pads, spatial = list(attrs["pads"]), first.shape[2:]
+            if len(pads) == 2 * len(spatial):
+                padded = math.prod(first.shape[:2]) * math.prod(
+                    d + max(pads[i], 0) + max(pads[i + len(spatial)], 0) for i, d in enumerate(spatial))
+                if padded > bound.tensor_elements:
+                    problem, attr, limit = (f"the padded input has {padded:,} elements, more than the "
+                                            f"limit of {bound.tensor_elements:,} (limit 'tensor_elements')",
+                                            "pads", "tensor_elements")
+        for i, t in enumerate(out_types):
+            if problem is not None:
+                break
+            shape_problem = limits.shape_problem(t.shape, bound)
+            if shape_problem:
+                problem = f"output {i} {shape_problem}"
+                limit = "rank" if "'rank'" in shape_problem else "tensor_elements"
+        if problem is None and len(self.nodes) >= bound.graph_nodes:
+            problem, limit = (f"the graph expands to more than {bound.graph_nodes:,} primitives "
+                              f"(limit 'graph_nodes')"), "graph_nodes"
+        if problem is not None:
+            loc = self._locate(OpError(problem, attr=attr), name, inputs, declared)
+            raise GraphError(loc, f"{op} node '{name}': {problem}", limits.hint(limit))
 
     def _fold(self, node: Node) -> bool:
         """Evaluate `node` now if its inputs are all constants (build-time ops also read the types

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from codegen import limits
 from codegen.errors import GraphError, SourceLoc
 from codegen.ir import Constant, TensorType
 from codegen.load.constants import LoaderError, load_constant, referenced_files
@@ -140,6 +141,10 @@ def _tensor_type(spec: Any, loc: SourceLoc, what: str) -> TensorType:
         if not _positive_int(d):
             raise GraphError(shape.at(i), f"dimension {i} of {what} must be a positive integer, "
                              f"not {_shown(d)}", "Tinsmith compiles static shapes only")
+    problem = limits.shape_problem(shape)
+    if problem:
+        raise GraphError(spec.at("shape"), f"{what} {problem}",
+                         limits.hint("rank" if "'rank'" in problem else "tensor_elements"))
     return TensorType(dtype, tuple(shape))
 
 
@@ -202,6 +207,14 @@ def _constants(doc: LocatedDict, base: Path) -> tuple[Constant, ...]:
             raise GraphError(where, f"constant '{name}': {e}", e.hint) from None
         result.append(Constant(name, data, source, loc))
     return tuple(result)
+
+
+def check_node_count(count: int, loc: SourceLoc, what: str = "the graph") -> None:
+    """At most `graph_nodes` nodes: every later stage walks the nodes, some more than once."""
+    bound = limits.current().graph_nodes
+    if count > bound:
+        raise GraphError(loc, f"{what} has {count:,} nodes, more than the limit of {bound:,} "
+                         f"(limit 'graph_nodes')", limits.hint("graph_nodes"))
 
 
 def _name_list(node: LocatedDict, key: str, what: str,
@@ -276,6 +289,7 @@ def load_graph_spec(path: str | Path) -> GraphSpec:
         raw_nodes.loc, raw_nodes.item_locs = doc.loc, []
     raw_nodes = _expect(raw_nodes, LocatedList, doc.at("nodes"), "'nodes'",
                         "write the nodes as a list, each item starting with '- op: ...'")
+    check_node_count(len(raw_nodes), doc.at("nodes"))
     nodes = tuple(_node(raw, raw_nodes.at(i)) for i, raw in enumerate(raw_nodes))
     return GraphSpec(name, shown, inputs, outputs, _constants(doc, path.parent), nodes, doc.at("graph"))
 

@@ -20,8 +20,11 @@ import numpy as np
 
 from codegen.errors import GraphError, SourceLoc
 from codegen.ir import Constant, TensorType
+from codegen import limits
+from codegen.files import irregular_file
 from codegen.load.constants import LoaderError
-from codegen.load.graph_file import SUPPORTED_DTYPES, GraphSpec, NodeSpec, ValueSpec, display_path
+from codegen.load.graph_file import (SUPPORTED_DTYPES, GraphSpec, NodeSpec, ValueSpec, check_node_count,
+                                     display_path)
 from codegen.load.identifiers import identifier_problem
 from codegen.ops.shape_ops import storage_dtype
 
@@ -107,6 +110,9 @@ def read_model_proto(path: Path, where: str):
     """The ModelProto of an ONNX file (external data loaded); unreadable files are GraphErrors."""
     onnx = _onnx()
     loc = OnnxLoc(where, 0, 0)
+    problem = irregular_file(path)
+    if problem:
+        raise GraphError(loc, f"cannot read model file: {problem}")
     try:
         return onnx.load(str(path))
     except FileNotFoundError:
@@ -116,6 +122,38 @@ def read_model_proto(path: Path, where: str):
     except Exception as e:  # protobuf's DecodeError and friends: not an ONNX file
         raise GraphError(loc, f"not a valid ONNX model ({type(e).__name__}: {e})",
                          "export it with torch.onnx.export, tf2onnx or onnx.save") from None
+
+
+_CONTEXT = re.compile(r"Name:\s*(?P<name>.*?)\s*OpType:\s*(?P<op>\S*)")
+
+
+def check_model(model, where: str) -> None:
+    """onnx.checker on the model as read, before any other ONNX code (inliner, version converter,
+    shape inference) walks it: those trust the model, and some crash the process on an attribute
+    of the wrong type. The full check (strict shape inference) runs too; every complaint becomes a
+    GraphError naming the node when the checker says which one."""
+    onnx = _onnx()
+    for full in (False, True):
+        try:
+            onnx.checker.check_model(model, full_check=full)
+        except Exception as e:  # ValidationError, InferenceError, and protobuf's own
+            raise _checker_error(e, where, full) from None
+
+
+def _checker_error(e: Exception, where: str, full: bool) -> GraphError:
+    text = str(e)
+    context = _CONTEXT.search(text)
+    what = ""
+    if context:
+        name, op = context["name"], context["op"]
+        what = f"node '{printable(name)}' ({printable(op)})" if name else f"a {printable(op)} node"
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("==>")]
+    reason = printable(" ".join(lines)) if lines else type(e).__name__
+    if len(reason) > 400:
+        reason = reason[:400] + "..."
+    stage = "shape inference" if full else "the ONNX checker"
+    return GraphError(OnnxLoc(where, 0, 0, what), f"the model is not valid ONNX ({stage}): {reason}",
+                      "re-export the model, or run onnx.checker.check_model on it to see the problem")
 
 
 def _default_opset(model) -> int:
@@ -142,6 +180,10 @@ def _upgraded(model) -> tuple[Any, int | None]:
 def to_array(tensor, loc: SourceLoc, what: str) -> np.ndarray:
     """A TensorProto's data in the element type Tinsmith stores it in (float32, int64, ...)."""
     from onnx import numpy_helper
+    problem = limits.shape_problem(tuple(tensor.dims), elements_limit="constant_elements")
+    if problem:
+        raise GraphError(loc, f"{what} {problem}",
+                         limits.hint("rank" if "'rank'" in problem else "constant_elements"))
     try:
         data = numpy_helper.to_array(tensor)
     except Exception as e:
@@ -208,6 +250,10 @@ def _static_shape(value_info, name: str, batch: int, loc: SourceLoc) -> tuple[tu
                              f"{written}; Tinsmith compiles static shapes only",
                              f"fix the shape before importing, e.g. with onnx.tools.update_model_dims."
                              f"update_inputs_outputs_dims(model, {{'{name}': {fixed}}}, {{...}})")
+    problem = limits.shape_problem(shape)
+    if problem:
+        raise GraphError(loc, f"input '{name}' {problem}",
+                         limits.hint("rank" if "'rank'" in problem else "tensor_elements"))
     return tuple(shape), batched
 
 
@@ -356,7 +402,13 @@ def read_onnx(path: str | Path, batch: int = 1) -> OnnxModel:
     node, input or initializer concerned."""
     path = Path(path)
     where = display_path(path)
-    model, upgraded_from = _upgraded(read_model_proto(path, where))
+    if not isinstance(batch, int) or batch < 1:
+        raise GraphError(OnnxLoc(where, 0, 0), f"the batch size must be a positive integer, not {batch}")
+    model = read_model_proto(path, where)
+    check_node_count(len(model.graph.node), OnnxLoc(where, 0, 0, "graph"), "the model")
+    check_model(model, where)
+    _check_outputs(model, where)
+    model, upgraded_from = _upgraded(model)
     reader = _Reader(model, where, batch)
     reader.initializers()
     inputs, batched = reader.inputs()
@@ -367,6 +419,27 @@ def read_onnx(path: str | Path, batch: int = 1) -> OnnxModel:
     producer = " ".join(p for p in (model.producer_name, model.producer_version) if p)
     return OnnxModel(spec, renamed, originals, reader.origins, _default_opset(model), upgraded_from,
                      producer, batched)
+
+
+def _check_outputs(model, where: str) -> None:
+    """A model with outputs, each listed once: a graph file needs both."""
+    names = [v.name for v in model.graph.output]
+    if not names:
+        raise GraphError(OnnxLoc(where, 0, 0, "graph"), "the model has no outputs",
+                         "Tinsmith compiles models that compute something; export it with outputs")
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise GraphError(OnnxLoc(where, 0, i, f"output '{printable(name)}'"),
+                             "the model lists this output twice", "a graph file lists each output once")
+
+
+def located(e: GraphError) -> GraphError:
+    """An error at a place in an ONNX model as `model.onnx:1:1: error: node 'x' (Conv): ...`: a
+    binary file has no lines, so line 1, column 1, and the message names the place."""
+    if not isinstance(e.loc, OnnxLoc):
+        return e
+    message = f"{e.loc.what}: {e.message}" if e.loc.what else e.message
+    return type(e)(SourceLoc(e.loc.path, 1, 1), message, e.hint)
 
 
 def load_onnx_spec(path: str | Path, batch: int = 1) -> GraphSpec:
@@ -397,6 +470,9 @@ def read_initializer(path: Path, name: Any) -> np.ndarray:
     """The data of initializer `name` in an ONNX file, for the `onnx` constant loader."""
     if not isinstance(name, str) or not name:
         raise LoaderError("'initializer' must name an initializer of the model", "initializer")
+    problem = irregular_file(path)
+    if problem:
+        raise LoaderError(f"cannot read model file '{path.name}': {problem}", "onnx")
     try:
         stat = path.stat()
         tensors = _initializers(str(path), stat.st_mtime_ns, stat.st_size)
@@ -411,8 +487,7 @@ def read_initializer(path: Path, name: Any) -> np.ndarray:
         close = ", ".join(sorted(tensors)[:8]) or "none"
         raise LoaderError(f"'{path.name}' has no initializer '{name}'", "initializer",
                           f"it holds: {close}{', ...' if len(tensors) > 8 else ''}")
-    from onnx import numpy_helper
-    data = numpy_helper.to_array(tensors[name])
-    if storage_dtype(data.dtype) is None:
-        raise LoaderError(f"initializer '{name}' holds {data.dtype} data", "initializer")
-    return data.astype(storage_dtype(data.dtype))
+    try:
+        return to_array(tensors[name], SourceLoc(str(path), 1, 1), f"initializer '{printable(name)}'")
+    except GraphError as e:  # (the loader's caller locates it at the constant's entry)
+        raise LoaderError(e.message, "initializer", e.hint) from None
