@@ -28,11 +28,14 @@ from dataclasses import dataclass, fields, replace
 from typing import Iterator, Sequence
 
 
+INDEX_SAFE_ELEMENTS = 1 << 26  # the largest tensor whose every index fits in an int (see above)
+
+
 @dataclass(frozen=True)
 class Limits:
     """Maxima a graph may use; each field can be changed with NAME=N."""
 
-    tensor_elements: int = 1 << 26  # elements of any value, constant or padded window input
+    tensor_elements: int = INDEX_SAFE_ELEMENTS  # elements of any value, constant or padded window input
     rank: int = 8  # dimensions of any value
     constant_elements: int = 1 << 24  # elements of one constant (64 MiB of float32)
     pad: int = 1 << 12  # any entry of `pads` (Conv, ConvTranspose, pools)
@@ -70,6 +73,9 @@ def parse(text: str, base: Limits = DEFAULT) -> Limits:
             number = _number(value.strip())
         except ValueError:
             raise LimitsError(f"limit {name} must be a positive integer, not {value.strip()!r}") from None
+        if name in ("tensor_elements", "constant_elements") and number > INDEX_SAFE_ELEMENTS:
+            raise LimitsError(f"limit {name} cannot exceed {INDEX_SAFE_ELEMENTS} (2**26): generated "
+                              f"kernels index with int")
         changes[name] = number
     return replace(base, **changes)
 
@@ -119,3 +125,10 @@ def shape_problem(shape: Sequence[int], limits: Limits | None = None,
     if count > bound:
         return (f"has {count:,} elements, more than the limit of {bound:,} (limit '{elements_limit}')")
     return None
+
+
+def settings(limits: Limits | None = None) -> str:
+    """`limits` as NAME=N,... (only those that differ from the defaults), for a command line."""
+    limits = limits or current()
+    return ",".join(f"{name}={getattr(limits, name)}" for name in Limits.names()
+                    if getattr(limits, name) != getattr(DEFAULT, name))
