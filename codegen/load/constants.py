@@ -141,8 +141,9 @@ def _load_file(spec: LocatedDict, base: Path) -> np.ndarray:
             return np.load(path, allow_pickle=False)
         with np.load(path, allow_pickle=False) as archive:
             if spec["key"] not in archive.files:
-                raise LoaderError(f"'{rel}' has no array '{spec['key']}'", "key",
-                                  f"it holds: {', '.join(sorted(archive.files)) or 'nothing'}")
+                held = [k.encode("unicode_escape").decode("ascii") for k in sorted(archive.files)]
+                raise LoaderError(f"'{rel}' has no array '{spec['key']}'", "key",  # (names kept on one line)
+                                  f"it holds: {', '.join(held) or 'nothing'}")
             return archive[spec["key"]]
     except LoaderError:
         raise

@@ -108,6 +108,17 @@ def _identifier(name: Any, loc: SourceLoc, what: str) -> str:
     return name
 
 
+GRAPH_NAME_MAX = 200  # the name is the stem of every output file; file names hold at most 255 bytes
+
+
+def _graph_name(name: Any, loc: SourceLoc) -> str:
+    _identifier(name, loc, "graph")
+    if len(name) > GRAPH_NAME_MAX:
+        raise GraphError(loc, f"the graph name has {len(name)} characters, more than {GRAPH_NAME_MAX}",
+                         "it names the generated files (NAME.hpp, libNAME.a, ...): choose a shorter one")
+    return name
+
+
 def _unknown_key(d: LocatedDict, allowed: tuple[str, ...], what: str) -> None:
     for key in d:
         if key not in allowed:
@@ -277,7 +288,7 @@ def load_graph_spec(path: str | Path) -> GraphSpec:
     _unknown_key(doc, TOP_LEVEL_KEYS, "the graph")
     if "graph" not in doc:
         raise GraphError(doc.loc, "the graph has no name", "add 'graph: NAME' at the top")
-    name = _identifier(doc["graph"], doc.at("graph"), "graph")
+    name = _graph_name(doc["graph"], doc.at("graph"))
     version = doc.get("version", 1)
     if not isinstance(version, int) or isinstance(version, bool) or version != 1:
         raise GraphError(doc.at("version"), f"unsupported graph file version {version!r}",
@@ -300,7 +311,7 @@ def graph_name(path: str | Path) -> str:
     if not isinstance(doc, LocatedDict) or "graph" not in doc:
         raise GraphError(SourceLoc(display_path(Path(path)), 1, 1), "the graph has no name",
                          "add 'graph: NAME' at the top")
-    return _identifier(doc["graph"], doc.at("graph"), "graph")
+    return _graph_name(doc["graph"], doc.at("graph"))
 
 
 def graph_dependencies(path: str | Path) -> list[Path]:

@@ -97,8 +97,9 @@ class OnnxModel:
 
 def graph_name_of(path: str | Path) -> str:
     """The graph name of a model file: its stem as an identifier (ONNX graph names are often
-    generic, like 'main_graph')."""
-    return sanitize(Path(path).stem, "g")
+    generic, like 'main_graph'), cut to the length a graph file allows."""
+    from codegen.load.graph_file import GRAPH_NAME_MAX
+    return sanitize(sanitize(Path(path).stem, "g")[:GRAPH_NAME_MAX - 1], "g")
 
 
 def _onnx():
@@ -406,6 +407,7 @@ def read_onnx(path: str | Path, batch: int = 1) -> OnnxModel:
         raise GraphError(OnnxLoc(where, 0, 0), f"the batch size must be a positive integer, not {batch}")
     model = read_model_proto(path, where)
     check_node_count(len(model.graph.node), OnnxLoc(where, 0, 0, "graph"), "the model")
+    _check_text(model, where)
     check_model(model, where)
     _check_outputs(model, where)
     model, upgraded_from = _upgraded(model)
@@ -419,6 +421,27 @@ def read_onnx(path: str | Path, batch: int = 1) -> OnnxModel:
     producer = " ".join(p for p in (model.producer_name, model.producer_version) if p)
     return OnnxModel(spec, renamed, originals, reader.origins, _default_opset(model), upgraded_from,
                      producer, batched)
+
+
+def _check_text(model, where: str) -> None:
+    """Every name in the model is text: protobuf hands over a name that is not valid UTF-8 as
+    bytes, which no later step expects."""
+    graph = model.graph
+    places = [("the graph name", graph.name)]
+    for kind, values in (("input", graph.input), ("output", graph.output), ("value", graph.value_info),
+                         ("initializer", graph.initializer)):
+        places += [(f"a{'n' * (kind[0] in 'aeiou')} {kind} name", v.name) for v in values]
+    for i, node in enumerate(graph.node):
+        where_node = f"node #{i}"
+        places += [(f"the name of {where_node}", node.name), (f"the op of {where_node}", node.op_type),
+                   (f"the domain of {where_node}", node.domain)]
+        places += [(f"a value name of {where_node}", n) for n in list(node.input) + list(node.output)]
+        places += [(f"an attribute name of {where_node}", a.name) for a in node.attribute]
+    places += [(f"the name of function #{i}", f.name) for i, f in enumerate(model.functions)]
+    for what, text in places:
+        if not isinstance(text, str):
+            raise GraphError(OnnxLoc(where, 0, 0), f"{what} is not valid UTF-8 text: {printable(repr(text))}",
+                             "ONNX names are UTF-8 strings; re-export the model")
 
 
 def _check_outputs(model, where: str) -> None:
