@@ -9,7 +9,7 @@ window attribute), and a value over a limit is a located GraphError naming the l
 Limits are chosen by whoever runs the build, never by the model file: `--limits NAME=N,...`
 on the command line, `limits=NAME=N,...` for this repository's SConstruct, or the
 TINSMITH_LIMITS construction variable of the SCons tool. Defaults fit the largest models
-that run on small cores (MLPerf Tiny: at most 0.4 M elements per tensor) with room to spare,
+that run on small cores (MLPerf Tiny: at most 82 K elements per tensor) with room to spare,
 and the host builds of much larger ones.
 
 Why `tensor_elements` is 2**26: generated kernels index with C `int` (32 bits, at most
@@ -17,7 +17,7 @@ Why `tensor_elements` is 2**26: generated kernels index with C `int` (32 bits, a
 offset moved by at most one padded window extent per axis (a tap that falls in the padding,
 before its bounds test). `expand` also bounds the padded extent of every windowed input by
 `tensor_elements`, so no partial sum of an index expression exceeds 2 * 2**26 + the window
-limits, which is 2**5 times below INT_MAX: every index fits in an `int` with margin to spare.
+limits, which is 2**4 times below INT_MAX: every index fits in an `int` with margin to spare.
 """
 from __future__ import annotations
 

@@ -22,10 +22,17 @@ class LoaderError(Exception):
 
     def __init__(self, message: str, field: str | None = None, hint: str | None = None,
                  on_key: bool = False):
+        message, hint = _one_line(message), _one_line(hint) if hint else hint
         super().__init__(message)
         self.field = field
         self.hint = hint
         self.on_key = on_key
+
+
+def _one_line(text: str) -> str:
+    """Messages quote file names, keys and archive members from the model: control characters
+    (a newline above all) are escaped so each message stays on its one line."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 @dataclass(frozen=True)
@@ -141,9 +148,8 @@ def _load_file(spec: LocatedDict, base: Path) -> np.ndarray:
             return np.load(path, allow_pickle=False)
         with np.load(path, allow_pickle=False) as archive:
             if spec["key"] not in archive.files:
-                held = [k.encode("unicode_escape").decode("ascii") for k in sorted(archive.files)]
-                raise LoaderError(f"'{rel}' has no array '{spec['key']}'", "key",  # (names kept on one line)
-                                  f"it holds: {', '.join(held) or 'nothing'}")
+                raise LoaderError(f"'{rel}' has no array '{spec['key']}'", "key",
+                                  f"it holds: {', '.join(sorted(archive.files)) or 'nothing'}")
             return archive[spec["key"]]
     except LoaderError:
         raise

@@ -67,8 +67,7 @@ def _spatial(b: _Builder, op: str) -> None:
     kernel = [w[0] for w in windows]
     attrs = dict(kernel_shape=kernel, strides=[w[1] for w in windows],
                  pads=[w[3] for w in windows] + [w[4] for w in windows])
-    if op in ("Conv", "ConvTranspose", "MaxPool"):
-        attrs["dilations"] = [w[2] for w in windows]
+    attrs["dilations"] = [w[2] for w in windows]
     out_spatial = [w[5] for w in windows]
     if op == "Conv":
         group = rng.choice([g for g in (1, c) if c % g == 0])
@@ -86,6 +85,7 @@ def _spatial(b: _Builder, op: str) -> None:
     else:
         if op == "AveragePool":
             attrs["count_include_pad"] = rng.randint(0, 1)
+            del attrs["dilations"]
         b.add(op, [b.value], [n, c] + out_spatial, **attrs)
 
 
