@@ -230,6 +230,18 @@ class GraphBuilder:
                     problem, attr, limit = (f"the padded input has {padded:,} elements, more than the "
                                             f"limit of {bound.tensor_elements:,} (limit 'tensor_elements')",
                                             "pads", "tensor_elements")
+        if problem is None and op == "AveragePool" and first is not None and out_types:
+            # Its divisor differs at every edge position, so each one gets a loop nest of its own
+            # (codegen.generate.functors.conv.tiles): bound their number, and the code's size.
+            kernel, strides = attrs.get("kernel_shape") or [], attrs.get("strides") or []
+            dilations = attrs.get("dilations") or [1] * len(kernel)
+            nests = math.prod(min(out, 2 * -(-(d * (k - 1) + 1) // max(s, 1)) + 2)
+                              for out, k, s, d in zip(out_types[0].shape[2:], kernel,
+                                                      strides or [1] * len(kernel), dilations))
+            if nests > bound.window_nests:
+                problem, attr, limit = (f"its windows need about {nests:,} loop nests, more than the limit "
+                                        f"of {bound.window_nests:,} (limit 'window_nests')", "kernel_shape",
+                                        "window_nests")
         for i, t in enumerate(out_types):
             if problem is not None:
                 break

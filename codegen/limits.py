@@ -41,6 +41,7 @@ class Limits:
     pad: int = 1 << 12  # any entry of `pads` (Conv, ConvTranspose, pools)
     stride: int = 1 << 12  # any entry of `strides` or `dilations`
     kernel: int = 1 << 12  # any entry of `kernel_shape` (and the weights' spatial sizes)
+    window_nests: int = 1 << 14  # loop nests of one AveragePool (one per distinct edge window)
     graph_nodes: int = 100_000  # nodes in a graph file or model, and primitives after expansion
     alias_expansion: int = 100_000  # YAML values an alias may add (`*a` copies what `&a` names)
 

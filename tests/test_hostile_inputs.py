@@ -344,3 +344,24 @@ def test_check_help_states_the_tolerance():
     proc = subprocess.run([sys.executable, "-m", "codegen", "check", "--help"], cwd=ROOT, capture_output=True,
                           text=True)
     assert "(rtol + n * eps)" in proc.stdout and "summation length" in proc.stdout
+
+
+def test_average_pool_with_huge_pads_is_fast(tmp_path):
+    """Windows wholly in the padding used to be one loop nest each: 64 M nests for these pads."""
+    path = write(tmp_path / "g.yaml", graph_text(
+        inputs="x: {dtype: float32, shape: [1, 1, 8, 8]}",
+        nodes="- {op: AveragePool, inputs: [x], outputs: [y], attrs: {kernel_shape: [3, 3], "
+              "pads: [4000, 4000, 4000, 4000]}}"))
+    start = time.monotonic()
+    assert compile_graph(path).graph.types["y"].shape == (1, 1, 8006, 8006)
+    assert time.monotonic() - start < 20
+
+
+def test_average_pool_needing_too_many_loop_nests_is_refused(tmp_path):
+    write(tmp_path / "g.yaml", graph_text(
+        inputs="x: {dtype: float32, shape: [1, 1, 2048, 2048]}",
+        nodes="- {op: AveragePool, inputs: [x], outputs: [y], attrs: {kernel_shape: [1000, 1000], "
+              "pads: [999, 999, 999, 999]}}"))
+    assert error_lines(tmp_path, "show", "g.yaml")[0] == (
+        "g.yaml:6:72: error: AveragePool node 'averagepool_y': its windows need about 4,008,004 loop nests, "
+        "more than the limit of 16,384 (limit 'window_nests')")
