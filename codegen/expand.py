@@ -11,7 +11,6 @@ primitive's NumPy reference) and its outputs become constants, so shape computat
 from __future__ import annotations
 
 import difflib
-import math
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Iterator, Mapping, Sequence
@@ -201,60 +200,14 @@ class GraphBuilder:
 
     def _check_limits(self, op: str, name: str, inputs: Sequence[str], attrs: Mapping[str, Any],
                       out_types: Sequence[TensorType], declared: Sequence[Attr]) -> None:
-        """Every value and window within the limits (see codegen.limits), checked once here, where
-        shapes are first known, so no later stage (tiling, folding, generation) sees a size it
-        would take hours or gigabytes over, or an index that does not fit in an int."""
-        bound = limits.current()
-        problem, attr, limit = None, None, None
-        for key, limit_name in limits.WINDOW_ATTRS.items():
-            values = attrs.get(key)
-            if isinstance(values, (list, tuple)):
-                big = [v for v in values if isinstance(v, int) and abs(v) > getattr(bound, limit_name)]
-                if big:
-                    problem, attr, limit = (f"{key} entry {big[0]:,} is over the limit of "
-                                            f"{getattr(bound, limit_name):,} (limit '{limit_name}')",
-                                            key, limit_name)
-                    break
-        first = self.types.get(inputs[0]) if inputs and inputs[0] else None
-        if problem is None and op in ("Conv", "ConvTranspose") and len(inputs) > 1 and inputs[1]:
-            kernel = self.types[inputs[1]].shape[2:]
-            if any(k > bound.kernel for k in kernel):
-                problem, limit = (f"the weights' window {list(kernel)} is over the limit of "
-                                  f"{bound.kernel:,} per axis (limit 'kernel')"), "kernel"
-        if problem is None and first is not None and isinstance(attrs.get("pads"), (list, tuple)):
-            pads, spatial = list(attrs["pads"]), first.shape[2:]
-            if len(pads) == 2 * len(spatial):
-                padded = math.prod(first.shape[:2]) * math.prod(
-                    d + max(pads[i], 0) + max(pads[i + len(spatial)], 0) for i, d in enumerate(spatial))
-                if padded > bound.tensor_elements:
-                    problem, attr, limit = (f"the padded input has {padded:,} elements, more than the "
-                                            f"limit of {bound.tensor_elements:,} (limit 'tensor_elements')",
-                                            "pads", "tensor_elements")
-        if problem is None and op == "AveragePool" and first is not None and out_types:
-            # Its divisor differs at every edge position, so each one gets a loop nest of its own
-            # (codegen.generate.functors.conv.tiles): bound their number, and the code's size.
-            kernel, strides = attrs.get("kernel_shape") or [], attrs.get("strides") or []
-            dilations = attrs.get("dilations") or [1] * len(kernel)
-            nests = math.prod(min(out, 2 * -(-(d * (k - 1) + 1) // max(s, 1)) + 2)
-                              for out, k, s, d in zip(out_types[0].shape[2:], kernel,
-                                                      strides or [1] * len(kernel), dilations))
-            if nests > bound.window_nests:
-                problem, attr, limit = (f"its windows need about {nests:,} loop nests, more than the limit "
-                                        f"of {bound.window_nests:,} (limit 'window_nests')", "kernel_shape",
-                                        "window_nests")
-        for i, t in enumerate(out_types):
-            if problem is not None:
-                break
-            shape_problem = limits.shape_problem(t.shape, bound)
-            if shape_problem:
-                problem = f"output {i} {shape_problem}"
-                limit = "rank" if "'rank'" in shape_problem else "tensor_elements"
-        if problem is None and len(self.nodes) >= bound.graph_nodes:
-            problem, limit = (f"the graph expands to more than {bound.graph_nodes:,} primitives "
-                              f"(limit 'graph_nodes')"), "graph_nodes"
-        if problem is not None:
-            loc = self._locate(OpError(problem, attr=attr), name, inputs, declared)
-            raise GraphError(loc, f"{op} node '{name}': {problem}", limits.hint(limit))
+        """The node within the limits (codegen.limits), checked here, where shapes are first
+        known, so no later stage (tiling, folding, generation) sees a size it would take hours or
+        gigabytes over, or an index that does not fit in an int."""
+        in_types = [self.types.get(n) if n else None for n in inputs]
+        found = limits.node_problem(op, attrs, in_types, out_types, len(self.nodes))
+        if found is not None:
+            loc = self._locate(OpError(found.message, attr=found.attr), name, inputs, declared)
+            raise GraphError(loc, f"{op} node '{name}': {found.message}", limits.hint(found.limit))
 
     def _fold(self, node: Node) -> bool:
         """Evaluate `node` now if its inputs are all constants (build-time ops also read the types

@@ -25,7 +25,7 @@ import contextlib
 import contextvars
 import math
 from dataclasses import dataclass, fields, replace
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 
 
 INDEX_SAFE_ELEMENTS = 1 << 26  # the largest tensor whose every index fits in an int (see above)
@@ -133,3 +133,58 @@ def settings(limits: Limits | None = None) -> str:
     limits = limits or current()
     return ",".join(f"{name}={getattr(limits, name)}" for name in Limits.names()
                     if getattr(limits, name) != getattr(DEFAULT, name))
+
+
+class Problem(NamedTuple):
+    """A node over a limit: what is wrong, the attribute at fault (if one is), the limit's name."""
+
+    message: str
+    attr: str | None
+    limit: str
+
+
+def node_problem(op: str, attrs: Mapping[str, Any], in_types: Sequence[Any], out_types: Sequence[Any],
+                 nodes_so_far: int, limits: Limits | None = None) -> Problem | None:
+    """Why a primitive node (attributes checked, output types inferred) is over the limits, or None.
+    Types are TensorTypes (None for an omitted input)."""
+    bound = limits or current()
+    for key, name in WINDOW_ATTRS.items():
+        values = attrs.get(key)
+        big = [v for v in values if isinstance(v, int) and abs(v) > getattr(bound, name)] \
+            if isinstance(values, (list, tuple)) else []
+        if big:
+            return Problem(f"{key} entry {big[0]:,} is over the limit of {getattr(bound, name):,} "
+                           f"(limit '{name}')", key, name)
+    first = in_types[0] if in_types else None
+    if op in ("Conv", "ConvTranspose") and len(in_types) > 1 and in_types[1] is not None:
+        kernel = in_types[1].shape[2:]
+        if any(k > bound.kernel for k in kernel):
+            return Problem(f"the weights' window {list(kernel)} is over the limit of {bound.kernel:,} "
+                           f"per axis (limit 'kernel')", None, "kernel")
+    pads = attrs.get("pads")
+    if first is not None and isinstance(pads, (list, tuple)) and len(pads) == 2 * len(first.shape[2:]):
+        spatial = first.shape[2:]
+        padded = math.prod(first.shape[:2]) * math.prod(
+            d + max(pads[i], 0) + max(pads[i + len(spatial)], 0) for i, d in enumerate(spatial))
+        if padded > bound.tensor_elements:  # (the index argument in the module doc needs this)
+            return Problem(f"the padded input has {padded:,} elements, more than the limit of "
+                           f"{bound.tensor_elements:,} (limit 'tensor_elements')", "pads", "tensor_elements")
+    if op == "AveragePool" and out_types:
+        # Its divisor differs at every edge position, so each distinct edge window gets a loop nest
+        # of its own (codegen.generate.functors.conv.tiles): bound their number, and the code's size.
+        kernel = list(attrs.get("kernel_shape") or [])
+        strides = list(attrs.get("strides") or [1] * len(kernel))
+        dilations = list(attrs.get("dilations") or [1] * len(kernel))
+        nests = math.prod(min(out, 2 * -(-(d * (k - 1) + 1) // max(s, 1)) + 2)
+                          for out, k, s, d in zip(out_types[0].shape[2:], kernel, strides, dilations))
+        if nests > bound.window_nests:
+            return Problem(f"its windows need about {nests:,} loop nests, more than the limit of "
+                           f"{bound.window_nests:,} (limit 'window_nests')", "kernel_shape", "window_nests")
+    for i, t in enumerate(out_types):
+        problem = shape_problem(t.shape, bound)
+        if problem:
+            return Problem(f"output {i} {problem}", None, "rank" if "'rank'" in problem else "tensor_elements")
+    if nodes_so_far >= bound.graph_nodes:
+        return Problem(f"the graph expands to more than {bound.graph_nodes:,} primitives (limit 'graph_nodes')",
+                       None, "graph_nodes")
+    return None
