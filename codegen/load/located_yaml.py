@@ -41,7 +41,11 @@ def _loc(loader: "_Loader", node: yaml.Node) -> SourceLoc:
 
 class _Loader(yaml.SafeLoader):
     source_path = "<graph>"
-    alias_values = 0  # values the aliases read so far add to the document (`*a` repeats `&a`)
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.alias_values = 0  # values the aliases read so far add to the document (`*a` repeats `&a`)
+        self.expanded_sizes: dict[int, int] = {}  # node id -> values it stands for, aliases expanded
 
     def compose_node(self, parent, index):
         """PyYAML's composition, counting what each alias repeats: a few lines of nested aliases
@@ -50,8 +54,7 @@ class _Loader(yaml.SafeLoader):
         alias = self.peek_event() if self.check_event(yaml.AliasEvent) else None
         node = super().compose_node(parent, index)
         if alias is not None:
-            sizes = self.__dict__.setdefault("_sizes", {})
-            self.alias_values += _expanded_size(node, sizes)
+            self.alias_values += _expanded_size(node, self.expanded_sizes)
             bound = limits.current().alias_expansion
             if self.alias_values > bound:
                 mark = alias.start_mark
