@@ -473,6 +473,8 @@ def load_onnx_spec(path: str | Path, batch: int = 1) -> GraphSpec:
 def onnx_dependencies(path: str | Path) -> list[Path]:
     """Files an ONNX model reads besides itself (external tensor data), for build tools."""
     path = Path(path)
+    if irregular_file(path):  # (never block the build tool's scan; generation reports the file)
+        return []
     try:
         model = _onnx().load(str(path), load_external_data=False)
     except Exception:
