@@ -48,7 +48,7 @@ def _window(rng: random.Random, size: int, transposed: bool = False, dilate: boo
     """kernel, stride, dilation, pad_begin, pad_end for one axis of length `size` (valid for ONNX)."""
     for _ in range(50):
         k, s, d = rng.randint(1, 4), rng.randint(1, 3), rng.choice([1, 1, 1, 2]) if dilate else 1
-        pb, pe = rng.randint(0, k), rng.randint(0, k)
+        pb, pe = rng.randint(0, k - 1), rng.randint(0, k - 1)  # (ONNX Runtime's pools want pads < kernel)
         extent = d * (k - 1) + 1
         if transposed:
             out = s * (size - 1) + extent - pb - pe

@@ -148,8 +148,8 @@ def plan_axis(win: Window, exact_only: bool = False, include_pad: bool = False) 
     q = 0
     while q < win.out_size:
         first, taps = _taps_inside(win, q, 0, win.in_size)
-        if taps == 0:  # a window wholly in the padding: where its taps start does not matter
-            first = 0
+        if taps == 0 and exact_only:  # a window wholly in the padding is an empty tile: where its
+            first = 0                   # taps would start does not matter (_checked reads it otherwise)
         if include_pad:
             counted = _taps_inside(win, q, -win.pad_begin, win.in_size + win.pad_end)[1]
         else:
