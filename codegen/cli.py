@@ -347,6 +347,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         with limits.using(chosen):
             return args.fn(args)
     except TinsmithError as e:
-        from codegen.load.onnx_model import located  # a place in a model file as path:1:1
-        print(located(e), file=sys.stderr)
+        print(_one_line(e), file=sys.stderr)
         return 1
+
+
+def _one_line(e: TinsmithError) -> TinsmithError:
+    """The error as printed: a place in an ONNX model as path:1:1, and names quoted from a model
+    file with their control characters escaped, so each message stays on its one line."""
+    from codegen.load.onnx_model import located
+
+    def escaped(text: str) -> str:
+        return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    e = located(e)
+    if e.loc is None:  # (multi-line details, such as a failed build's log, stay as they are)
+        return e
+    return type(e)(e.loc, escaped(e.message), escaped(e.hint) if e.hint else None)

@@ -65,7 +65,12 @@ def yaml_case(rng: random.Random, folder: Path) -> list[str]:
     text = _copy_graph(name, folder)
     graph = folder / "model.yaml"
     action = rng.random()
-    if action < 0.45:
+    if action < 0.2:
+        doc = yaml.safe_load(text)
+        for _ in range(rng.randint(1, 3)):
+            doc = mutate.nudge_tree(rng, doc)
+        text = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None)
+    elif action < 0.45:
         doc = mutate.mutate_tree(rng, yaml.safe_load(text))
         for _ in range(rng.choice([0, 0, 1, 2])):
             doc = mutate.mutate_tree(rng, doc)
@@ -104,7 +109,11 @@ def onnx_case(rng: random.Random, folder: Path) -> list[str]:
     """A mutated small model: compiled directly, or imported."""
     model, _ = models.random_model(rng)
     path = folder / "model.onnx"
-    path.write_bytes(mutate.mutate_onnx(rng, model))
+    if rng.random() < 0.15:  # valid, but older: the checker and the version converter on real work
+        model.opset_import[0].version = rng.choice([11, 13, 17])
+        path.write_bytes(model.SerializeToString())
+    else:
+        path.write_bytes(mutate.mutate_onnx(rng, model))
     if rng.random() < 0.5:
         return ["generate", str(path), "-o", "out"]
     args = ["import-onnx", str(path), "-o", "out/model.yaml"]

@@ -71,6 +71,21 @@ def mutate_tree(rng: random.Random, doc: Any) -> Any:
     return doc
 
 
+def nudge_tree(rng: random.Random, doc: Any) -> Any:
+    """A small, often still valid change: one integer or float of the file set to a nearby value
+    (a seed, a scale, a dimension, an attribute), so that generation succeeds and its code is checked."""
+    doc = copy.deepcopy(doc)
+    numbers = [(p, v) for p, v in _walk(doc) if isinstance(v, (int, float)) and not isinstance(v, bool) and p]
+    if not numbers:
+        return doc
+    path, value = rng.choice(numbers)
+    if isinstance(value, int):
+        new: Any = max(0, value + rng.choice([-2, -1, 1, 2, 3])) if rng.random() < 0.8 else rng.randint(1, 8)
+    else:
+        new = value * rng.choice([0.5, 2.0, -1.0, 0.0])
+    return _set(doc, path, new)
+
+
 def mutate_text(rng: random.Random, text: str) -> str:
     """Line and character level damage to YAML text."""
     lines = text.splitlines()
@@ -180,7 +195,7 @@ def _hostile_attribute(rng: random.Random, name: str) -> onnx.AttributeProto:
     if choice == 1:
         return helper.make_attribute(name, rng.choice([2**40, -2**40, 0, -1]))
     if choice == 2:
-        return helper.make_attribute(name, [rng.choice([0, -1, 2**31, 2**40, 3]) for _ in range(rng.randint(0, 6))])
+        return helper.make_attribute(name, [rng.choice([0, -1, 2**31, 2**40, 3]) for _ in range(rng.randint(1, 6))])
     if choice == 3:
         return helper.make_attribute(name, [1.5, float("nan")])
     if choice == 4:
