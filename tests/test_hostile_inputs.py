@@ -6,6 +6,7 @@ command runs as its own process where a crash or a hang is what is being tested.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -365,3 +366,26 @@ def test_average_pool_needing_too_many_loop_nests_is_refused(tmp_path):
     assert error_lines(tmp_path, "show", "g.yaml")[0] == (
         "g.yaml:6:72: error: AveragePool node 'averagepool_y': its windows need about 4,008,004 loop nests, "
         "more than the limit of 16,384 (limit 'window_nests')")
+
+
+def test_a_crash_inside_the_version_converter_is_an_error_not_a_crash(tmp_path, monkeypatch):
+    """The converter runs in a child process: even a model the checker passes and the converter
+    still crashes on ends in a located error (here the child is made to crash)."""
+    from codegen.load import onnx_model
+    save_model(tmp_path / "old.onnx", [helper.make_node("Relu", ["x"], ["y"])], opset=11)
+    monkeypatch.setattr(onnx_model, "_CONVERT", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    with pytest.raises(GraphError) as e:
+        onnx_model.read_onnx(tmp_path / "old.onnx")
+    assert e.value.message == f"ONNX's inliner or version converter failed on this model (signal {int(signal.SIGSEGV)})"
+    assert e.value.loc.path.endswith("old.onnx")
+
+
+def test_old_models_are_still_upgraded_and_local_functions_inlined(tmp_path):
+    from codegen.load.onnx_model import read_onnx
+    f = helper.make_function("local", "F", ["a"], ["b"], [helper.make_node("Sigmoid", ["a"], ["b"])],
+                             [helper.make_opsetid("", 11)])
+    save_model(tmp_path / "old.onnx", [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("F", ["r"], ["y"], domain="local")],
+               opset=11, functions=[f], extra_opsets=[helper.make_opsetid("local", 1)])
+    model = read_onnx(tmp_path / "old.onnx")
+    assert (model.upgraded_from, model.opset) == (11, 18)
+    assert [n.op for n in model.spec.nodes] == ["Relu", "Sigmoid"]

@@ -161,21 +161,52 @@ def _default_opset(model) -> int:
     return max((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), default=0)
 
 
-def _upgraded(model) -> tuple[Any, int | None]:
+# The inliner and the version converter are C++ that trusts the model: the checker runs first,
+# and they run in a child process, so a model that still crashes them cannot take the caller
+# (a build, an editor plugin) down with it. Exit 0: upgraded; 3: no adapter for some op, so the
+# model is kept as written (inlined); the model travels as bytes on stdin and stdout.
+_CONVERT = """
+import sys, onnx, onnx.inliner, onnx.version_converter
+model = onnx.load_from_string(sys.stdin.buffer.read())
+if model.functions:
+    model = onnx.inliner.inline_local_functions(model)
+status = 0
+if int(sys.argv[1]):
+    try:
+        model = onnx.version_converter.convert_version(model, int(sys.argv[1]))
+    except Exception:
+        status = 3
+sys.stdout.buffer.write(model.SerializeToString())
+sys.exit(status)
+"""
+CONVERT_SECONDS = 600
+
+
+def _upgraded(model, where: str) -> tuple[Any, int | None]:
     """The model at MIN_OPSET or later (local functions inlined), and the opset it had if it was
     upgraded."""
-    onnx = _onnx()
-    if model.functions:
-        import onnx.inliner
-        model = onnx.inliner.inline_local_functions(model)
+    import subprocess
+    import sys
     opset = _default_opset(model)
-    if 0 < opset < MIN_OPSET:
-        import onnx.version_converter
-        try:
-            return onnx.version_converter.convert_version(model, MIN_OPSET), opset
-        except Exception:  # no adapter for some op: keep the model; its ops are checked as written
-            return model, None
-    return model, None
+    upgrade = 0 < opset < MIN_OPSET
+    if not upgrade and not model.functions:
+        return model, None
+    loc = OnnxLoc(where, 0, 0)
+    try:
+        proc = subprocess.run([sys.executable, "-c", _CONVERT, str(MIN_OPSET if upgrade else 0)],
+                              input=model.SerializeToString(), capture_output=True, timeout=CONVERT_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise GraphError(loc, f"upgrading the model to opset {MIN_OPSET} took more than {CONVERT_SECONDS} s") from None
+    except (OSError, ValueError) as e:  # ValueError: a model over protobuf's 2 GiB
+        raise GraphError(loc, f"cannot upgrade the model: {e}") from None
+    if proc.returncode not in (0, 3):
+        how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"status {proc.returncode}"
+        reason = printable(proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1]) if proc.stderr.strip() \
+            else how
+        raise GraphError(loc, f"ONNX's inliner or version converter failed on this model ({reason})",
+                         f"export the model at opset {MIN_OPSET} or later, without model-local functions")
+    converted = _onnx().load_from_string(proc.stdout)
+    return converted, opset if upgrade and proc.returncode == 0 else None
 
 
 def to_array(tensor, loc: SourceLoc, what: str) -> np.ndarray:
@@ -410,7 +441,7 @@ def read_onnx(path: str | Path, batch: int = 1) -> OnnxModel:
     _check_text(model, where)
     check_model(model, where)
     _check_outputs(model, where)
-    model, upgraded_from = _upgraded(model)
+    model, upgraded_from = _upgraded(model, where)
     reader = _Reader(model, where, batch)
     reader.initializers()
     inputs, batched = reader.inputs()
