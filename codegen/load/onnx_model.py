@@ -18,10 +18,10 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from codegen.errors import GraphError, SourceLoc
-from codegen.ir import Constant, TensorType
 from codegen import limits
+from codegen.errors import GraphError, SourceLoc
 from codegen.files import irregular_file
+from codegen.ir import Constant, TensorType
 from codegen.load.constants import LoaderError
 from codegen.load.graph_file import (SUPPORTED_DTYPES, GraphSpec, NodeSpec, ValueSpec, check_node_count,
                                      display_path)
