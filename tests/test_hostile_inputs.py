@@ -315,22 +315,40 @@ def test_import_removes_what_it_wrote_when_it_does_not_load_again(tmp_path, monk
 
 
 # --- a valid model that did not compile -----------------------------------------------------
-def test_conv_transpose_1d_stride_2_pads_0_2_compiles_and_matches_onnxruntime(tmp_path):
+def compiled_and_onnxruntime(tmp_path: Path, path: Path, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The model's output as the compiled runner (built by SCons) and ONNX Runtime compute it."""
     import onnxruntime as ort
+    want = ort.InferenceSession(path.read_bytes(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    build, name = tmp_path / "build", path.stem
+    scons("-Q", f"graphs={path}", f"build_dir={build}", str(build / name / f"{name}_runner"))
+    (tmp_path / "in.bin").write_bytes(x.astype("<f4").tobytes())
+    subprocess.run([str(build / name / f"{name}_runner"), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")],
+                   check=True)
+    return np.frombuffer((tmp_path / "out.bin").read_bytes(), "<f4").reshape(want.shape), want
+
+
+def test_conv_transpose_1d_stride_2_pads_0_2_compiles_and_matches_onnxruntime(tmp_path):
+    """Its two phases declared `float acc0` twice in one scope."""
     rng = np.random.default_rng(0)
     w = rng.standard_normal((1, 1, 3)).astype(np.float32)
-    x = rng.standard_normal((1, 1, 2)).astype(np.float32)
     node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="up", strides=[2], pads=[0, 2])
     path = save_model(tmp_path / "ct.onnx", [node], inputs=(helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2]),),
                       outputs=(helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 3]),),
                       inits=[numpy_helper.from_array(w, "w")])
-    want = ort.InferenceSession(path.read_bytes(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-    build = tmp_path / "build"
-    scons("-Q", f"graphs={path}", f"build_dir={build}", str(build / "ct" / "ct_runner"))
-    (tmp_path / "in.bin").write_bytes(x.astype("<f4").tobytes())
-    subprocess.run([str(build / "ct" / "ct_runner"), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")], check=True)
-    got = np.frombuffer((tmp_path / "out.bin").read_bytes(), "<f4").reshape(want.shape)
+    got, want = compiled_and_onnxruntime(tmp_path, path, rng.standard_normal((1, 1, 2)).astype(np.float32))
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_max_pool_window_wholly_in_the_padding_matches_onnxruntime(tmp_path):
+    """Found by the differential fuzz: ONNX Runtime starts MaxPool from the lowest float32, so a
+    window with no tap inside the input gives -3.4028235e38 (Tinsmith gave -inf)."""
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1, 2], dilations=[1, 2], pads=[0, 1, 0, 1],
+                            strides=[3, 3])
+    path = save_model(tmp_path / "mp.onnx", [node], inputs=(helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 1]),),
+                      outputs=(helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 1, 1]),))
+    got, want = compiled_and_onnxruntime(tmp_path, path, np.array([1.0, 2.0], np.float32).reshape(1, 1, 2, 1))
+    assert want.item() == np.finfo(np.float32).min
+    np.testing.assert_array_equal(got, want)
 
 
 # --- check passes on every shipped graph ----------------------------------------------------

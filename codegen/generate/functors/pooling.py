@@ -30,6 +30,9 @@ def _root(acc: Expr, p: int) -> Expr:
     return Binary("pow", acc, const(1.0 / p))
 
 
+LOWEST_FLOAT = -3.4028234663852886e38  # the lowest finite float32
+
+
 def _pool(op: str, graph, args, attrs) -> list[Stmt]:
     """A windowed pool: per (batch, channel) plane, the tiles of conv.tiles, each window reduced
     into a local."""
@@ -46,7 +49,7 @@ def _pool(op: str, graph, args, attrs) -> list[Stmt]:
     def body(tl: TileLoops, suffix: str) -> list[Stmt]:
         out_at = (plane * out_size + dot(tl.out_pos, out_strides)).expr()
         acc = f"acc{suffix}"
-        start: Expr = const(-math.inf) if op == "MaxPool" else const(0)
+        start: Expr = const(LOWEST_FLOAT) if op == "MaxPool" else const(0)  # (as ONNX Runtime starts)
         if tl.empty:  # a window that lies wholly in the padding
             return [Store(y.name, out_at, start if op != "AveragePool" or tl.counted else const(math.nan))]
         v = Load(x.name, (plane * in_size + dot(tl.in_pos, in_strides)).expr())
