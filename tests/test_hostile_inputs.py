@@ -241,8 +241,13 @@ def test_names_that_are_not_utf8(tmp_path):
     path = save_model(tmp_path / "u.onnx", [helper.make_node("Relu", ["x"], ["y"], name="QQQQ")])
     path.write_bytes(path.read_bytes().replace(b"QQQQ", b"Q\xff\xfeQ"))
     assert error_lines(tmp_path, "import-onnx", "u.onnx", "-o", "out/u.yaml") == [
-        "u.onnx:1:1: error: the name of node #0 is not valid UTF-8 text: b'Q\\xff\\xfeQ'",
-        "u.onnx:1:1: note: ONNX names are UTF-8 strings; re-export the model"]
+        "u.onnx:1:1: error: graph.node[0].name is not valid UTF-8 text: b'Q\\xff\\xfeQ'",
+        "u.onnx:1:1: note: ONNX strings are UTF-8; re-export the model"]
+    model = onnx.load_from_string(save_model(tmp_path / "u.onnx", [helper.make_node("Relu", ["x"], ["y"])]).read_bytes())
+    model.producer_name = "PPPP"  # any string field, not only names
+    path.write_bytes(model.SerializeToString().replace(b"PPPP", b"P\xff\xfeP"))
+    assert error_lines(tmp_path, "generate", "u.onnx", "-o", "out")[0] == (
+        "u.onnx:1:1: error: producer_name is not valid UTF-8 text: b'P\\xff\\xfeP'")
 
 
 def test_nan_initializer_is_located(tmp_path):

@@ -455,24 +455,27 @@ def read_onnx(path: str | Path, batch: int = 1) -> OnnxModel:
 
 
 def _check_text(model, where: str) -> None:
-    """Every name in the model is text: protobuf hands over a name that is not valid UTF-8 as
-    bytes, which no later step expects."""
-    graph = model.graph
-    places = [("the graph name", graph.name)]
-    for kind, values in (("input", graph.input), ("output", graph.output), ("value", graph.value_info),
-                         ("initializer", graph.initializer)):
-        places += [(f"a{'n' * (kind[0] in 'aeiou')} {kind} name", v.name) for v in values]
-    for i, node in enumerate(graph.node):
-        where_node = f"node #{i}"
-        places += [(f"the name of {where_node}", node.name), (f"the op of {where_node}", node.op_type),
-                   (f"the domain of {where_node}", node.domain)]
-        places += [(f"a value name of {where_node}", n) for n in list(node.input) + list(node.output)]
-        places += [(f"an attribute name of {where_node}", a.name) for a in node.attribute]
-    places += [(f"the name of function #{i}", f.name) for i, f in enumerate(model.functions)]
-    for what, text in places:
-        if not isinstance(text, str):
-            raise GraphError(OnnxLoc(where, 0, 0), f"{what} is not valid UTF-8 text: {printable(repr(text))}",
-                             "ONNX names are UTF-8 strings; re-export the model")
+    """Every string in the model is text: protobuf hands over a string field that is not valid
+    UTF-8 as bytes (a name, a domain, the producer), which no later step expects."""
+    from google.protobuf.descriptor import FieldDescriptor
+
+    def walk(message, path: str) -> None:
+        for field, value in message.ListFields():
+            here = f"{path}.{field.name}" if path else field.name
+            repeated = field.is_repeated if hasattr(field, "is_repeated") else \
+                field.label == FieldDescriptor.LABEL_REPEATED  # (protobuf before 6.31 has only label)
+            values = value if repeated else [value]
+            if field.type == FieldDescriptor.TYPE_STRING:
+                for i, text in enumerate(values):
+                    if not isinstance(text, str):
+                        shown = f"{here}[{i}]" if repeated else here
+                        raise GraphError(OnnxLoc(where, 0, 0), f"{shown} is not valid UTF-8 text: "
+                                         f"{printable(repr(text)[:80])}",
+                                         "ONNX strings are UTF-8; re-export the model")
+            elif field.type == FieldDescriptor.TYPE_MESSAGE:
+                for i, item in enumerate(values):
+                    walk(item, f"{here}[{i}]" if repeated else here)
+    walk(model, "")
 
 
 def _check_outputs(model, where: str) -> None:
