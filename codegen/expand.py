@@ -17,6 +17,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from codegen import limits
 from codegen.builders import BUILDERS
 from codegen.errors import GraphError, SourceLoc
 from codegen.ir import Constant, Graph, Node, TensorType
@@ -185,6 +186,7 @@ class GraphBuilder:
             out_types = list(prim.infer(args))
         except OpError as e:
             raise self._error(e, op, name, inputs, prim.attrs, prefix=True) from None
+        self._check_limits(op, name, inputs, checked, out_types, prim.attrs)
         if prim.outputs < 0 and not outputs:  # inserted by a builder: as many as inferred
             outputs = [self.fresh(f"{name}_out{i}", scoped=False) for i in range(len(out_types))]
         elif prim.outputs < 0:
@@ -195,6 +197,17 @@ class GraphBuilder:
         if not self._fold(node):
             self.nodes.append(node)
         return outputs
+
+    def _check_limits(self, op: str, name: str, inputs: Sequence[str], attrs: Mapping[str, Any],
+                      out_types: Sequence[TensorType], declared: Sequence[Attr]) -> None:
+        """The node within the limits (codegen.limits), checked here, where shapes are first
+        known, so no later stage (tiling, folding, generation) sees a size it would take hours or
+        gigabytes over, or an index that does not fit in an int."""
+        in_types = [self.types.get(n) if n else None for n in inputs]
+        found = limits.node_problem(op, attrs, in_types, out_types, len(self.nodes))
+        if found is not None:
+            loc = self._locate(OpError(found.message, attr=found.attr), name, inputs, declared)
+            raise GraphError(loc, f"{op} node '{name}': {found.message}", limits.hint(found.limit))
 
     def _fold(self, node: Node) -> bool:
         """Evaluate `node` now if its inputs are all constants (build-time ops also read the types

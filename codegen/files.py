@@ -52,3 +52,19 @@ def make_rule(targets, prerequisites) -> str:
         return f"{head}:{body}\n" + "".join(f"\n{make_path(p)}:\n" for p in prerequisites)
     except ValueError as e:
         raise TinsmithError(None, f"cannot write a dependency file: {e}", "rename the file or folder") from None
+
+
+def irregular_file(path: Path) -> str | None:
+    """Why `path` cannot be read as an input file, or None for a regular file (or one that does
+    not exist, which the reader reports itself). A FIFO, socket or device would block a read for
+    ever or never end, so only regular files are opened (symbolic links are followed)."""
+    import stat
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):  # (readers report directories themselves)
+        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+        return f"it is {kind}, not a regular file"
+    return None

@@ -11,6 +11,9 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from codegen import limits
+from codegen.escape import one_line
+from codegen.files import irregular_file
 from codegen.load.located_yaml import LocatedDict
 
 
@@ -20,6 +23,8 @@ class LoaderError(Exception):
 
     def __init__(self, message: str, field: str | None = None, hint: str | None = None,
                  on_key: bool = False):
+        # Messages quote file names, keys and archive members from the model: one line each.
+        message, hint = one_line(message), one_line(hint) if hint else hint
         super().__init__(message)
         self.field = field
         self.hint = hint
@@ -54,6 +59,45 @@ def _check_shape(spec: LocatedDict) -> None:
     shape = spec.get("shape")
     if not isinstance(shape, list) or not all(_is_int(d) and d > 0 for d in shape):
         raise LoaderError("'shape' must be a list of positive integers", "shape")
+    _check_size(shape, "shape")
+
+
+def _check_size(shape, field: str, what: str = "the constant") -> None:
+    """A constant's shape within the limits, checked before its data is made or read."""
+    problem = limits.shape_problem(shape, elements_limit="constant_elements")
+    if problem:
+        limit = "rank" if "'rank'" in problem else "constant_elements"
+        raise LoaderError(f"{what} {problem}", field, limits.hint(limit))
+
+
+def _stored_shape(f) -> tuple[int, ...] | None:
+    """The shape an .npy header declares (None if the header cannot be read: np.load says why)."""
+    try:
+        version = np.lib.format.read_magic(f)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        return tuple(read(f, max_header_size=10_000)[0])
+    except Exception:  # noqa: BLE001  (any malformed header)
+        return None
+
+
+def _check_stored_size(path: Path, rel: str, key: str | None) -> None:
+    """The array in a weight file within the limits, checked from its header before the data is
+    read (a small compressed archive can declare gigabytes)."""
+    import zipfile
+    try:
+        if key is None:
+            with open(path, "rb") as f:
+                shape = _stored_shape(f)
+        else:
+            with zipfile.ZipFile(path) as archive:
+                if f"{key}.npy" not in archive.namelist():
+                    return
+                with archive.open(f"{key}.npy") as f:
+                    shape = _stored_shape(f)
+    except Exception:  # noqa: BLE001  (np.load reports unreadable files)
+        return
+    if shape is not None:
+        _check_size(shape, "file", f"the array in '{rel}'" + (f" under '{key}'" if key else ""))
 
 
 # How each weight file format begins; anything else is not what its name says.
@@ -78,6 +122,9 @@ def _load_file(spec: LocatedDict, base: Path) -> np.ndarray:
                           "add key: NAME")
     if suffix == ".npz" and not isinstance(spec["key"], str):
         raise LoaderError("'key' must be the name of an array in the archive", "key")
+    problem = irregular_file(path)
+    if problem:
+        raise LoaderError(f"cannot read weight file '{rel}': {problem}", "file")
     try:
         with open(path, "rb") as f:
             head = f.read(6)
@@ -91,6 +138,7 @@ def _load_file(spec: LocatedDict, base: Path) -> np.ndarray:
     magic, kind, writer = _MAGIC[suffix]
     if not head.startswith(magic):
         raise LoaderError(f"'{rel}' is not {kind}", "file", f"write it with {writer}")
+    _check_stored_size(path, rel, spec["key"] if suffix == ".npz" else None)
     try:
         if suffix == ".npy":
             return np.load(path, allow_pickle=False)
@@ -194,6 +242,7 @@ def load_constant(spec: LocatedDict, base: Path) -> tuple[np.ndarray, str]:
     if dtype is not None and dtype not in ("float32", "int64"):
         raise LoaderError(f"unsupported dtype {dtype!r}", "dtype", "use float32 or int64")
     data = np.asarray(loader.load(spec, base))
+    _check_size(data.shape, selected[0])
     if data.dtype.kind not in _DTYPE_OF_KIND:
         raise LoaderError(f"data of type {data.dtype} is not supported (use float32 or int64)",
                           selected[0])

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from codegen import limits
 from codegen.errors import GraphError, SourceLoc
 from codegen.ir import Constant, TensorType
 from codegen.load.constants import LoaderError, load_constant, referenced_files
@@ -107,6 +108,17 @@ def _identifier(name: Any, loc: SourceLoc, what: str) -> str:
     return name
 
 
+GRAPH_NAME_MAX = 200  # the name is the stem of every output file; file names hold at most 255 bytes
+
+
+def _graph_name(name: Any, loc: SourceLoc) -> str:
+    _identifier(name, loc, "graph")
+    if len(name) > GRAPH_NAME_MAX:
+        raise GraphError(loc, f"the graph name has {len(name)} characters, more than {GRAPH_NAME_MAX}",
+                         "it names the generated files (NAME.hpp, libNAME.a, ...): choose a shorter one")
+    return name
+
+
 def _unknown_key(d: LocatedDict, allowed: tuple[str, ...], what: str) -> None:
     for key in d:
         if key not in allowed:
@@ -140,6 +152,10 @@ def _tensor_type(spec: Any, loc: SourceLoc, what: str) -> TensorType:
         if not _positive_int(d):
             raise GraphError(shape.at(i), f"dimension {i} of {what} must be a positive integer, "
                              f"not {_shown(d)}", "Tinsmith compiles static shapes only")
+    problem = limits.shape_problem(shape)
+    if problem:
+        raise GraphError(spec.at("shape"), f"{what} {problem}",
+                         limits.hint("rank" if "'rank'" in problem else "tensor_elements"))
     return TensorType(dtype, tuple(shape))
 
 
@@ -204,6 +220,14 @@ def _constants(doc: LocatedDict, base: Path) -> tuple[Constant, ...]:
     return tuple(result)
 
 
+def check_node_count(count: int, loc: SourceLoc, what: str = "the graph") -> None:
+    """At most `graph_nodes` nodes: every later stage walks the nodes, some more than once."""
+    bound = limits.current().graph_nodes
+    if count > bound:
+        raise GraphError(loc, f"{what} has {count:,} nodes, more than the limit of {bound:,} "
+                         f"(limit 'graph_nodes')", limits.hint("graph_nodes"))
+
+
 def _name_list(node: LocatedDict, key: str, what: str,
                allow_empty: bool) -> tuple[tuple[str, ...], tuple[SourceLoc, ...]]:
     names = node.get(key, LocatedList())
@@ -264,7 +288,7 @@ def load_graph_spec(path: str | Path) -> GraphSpec:
     _unknown_key(doc, TOP_LEVEL_KEYS, "the graph")
     if "graph" not in doc:
         raise GraphError(doc.loc, "the graph has no name", "add 'graph: NAME' at the top")
-    name = _identifier(doc["graph"], doc.at("graph"), "graph")
+    name = _graph_name(doc["graph"], doc.at("graph"))
     version = doc.get("version", 1)
     if not isinstance(version, int) or isinstance(version, bool) or version != 1:
         raise GraphError(doc.at("version"), f"unsupported graph file version {version!r}",
@@ -276,6 +300,7 @@ def load_graph_spec(path: str | Path) -> GraphSpec:
         raw_nodes.loc, raw_nodes.item_locs = doc.loc, []
     raw_nodes = _expect(raw_nodes, LocatedList, doc.at("nodes"), "'nodes'",
                         "write the nodes as a list, each item starting with '- op: ...'")
+    check_node_count(len(raw_nodes), doc.at("nodes"))
     nodes = tuple(_node(raw, raw_nodes.at(i)) for i, raw in enumerate(raw_nodes))
     return GraphSpec(name, shown, inputs, outputs, _constants(doc, path.parent), nodes, doc.at("graph"))
 
@@ -286,7 +311,7 @@ def graph_name(path: str | Path) -> str:
     if not isinstance(doc, LocatedDict) or "graph" not in doc:
         raise GraphError(SourceLoc(display_path(Path(path)), 1, 1), "the graph has no name",
                          "add 'graph: NAME' at the top")
-    return _identifier(doc["graph"], doc.at("graph"), "graph")
+    return _graph_name(doc["graph"], doc.at("graph"))
 
 
 def graph_dependencies(path: str | Path) -> list[Path]:

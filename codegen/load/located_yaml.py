@@ -7,7 +7,9 @@ from typing import Any
 
 import yaml
 
+from codegen import limits
 from codegen.errors import GraphError, SourceLoc
+from codegen.files import irregular_file
 
 
 class LocatedDict(dict):
@@ -39,6 +41,43 @@ def _loc(loader: "_Loader", node: yaml.Node) -> SourceLoc:
 
 class _Loader(yaml.SafeLoader):
     source_path = "<graph>"
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.alias_values = 0  # values the aliases read so far add to the document (`*a` repeats `&a`)
+        self.expanded_sizes: dict[int, int] = {}  # node id -> values it stands for, aliases expanded
+
+    def compose_node(self, parent, index):
+        """PyYAML's composition, counting what each alias repeats: a few lines of nested aliases
+        can stand for billions of values (a "billion laughs" document), so the total is bounded
+        by the alias_expansion limit before anything walks the repeated values."""
+        alias = self.peek_event() if self.check_event(yaml.AliasEvent) else None
+        node = super().compose_node(parent, index)
+        if alias is not None:
+            self.alias_values += _expanded_size(node, self.expanded_sizes)
+            bound = limits.current().alias_expansion
+            if self.alias_values > bound:
+                mark = alias.start_mark
+                raise GraphError(SourceLoc(self.source_path, mark.line + 1, mark.column + 1),
+                                 f"YAML aliases here expand to more than {bound:,} values "
+                                 f"(limit 'alias_expansion')", limits.hint("alias_expansion"))
+        return node
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """How many values `node` stands for once every alias inside it is copied out (memoised:
+    a shared node is counted once per use, but computed once)."""
+    known = sizes.get(id(node))
+    if known is not None:
+        return known
+    if isinstance(node, yaml.SequenceNode):
+        size = 1 + sum(_expanded_size(child, sizes) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size = 1 + sum(_expanded_size(k, sizes) + _expanded_size(v, sizes) for k, v in node.value)
+    else:
+        size = 1
+    sizes[id(node)] = size
+    return size
 
 
 # YAML 1.1 reads 1e-5 and 1.0e5 as strings; graph files mean numbers (as YAML 1.2 does).
@@ -138,6 +177,9 @@ def _undecodable(path: str, data: bytes, e: UnicodeDecodeError) -> GraphError:
 def read_yaml(path: Path, display_path: str | None = None) -> Any:
     """Read and parse a YAML file; unreadable files are a GraphError, not a traceback."""
     shown = display_path or str(path)
+    problem = irregular_file(path)
+    if problem:
+        raise GraphError(SourceLoc(shown, 1, 1), f"cannot read graph file: {problem}")
     try:
         data = path.read_bytes()
     except OSError as e:

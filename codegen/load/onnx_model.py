@@ -11,16 +11,20 @@ with ONNX's version converter, because primitives follow the current operator de
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from codegen import limits
 from codegen.errors import GraphError, SourceLoc
+from codegen.files import irregular_file
 from codegen.ir import Constant, TensorType
 from codegen.load.constants import LoaderError
-from codegen.load.graph_file import SUPPORTED_DTYPES, GraphSpec, NodeSpec, ValueSpec, display_path
+from codegen.load.graph_file import (SUPPORTED_DTYPES, GraphSpec, NodeSpec, ValueSpec, check_node_count,
+                                     display_path)
 from codegen.load.identifiers import identifier_problem, valid_identifier
 from codegen.ops.shape_ops import storage_dtype
 
@@ -89,8 +93,9 @@ class OnnxModel:
 
 def graph_name_of(path: str | Path) -> str:
     """The graph name of a model file: its stem as an identifier (ONNX graph names are often
-    generic, like 'main_graph')."""
-    return sanitize(Path(path).stem, "g", "graph")
+    generic, like 'main_graph'), cut to the length a graph file allows."""
+    from codegen.load.graph_file import GRAPH_NAME_MAX
+    return sanitize(sanitize(Path(path).stem, "g", "graph")[:GRAPH_NAME_MAX - 1], "g", "graph")
 
 
 def _onnx():
@@ -102,6 +107,9 @@ def read_model_proto(path: Path, where: str):
     """The ModelProto of an ONNX file (external data loaded); unreadable files are GraphErrors."""
     onnx = _onnx()
     loc = OnnxLoc(where, 0, 0)
+    problem = irregular_file(path)
+    if problem:
+        raise GraphError(loc, f"cannot read model file: {problem}")
     try:
         return onnx.load(str(path))
     except FileNotFoundError:
@@ -113,30 +121,97 @@ def read_model_proto(path: Path, where: str):
                          "export it with torch.onnx.export, tf2onnx or onnx.save") from None
 
 
+_CONTEXT = re.compile(r"Name:\s*(?P<name>.*?)\s*OpType:\s*(?P<op>\S*)")
+
+
+def check_model(model, where: str) -> None:
+    """onnx.checker on the model as read, before any other ONNX code (inliner, version converter,
+    shape inference) walks it: those trust the model, and some crash the process on an attribute
+    of the wrong type. The full check (strict shape inference) runs too; every complaint becomes a
+    GraphError naming the node when the checker says which one."""
+    onnx = _onnx()
+    for full in (False, True):
+        try:
+            onnx.checker.check_model(model, full_check=full)
+        except Exception as e:  # ValidationError, InferenceError, and protobuf's own
+            raise _checker_error(e, where, full) from None
+
+
+def _checker_error(e: Exception, where: str, full: bool) -> GraphError:
+    text = str(e)
+    context = _CONTEXT.search(text)
+    what = ""
+    if context:
+        name, op = context["name"], context["op"]
+        what = f"node '{printable(name)}' ({printable(op)})" if name else f"a {printable(op)} node"
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("==>")]
+    reason = printable(" ".join(lines)) if lines else type(e).__name__
+    if len(reason) > 400:
+        reason = reason[:400] + "..."
+    stage = "shape inference" if full else "the ONNX checker"
+    return GraphError(OnnxLoc(where, 0, 0, what), f"the model is not valid ONNX ({stage}): {reason}",
+                      "re-export the model, or run onnx.checker.check_model on it to see the problem")
+
+
 def _default_opset(model) -> int:
     return max((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), default=0)
 
 
-def _upgraded(model) -> tuple[Any, int | None]:
+# The inliner and the version converter are C++ that trusts the model: the checker runs first,
+# and they run in a child process, so a model that still crashes them cannot take the caller
+# (a build, an editor plugin) down with it. Exit 0: upgraded; 3: no adapter for some op, so the
+# model is kept as written (inlined); the model travels as bytes on stdin and stdout.
+_CONVERT = """
+import sys, onnx, onnx.inliner, onnx.version_converter
+model = onnx.load_from_string(sys.stdin.buffer.read())
+if model.functions:
+    model = onnx.inliner.inline_local_functions(model)
+status = 0
+if int(sys.argv[1]):
+    try:
+        model = onnx.version_converter.convert_version(model, int(sys.argv[1]))
+    except Exception:
+        status = 3
+sys.stdout.buffer.write(model.SerializeToString())
+sys.exit(status)
+"""
+CONVERT_SECONDS = 600
+
+
+def _upgraded(model, where: str) -> tuple[Any, int | None]:
     """The model at MIN_OPSET or later (local functions inlined), and the opset it had if it was
     upgraded."""
-    onnx = _onnx()
-    if model.functions:
-        import onnx.inliner
-        model = onnx.inliner.inline_local_functions(model)
+    import subprocess
+    import sys
     opset = _default_opset(model)
-    if 0 < opset < MIN_OPSET:
-        import onnx.version_converter
-        try:
-            return onnx.version_converter.convert_version(model, MIN_OPSET), opset
-        except Exception:  # no adapter for some op: keep the model; its ops are checked as written
-            return model, None
-    return model, None
+    upgrade = 0 < opset < MIN_OPSET
+    if not upgrade and not model.functions:
+        return model, None
+    loc = OnnxLoc(where, 0, 0)
+    try:
+        proc = subprocess.run([sys.executable, "-c", _CONVERT, str(MIN_OPSET if upgrade else 0)],
+                              input=model.SerializeToString(), capture_output=True, timeout=CONVERT_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise GraphError(loc, f"upgrading the model to opset {MIN_OPSET} took more than {CONVERT_SECONDS} s") from None
+    except (OSError, ValueError) as e:  # ValueError: a model over protobuf's 2 GiB
+        raise GraphError(loc, f"cannot upgrade the model: {e}") from None
+    if proc.returncode not in (0, 3):
+        how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"status {proc.returncode}"
+        reason = printable(proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1]) if proc.stderr.strip() \
+            else how
+        raise GraphError(loc, f"ONNX's inliner or version converter failed on this model ({reason})",
+                         f"export the model at opset {MIN_OPSET} or later, without model-local functions")
+    converted = _onnx().load_from_string(proc.stdout)
+    return converted, opset if upgrade and proc.returncode == 0 else None
 
 
 def to_array(tensor, loc: SourceLoc, what: str) -> np.ndarray:
     """A TensorProto's data in the element type Tinsmith stores it in (float32, int64, ...)."""
     from onnx import numpy_helper
+    problem = limits.shape_problem(tuple(tensor.dims), elements_limit="constant_elements")
+    if problem:
+        raise GraphError(loc, f"{what} {problem}",
+                         limits.hint("rank" if "'rank'" in problem else "constant_elements"))
     try:
         data = numpy_helper.to_array(tensor)
     except Exception as e:
@@ -203,6 +278,10 @@ def _static_shape(value_info, name: str, batch: int, loc: SourceLoc) -> tuple[tu
                              f"{written}; Tinsmith compiles static shapes only",
                              f"fix the shape before importing, e.g. with onnx.tools.update_model_dims."
                              f"update_inputs_outputs_dims(model, {{'{name}': {fixed}}}, {{...}})")
+    problem = limits.shape_problem(shape)
+    if problem:
+        raise GraphError(loc, f"input '{name}' {problem}",
+                         limits.hint("rank" if "'rank'" in problem else "tensor_elements"))
     return tuple(shape), batched
 
 
@@ -352,7 +431,14 @@ def read_onnx(path: str | Path, batch: int = 1) -> OnnxModel:
     node, input or initializer concerned."""
     path = Path(path)
     where = display_path(path)
-    model, upgraded_from = _upgraded(read_model_proto(path, where))
+    if not isinstance(batch, int) or batch < 1:
+        raise GraphError(OnnxLoc(where, 0, 0), f"the batch size must be a positive integer, not {batch}")
+    model = read_model_proto(path, where)
+    check_node_count(len(model.graph.node), OnnxLoc(where, 0, 0, "graph"), "the model")
+    _check_text(model, where)
+    check_model(model, where)
+    _check_outputs(model, where)
+    model, upgraded_from = _upgraded(model, where)
     reader = _Reader(model, where, batch)
     reader.initializers()
     inputs, batched = reader.inputs()
@@ -365,6 +451,51 @@ def read_onnx(path: str | Path, batch: int = 1) -> OnnxModel:
                      producer, batched)
 
 
+def _check_text(model, where: str) -> None:
+    """Every string in the model is text: protobuf hands over a string field that is not valid
+    UTF-8 as bytes (a name, a domain, the producer), which no later step expects."""
+    from google.protobuf.descriptor import FieldDescriptor
+
+    def walk(message, path: str) -> None:
+        for field, value in message.ListFields():
+            here = f"{path}.{field.name}" if path else field.name
+            repeated = field.is_repeated if hasattr(field, "is_repeated") else \
+                field.label == FieldDescriptor.LABEL_REPEATED  # (protobuf before 6.31 has only label)
+            values = value if repeated else [value]
+            if field.type == FieldDescriptor.TYPE_STRING:
+                for i, text in enumerate(values):
+                    if not isinstance(text, str):
+                        shown = f"{here}[{i}]" if repeated else here
+                        raise GraphError(OnnxLoc(where, 0, 0), f"{shown} is not valid UTF-8 text: "
+                                         f"{printable(repr(text)[:80])}",
+                                         "ONNX strings are UTF-8; re-export the model")
+            elif field.type == FieldDescriptor.TYPE_MESSAGE:
+                for i, item in enumerate(values):
+                    walk(item, f"{here}[{i}]" if repeated else here)
+    walk(model, "")
+
+
+def _check_outputs(model, where: str) -> None:
+    """A model with outputs, each listed once: a graph file needs both."""
+    names = [v.name for v in model.graph.output]
+    if not names:
+        raise GraphError(OnnxLoc(where, 0, 0, "graph"), "the model has no outputs",
+                         "Tinsmith compiles models that compute something; export it with outputs")
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise GraphError(OnnxLoc(where, 0, i, f"output '{printable(name)}'"),
+                             "the model lists this output twice", "a graph file lists each output once")
+
+
+def located(e: GraphError) -> GraphError:
+    """An error at a place in an ONNX model as `model.onnx:1:1: error: node 'x' (Conv): ...`: a
+    binary file has no lines, so line 1, column 1, and the message names the place."""
+    if not isinstance(e.loc, OnnxLoc):
+        return e
+    message = f"{e.loc.what}: {e.message}" if e.loc.what else e.message
+    return type(e)(SourceLoc(e.loc.path, 1, 1), message, e.hint)
+
+
 def load_onnx_spec(path: str | Path, batch: int = 1) -> GraphSpec:
     """Read an ONNX model file into a GraphSpec (see read_onnx)."""
     return read_onnx(path, batch).spec
@@ -373,6 +504,8 @@ def load_onnx_spec(path: str | Path, batch: int = 1) -> GraphSpec:
 def onnx_dependencies(path: str | Path) -> list[Path]:
     """Files an ONNX model reads besides itself (external tensor data), for build tools."""
     path = Path(path)
+    if irregular_file(path):  # (never block the build tool's scan; generation reports the file)
+        return []
     try:
         model = _onnx().load(str(path), load_external_data=False)
     except Exception:
@@ -393,6 +526,9 @@ def read_initializer(path: Path, name: Any) -> np.ndarray:
     """The data of initializer `name` in an ONNX file, for the `onnx` constant loader."""
     if not isinstance(name, str) or not name:
         raise LoaderError("'initializer' must name an initializer of the model", "initializer")
+    problem = irregular_file(path)
+    if problem:
+        raise LoaderError(f"cannot read model file '{path.name}': {problem}", "onnx")
     try:
         stat = path.stat()
         tensors = _initializers(str(path), stat.st_mtime_ns, stat.st_size)
@@ -407,8 +543,7 @@ def read_initializer(path: Path, name: Any) -> np.ndarray:
         close = ", ".join(sorted(tensors)[:8]) or "none"
         raise LoaderError(f"'{path.name}' has no initializer '{name}'", "initializer",
                           f"it holds: {close}{', ...' if len(tensors) > 8 else ''}")
-    from onnx import numpy_helper
-    data = numpy_helper.to_array(tensors[name])
-    if storage_dtype(data.dtype) is None:
-        raise LoaderError(f"initializer '{name}' holds {data.dtype} data", "initializer")
-    return data.astype(storage_dtype(data.dtype))
+    try:
+        return to_array(tensors[name], SourceLoc(str(path), 1, 1), f"initializer '{printable(name)}'")
+    except GraphError as e:  # (the loader's caller locates it at the constant's entry)
+        raise LoaderError(e.message, "initializer", e.hint) from None

@@ -102,11 +102,12 @@ def _constant_entry(c: Constant, weights_file: str) -> str:
 
 def _check_writable(constants: Sequence[Constant]) -> None:
     """Graph files hold non-empty, finite data only; say which constants are not."""
+    unwritable = [c for c in constants if c.data.size == 0
+                  or (c.data.dtype.kind == "f" and not np.all(np.isfinite(c.data)))]
     bad = [f"'{c.name}' ({'empty' if c.data.size == 0 else 'holds NaN or infinite values'})"
-           for c in constants if c.data.size == 0
-           or (c.data.dtype.kind == "f" and not np.all(np.isfinite(c.data)))]
-    if bad:
-        raise TinsmithError(None, f"constants a graph file cannot hold: {', '.join(bad)}",
+           for c in unwritable]
+    if bad:  # located at the first one (in a model: the initializer or Constant node)
+        raise TinsmithError(unwritable[0].loc, f"constants a graph file cannot hold: {', '.join(bad)}",
                             "compile the model file directly instead of importing it")
 
 
@@ -205,4 +206,20 @@ def import_onnx(model_path: str | Path, yaml_path: str | Path, batch: int = 1) -
     from codegen.expand import expand_graph
     model = read_onnx(model_path, batch)
     expand_graph(model.spec)  # errors are reported against the model, before anything is written
-    return write_graph(model.spec, yaml_path, onnx_notes(model, Path(model_path).name))
+    written = write_graph(model.spec, yaml_path, onnx_notes(model, Path(model_path).name))
+    _reload(Path(yaml_path), written)
+    return written
+
+
+def _reload(yaml_path: Path, written: list[Path]) -> None:
+    """Load what was written as any graph file is loaded: an import that writes a graph file which
+    does not load is a bug, never a success; what was written is removed and the reason reported."""
+    from codegen.expand import expand_graph
+    from codegen.load.graph_file import load_graph_spec
+    try:
+        expand_graph(load_graph_spec(yaml_path))
+    except TinsmithError as e:
+        for path in written:
+            path.unlink(missing_ok=True)
+        raise TinsmithError(e.loc, f"the imported graph file does not load, so it was removed: {e.message}",
+                            e.hint) from None

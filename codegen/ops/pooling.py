@@ -46,7 +46,9 @@ def _pool_reference(op: str):
         x = xs[0].astype(np.float64)
         wins = windows(x.shape[2:], attrs["kernel_shape"], attrs, bool(attrs["ceil_mode"]))
         out_shape = x.shape[:2] + tuple(w.out_size for w in wins)
-        acc = np.full(out_shape, -np.inf if op == "MaxPool" else 0.0)
+        # MaxPool starts from the lowest float32, as ONNX Runtime does: a window wholly in the
+        # padding (or holding only NaN and -inf) gives -3.4028235e38, not -inf.
+        acc = np.full(out_shape, float(np.finfo(np.float32).min) if op == "MaxPool" else 0.0)
         for taps in itertools.product(*[range(w.kernel) for w in wins]):
             v, real = gather_taps(x, wins, taps)
             if op == "MaxPool":  # NaN never wins, as in ONNX Runtime

@@ -145,18 +145,28 @@ def plan_axis(win: Window, exact_only: bool = False, include_pad: bool = False) 
     """Cut one axis into segments (see the module doc). With `exact_only` no segment is checked;
     `include_pad` counts padding taps in `counted` (AveragePool's count_include_pad)."""
     runs: list[Segment] = []
-    for q in range(win.out_size):
+    q = 0
+    while q < win.out_size:
         first, taps = _taps_inside(win, q, 0, win.in_size)
+        if taps == 0 and exact_only:  # a window wholly in the padding is an empty tile: where its
+            first = 0                   # taps would start does not matter (_checked reads it otherwise)
         if include_pad:
             counted = _taps_inside(win, q, -win.pad_begin, win.in_size + win.pad_end)[1]
         else:
             counted = taps
+        # Outputs whose whole window lies in the input form one run: step over it at once, so a
+        # long axis costs its edges, not its length.
+        count = 1
+        if taps == win.kernel > 0:
+            interior_end = (win.in_size - 1 - (win.kernel - 1) * win.dilation + win.pad_begin) // win.stride
+            count = max(1, min(interior_end, win.out_size - 1) - q + 1)
         key = (first, taps, counted)
         last = runs[-1] if runs else None
         if last is not None and (last.tap_start, last.taps, last.counted) == key:
-            runs[-1] = Segment(last.start, last.count + 1, first, taps, counted, full=last.full)
+            runs[-1] = Segment(last.start, last.count + count, first, taps, counted, full=last.full)
         else:
-            runs.append(Segment(q, 1, first, taps, counted, full=taps == win.kernel))
+            runs.append(Segment(q, count, first, taps, counted, full=taps == win.kernel))
+        q += count
     if exact_only:
         return tuple(runs)
     merged: list[Segment] = []
@@ -282,14 +292,15 @@ def dot(positions: Sequence[Affine], strides: Sequence[int]) -> Affine:
 
 
 def window_nests(axes: Sequence[Axis], tile_list: Sequence[tuple[Segment, ...]],
-                 body: Callable[[TileLoops, str], list[Stmt]]) -> list[Stmt]:
+                 body: Callable[[TileLoops, str], list[Stmt]], tag: str = "") -> list[Stmt]:
     """Each tile's comment and output loops around `body(tile, suffix)`; `suffix` makes the names of
-    the body's locals unique where a tile has no output loop of its own to scope them."""
+    the body's locals unique where a tile has no output loop of its own to scope them (`tag` tells
+    apart several calls whose nests share one scope, such as ConvTranspose's phases)."""
     stmts: list[Stmt] = []
     for t, tile in enumerate(tile_list):
         tl = tile_loops(axes, tile)
         stmts.append(Comment(tl.label))
-        stmts += loops(tl.outer, body(tl, "" if tl.outer else str(t)))
+        stmts += loops(tl.outer, body(tl, "" if tl.outer else f"{tag}{t}"))
     return stmts
 
 
@@ -301,9 +312,10 @@ def accumulate(acc: str, value: Expr) -> Assign:
 def _conv_nests(axes: Sequence[Axis], tile_list, x: str, w: str, y: str, *, in_base: Affine,
                 in_strides, in_channel: Affine, w_base: Affine, w_channel: int, k_strides,
                 out_base: Affine, out_strides, init: Expr, channels: int,
-                out_coords: tuple[Affine, ...] | None = None) -> list[Stmt]:
+                out_coords: tuple[Affine, ...] | None = None, tag: str = "") -> list[Stmt]:
     """acc = init; acc += x * w over the input channels (loop c) and taps of each tile; store.
-    `out_coords` (batch, channel): the stores also say where they write, for fusion."""
+    `out_coords` (batch, channel): the stores also say where they write, for fusion; `tag`
+    keeps locals apart where several nests share one scope (see window_nests)."""
     def body(tl: TileLoops, suffix: str) -> list[Stmt]:
         out_at = (out_base + dot(tl.out_pos, out_strides)).expr()
         coords = None if out_coords is None else tuple(a.expr() for a in (*out_coords, *tl.out_pos))
@@ -318,7 +330,7 @@ def _conv_nests(axes: Sequence[Axis], tile_list, x: str, w: str, y: str, *, in_b
             value = Select(tl.in_bounds, value, const(0))
         reduce = loops((("c", channels),) + tl.taps, [accumulate(acc, Binary("*", value, Load(w, w_at.expr())))])
         return [Local(acc, init), *reduce, Store(y, out_at, Var(acc), coords)]
-    return window_nests(axes, tile_list, body)
+    return window_nests(axes, tile_list, body, tag)
 
 
 def _bias_init(b, channel: Expr) -> tuple[list[Stmt], Expr]:
@@ -392,7 +404,7 @@ def conv_transpose(graph, node_id, cluster_id, args, attrs):
     n, g, m = Affine.var("n"), Affine.var("g"), Affine.var("m")
     prelude, init = _bias_init(b, (g * mg + m).expr())
     nests: list[Stmt] = []
-    for phase in itertools.product(*[transposed_phases(a) for a in axes]):
+    for index, phase in enumerate(itertools.product(*[transposed_phases(a) for a in axes])):
         if any(p is None for p in phase):
             continue
         if any(a.stride > 1 for a in axes):
@@ -404,5 +416,6 @@ def conv_transpose(graph, node_id, cluster_id, args, attrs):
                              w_base=g * (cg * mg * k_size) + m * k_size, w_channel=mg * k_size,
                              k_strides=row_major_strides(w.type.shape[2:]),
                              out_base=n * (out_channels * out_size) + (g * mg + m) * out_size,
-                             out_strides=row_major_strides(y.type.shape[2:]), init=init, channels=cg)
+                             out_strides=row_major_strides(y.type.shape[2:]), init=init, channels=cg,
+                             tag=f"p{index}_")  # the phases' nests share the batch loop's scope
     return loops((("g", group), ("m", mg)), prelude + [For("n", batch, tuple(nests))])

@@ -37,6 +37,9 @@ def plane_coords(batch: int, channels: int) -> tuple[Expr, Expr]:
     return Binary("/", Var("i"), index(channels)), Binary("%", Var("i"), index(channels))
 
 
+LOWEST_FLOAT = -3.4028234663852886e38  # the lowest finite float32
+
+
 def _pool(op: str, graph, args, attrs) -> list[Stmt]:
     """A windowed pool: per (batch, channel) plane, the tiles of conv.tiles, each window reduced
     into a local."""
@@ -55,7 +58,7 @@ def _pool(op: str, graph, args, attrs) -> list[Stmt]:
         # where the store writes, for fusion: plane i is batch i / C, channel i % C
         coords = (*plane_coords(batch, channels), *(p.expr() for p in tl.out_pos))
         acc = f"acc{suffix}"
-        start: Expr = const(-math.inf) if op == "MaxPool" else const(0)
+        start: Expr = const(LOWEST_FLOAT) if op == "MaxPool" else const(0)  # (as ONNX Runtime starts)
         if tl.empty:  # a window that lies wholly in the padding
             return [Store(y.name, out_at, start if op != "AveragePool" or tl.counted else const(math.nan), coords)]
         v = Load(x.name, (plane * in_size + dot(tl.in_pos, in_strides)).expr())

@@ -47,6 +47,8 @@ Construction variables (defaults in brackets):
   TINSMITH_EXTRA_CCFLAGS flags added to the target's for generated code [-Werror]
   TINSMITH_CONSTANTS_IN_RAM  true: constants are copied to RAM at startup instead of read
                          from flash (faster where flash has wait states; costs RAM) [False]
+  TINSMITH_LIMITS        NAME=N,... : limits on what a model file may ask for (tensor sizes,
+                         windows, nodes, YAML aliases; see docs/SECURITY.md) [defaults]
   TINSMITH_RAM_BUDGET, TINSMITH_FLASH_BUDGET
                          bytes; a model that needs more fails the build, naming the largest
                          consumers [none]
@@ -123,7 +125,7 @@ GRAPH_SUFFIXES = (".yaml", ".yml", ".onnx")
 # Construction variables that change what a build folder holds. Each reaches the command
 # line of the steps it affects (so it is part of their build signature); these are compared
 # when a second environment asks for outputs in a folder another one already declared.
-SETTINGS = ("TINSMITH_TARGET", "TINSMITH_OPTIMIZE", "TINSMITH_EXTRA_CCFLAGS", "TINSMITH_CONSTANTS_IN_RAM",
+SETTINGS = ("TINSMITH_TARGET", "TINSMITH_OPTIMIZE", "TINSMITH_EXTRA_CCFLAGS", "TINSMITH_CONSTANTS_IN_RAM", "TINSMITH_LIMITS",
             "TINSMITH_RAM_BUDGET", "TINSMITH_FLASH_BUDGET", "TINSMITH_INCLUDE", "TINSMITH_PYTHON",
             "TINSMITHCOM", "TINSMITHVERIFYCOM", "TINSMITHREPORTCOM")
 # The settings the host runtime library depends on (runners of models with, say, different
@@ -402,8 +404,10 @@ def generate(env):
         TINSMITH_RAM_BUDGET="",
         TINSMITH_FLASH_BUDGET="",
         TINSMITH_CONSTANTS_IN_RAM=False,
+        TINSMITH_LIMITS="",
         TINSMITHCOM=("$TINSMITH_PYTHON -m codegen generate $SOURCE -o ${TARGET.dir} --target $TINSMITH_TARGET_FILE"
-                     "${TINSMITH_CONSTANTS_IN_RAM and ' --constants-in-ram' or ''}"),
+                     "${TINSMITH_CONSTANTS_IN_RAM and ' --constants-in-ram' or ''}"
+                     "${TINSMITH_LIMITS and ' --limits ' + TINSMITH_LIMITS or ''}"),
         TINSMITHCOMSTR="",
         TINSMITHVERIFYCOM="$TINSMITH_PYTHON -m codegen verify $SOURCE --stamp $TARGET",
         TINSMITHVERIFYCOMSTR="",

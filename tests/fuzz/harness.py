@@ -1,0 +1,150 @@
+"""Running one fuzz case and judging what Tinsmith did with it.
+
+A case is a folder holding the files of one (possibly hostile) model and a command line. The
+command runs as a separate process with a time limit, in that folder; its outputs go to
+`out/`. What must hold for every case, whatever the input:
+  - exit status 0 or 1 (never a signal, never 2 or a traceback);
+  - on failure, stderr is `path:line:col: error: ...` lines (and `note:` lines), each on one line;
+  - it ends within the time limit;
+  - nothing is written outside `out/` (the case folder is listed before and after);
+  - when generation succeeds, the generated C++ compiles warning-free and libclang verifies it;
+    an import's graph file loads again.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+INCLUDE = ROOT / "runtime_cpp" / "include"
+MESSAGE = re.compile(r"^[^\n]+:\d+:\d+: (error|note): \S")
+TIMEOUT = 60.0  # seconds for one command; the slowest legitimate case here takes a few
+CXXFLAGS = ["-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-fno-exceptions", "-fno-rtti"]
+
+
+@dataclass
+class Outcome:
+    """What one case did; `findings` lists every broken promise (empty: the case passed)."""
+
+    name: str
+    status: int | None
+    seconds: float
+    stderr: str = ""
+    findings: list[str] = field(default_factory=list)
+    generated: bool = False
+
+
+def _env() -> dict[str, str]:
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def _listing(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file under `folder` except out/, with size and modification time."""
+    result = {}
+    for path in folder.rglob("*"):
+        rel = path.relative_to(folder)
+        if rel.parts and rel.parts[0] == "out":
+            continue
+        try:
+            st = path.lstat()
+        except OSError:
+            continue
+        result[str(rel)] = (st.st_size, st.st_mtime_ns)
+    return result
+
+
+def run_tinsmith(args: list[str], cwd: Path, timeout: float = TIMEOUT) -> tuple[int | None, str, str, float]:
+    """`python -m codegen ARGS` in cwd; (status or None on timeout, stdout, stderr, seconds)."""
+    start = time.monotonic()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "codegen", *args], cwd=cwd, env=_env(),
+                              capture_output=True, text=True, errors="replace", timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+        return proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+        return None, out, err, time.monotonic() - start
+
+
+def check_messages(status: int | None, stderr: str) -> list[str]:
+    """The promises about the exit status and the messages."""
+    findings = []
+    if status is None:
+        findings.append("hang: no answer within the time limit")
+    elif status < 0:
+        findings.append(f"crash: killed by signal {-status}")
+    elif status not in (0, 1):
+        findings.append(f"exit status {status}")
+    if "Traceback (most recent call last)" in stderr:
+        last = [line for line in stderr.strip().splitlines() if line.strip()][-1:]
+        findings.append(f"traceback: {last[0] if last else ''}")
+    elif status == 1:
+        lines = [line for line in stderr.splitlines() if line.strip()]
+        if not lines:
+            findings.append("exit status 1 without a message")
+        for line in lines:
+            if not MESSAGE.match(line):
+                findings.append(f"message not in path:line:col: error: form: {line[:200]!r}")
+                break
+    return findings
+
+
+def check_generated(out: Path) -> list[str]:
+    """Generated sources compile warning-free and pass libclang's verification."""
+    plans = sorted(out.glob("*.plan.json"))
+    if not plans:
+        return ["generation succeeded but wrote no plan"]
+    findings = []
+    for plan in plans:
+        name = plan.name[: -len(".plan.json")]
+        cpp = out / f"{name}.cpp"
+        proc = subprocess.run(["g++", *CXXFLAGS, f"-I{out}", f"-I{INCLUDE}", "-c", str(cpp), "-o",
+                               str(out / f"{name}.o")], capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            first = next((line for line in proc.stderr.splitlines() if "error" in line), proc.stderr[:200])
+            findings.append(f"generated code does not compile: {first[:300]}")
+            continue
+        status, _, err, _ = run_tinsmith(["verify", str(plan), "-I", str(INCLUDE)], out, timeout=300)
+        if status != 0:
+            findings.append(f"generated headers do not verify: {err.strip()[:300]}")
+    return findings
+
+
+def run_case(name: str, folder: Path, args: list[str], timeout: float = TIMEOUT,
+             compile_output: bool = True) -> Outcome:
+    """Run one case (files already in `folder`) and judge it."""
+    before = _listing(folder)
+    status, _, stderr, seconds = run_tinsmith(args, folder, timeout)
+    outcome = Outcome(name, status, seconds, stderr)
+    outcome.findings += check_messages(status, stderr)
+    after = _listing(folder)
+    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    if changed:
+        outcome.findings.append(f"files written outside out/: {', '.join(changed[:5])}")
+    out = folder / "out"
+    if status == 0 and args and args[0] == "generate":
+        outcome.generated = True
+        if compile_output:
+            outcome.findings += check_generated(out)
+    if status == 0 and args and args[0] == "import-onnx":
+        graph = next(iter(sorted(out.glob("*.yaml"))), None)
+        if graph is None:
+            outcome.findings.append("import succeeded but wrote no graph file")
+        else:
+            status2, _, err2, _ = run_tinsmith(["generate", str(graph), "-o", str(out / "gen")], folder, timeout)
+            if status2 != 0:
+                outcome.findings.append(f"the imported graph file does not load: {err2.strip()[:300]}")
+            else:
+                outcome.generated = True
+                if compile_output:
+                    outcome.findings += check_generated(out / "gen")
+    if status == 1 and args and args[0] == "import-onnx" and any(out.glob("*.yaml")):
+        outcome.findings.append("a failed import left a graph file behind")
+    return outcome
