@@ -271,6 +271,14 @@ def cmd_show(args) -> int:
     return 0
 
 
+def cmd_arena(args) -> int:
+    from codegen.arena import arena_summary, write_arena
+    report = write_arena(args.sources, args.out_dir, args.name)
+    if not args.quiet:
+        print(arena_summary(report, args.target_label))
+    return 0
+
+
 def cmd_import_onnx(args) -> int:
     from codegen.load.write_yaml import import_onnx
     for path in import_onnx(args.model, args.output, args.batch):
@@ -348,6 +356,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--depfile", help="Make-syntax rule naming the graph and the weight files it reads as "
                    "prerequisites of the stamp, for Make's include and CMake's DEPFILE; without --stamp, "
                    "the depfile is its own stamp")
+    p = command("arena", cmd_arena, "plan models that never run at the same time into one shared workspace: "
+                "write ARENA.h (the buffer and how to pass it to each model) and ARENA.arena.json (the saving)",
+                graph=False)
+    p.add_argument("sources", nargs="+", help="one arena file (arena: NAME, graphs: [FILE, ...]), or the "
+                   "models' NAME.plan.json or NAME.json reports with --name")
+    p.add_argument("-o", "--out-dir", required=True, help="folder to write ARENA.h and ARENA.arena.json into")
+    p.add_argument("--name", help="the arena's name (an identifier), when made from reports")
+    p.add_argument("--target-label", help=argparse.SUPPRESS)  # shown in the summary line
+    p.add_argument("-q", "--quiet", action="store_true", help="do not print the summary line")
     p = command("include-dir", cmd_include_dir, "print the folder to add to the include path of code that "
                 "includes NAME.hpp (it holds tinsmith/buffer.hpp)", graph=False)
     p.add_argument("--baremetal", action="store_true", help="print the folder of the bare-metal test "
