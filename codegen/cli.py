@@ -133,7 +133,8 @@ def seeded_inputs(graph, seed: int = 0) -> dict[str, np.ndarray]:
 def cmd_generate(args) -> int:
     from codegen.load import graph_dependencies
     from codegen.pipeline import compile_graph, library_files, write_files
-    compiled = compile_graph(args.graph, constants_in_ram=args.constants_in_ram)
+    compiled = compile_graph(args.graph, constants_in_ram=args.constants_in_ram,
+                             constants_section=args.constants_section)
     files = library_files(compiled.files, compiled.graph.name) if args.library_only else compiled.files
     inputs = [args.graph, *graph_dependencies(args.graph)] if args.depfile else []
     write_files(files, args.out_dir, stamp=args.stamp, depfile=args.depfile, inputs=inputs)
@@ -349,6 +350,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--out-dir", required=True)
     p.add_argument("--constants-in-ram", action="store_true",
                    help="let the startup code copy constants to RAM instead of reading them from flash")
+    p.add_argument("--constants-section", metavar="SECTION",
+                   help="declare the constants in this linker section (e.g. .ext_weights) where the build "
+                   "defines TINSMITH_PLACE_SECTIONS; the SCons tool passes the target's placement")
     p.add_argument("--library-only", action="store_true",
                    help="write only what a library compiles (NAME.cpp, NAME.hpp, NAME.h): no host runner, no plan")
     p.add_argument("--stamp", help="file written on every run, even when no output changed, for build "

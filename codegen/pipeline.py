@@ -31,14 +31,31 @@ class Compiled:
     files: dict[str, str]
 
 
-def compile_graph(path: str | Path, backend: Backend = CPP, constants_in_ram: bool = False) -> Compiled:
+def compile_graph(path: str | Path, backend: Backend = CPP, constants_in_ram: bool = False,
+                  constants_section: str | None = None) -> Compiled:
     """Run every stage up to assembly; nothing is written. Constants stay in flash unless
-    `constants_in_ram`."""
+    `constants_in_ram`, or go in linker section `constants_section` (a target's placement)."""
+    if constants_section is not None:
+        _check_constants_section(constants_section, constants_in_ram)
     graph = lower(path)
     sched = schedule(graph)
     plan = plan_memory(graph, sched)
     model = generate(graph, sched, plan, backend, constants_in_ram)
-    return Compiled(graph, sched, plan, model, assemble(model))
+    return Compiled(graph, sched, plan, model, assemble(model, constants_section))
+
+
+def _check_constants_section(section: str, constants_in_ram: bool) -> None:
+    from codegen.errors import TinsmithError
+    from codegen.escape import ld_section_name, one_line
+    if constants_in_ram:
+        raise TinsmithError(None, "constants cannot both be copied to RAM and placed in a linker section",
+                            "drop one: constants-in-RAM, or the constants' placement")
+    try:
+        ld_section_name(section)
+    except ValueError:
+        raise TinsmithError(None, f"'{one_line(section)}' cannot name the constants' linker section",
+                            "a section name is a '.' and then letters, digits and '_' (no further '.'), "
+                            "e.g. .ext_weights, and not one the toolchain uses (.text, .rodata, .data ...)") from None
 
 
 LIBRARY_SUFFIXES = (".cpp", ".hpp", ".h")

@@ -47,6 +47,13 @@ Construction variables (defaults in brackets):
   TINSMITH_EXTRA_CCFLAGS flags added to the target's for generated code [-Werror]
   TINSMITH_CONSTANTS_IN_RAM  true: constants are copied to RAM at startup instead of read
                          from flash (faster where flash has wait states; costs RAM) [False]
+  TINSMITH_PLACEMENT     where constants, workspace and stack go on a bare-metal target, over
+                         the target YAML's `placement`: KIND=REGION[:SECTION],... with KIND
+                         constants, workspace or stack and REGION one of the board's memory
+                         regions, e.g. "constants=ext_flash:.ext_weights,stack=dtcm". Constants
+                         are declared in SECTION in NAME.cpp (where TINSMITH_PLACE_SECTIONS is
+                         defined, as the target's compile does), the test firmware's workspace
+                         too, and its memory script puts each section in its region [none]
   TINSMITH_RAM_BUDGET, TINSMITH_FLASH_BUDGET
                          bytes; a model that needs more fails the build, naming the largest
                          consumers [none]
@@ -107,7 +114,7 @@ from codegen.errors import TinsmithError  # noqa: E402
 from codegen.paths import PACKAGE_DIR, RUNTIME_DIR, RUNTIME_INCLUDE  # noqa: E402
 from codegen.load import graph_dependencies, graph_name  # noqa: E402
 from codegen.measure.summary import summary  # noqa: E402
-from codegen.targets import load_target  # noqa: E402
+from codegen.targets import load_target, with_placement  # noqa: E402
 from codegen.targets.firmware import memory_script  # noqa: E402
 from codegen.targets.firmware_scons import configure_toolchain, firmware_program  # noqa: E402
 
@@ -124,23 +131,32 @@ GRAPH_SUFFIXES = (".yaml", ".yml", ".onnx")
 # Construction variables that change what a build folder holds. Each reaches the command
 # line of the steps it affects (so it is part of their build signature); these are compared
 # when a second environment asks for outputs in a folder another one already declared.
-SETTINGS = ("TINSMITH_TARGET", "TINSMITH_OPTIMIZE", "TINSMITH_EXTRA_CCFLAGS", "TINSMITH_CONSTANTS_IN_RAM",
+SETTINGS = ("TINSMITH_TARGET", "TINSMITH_PLACEMENT", "TINSMITH_OPTIMIZE", "TINSMITH_EXTRA_CCFLAGS",
+            "TINSMITH_CONSTANTS_IN_RAM",
             "TINSMITH_RAM_BUDGET", "TINSMITH_FLASH_BUDGET", "TINSMITH_INCLUDE", "TINSMITH_PYTHON",
             "TINSMITHCOM", "TINSMITHVERIFYCOM", "TINSMITHREPORTCOM", "TINSMITHARENACOM")
 # The settings the host runtime library depends on (runners of models with, say, different
 # budgets share one runtime).
-RUNTIME_SETTINGS = ("TINSMITH_TARGET", "TINSMITH_OPTIMIZE", "TINSMITH_EXTRA_CCFLAGS", "TINSMITH_INCLUDE")
+RUNTIME_SETTINGS = ("TINSMITH_TARGET", "TINSMITH_PLACEMENT", "TINSMITH_OPTIMIZE", "TINSMITH_EXTRA_CCFLAGS", "TINSMITH_INCLUDE")
 # What the pseudo-builders declared, by (kind, folder): (settings, where declared, nodes).
 _DECLARED: dict = {}
 _GENERATOR_DIGEST: list = []
 
 
 def _target(env):
-    """The Target that $TINSMITH_TARGET names."""
+    """The Target that $TINSMITH_TARGET names, with $TINSMITH_PLACEMENT over its own placement."""
     try:
-        return load_target(env.subst("$TINSMITH_TARGET"))
+        return with_placement(load_target(env.subst("$TINSMITH_TARGET")), env.subst("$TINSMITH_PLACEMENT"))
     except TinsmithError as e:
         raise SCons.Errors.UserError(str(e)) from None
+
+
+def _constants_section_flag(env) -> str:
+    """The generator's option for the target's constants placement (in TINSMITHCOM)."""
+    placement = _target(env).board.placement if _target(env).baremetal else None
+    if placement is None or placement.constants is None:
+        return ""
+    return f" --constants-section {placement.constants.section}"  # a checked name: nothing to quote
 
 
 def _compiler(env, folder):
@@ -473,8 +489,11 @@ def generate(env):
         TINSMITH_RAM_BUDGET="",
         TINSMITH_FLASH_BUDGET="",
         TINSMITH_CONSTANTS_IN_RAM=False,
+        TINSMITH_PLACEMENT="",
+        TINSMITH_CONSTANTS_SECTION_FLAG=_constants_section_flag,
         TINSMITHCOM=("$TINSMITH_PYTHON -m codegen generate $SOURCE -o ${TARGET.dir}"
-                     "${TINSMITH_CONSTANTS_IN_RAM and ' --constants-in-ram' or ''}"),
+                     "${TINSMITH_CONSTANTS_IN_RAM and ' --constants-in-ram' or ''}"
+                     "${TINSMITH_CONSTANTS_SECTION_FLAG(__env__)}"),
         TINSMITHCOMSTR="",
         TINSMITHVERIFYCOM="$TINSMITH_PYTHON -m codegen verify $SOURCE --stamp $TARGET",
         TINSMITHVERIFYCOMSTR="",
