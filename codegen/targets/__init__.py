@@ -355,7 +355,8 @@ def _check_overlaps(regions, memory: _Fields) -> None:
                                   "shrink one of them: each byte belongs to one region")
 
 
-def _check_place(kind: str, place: Place, board: Board, loc: SourceLoc | None) -> Place:
+def _check_place(kind: str, place: Place, board: Board, loc: SourceLoc | None,
+                 section_loc: SourceLoc | None = None) -> Place:
     from codegen.escape import ld_section_name
     if board.region(place.region) is None:
         known = ", ".join(["flash", "ram", *(n for n, _ in board.regions)])
@@ -367,13 +368,13 @@ def _check_place(kind: str, place: Place, board: Board, loc: SourceLoc | None) -
                           "TINSMITH_CONSTANTS_IN_RAM) instead")
     if kind == "stack":
         if place.section is not None:
-            raise TargetError(loc, "the stack takes a region only; the memory script makes its section")
+            raise TargetError(section_loc or loc, "the stack takes a region only; the memory script makes its section")
         return place
     section = place.section or DEFAULT_SECTIONS[kind]
     try:
         ld_section_name(section)
     except ValueError:
-        raise TargetError(loc, f"'{one_line(section)}' cannot name the {kind}' linker section",
+        raise TargetError(section_loc or loc, f"'{one_line(section)}' cannot name the {kind}' linker section",
                           "a section name is a '.' and then letters, digits and '_' (no further '.'), "
                           "e.g. .ext_weights, and not one the toolchain uses (.text, .rodata, .data, .bss ...)") \
             from None
@@ -389,7 +390,7 @@ def _placement(fields: _Fields, board: Board) -> Placement:
         region = entry.string("region")
         section = entry.string("section", required=False)
         entry.done()
-        places[kind] = _check_place(kind, Place(region, section), board, entry.loc)
+        places[kind] = _check_place(kind, Place(region, section), board, entry.at("region"), entry.at("section"))
     fields.done()
     placement = Placement(**places)
     _check_sections_differ(placement, fields.loc)
