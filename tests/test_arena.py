@@ -200,3 +200,14 @@ def test_bad_arena_files_are_located_errors(tmp_path, text, message):
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert message.format(mlp=mlp, col=len(mlp) + 12) in proc.stderr, proc.stderr
     assert not (tmp_path / "out").exists()  # nothing half-written
+
+
+def test_example_arena_file(tmp_path):
+    """examples/arena: kws_dscnn and ad_autoencoder share kws_dscnn's workspace."""
+    from codegen.pipeline import compile_graph
+    proc = tinsmith("arena", str(ROOT / "examples" / "arena" / "kws_and_ad.yaml"), "-o", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "kws_and_ad.arena.json").read_text())
+    sizes = [compile_graph(GRAPHS / f"{g}.yaml").plan.workspace_bytes for g in ("kws_dscnn", "ad_autoencoder")]
+    assert [m["workspace_bytes"] for m in report["models"]] == sizes
+    assert report["saved_bytes"] == sum(sizes) - report["arena_bytes"] == min(sizes)

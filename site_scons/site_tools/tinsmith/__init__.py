@@ -27,6 +27,12 @@ Builders and methods:
   env.TinsmithModel(graph[, build_dir]) pseudo-builder: all of the above for $TINSMITH_TARGET,
                                         and NAME.summary, the summary line; returns [libNAME.a];
                                         headers and report are in lib[0].dir
+  env.TinsmithArena(name, graphs[, build_dir])  models that never run at the same time share
+                                        one workspace: ARENA.h (C and C++: the buffer, and
+                                        how to pass it to each model's call) and
+                                        ARENA.arena.json (the saving); returns [ARENA.h].
+                                        `graphs` may hold arena files; with one arena file
+                                        alone, env.TinsmithArena("arena.yaml") takes its name
   env.TinsmithRunner(graph[, build_dir]) host runner program for the graph (links the runtime)
   env.TinsmithFirmware(graph[, build_dir]) test firmware (ELF) for a bare-metal target
   env.TinsmithRuntime()                 the host runtime library, libtinsmith.a
@@ -60,6 +66,7 @@ Construction variables (defaults in brackets):
   TINSMITHCOM / TINSMITHCOMSTR               command (and its display) that generates sources
   TINSMITHVERIFYCOM / TINSMITHVERIFYCOMSTR   command (and its display) that verifies headers
   TINSMITHREPORTCOM / TINSMITHREPORTCOMSTR   command (and its display) that measures the report
+  TINSMITHARENACOM / TINSMITHARENACOMSTR     command (and its display) that writes an arena
 
 How it behaves, as SCons's own builders do:
 - Outputs go where TINSMITH_BUILD_DIR (or build_dir=) says, one folder per graph. Every setting
