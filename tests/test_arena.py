@@ -149,6 +149,15 @@ def test_each_model_alone_gives_the_same_outputs(built, tmp_path):
     assert shared[10:138].tobytes() == alone[1].reshape(-1).tobytes()
 
 
+@pytest.mark.parametrize("std", ["c89", "c99", "c11", "c++17"])
+def test_arena_header_compiles_as_c_and_cpp(built, std):
+    include = [f"-I{built / 'build' / d}" for d in ("pair", "mlp", "encoder")] + [f"-I{ROOT / 'runtime_cpp' / 'include'}"]
+    compiler, lang = ("g++", "c++") if "+" in std else ("gcc", "c")
+    proc = subprocess.run([compiler, f"-std={std}", "-x", lang, "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
+                           "-pedantic", *include, "-"], input='#include "pair.h"\n', capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_reported_saving_is_what_the_models_reports_imply(built):
     report = json.loads((built / "build" / "pair" / "pair.arena.json").read_text())
     workspaces = {name: json.loads((built / "build" / name / f"{name}.json").read_text())["ram"]["workspace_bytes"]
@@ -191,6 +200,7 @@ def test_arena_file_as_the_builder_source_and_on_the_command_line(built, tmp_pat
     ("arena: pair\ngraphs: [missing.yaml]\n", "2:10: error: graph file 'missing.yaml' does not exist"),
     ("arena: pair\ngraph: [{mlp}]\n", "2:1: error: unknown key 'graph' in an arena file"),
     ("arena: mlp\ngraphs: [{mlp}]\n", "error: arena 'mlp' has a model named 'mlp'"),
+    ('arena: "x\\n#define y"\ngraphs: [{mlp}]\n', "1:8: error: arena name: 'x\\n#define y' is not a valid identifier"),
 ])
 def test_bad_arena_files_are_located_errors(tmp_path, text, message):
     mlp = str(GRAPHS / "mlp.yaml")
