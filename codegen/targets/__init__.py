@@ -367,6 +367,8 @@ def _check_place(kind: str, place: Place, board: Board, loc: SourceLoc | None,
                           "to copy constants to RAM at startup use constants-in-RAM (--constants-in-ram, "
                           "TINSMITH_CONSTANTS_IN_RAM) instead")
     if kind == "stack":
+        if board.stack_bytes >= board.region(place.region).length:
+            raise TargetError(loc, f"the stack ({board.stack_bytes} bytes) does not fit in region '{place.region}'")
         if place.section is not None:
             raise TargetError(section_loc or loc, "the stack takes a region only; the memory script makes its section")
         return place
