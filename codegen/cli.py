@@ -137,7 +137,8 @@ def seeded_inputs(graph, seed: int = 0) -> dict[str, np.ndarray]:
 def cmd_generate(args) -> int:
     from codegen.load import graph_dependencies
     from codegen.pipeline import compile_graph, library_files, write_files
-    compiled = compile_graph(args.graph, constants_in_ram=args.constants_in_ram, target=args.target)
+    compiled = compile_graph(args.graph, constants_in_ram=args.constants_in_ram, target=args.target,
+                             constants_section=args.constants_section)
     files = library_files(compiled.files, compiled.graph.name) if args.library_only else compiled.files
     inputs = [args.graph, *graph_dependencies(args.graph)] if args.depfile else []
     write_files(files, args.out_dir, stamp=args.stamp, depfile=args.depfile, inputs=inputs)
@@ -282,6 +283,14 @@ def cmd_show(args) -> int:
     return 0
 
 
+def cmd_arena(args) -> int:
+    from codegen.arena import arena_summary, write_arena
+    report = write_arena(args.sources, args.out_dir, args.name)
+    if not args.quiet:
+        print(arena_summary(report, args.target_label))
+    return 0
+
+
 def cmd_import_onnx(args) -> int:
     from codegen.load.write_yaml import import_onnx
     for path in import_onnx(args.model, args.output, args.batch):
@@ -364,6 +373,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="target whose kernels to generate: a built-in target or a target file [host]")
     p.add_argument("--constants-in-ram", action="store_true",
                    help="let the startup code copy constants to RAM instead of reading them from flash")
+    p.add_argument("--constants-section", metavar="SECTION",
+                   help="declare the constants in this linker section (e.g. .ext_weights) where the build "
+                   "defines TINSMITH_PLACE_SECTIONS; the SCons tool passes the target's placement")
     p.add_argument("--library-only", action="store_true",
                    help="write only what a library compiles (NAME.cpp, NAME.hpp, NAME.h): no host runner, no plan")
     p.add_argument("--stamp", help="file written on every run, even when no output changed, for build "
@@ -371,6 +383,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--depfile", help="Make-syntax rule naming the graph and the weight files it reads as "
                    "prerequisites of the stamp, for Make's include and CMake's DEPFILE; without --stamp, "
                    "the depfile is its own stamp")
+    p = command("arena", cmd_arena, "plan models that never run at the same time into one shared workspace: "
+                "write ARENA.h (the buffer and how to pass it to each model) and ARENA.arena.json (the saving)",
+                graph=False)
+    p.add_argument("sources", nargs="+", help="one arena file (arena: NAME, graphs: [FILE, ...]), or the "
+                   "models' NAME.plan.json or NAME.json reports with --name")
+    p.add_argument("-o", "--out-dir", required=True, help="folder to write ARENA.h and ARENA.arena.json into")
+    p.add_argument("--name", help="the arena's name (an identifier), when made from reports")
+    p.add_argument("--target-label", help=argparse.SUPPRESS)  # shown in the summary line
+    p.add_argument("-q", "--quiet", action="store_true", help="do not print the summary line")
     p = command("include-dir", cmd_include_dir, "print the folder to add to the include path of code that "
                 "includes NAME.hpp (it holds tinsmith/buffer.hpp)", graph=False)
     p.add_argument("--baremetal", action="store_true", help="print the folder of the bare-metal test "

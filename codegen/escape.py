@@ -8,7 +8,7 @@ functions, which either escape it for the place it lands in or reject it:
 - C and C++: `c_comment` (inside `//` or `/* */`), `c_string` (inside "..."), `c_identifier`;
 - YAML: `yaml_scalar`, `yaml_comment`;
 - JSON: `json_text`;
-- linker scripts: `ld_comment`, `ld_file_name`;
+- linker scripts: `ld_comment`, `ld_file_name`, `ld_section_name`;
 - Make dependency files: `make_path`;
 - messages on a terminal: `one_line`.
 
@@ -129,6 +129,26 @@ def ld_file_name(name: str) -> str:
     """A file name an ld script may name unquoted (INCLUDE, INPUT): letters, digits, `_.-`."""
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
         raise ValueError(f"not a file name a linker script can name: {name!r}")
+    return name
+
+
+# A linker section a target may name: a dot, then an identifier, with no further dot (so no
+# pattern of sections.ld such as `.rodata.*` can take it), at most 64 characters.
+SECTION_NAME = re.compile(r"\.[A-Za-z_][A-Za-z0-9_]{0,62}\Z")
+# Sections the toolchain or sections.ld already give a meaning to.
+RESERVED_SECTIONS = frozenset({
+    ".text", ".rodata", ".data", ".bss", ".vectors", ".stack", ".heap", ".init", ".fini",
+    ".init_array", ".fini_array", ".preinit_array", ".ctors", ".dtors", ".tdata", ".tbss", ".got",
+    ".plt", ".comment", ".eh_frame", ".gcc_except_table", ".noinit", ".tinsmith_stack"})
+
+
+def ld_section_name(name: str) -> str:
+    """A section name the generated code and the memory script may spell (inside a C string
+    and unquoted in an ld script): `SECTION_NAME`, not one of `RESERVED_SECTIONS`, nor starting
+    like the toolchain's own (.ARM, .gnu, .note, .debug, .rel); otherwise ValueError."""
+    if not isinstance(name, str) or not SECTION_NAME.match(name) or name in RESERVED_SECTIONS or \
+            name.lower().startswith((".arm", ".gnu", ".note", ".debug", ".rel", ".stab", ".symtab", ".strtab")):
+        raise ValueError(f"not a section name a target may use: {one_line(str(name))!r}")
     return name
 
 

@@ -35,10 +35,14 @@ class Compiled:
 
 
 def compile_graph(path: str | Path, backend: Backend | None = None, constants_in_ram: bool = False,
-                  target: str | Path | None = None, fusion: bool = True) -> Compiled:
+                  target: str | Path | None = None, fusion: bool = True,
+                  constants_section: str | None = None) -> Compiled:
     """Run every stage up to assembly; nothing is written. Constants stay in flash unless
-    `constants_in_ram`. The backend and its capabilities come from `target` (a built-in target's
-    name or a target file; none: the portable C++ backend) unless `backend` is given."""
+    `constants_in_ram`, or go in linker section `constants_section` (a target's placement). The
+    backend and its capabilities come from `target` (a built-in target's name or a target file;
+    none: the portable C++ backend) unless `backend` is given."""
+    if constants_section is not None:
+        _check_constants_section(constants_section, constants_in_ram)
     caps = PORTABLE_CAPS
     if target is not None:
         from codegen.targets import load_target
@@ -51,7 +55,21 @@ def compile_graph(path: str | Path, backend: Backend | None = None, constants_in
         sched = fuse(graph, sched, backend, caps)
     plan = plan_memory(graph, sched, scratch=scratch_bytes(graph, sched, backend, caps))
     model = generate(graph, sched, plan, backend, constants_in_ram, caps)
-    return Compiled(graph, sched, plan, model, assemble(model))
+    return Compiled(graph, sched, plan, model, assemble(model, constants_section))
+
+
+def _check_constants_section(section: str, constants_in_ram: bool) -> None:
+    from codegen.errors import TinsmithError
+    from codegen.escape import ld_section_name, one_line
+    if constants_in_ram:
+        raise TinsmithError(None, "constants cannot both be copied to RAM and placed in a linker section",
+                            "drop one: constants-in-RAM, or the constants' placement")
+    try:
+        ld_section_name(section)
+    except ValueError:
+        raise TinsmithError(None, f"'{one_line(section)}' cannot name the constants' linker section",
+                            "a section name is a '.' and then letters, digits and '_' (no further '.'), "
+                            "e.g. .ext_weights, and not one the toolchain uses (.text, .rodata, .data ...)") from None
 
 
 LIBRARY_SUFFIXES = (".cpp", ".hpp", ".h")

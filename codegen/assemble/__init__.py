@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 
 from codegen.errors import GenerateError
-from codegen.escape import cpp_templates, json_text
+from codegen.escape import cpp_templates, json_text, ld_section_name
 from codegen.generate import GeneratedModel
 from codegen.load.identifiers import identifier_problem
 
@@ -92,8 +92,10 @@ def _check_names(model: GeneratedModel) -> None:
                                 "rename the node or value it was made from")
 
 
-def assemble(model: GeneratedModel) -> dict[str, str]:
-    """Render every generated file; returns file name -> text (deterministic for a given model)."""
+def assemble(model: GeneratedModel, constants_section: str | None = None) -> dict[str, str]:
+    """Render every generated file; returns file name -> text (deterministic for a given model).
+    With `constants_section` (a checked name, see codegen/escape.py), constants are declared in
+    that linker section for builds that define TINSMITH_PLACE_SECTIONS."""
     _check_names(model)
     g = model.graph
     inputs, outputs = _io(model, g.inputs), _io(model, g.outputs)
@@ -123,6 +125,10 @@ def assemble(model: GeneratedModel) -> dict[str, str]:
         "run_args_c": ", ".join(names + ["static_cast<unsigned char*>(ws)"]),
         "runner_args": ", ".join([f"in_{v['name']}" for v in inputs] +
                                  [f"out_{v['name']}" for v in outputs] + ["tinsmith_workspace"]),
+        "constants_section": ld_section_name(constants_section) if constants_section else None,
+        # the definitions' own declarations (see functors/constants.py), redeclared with the section
+        "constant_decls": [f"const {g.constants[c.name].type.cpp_type} {c.name}[{g.constants[c.name].type.size}]"
+                           for c in model.constants],
         "input_bytes": sum(v["bytes"] for v in inputs),
         "output_bytes": sum(v["bytes"] for v in outputs),
     }

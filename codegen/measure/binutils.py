@@ -15,12 +15,22 @@ from functools import cached_property
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from codegen.escape import ld_section_name
 from codegen.errors import TinsmithError
 from codegen.targets import Target
 
 
 class MeasureError(TinsmithError):
     """A compiled model that cannot be measured (missing tools or files, unreadable output)."""
+
+
+def _placed(name: str) -> bool:
+    """True for a section name a target's placement may give constants."""
+    try:
+        ld_section_name(name)
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -38,7 +48,8 @@ class Section:
         if "CODE" in self.flags:
             return "code"
         if "READONLY" in self.flags:
-            return "constants" if self.name.startswith(".rodata") else "other"
+            # a target's placement may name the constants' section (see codegen/escape.py)
+            return "constants" if self.name.startswith(".rodata") or _placed(self.name) else "other"
         return "data" if "LOAD" in self.flags else "bss"
 
 

@@ -24,6 +24,12 @@ their own file to `load_target`, with no code change. The format, version 1:
       memory:                         # sizes: integers, or strings like 16K, 4M, 0x4000
         flash: {origin: 0x0, length: 4M}
         ram: {origin: 0x20000000, length: 4M}
+        ext_flash: {origin: 0x60000000, length: 16M}   # optional: more regions, any name in
+                                      # lower case; none may overlap another
+      placement:                      # optional: what goes in a region other than flash/RAM
+        constants: {region: ext_flash, section: .ext_weights}  # section optional (default
+        workspace: {region: dtcm, section: .dtcm_bss}          # .tinsmith_constants and
+        stack: {region: dtcm}         # .tinsmith_workspace); the stack takes a region only
       stack_bytes: 16K
       core_clock_hz: 25000000         # SysTick's clock, for converting ticks
       linker_script: my.ld            # optional, relative to the YAML file; replaces the
@@ -44,16 +50,17 @@ Nothing here needs SCons; `codegen.targets.firmware_scons` is the SCons side.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
 from codegen.errors import SourceLoc, TinsmithError
+from codegen.escape import one_line
 from codegen.load.located_yaml import LocatedDict, LocatedList, parse_yaml
 from codegen.paths import BAREMETAL_DIR
 
-__all__ = ["TARGETS", "BAREMETAL_DIR", "Board", "Capabilities", "Emulator", "MemoryRegion", "Target", "TargetError",
-           "Toolchain", "load_target"]
+__all__ = ["TARGETS", "BAREMETAL_DIR", "Board", "Capabilities", "Emulator", "MemoryRegion", "Place", "Placement",
+           "Target", "TargetError", "Toolchain", "load_target", "parse_placement", "with_placement"]
 
 _HERE = Path(__file__).resolve().parent
 TARGETS: Mapping[str, Path] = {p.stem: p for p in sorted(_HERE.glob("*.yaml"))}
@@ -85,6 +92,32 @@ class MemoryRegion:
 
 
 @dataclass(frozen=True)
+class Place:
+    """Where one kind of memory goes: a region of the board's memory map, through a named
+    linker section (none for the stack, which the memory script makes itself)."""
+
+    region: str
+    section: str | None = None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Constants, workspace and stack placed outside the default flash and RAM; None keeps the
+    default (constants in flash, or RAM with constants-in-RAM; workspace and stack in RAM)."""
+
+    constants: Place | None = None
+    workspace: Place | None = None
+    stack: Place | None = None
+
+    def __bool__(self) -> bool:
+        return any((self.constants, self.workspace, self.stack))
+
+
+PLACEABLE = ("constants", "workspace", "stack")
+DEFAULT_SECTIONS = {"constants": ".tinsmith_constants", "workspace": ".tinsmith_workspace"}
+
+
+@dataclass(frozen=True)
 class Board:
     name: str
     flash: MemoryRegion
@@ -92,6 +125,12 @@ class Board:
     stack_bytes: int
     core_clock_hz: int | None = None
     linker_script: Path | None = None
+    regions: tuple[tuple[str, MemoryRegion], ...] = ()  # more named regions, beyond flash and ram
+    placement: Placement = Placement()
+
+    def region(self, name: str) -> MemoryRegion | None:
+        """The region called `name` ("flash", "ram" or one of `regions`)."""
+        return {"flash": self.flash, "ram": self.ram, **dict(self.regions)}.get(name)
 
 
 @dataclass(frozen=True)
@@ -300,7 +339,17 @@ def _board(fields: _Fields, path: Path) -> Board:
     name = fields.string("name")
     memory = fields.nested("memory")
     flash, ram = _region(memory.nested("flash")), _region(memory.nested("ram"))
+    regions = []
+    for key in memory.data:
+        if key in ("flash", "ram"):
+            continue
+        loc = memory.data.key_locs.get(key, memory.loc) if isinstance(memory.data, LocatedDict) else memory.loc
+        if not isinstance(key, str) or not _REGION.match(key):
+            raise TargetError(loc, f"memory region name {key!r} must be lower-case letters, digits and '_', "
+                                   f"starting with a letter")
+        regions.append((key, _region(memory.nested(key))))
     memory.done()
+    _check_overlaps([("flash", flash), ("ram", ram), *regions], memory)
     stack = fields.size("stack_bytes")
     if stack == 0 or stack % 8:
         raise TargetError(fields.at("stack_bytes"), "'stack_bytes' must be a positive multiple of 8 "
@@ -310,6 +359,7 @@ def _board(fields: _Fields, path: Path) -> Board:
                                                     f"({ram.length} bytes)")
     clock = fields.size("core_clock_hz", required=False)
     script = fields.string("linker_script", required=False)
+    placement_fields = fields.nested("placement", required=False)
     fields.done()
     if clock == 0:
         raise TargetError(fields.at("core_clock_hz"), "'core_clock_hz' must be positive")
@@ -317,8 +367,105 @@ def _board(fields: _Fields, path: Path) -> Board:
     if script_path is not None and not script_path.is_file():
         raise TargetError(fields.at("linker_script"), f"linker script '{script}' does not exist",
                           f"paths are relative to {path.parent}")
-    return Board(name=name, flash=flash, ram=ram, stack_bytes=stack, core_clock_hz=clock,
-                 linker_script=script_path)
+    board = Board(name=name, flash=flash, ram=ram, stack_bytes=stack, core_clock_hz=clock,
+                  linker_script=script_path, regions=tuple(regions))
+    if placement_fields is not None:
+        board = replace(board, placement=_placement(placement_fields, board))
+    return board
+
+
+_REGION = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
+
+
+def _check_overlaps(regions, memory: _Fields) -> None:
+    """Regions of one memory map must not overlap: the linker would put two things in one place."""
+    for i, (a, ra) in enumerate(regions):
+        for b, rb in regions[i + 1:]:
+            if ra.origin < rb.origin + rb.length and rb.origin < ra.origin + ra.length:
+                raise TargetError(memory.at(b), f"memory region '{b}' overlaps '{a}'",
+                                  "shrink one of them: each byte belongs to one region")
+
+
+def _check_place(kind: str, place: Place, board: Board, loc: SourceLoc | None,
+                 section_loc: SourceLoc | None = None) -> Place:
+    from codegen.escape import ld_section_name
+    if board.region(place.region) is None:
+        known = ", ".join(["flash", "ram", *(n for n, _ in board.regions)])
+        raise TargetError(loc, f"{kind} are placed in region '{place.region}', which the board's memory does "
+                               f"not have", f"regions: {known}")
+    if kind == "constants" and place.region == "ram":
+        raise TargetError(loc, "constants cannot be placed in 'ram': nothing loads them there at reset",
+                          "to copy constants to RAM at startup use constants-in-RAM (--constants-in-ram, "
+                          "TINSMITH_CONSTANTS_IN_RAM) instead")
+    if kind == "stack":
+        if board.stack_bytes >= board.region(place.region).length:
+            raise TargetError(loc, f"the stack ({board.stack_bytes} bytes) does not fit in region '{place.region}'")
+        if place.section is not None:
+            raise TargetError(section_loc or loc, "the stack takes a region only; the memory script makes its section")
+        return place
+    section = place.section or DEFAULT_SECTIONS[kind]
+    try:
+        ld_section_name(section)
+    except ValueError:
+        raise TargetError(section_loc or loc, f"'{one_line(section)}' cannot name the {kind}' linker section",
+                          "a section name is a '.' and then letters, digits and '_' (no further '.'), "
+                          "e.g. .ext_weights, and not one the toolchain uses (.text, .rodata, .data, .bss ...)") \
+            from None
+    return Place(place.region, section)
+
+
+def _placement(fields: _Fields, board: Board) -> Placement:
+    places = {}
+    for kind in PLACEABLE:
+        entry = fields.nested(kind, required=False)
+        if entry is None:
+            continue
+        region = entry.string("region")
+        section = entry.string("section", required=False)
+        entry.done()
+        places[kind] = _check_place(kind, Place(region, section), board, entry.at("region"), entry.at("section"))
+    fields.done()
+    placement = Placement(**places)
+    _check_sections_differ(placement, fields.loc)
+    return placement
+
+
+def _check_sections_differ(placement: Placement, loc: SourceLoc | None) -> None:
+    c, w = placement.constants, placement.workspace
+    if c and w and c.section == w.section:
+        raise TargetError(loc, f"constants and workspace are both placed in section '{c.section}'",
+                          "give each its own section: one is loaded with the image, the other is not")
+
+
+def parse_placement(text: str) -> dict[str, Place]:
+    """A placement given per build: `KIND=REGION[:SECTION],...`, e.g.
+    `constants=ext_flash:.ext_weights,stack=dtcm` (KIND: constants, workspace, stack)."""
+    places = {}
+    for item in filter(None, (part.strip() for part in str(text).split(","))):
+        kind, eq, where = item.partition("=")
+        kind = kind.strip()
+        if not eq or kind not in PLACEABLE:
+            raise TargetError(None, f"placement '{one_line(item)}' must be KIND=REGION[:SECTION] with KIND one of "
+                                    f"{', '.join(PLACEABLE)}", "e.g. constants=ext_flash:.ext_weights,stack=dtcm")
+        if kind in places:
+            raise TargetError(None, f"placement names '{kind}' twice")
+        region, _, section = where.partition(":")
+        places[kind] = Place(region.strip(), section.strip() or None)
+    return places
+
+
+def with_placement(target: Target, text: str) -> Target:
+    """`target` with the per-build placement `text` (see parse_placement) over its own, kind by kind."""
+    places = parse_placement(text)
+    if not places:
+        return target
+    if target.board is None:
+        raise TargetError(None, f"target '{target.name}' has no board, so nothing to place memory in",
+                          "placement needs a bare-metal target")
+    checked = {kind: _check_place(kind, place, target.board, None) for kind, place in places.items()}
+    placement = replace(target.board.placement, **checked)
+    _check_sections_differ(placement, None)
+    return replace(target, board=replace(target.board, placement=placement))
 
 
 def _emulator(fields: _Fields) -> Emulator:

@@ -67,6 +67,10 @@ def configure_toolchain(env, target: Target | str | Path, optimize: str | None =
     cross.SetDefault(TINSMITHFIRMWARECOMSTR="tinsmith firmware $TARGET")
     if target.baremetal:
         cross.Replace(OBJSUFFIX=".o", PROGSUFFIX=".elf", LIBPREFIX="lib", LIBSUFFIX=".a")
+        if target.board.placement:
+            # Generated code puts constants in the placement's section only where this is
+            # defined, so a host build of the same sources is unchanged.
+            cross.Append(CPPDEFINES=["TINSMITH_PLACE_SECTIONS"])
     return cross
 
 
@@ -76,7 +80,7 @@ def _dir(env, folder):
 
 
 def _write_main(target, source, env):
-    firmware_main_file(source[0].abspath, target[0].abspath)
+    firmware_main_file(source[0].abspath, target[0].abspath, env.get("TINSMITH_WORKSPACE_SECTION") or None)
 
 
 def _write_text(target, source, env):
@@ -102,7 +106,10 @@ def firmware_program(env, target: Target | str | Path, model_dir, name: str, bui
     cross.Replace(CPPPATH=[model_dir, env.Dir(str(BAREMETAL_DIR)), env.Dir(str(_RUNTIME_INCLUDE))])
 
     main = cross.Command(out.File(f"{name}_firmware.cpp"), model_dir.File(f"{name}.plan.json"),
-                         SCons.Action.Action(_write_main, "$TINSMITHFIRMWARECOMSTR"))
+                         SCons.Action.Action(_write_main, "$TINSMITHFIRMWARECOMSTR",
+                                             varlist=["TINSMITH_WORKSPACE_SECTION"]),
+                         TINSMITH_WORKSPACE_SECTION=(target.board.placement.workspace.section
+                                                     if target.board.placement.workspace else ""))
     cross.Depends(main, [env.File(str(MAIN_TEMPLATE)), env.File(str(Path(__file__).with_name("firmware.py")))])
 
     if target.board.linker_script is not None:

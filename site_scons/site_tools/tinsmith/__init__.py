@@ -27,6 +27,12 @@ Builders and methods:
   env.TinsmithModel(graph[, build_dir]) pseudo-builder: all of the above for $TINSMITH_TARGET,
                                         and NAME.summary, the summary line; returns [libNAME.a];
                                         headers and report are in lib[0].dir
+  env.TinsmithArena(name, graphs[, build_dir])  models that never run at the same time share
+                                        one workspace: ARENA.h (C and C++: the buffer, and
+                                        how to pass it to each model's call) and
+                                        ARENA.arena.json (the saving); returns [ARENA.h].
+                                        `graphs` may hold arena files; with one arena file
+                                        alone, env.TinsmithArena("arena.yaml") takes its name
   env.TinsmithRunner(graph[, build_dir]) host runner program for the graph (links the runtime)
   env.TinsmithFirmware(graph[, build_dir]) test firmware (ELF) for a bare-metal target
   env.TinsmithRuntime()                 the host runtime library, libtinsmith.a
@@ -49,12 +55,20 @@ Construction variables (defaults in brackets):
                          from flash (faster where flash has wait states; costs RAM) [False]
   TINSMITH_LIMITS        NAME=N,... : limits on what a model file may ask for (tensor sizes,
                          windows, nodes, YAML aliases; see docs/SECURITY.md) [defaults]
+  TINSMITH_PLACEMENT     where constants, workspace and stack go on a bare-metal target, over
+                         the target YAML's `placement`: KIND=REGION[:SECTION],... with KIND
+                         constants, workspace or stack and REGION one of the board's memory
+                         regions, e.g. "constants=ext_flash:.ext_weights,stack=dtcm". Constants
+                         are declared in SECTION in NAME.cpp (where TINSMITH_PLACE_SECTIONS is
+                         defined, as the target's compile does), the test firmware's workspace
+                         too, and its memory script puts each section in its region [none]
   TINSMITH_RAM_BUDGET, TINSMITH_FLASH_BUDGET
                          bytes; a model that needs more fails the build, naming the largest
                          consumers [none]
   TINSMITHCOM / TINSMITHCOMSTR               command (and its display) that generates sources
   TINSMITHVERIFYCOM / TINSMITHVERIFYCOMSTR   command (and its display) that verifies headers
   TINSMITHREPORTCOM / TINSMITHREPORTCOMSTR   command (and its display) that measures the report
+  TINSMITHARENACOM / TINSMITHARENACOMSTR     command (and its display) that writes an arena
 
 How it behaves, as SCons's own builders do:
 - Outputs go where TINSMITH_BUILD_DIR (or build_dir=) says, one folder per graph. Every setting
@@ -104,11 +118,12 @@ if (_CHECKOUT / "codegen" / "__init__.py").is_file() and str(_CHECKOUT) not in s
     # The tool in a Tinsmith checkout drives that checkout's generator, installed or not.
     sys.path.insert(0, str(_CHECKOUT))
 
+from codegen.arena import arena_summary, is_arena_file, load_arena_file  # noqa: E402
 from codegen.errors import TinsmithError  # noqa: E402
 from codegen.paths import PACKAGE_DIR, RUNTIME_DIR, RUNTIME_INCLUDE  # noqa: E402
 from codegen.load import graph_dependencies, graph_name  # noqa: E402
 from codegen.measure.summary import summary  # noqa: E402
-from codegen.targets import load_target  # noqa: E402
+from codegen.targets import load_target, with_placement  # noqa: E402
 from codegen.targets.firmware import memory_script  # noqa: E402
 from codegen.targets.firmware_scons import configure_toolchain, firmware_program  # noqa: E402
 
@@ -125,23 +140,32 @@ GRAPH_SUFFIXES = (".yaml", ".yml", ".onnx")
 # Construction variables that change what a build folder holds. Each reaches the command
 # line of the steps it affects (so it is part of their build signature); these are compared
 # when a second environment asks for outputs in a folder another one already declared.
-SETTINGS = ("TINSMITH_TARGET", "TINSMITH_OPTIMIZE", "TINSMITH_EXTRA_CCFLAGS", "TINSMITH_CONSTANTS_IN_RAM", "TINSMITH_LIMITS",
+SETTINGS = ("TINSMITH_TARGET", "TINSMITH_PLACEMENT", "TINSMITH_OPTIMIZE", "TINSMITH_EXTRA_CCFLAGS",
+            "TINSMITH_CONSTANTS_IN_RAM", "TINSMITH_LIMITS",
             "TINSMITH_RAM_BUDGET", "TINSMITH_FLASH_BUDGET", "TINSMITH_INCLUDE", "TINSMITH_PYTHON",
-            "TINSMITHCOM", "TINSMITHVERIFYCOM", "TINSMITHREPORTCOM")
+            "TINSMITHCOM", "TINSMITHVERIFYCOM", "TINSMITHREPORTCOM", "TINSMITHARENACOM")
 # The settings the host runtime library depends on (runners of models with, say, different
 # budgets share one runtime).
-RUNTIME_SETTINGS = ("TINSMITH_TARGET", "TINSMITH_OPTIMIZE", "TINSMITH_EXTRA_CCFLAGS", "TINSMITH_INCLUDE")
+RUNTIME_SETTINGS = ("TINSMITH_TARGET", "TINSMITH_PLACEMENT", "TINSMITH_OPTIMIZE", "TINSMITH_EXTRA_CCFLAGS", "TINSMITH_INCLUDE")
 # What the pseudo-builders declared, by (kind, folder): (settings, where declared, nodes).
 _DECLARED: dict = {}
 _GENERATOR_DIGEST: list = []
 
 
 def _target(env):
-    """The Target that $TINSMITH_TARGET names."""
+    """The Target that $TINSMITH_TARGET names, with $TINSMITH_PLACEMENT over its own placement."""
     try:
-        return load_target(env.subst("$TINSMITH_TARGET"))
+        return with_placement(load_target(env.subst("$TINSMITH_TARGET")), env.subst("$TINSMITH_PLACEMENT"))
     except TinsmithError as e:
         raise SCons.Errors.UserError(str(e)) from None
+
+
+def _constants_section_flag(env) -> str:
+    """The generator's option for the target's constants placement (in TINSMITHCOM)."""
+    placement = _target(env).board.placement if _target(env).baremetal else None
+    if placement is None or placement.constants is None:
+        return ""
+    return f" --constants-section {placement.constants.section}"  # a checked name: nothing to quote
 
 
 def _compiler(env, folder):
@@ -251,7 +275,7 @@ def _caller() -> str:
     return "an SConscript"
 
 
-def _declared(env, kind: str, folder, graph, declare, names=SETTINGS):
+def _declared(env, kind: str, folder, graph, declare, names=SETTINGS, extra=None):
     """The nodes `declare()` makes for `kind` in `folder`, declared once per folder.
 
     A second call for the same folder returns the first call's nodes when its environment has
@@ -259,7 +283,7 @@ def _declared(env, kind: str, folder, graph, declare, names=SETTINGS):
     for the runtime); with any setting different, the two environments would build different
     files under the same names, so the build stops here with an error, as SCons stops for two
     environments with different actions for one target."""
-    settings = _settings(env, graph, names)
+    settings = {**_settings(env, graph, names), **(extra or {})}
     key = (kind, folder.abspath)
     if key not in _DECLARED:
         _DECLARED[key] = (settings, _caller(), declare())
@@ -326,6 +350,76 @@ def _declare_model(env, graph, folder):
     env.NoCache(line)
     env.Depends(library, line)  # a model over budget fails the build
     return library
+
+
+def _arena_graphs(env, sources):
+    """Graph files from `sources`: graph files as they are, arena files by the graphs they list."""
+    graphs = []
+    for source in SCons.Util.flatten([sources]):
+        node = env.File(source)
+        path = _graph_path(node)
+        if is_arena_file(path):
+            try:
+                graphs += [env.File(str(g)) for g in load_arena_file(path).graphs]
+            except TinsmithError as e:
+                raise SCons.Errors.UserError(str(e)) from None
+        else:
+            graphs.append(node)
+    return graphs
+
+
+def _tinsmith_arena(env, name, graphs=None, build_dir=None):
+    """One shared workspace for models that never run at the same time; returns [ARENA.h].
+
+    `env.TinsmithArena("kws_and_ad", [graph, ...])`, or `env.TinsmithArena("arena.yaml")` with
+    an arena file that names the arena and lists its graphs (an arena file may also stand in
+    the list). Each graph is built as by TinsmithModel (link its library, lib[0].dir is also
+    where ARENA.h finds NAME.h); ARENA.arena.json, the report of the saving, is beside ARENA.h
+    and its summary line shows when the arena is made."""
+    if graphs is None:
+        path = _graph_path(env.File(name))
+        if not is_arena_file(path):
+            raise SCons.Errors.UserError(f"TinsmithArena({name!r}) without graphs needs an arena file "
+                                         f"(arena: NAME, graphs: [FILE, ...])")
+        try:
+            name = load_arena_file(path).name
+        except TinsmithError as e:
+            raise SCons.Errors.UserError(str(e)) from None
+        graphs = [path]
+    sources = _arena_graphs(env, graphs)
+    folder = env.Dir(build_dir or "$TINSMITH_BUILD_DIR").Dir(name)
+    listed = {"graphs": ", ".join(_graph_path(g) for g in sources)}
+    return _declared(env, "the arena", folder, None, lambda: _declare_arena(env, name, sources, folder, build_dir),
+                     extra=listed)
+
+
+def _declare_arena(env, name, graphs, folder, build_dir):
+    plans = []
+    for graph in graphs:
+        _tinsmith_model(env, graph, build_dir)
+        model = _model_dir(env, graph, build_dir)
+        plans.append(model.File(_name_of(env, graph) + ".plan.json"))
+        if model.abspath == folder.abspath:
+            raise SCons.Errors.UserError(f"{folder.path}: arena '{name}' and its model would share this folder; "
+                                         "give the arena a name that no graph of it has")
+    header, report = env.Command([folder.File(name + ".h"), folder.File(name + ".arena.json")], plans,
+                                 SCons.Action.Action("$TINSMITHARENACOM", "$TINSMITHARENACOMSTR"),
+                                 TINSMITH_ARENA_NAME=name)
+    env.Depends([header, report], _generator(env))
+    # The summary line is the display of an action run after the arena step (whose outputs
+    # are small and cheap to remake, so it is never taken from a CacheDir, where it would not show).
+    env.AddPostAction(header, SCons.Action.Action(lambda target, source, env: None,
+                                                 strfunction=_arena_summary_line))
+    env.NoCache([header, report])
+    return [header]
+
+
+def _arena_summary_line(target, source, env):
+    try:
+        report = json.loads(Path(target[1].abspath).read_text(encoding="utf-8"))
+        return arena_summary(report, _target(env).name)
+    except (OSError, ValueError, KeyError, IndexError):  # e.g. `scons -n`
+        return f"tinsmith arena {target[0]}"
 
 
 def _tinsmith_firmware(env, graph, build_dir=None):
@@ -405,8 +499,11 @@ def generate(env):
         TINSMITH_FLASH_BUDGET="",
         TINSMITH_CONSTANTS_IN_RAM=False,
         TINSMITH_LIMITS="",
+        TINSMITH_PLACEMENT="",
+        TINSMITH_CONSTANTS_SECTION_FLAG=_constants_section_flag,
         TINSMITHCOM=("$TINSMITH_PYTHON -m codegen generate $SOURCE -o ${TARGET.dir} --target $TINSMITH_TARGET_FILE"
                      "${TINSMITH_CONSTANTS_IN_RAM and ' --constants-in-ram' or ''}"
+                     "${TINSMITH_CONSTANTS_SECTION_FLAG(__env__)}"
                      "${TINSMITH_LIMITS and ' --limits ' + TINSMITH_LIMITS or ''}"),
         TINSMITHCOMSTR="",
         TINSMITHVERIFYCOM="$TINSMITH_PYTHON -m codegen verify $SOURCE --stamp $TARGET",
@@ -416,6 +513,8 @@ def generate(env):
                            "${TINSMITH_RAM_BUDGET and ' --ram-budget ' + TINSMITH_RAM_BUDGET}"
                            "${TINSMITH_FLASH_BUDGET and ' --flash-budget ' + TINSMITH_FLASH_BUDGET}"),
         TINSMITHREPORTCOMSTR="",
+        TINSMITHARENACOM="$TINSMITH_PYTHON -m codegen arena $SOURCES -o ${TARGET.dir} --name $TINSMITH_ARENA_NAME --quiet",
+        TINSMITHARENACOMSTR="",
     )
     # `python -m codegen` in the build's commands runs the same generator this tool imported.
     env.PrependENVPath("PYTHONPATH", str(PACKAGE_DIR.parent))
@@ -429,6 +528,7 @@ def generate(env):
     env["BUILDERS"]["TinsmithReport"] = SCons.Builder.Builder(
         action=SCons.Action.Action("$TINSMITHREPORTCOM", "$TINSMITHREPORTCOMSTR"), emitter=_report_emitter)
     env.AddMethod(_tinsmith_model, "TinsmithModel")
+    env.AddMethod(_tinsmith_arena, "TinsmithArena")
     env.AddMethod(_tinsmith_runtime, "TinsmithRuntime")
     env.AddMethod(_tinsmith_runner, "TinsmithRunner")
     env.AddMethod(_tinsmith_firmware, "TinsmithFirmware")
