@@ -2,5 +2,5 @@
 
 Stages, in the one direction data flows: load -> expand -> optimize -> schedule -> plan
 -> generate -> assemble -> verify. `codegen.pipeline` runs them; the SCons tool in
-site_scons/site_tools/tinsmith.py and `codegen.cli` are thin shells around it.
+site_scons/site_tools/tinsmith/ and `codegen.cli` are thin shells around it.
 """
