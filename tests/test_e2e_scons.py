@@ -182,7 +182,7 @@ def test_verify_failure_stops_the_build_before_compiling(checkout, tmp_path):
 
 
 EXTERNAL_SCONSTRUCT = """\
-env = Environment(tools=['default', 'tinsmith'], toolpath=[{toolpath!r}])
+{preamble}env = Environment(tools=['default', 'tinsmith'], toolpath=[{toolpath}])
 lib = env.TinsmithModel('my.yaml')
 app = env.Clone()
 app.Append(CPPPATH=[lib[0].dir, '$TINSMITH_INCLUDE'],
@@ -229,14 +229,19 @@ int main(void) {
 """
 
 
-def test_external_project_uses_the_tool(checkout, tmp_path):
-    project = tmp_path / "firmware"
+def write_external_project(project: Path, toolpath: str, preamble: str = "") -> Path:
+    """A user's project outside Tinsmith: the tiny model, a C++ and a C program using it, and an
+    SConstruct loading the tool from `toolpath` (a Python expression, after `preamble`)."""
     project.mkdir()
     (project / "my.yaml").write_text(TINY.format(name="mymodel"))
     (project / "main.cpp").write_text(MAIN_CPP)
     (project / "main_c.c").write_text(MAIN_C)
-    (project / "SConstruct").write_text(
-        EXTERNAL_SCONSTRUCT.format(toolpath=str(checkout / "site_scons" / "site_tools")))
+    (project / "SConstruct").write_text(EXTERNAL_SCONSTRUCT.format(preamble=preamble, toolpath=toolpath))
+    return project
+
+
+def test_external_project_uses_the_tool(checkout, tmp_path):
+    project = write_external_project(tmp_path / "firmware", repr(str(checkout / "site_scons" / "site_tools")))
     scons("-Q", "-j2", cwd=project)
     # outputs go to the user's project, not to the Tinsmith checkout
     assert (project / "build" / "host" / "mymodel" / "libmymodel.a").is_file()

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from test_e2e_scons import EXTERNAL_SCONSTRUCT, MAIN_C, MAIN_CPP, TINY, _tiny_expected
+from test_e2e_scons import TINY, _tiny_expected, write_external_project
 
 PACKAGED = ("pyproject.toml", "README.md", "codegen", "site_scons", "runtime_cpp")
 
@@ -80,13 +80,7 @@ def test_installed_command_builds_and_checks_a_graph_from_another_folder(install
 
 def test_project_outside_the_checkout_uses_the_installed_scons_tool(installed, tmp_path):
     bin_dir, env = installed
-    project = tmp_path / "firmware"
-    project.mkdir()
-    (project / "my.yaml").write_text(TINY.format(name="mymodel"))
-    (project / "main.cpp").write_text(MAIN_CPP)
-    (project / "main_c.c").write_text(MAIN_C)
-    (project / "SConstruct").write_text(
-        "import tinsmith\n" + EXTERNAL_SCONSTRUCT.format(toolpath="TOOLPATH").replace("'TOOLPATH'", "tinsmith.toolpath()"))
+    project = write_external_project(tmp_path / "firmware", "tinsmith.toolpath()", preamble="import tinsmith\n")
     _run([bin_dir / "python", "-m", "SCons", "-Q", "-j2"], project, env)
     want = _tiny_expected().ravel()
     for program in ("app_cpp", "app_c"):
