@@ -2,8 +2,9 @@
 # Sets Tinsmith up on a fresh Debian machine with Python 3.11 and g++:
 # - a virtual environment in .venv (or the one already active), with Tinsmith installed in it
 #   from this checkout (editable, with the test extras), at the versions constraints.txt pins;
-# - as root with apt, the Arm cross compiler and QEMU that the firmware targets use, and
-#   make, cmake and ninja for the integration examples.
+# - as root with apt, the Arm cross compiler and QEMU that the firmware targets use, make,
+#   cmake and ninja for the integration examples, and Chromium with its driver, in which the
+#   tests open the HTML reports.
 # Then `. .venv/bin/activate` puts `scons`, `tinsmith` and `python` with Tinsmith on PATH.
 set -eu
 cd "$(dirname "$0")"
@@ -23,10 +24,12 @@ need qemu-system-arm qemu-system-arm
 need make make
 need cmake cmake
 need ninja ninja-build
+need chromium chromium
+need chromedriver chromium-driver
 [ -n "$PACKAGES" ] || exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $PACKAGES >/dev/null
 else
-  echo "setup.sh: install$PACKAGES for the Cortex-M targets and the integration examples (needs root)" >&2
+  echo "setup.sh: install$PACKAGES for the Cortex-M targets, the integration examples and the browser tests (needs root)" >&2
 fi
