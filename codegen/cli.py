@@ -236,6 +236,8 @@ def cmd_check(args) -> int:
     from codegen.tolerance import summation_lengths, within_tolerance
     graph = lower(args.graph)
     inputs = seeded_inputs(graph, args.seed)
+    if args.per_layer:
+        return _check_per_layer(args, graph, inputs)
     got = run_compiled(Path(args.graph), inputs, _build_dir(args), graph, args.target)
     want = evaluate(graph, inputs)
     lengths = summation_lengths(graph)
@@ -253,6 +255,26 @@ def cmd_check(args) -> int:
               f"than the tolerance (see `check --help`)", file=sys.stderr)
         return 1
     return 0
+
+
+def _check_per_layer(args, graph, inputs) -> int:
+    from codegen.per_layer import run_per_layer
+    results = run_per_layer(graph, inputs, _build_dir(args) / "per-layer",
+                            lambda path, xs, folder: run_compiled(path, xs, folder, None, args.target),
+                            args.rtol, args.atol)
+    width = max((len(r.node.name) for r in results), default=4)
+    for r in results:
+        print(f"{'ok  ' if r.ok else 'FAIL'} {r.node.name:<{width}} {r.node.op:<18} max abs diff {r.max_abs_diff:.3g}, "
+              f"{r.ratio:.3g} of the tolerance (reduction length {r.length})")
+    bad = next((r for r in results if not r.ok), None)
+    if bad is None:
+        print(f"every node of {graph.name} matches its NumPy reference on the inputs it read")
+        return 0
+    where = f"{bad.node.loc}: " if bad.node.loc else ""
+    print(f"{where}error: node '{one_line(bad.node.name)}' ({bad.node.op}) is the first whose output differs from its "
+          f"NumPy reference on the same inputs: max abs diff {bad.max_abs_diff:.3g}, {bad.ratio:.3g} times "
+          f"the tolerance", file=sys.stderr)
+    return 1
 
 
 def cmd_show(args) -> int:
@@ -340,6 +362,10 @@ def _parser() -> argparse.ArgumentParser:
                 "lengths (dot product, window, reduced elements) of every node it depends on, summed. "
                 "The mean magnitude of the output stands in where an element nearly cancels to zero.")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--per-layer", action="store_true",
+                   help="build the graph with every node's output exposed (in BUILD_DIR/per-layer), check each "
+                   "node against its NumPy reference on the inputs the compiled code gave it (n: that node's "
+                   "own reduction length), and name the first node that differs")
     p.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance besides n * eps [1e-5]")
     p.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance [1e-6]")
     add_target(p)
