@@ -278,9 +278,14 @@ def _check_per_layer(args, graph, inputs) -> int:
 
 
 def cmd_show(args) -> int:
+    import json
+
+    from codegen.measure.page import kernels, write_page
     from codegen.pipeline import compile_graph
-    c = compile_graph(args.graph)
+    c = compile_graph(args.graph, target=args.target)
     g = c.graph
+    plan = json.loads(c.files[f"{g.name}.plan.json"])
+    figures = {m.name: (m.macs, m.params) for k in kernels(plan) for m in k.members}
     print(f"graph {g.name} ({one_line(g.source)})")
     for n in g.inputs:
         print(f"  input  {n}: {g.types[n]}")
@@ -295,13 +300,21 @@ def cmd_show(args) -> int:
         print(f"  [{cluster}] {node.name}: {node.op}({', '.join(node.inputs)}) -> "
               f"{', '.join(node.outputs)}: {', '.join(str(g.types[o]) for o in node.outputs)}"
               + (f"  {{{attrs}}}" if attrs else "")
+              + "".join(f"  {label} {n:,}" for label, n in zip(("MACs", "params"), figures.get(node.name, ())) if n)
               + (f"  (fused into the kernel of {fused_into[node.name]})" if node.name in fused_into else ""))
+    print(f"total: {plan.get('macs', 0):,} MACs, {plan.get('params', 0):,} parameters")
     print(f"clusters: {c.schedule.cluster_count}")
     print(f"memory plan: workspace {c.plan.workspace_bytes} bytes "
           f"(lower bound {c.plan.lower_bound_bytes})")
     for p in c.plan.placements:
         print(f"  {p.lifetime.value}: offset {p.offset}, {p.lifetime.nbytes} bytes, "
               f"clusters {p.lifetime.first}..{p.lifetime.last}")
+    if args.html is not None:
+        page = write_page(plan, args.html or f"{g.name}.html")
+        print(f"wrote {one_line(str(page))}")
+        if not args.no_open:
+            import webbrowser
+            webbrowser.open(page.resolve().as_uri())
     return 0
 
 
@@ -386,7 +399,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("firmware", help="the ELF built by the SCons tool")
     p.add_argument("--report", required=True, help="the graph's NAME.plan.json or NAME.json")
     p.add_argument("--target", required=True)
-    command("show", cmd_show, "print the expanded graph, clusters and memory plan")
+    p = command("show", cmd_show, "print the expanded graph, clusters and memory plan, with each node's MACs and "
+                "parameters")
+    p.add_argument("--target", default="host",
+                   help="the target whose kernels, fusion and plan to show [host]")
+    p.add_argument("--html", nargs="?", const="", metavar="PAGE",
+                   help="also write the report page of the plan (to PAGE, or NAME.html here) and open it in a browser")
+    p.add_argument("--no-open", action="store_true", help="with --html: write the page, do not open it")
     command("ops", cmd_ops, "list supported primitives and builders", graph=False)
     p = command("import-onnx", cmd_import_onnx, "import an ONNX model as a graph YAML file and its "
                 "weights (.npz beside it)", graph=False)

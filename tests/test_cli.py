@@ -159,3 +159,32 @@ def test_build_and_run_a_graph_outside_the_repository(tinsmith_cmd, tmp_path):
     want = 1 / (1 + np.exp(-(x.astype(np.float64) @ w + np.array([0.5, -0.25]))))
     with np.load(tmp_path / "out.bin") as got:  # written at exactly the path given
         np.testing.assert_allclose(got["y"], want, rtol=RTOL, atol=ATOL)
+
+
+def test_show_gives_each_node_its_macs_and_parameters(tinsmith_cmd):
+    import numpy as np
+
+    proc = tinsmith_cmd("show", str(GRAPHS / "mlp.yaml"))
+    assert proc.returncode == 0, proc.stderr
+    weights = np.load(GRAPHS / "weights" / "mlp.npz")
+    (k1, n1), (k2, n2) = weights["w1"].shape, weights["w2"].shape  # one row in, Gemm without transB
+    want = {"fc1": (k1 * n1, weights["w1"].size + weights["b1"].size),
+            "fc2": (k2 * n2, weights["w2"].size + weights["b2"].size)}
+    for name, (macs, params) in want.items():
+        line = next(line for line in proc.stdout.splitlines() if line.strip().split(" ")[1] == f"{name}:")
+        assert f"MACs {macs:,}  params {params:,}" in line, line
+    assert f"total: {sum(m for m, _ in want.values()):,} MACs, {sum(p for _, p in want.values()):,} parameters" in proc.stdout
+
+
+def test_show_html_writes_the_report_page_and_opens_it(tmp_path, tinsmith_cmd):
+    opened = tmp_path / "opened"
+    # the browser Python's webbrowser module starts: here a shell that records the address
+    browser = tmp_path / "browser"
+    browser.write_text(f"#!/bin/sh\necho \"$1\" > {opened}\n")
+    browser.chmod(0o755)
+    page = tmp_path / "mlp.html"
+    proc = tinsmith_cmd("show", "--html", str(page), str(GRAPHS / "mlp.yaml"), env={"BROWSER": str(browser)})
+    assert proc.returncode == 0, proc.stderr
+    text = page.read_text(encoding="utf-8")
+    assert all(f'data-node="{n}"' in text for n in ("fc1", "act1", "fc2", "classify"))
+    assert opened.read_text().strip() == page.resolve().as_uri()
