@@ -3,8 +3,8 @@
 # - a virtual environment in .venv (or the one already active), with Tinsmith installed in it
 #   from this checkout (editable, with the test extras), at the versions constraints.txt pins;
 # - as root with apt, the Arm cross compiler and QEMU that the firmware targets use, make,
-#   cmake and ninja for the integration examples, and Chromium with its driver, in which the
-#   tests open the HTML reports.
+#   cmake and ninja for the integration examples, Graphviz, which lays out the graph on the report
+#   pages, and Chromium with its driver, in which the tests open those pages.
 # Then `. .venv/bin/activate` puts `scons`, `tinsmith` and `python` with Tinsmith on PATH.
 set -eu
 cd "$(dirname "$0")"
@@ -24,6 +24,7 @@ need qemu-system-arm qemu-system-arm
 need make make
 need cmake cmake
 need ninja ninja-build
+need dot graphviz
 need chromium chromium
 need chromedriver chromium-driver
 [ -n "$PACKAGES" ] || exit 0

@@ -281,6 +281,8 @@ def test_instructions_column_when_the_report_has_them():
 
 
 def test_layout_keeps_boxes_apart_and_edges_downward():
+    import re
+
     from codegen.measure.page import page_context
     from codegen.pipeline import compile_graph
     for path in sorted(GRAPHS.glob("*.yaml")):
@@ -291,9 +293,15 @@ def test_layout_keeps_boxes_apart_and_edges_downward():
             for (x2, y2, w2, h2) in boxes[i + 1:]:
                 assert x + w <= x2 or x2 + w2 <= x or y + h <= y2 or y2 + h2 <= y, (path.name, boxes[i])
             assert 0 <= x and x + w <= drawing["graph_w"]
+        assert drawing["engine"] == "dot"  # Graphviz is installed where the tests run
+        outlines = boxes + [(g["x"], g["y"], g["w"], g["h"]) for g in drawing["groups"]]
         for e in drawing["edges"]:
-            ys = [float(p.split(",")[1]) for p in e["path"].replace("M", " ").replace("C", " ").replace("L", " ").split()]
-            assert ys == sorted(ys), (path.name, e["path"])
+            points = [tuple(map(float, p.split(","))) for p in re.split(r"[MCL ]+", e["path"]) if p]
+            (x0, y0), (x1, y1) = points[0], points[-1]
+            assert y0 < y1, (path.name, e["path"])
+            # from the bottom of the box it leaves to the top of the box it enters
+            assert any(abs(y0 - (y + h)) < 1.5 and x - 1 <= x0 <= x + w + 1 for x, y, w, h in outlines), e["path"]
+            assert any(abs(y1 - y) < 1.5 and x - 1 <= x1 <= x + w + 1 for x, y, w, h in outlines), e["path"]
 
 
 def test_scons_clean_removes_the_page(tmp_path):
@@ -303,3 +311,20 @@ def test_scons_clean_removes_the_page(tmp_path):
     assert (build / "mlp" / "mlp.html").is_file() and (build / "mlp" / "mlp.json").is_file()
     scons("-Q", "-c", *args)
     assert not (build / "mlp" / "mlp.html").exists() and not (build / "mlp" / "mlp.json").exists()
+
+
+def test_without_graphviz_the_page_keeps_rows_and_says_so(monkeypatch, tmp_path):
+    """Without Graphviz's programs on PATH the boxes stay in their schedule rows, apart, edges
+    straight from a box's bottom to a later box's top, and the page says how to get a layout."""
+    from codegen.measure.page import page_context
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no dot
+    report = unfused_plan("branches")
+    context = page_context(report)
+    drawing = context["drawing"]
+    assert drawing["engine"] == "rows"
+    boxes = [(b["x"], b["y"], b["w"], b["h"]) for b in drawing["ports"] + drawing["nodes"]]
+    for i, (x, y, w, h) in enumerate(boxes):
+        for (x2, y2, w2, h2) in boxes[i + 1:]:
+            assert x + w <= x2 or x2 + w2 <= x or y + h <= y2 or y2 + h2 <= y, boxes[i]
+    assert all(e["path"].startswith("M") and " L" in e["path"] for e in drawing["edges"])
+    assert "install Graphviz" in render_page(report)

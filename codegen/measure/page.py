@@ -304,7 +304,7 @@ def _drawing(report: Mapping, ks: Sequence[Kernel], ts: Sequence[Tensor], types:
     width = live_x + LIVE_W + 70
     return {"width": width, "shrink": width < 1.4 * PAGE_W, "height": HEADER + layout.height, "header": HEADER,
             "graph_w": layout.width, "mem_x": mem_x, "mem_w": mem_w, "live_x": live_x, "live_w": LIVE_W,
-            "step_x": layout.width + GUTTER / 2, **graph, "rows": rows, "rects": rects, "ticks": ticks, "workspace": workspace,
+            "step_x": layout.width + GUTTER / 2, "engine": layout.engine, **graph, "rows": rows, "rects": rects, "ticks": ticks, "workspace": workspace,
             "mem_top": band[0][0] if band else 0, "mem_bottom": band[-1][1] if band else 0}
 
 

@@ -1,19 +1,26 @@
-"""A layered drawing of the graph for the HTML report: one row per layer (the schedule's clusters,
-with the graph's inputs above and its outputs below), boxes ordered within a row so edges cross
-little, and edges routed around the boxes of the rows they skip.
+"""Where the boxes of the report page's graph go: laid out by Graphviz's `dot` (through the
+`graphviz` package), one row per layer: the schedule's steps, with the graph's inputs above and
+its outputs below.
 
-The schedule already gives each box its row, so what is left of a Sugiyama layout is small: an
-edge that skips rows gets a thin placeholder in each row it passes, rows are reordered a few
-times by the mean position of their neighbours (barycentre), and each box is centred under the
-boxes it reads from, pushed right where boxes would overlap. Only geometry comes out: numbers,
-never names, so the page template decides what to write where.
+Rows are `rank=same` groups chained in order by invisible edges, so `dot` keeps the schedule's
+rows (the memory chart beside the graph lines up with them) and only decides the order within a
+row and the routes of the edges. `dot` sees box sizes and made-up ids, never a name from the
+model: nothing untrusted reaches its input. Only geometry comes out, so the page template decides
+what to write where.
+
+Without Graphviz's programs (or for graphs too large to lay out quickly) the boxes sit in their
+rows in schedule order and edges are straight lines; the page says so.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Hashable, Sequence
 
 Id = Hashable
+
+POINTS_PER_INCH = 72  # dot's unit; one point is drawn as one pixel
+MOST_DRAWN = 800      # more boxes than this are placed in rows without dot (its time grows fast)
 
 
 @dataclass(frozen=True)
@@ -59,140 +66,95 @@ class Layout:
     rows: tuple[tuple[float, float], ...]  # (top, bottom) of each row, gaps excluded
     width: float
     height: float
-
-
-_SWEEPS = 4
-
-
-@dataclass(frozen=True)
-class _Dummy:
-    """Where an edge that skips rows passes through one of them."""
-
-    edge: int
-    row: int
-
-
-def _order(rows: list[list[Id]], preds: dict, succs: dict) -> list[list[Id]]:
-    """Rows reordered by the barycentre of each item's neighbours in the row above (down sweeps)
-    and below (up sweeps); items without neighbours there keep their place."""
-    for sweep in range(_SWEEPS):
-        down = sweep % 2 == 0
-        indices = range(1, len(rows)) if down else range(len(rows) - 2, -1, -1)
-        for r in indices:
-            ref = {item: i for i, item in enumerate(rows[r - 1 if down else r + 1])}
-            def key(pair):
-                i, item = pair
-                near = [ref[n] for n in (preds if down else succs).get(item, ()) if n in ref]
-                return sum(near) / len(near) if near else i
-            rows[r] = [item for _, item in sorted(enumerate(rows[r]), key=key)]
-    return rows
-
-
-def _spread(items: list[Id], want: dict, size: dict, gap: float) -> dict:
-    """Centres for one row's items, in order: each at its wanted centre where it has one, pushed
-    right where it would overlap its left neighbour, then the row shifted so that on average the
-    items sit where they want to be."""
-    centre: dict = {}
-    cursor = None
-    for item in items:
-        half = size[item] / 2
-        lowest = -float("inf") if cursor is None else cursor + gap + half
-        c = want.get(item)
-        c = lowest if c is None else max(c, lowest)
-        if c == -float("inf"):
-            c = half
-        centre[item] = c
-        cursor = c + half
-    wanted = [item for item in items if want.get(item) is not None]
-    if wanted:
-        shift = sum(want[i] - centre[i] for i in wanted) / len(wanted)
-        centre = {i: c + shift for i, c in centre.items()}
-    return centre
-
-
-def _path(points: list[tuple[float, float]], straight: set[int]) -> str:
-    """SVG path through `points`: straight where a segment's start index is in `straight` (inside
-    a row the edge passes through), else a vertical S-curve."""
-    (x0, y0), parts = points[0], []
-    parts.append(f"M{x0:.1f},{y0:.1f}")
-    for i in range(1, len(points)):
-        (xa, ya), (xb, yb) = points[i - 1], points[i]
-        if i - 1 in straight:
-            parts.append(f"L{xb:.1f},{yb:.1f}")
-        else:
-            dy = (yb - ya) / 2
-            parts.append(f"C{xa:.1f},{ya + dy:.1f} {xb:.1f},{yb - dy:.1f} {xb:.1f},{yb:.1f}")
-    return " ".join(parts)
+    engine: str  # "dot", or "rows" when Graphviz did not lay it out
 
 
 def layered_layout(boxes: Sequence[Box], edges: Sequence[tuple[Id, Id]], *, hgap: float = 24,
-                   vgap: float = 34, margin: float = 12, lane: float = 10) -> Layout:
+                   vgap: float = 34, margin: float = 12) -> Layout:
     """Place `boxes` (given in their preferred order within each row) and route `edges`
     (src, dst), which go from a row to a later one."""
-    by_id = {b.id: b for b in boxes}
-    nrows = max((b.row for b in boxes), default=-1) + 1
-    rows: list[list[Id]] = [[] for _ in range(nrows)]
-    for b in boxes:
-        rows[b.row].append(b.id)
-    size = {b.id: b.width for b in boxes}
-    preds: dict = {}
-    succs: dict = {}
-    chains: list[list[Id]] = []
-    for e, (src, dst) in enumerate(edges):
-        chain = [src]
-        for r in range(by_id[src].row + 1, by_id[dst].row):
-            d = _Dummy(e, r)
-            rows[r].append(d)
-            size[d] = lane
-            chain.append(d)
-        chain.append(dst)
-        chains.append(chain)
-        for a, b in zip(chain, chain[1:]):
-            preds.setdefault(b, []).append(a)
-            succs.setdefault(a, []).append(b)
-    rows = _order(rows, preds, succs)
+    if len(boxes) <= MOST_DRAWN:
+        try:
+            return _dot_layout(boxes, edges, hgap, vgap, margin)
+        except ImportError:
+            pass  # the graphviz package is a dependency; a broken install still gets a page
+        except Exception as e:  # graphviz.ExecutableNotFound, CalledProcessError: no usable dot
+            if type(e).__module__.split(".")[0] != "graphviz":
+                raise
+    return _row_layout(boxes, edges, hgap, vgap, margin)
 
-    heights = [max((by_id[i].height for i in row if i in by_id), default=0) for row in rows]
-    tops, y = [], margin
-    for h in heights:
-        tops.append(y)
-        y += h + vgap
-    centre: dict = {}
+
+def _rows(boxes: Sequence[Box]) -> list[list[Box]]:
+    rows: list[list[Box]] = [[] for _ in range(max((b.row for b in boxes), default=-1) + 1)]
+    for b in boxes:
+        rows[b.row].append(b)
+    return rows
+
+
+def _dot_source(boxes: Sequence[Box], edges: Sequence[tuple[Id, Id]], hgap: float, vgap: float) -> tuple[str, dict]:
+    """The graph in dot's language, and the made-up id of each box."""
+    ids = {b.id: f"b{i}" for i, b in enumerate(boxes)}
+    inch = POINTS_PER_INCH
+    lines = ["digraph layout {",
+             f"  graph [rankdir=TB, nodesep={hgap / inch:.4f}, ranksep={vgap / inch:.4f}, splines=spline];",
+             '  node [shape=box, fixedsize=true, label=""];',
+             "  edge [dir=none, tailport=s, headport=n];"]
+    rows = _rows(boxes)
     for r, row in enumerate(rows):
-        want = {}
-        for item in row:
-            above = [centre[p] for p in preds.get(item, ()) if p in centre]
-            if above:
-                want[item] = sum(above) / len(above)
-        centre.update(_spread(row, want, size, hgap))
-    # rows that read nothing (the graph's inputs) sit above what reads them
-    for r in range(nrows - 2, -1, -1):
-        if all(not preds.get(i) for i in rows[r]):
-            want = {}
-            for item in rows[r]:
-                below = [centre[s] for s in succs.get(item, ()) if s in centre]
-                if below:
-                    want[item] = sum(below) / len(below)
-            centre.update(_spread(rows[r], want, size, hgap))
-    left = min((centre[i] - size[i] / 2 for row in rows for i in row), default=0)
-    shift = margin - left
+        members = " ".join(f"{ids[b.id]} [width={b.width / inch:.4f}, height={b.height / inch:.4f}];" for b in row)
+        lines.append(f"  {{ rank=same; r{r} [style=invis, width=0.01, height=0.01]; {members} }}")
+    if len(rows) > 1:  # the rows' order: a chain of invisible anchors
+        lines.append("  " + " -> ".join(f"r{r}" for r in range(len(rows))) + " [style=invis];")
+    lines += [f"  {ids[s]} -> {ids[d]};" for s, d in edges]
+    lines.append("}")
+    return "\n".join(lines) + "\n", ids
+
+
+def _points(text: str) -> list[tuple[float, float]]:
+    return [tuple(float(c) for c in p.split(",")[:2]) for p in text.split() if not p.startswith(("s,", "e,"))]
+
+
+def _dot_layout(boxes, edges, hgap, vgap, margin) -> Layout:
+    import graphviz
+
+    source, ids = _dot_source(boxes, edges, hgap, vgap)
+    drawn = json.loads(graphviz.pipe("dot", "json", source.encode("ascii"), quiet=True))
+    x0, y0, x1, y1 = (float(v) for v in drawn["bb"].split(","))
+
+    def at(x: float, y: float) -> tuple[float, float]:  # dot's y grows upwards
+        return x - x0 + margin, y1 - y + margin
+
+    objects = {o["name"]: o for o in drawn.get("objects", []) if "pos" in o}
     placed = {}
-    for r, row in enumerate(rows):
-        for item in row:
-            if item in by_id:
-                b = by_id[item]
-                placed[item] = Placed(item, centre[item] + shift - b.width / 2,
-                                      tops[r] + (heights[r] - b.height) / 2, b.width, b.height)
+    for b in boxes:
+        cx, cy = at(*_points(objects[ids[b.id]]["pos"])[0])
+        placed[b.id] = Placed(b.id, cx - b.width / 2, cy - b.height / 2, b.width, b.height)
+    names = {o["_gvid"]: o["name"] for o in drawn.get("objects", [])}
+    curves = {(names[e["tail"]], names[e["head"]]): e["pos"] for e in drawn.get("edges", []) if "pos" in e}
     routes = []
-    for chain in chains:
-        src, dst = placed[chain[0]], placed[chain[-1]]
-        points, straight = [(src.cx, src.bottom)], set()
-        for d in chain[1:-1]:
-            x = centre[d] + shift
-            straight.add(len(points))
-            points += [(x, tops[d.row]), (x, tops[d.row] + heights[d.row])]
-        points.append((dst.cx, dst.y))
-        routes.append(Route(chain[0], chain[-1], _path(points, straight)))
-    width = max((centre[i] + shift + size[i] / 2 for row in rows for i in row), default=0) + margin
-    height = (tops[-1] + heights[-1] + margin) if rows else 2 * margin
-    return Layout(placed, tuple(routes), tuple((t, t + h) for t, h in zip(tops, heights)), width, height)
+    for s, d in edges:
+        pts = [at(*p) for p in _points(curves[(ids[s], ids[d])])]
+        path = [f"M{pts[0][0]:.1f},{pts[0][1]:.1f}"]
+        path += [f"C{a[0]:.1f},{a[1]:.1f} {b[0]:.1f},{b[1]:.1f} {c[0]:.1f},{c[1]:.1f}"
+                 for a, b, c in zip(pts[1::3], pts[2::3], pts[3::3])]
+        routes.append(Route(s, d, " ".join(path)))
+    rows = tuple((min(placed[b.id].y for b in row), max(placed[b.id].bottom for b in row)) if row else (0.0, 0.0)
+                 for row in _rows(boxes))
+    return Layout(placed, tuple(routes), rows, x1 - x0 + 2 * margin, y1 - y0 + 2 * margin, "dot")
+
+
+def _row_layout(boxes, edges, hgap, vgap, margin) -> Layout:
+    """Each row's boxes side by side in the given order, rows one under another, edges straight."""
+    placed, spans, y, width = {}, [], margin, 0.0
+    for row in _rows(boxes):
+        height = max((b.height for b in row), default=0.0)
+        x = margin
+        for b in row:
+            placed[b.id] = Placed(b.id, x, y + (height - b.height) / 2, b.width, b.height)
+            x += b.width + hgap
+        width = max(width, x - hgap + margin)
+        spans.append((y, y + height))
+        y += height + vgap
+    routes = tuple(Route(s, d, f"M{placed[s].cx:.1f},{placed[s].bottom:.1f} L{placed[d].cx:.1f},{placed[d].y:.1f}")
+                   for s, d in edges)
+    return Layout(placed, routes, tuple(spans), width, y - vgap + margin if spans else 2 * margin, "rows")
