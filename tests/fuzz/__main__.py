@@ -17,7 +17,7 @@ def main() -> int:
     args = parser.parse_args()
     workdir = Path(args.keep or tempfile.mkdtemp(prefix="tinsmith-fuzz-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    report = run_campaign(args.seed, args.minutes * 60, workdir, log=lambda m: print(m, flush=True))
+    report = run_campaign(args.seed, workdir, seconds=args.minutes * 60, log=lambda m: print(m, flush=True))
     print(report.summary())
     print(f"cases with findings are in {workdir}")
     return 1 if report.findings else 0

@@ -172,21 +172,37 @@ def differential_batch(rng: random.Random, folder: Path, count: int) -> tuple[in
     return count, findings
 
 
-def run_campaign(seed: int, seconds: float, workdir: Path, differential_share: float = 0.3,
-                 log=None) -> Report:
-    """Run cases until `seconds` have passed; about `differential_share` of the time goes to the
-    differential part. Cases that find something are kept in `workdir`."""
+def run_campaign(seed: int, workdir: Path, *, seconds: float | None = None, cases: int = 0,
+                 differential: int = 0, differential_share: float = 0.3, log=None) -> Report:
+    """Run a campaign from `seed`; cases that find something are kept in `workdir`.
+
+    Either for `seconds` (a long campaign: about `differential_share` of the time goes to the
+    differential part), or until `cases` hostile cases and `differential` models compared with
+    ONNX Runtime have run: the suite's campaign, whose cases are the same on a fast machine and a
+    loaded one."""
     report = Report(seed)
     rng = random.Random(seed)
     start = time.monotonic()
     spent_differential = 0.0
     index = 0
-    while time.monotonic() - start < seconds:
+
+    def more() -> bool:
+        if seconds is not None:
+            return time.monotonic() - start < seconds
+        return report.cases < cases or report.differential < differential
+
+    def differential_next() -> bool:
+        if seconds is not None:
+            elapsed = time.monotonic() - start
+            return spent_differential < differential_share * max(elapsed, 1.0) and index > 1
+        # By count: one batch after every third hostile case while models are still owed.
+        return report.differential < differential and (report.cases >= cases or index % 4 == 0)
+
+    while more():
         index += 1
         folder = workdir / f"case{index:05d}"
         folder.mkdir(parents=True)
-        elapsed = time.monotonic() - start
-        if spent_differential < differential_share * max(elapsed, 1.0) and index > 1:
+        if differential_next():
             t0 = time.monotonic()
             count, findings = differential_batch(rng, folder, 4)
             spent_differential += time.monotonic() - t0
