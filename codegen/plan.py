@@ -280,13 +280,18 @@ def choose_overlaps(lives: list[Lifetime], options, cluster_of):
         size, name, buffers, offsets = _plan(lv, {o.output: (o.input, o.shift) for o in picked})
         return size, name, buffers, offsets, (), tuple(picked)
 
+    def rank(plan: tuple) -> tuple[int, int]:
+        """Smaller first, then fewer variants: a variant is slower than the backend's kernel."""
+        return plan[0], sum(1 for o in plan[5] if o.variant)
+
     choice = {out: min(opts, key=cost) for out, opts in sorted(by_output.items())}
     best = evaluate(choice)
     for out, opts in sorted(by_output.items()):
-        for alternative in [None, *sorted(opts, key=cost)]:
+        for alternative in [*sorted((o for o in opts if not o.variant), key=cost), None,
+                            *sorted((o for o in opts if o.variant), key=cost)]:
             if alternative is choice[out]:
                 continue
             trial = evaluate({**choice, out: alternative})
-            if trial[0] < best[0]:
+            if rank(trial) < rank(best):
                 best, choice = trial, {**choice, out: alternative}
     return best

@@ -203,9 +203,11 @@ def _pack_constants(graph: Graph, sched: Schedule, backend: Backend, caps: Capab
 
 
 def generate(graph: Graph, sched: Schedule, plan: MemoryPlan, backend: Backend = CPP,
-             constants_in_ram: bool = False, caps: Capabilities = PORTABLE_CAPS) -> GeneratedModel:
+             constants_in_ram: bool = False, caps: Capabilities = PORTABLE_CAPS,
+             with_constants: bool = True) -> GeneratedModel:
     """Call the backend's functor for every kernel (a node and the consumers fused into it) in schedule
-    order, fuse, simplify and render."""
+    order, fuse, simplify and render (the constants too, unless not `with_constants`: the memory plan
+    needs only the kernels)."""
     original = graph
     variants = plan.variant_of()  # kernels running an in-place variant of their functor
     graph = _pack_constants(graph, sched, backend, caps, frozenset(variants))
@@ -279,7 +281,7 @@ def generate(graph: Graph, sched: Schedule, plan: MemoryPlan, backend: Backend =
     read = {p.buffer for k in kernels for p in k.kernel.params}
     load = backend.loader()
     constants = tuple(ConstantCode(c.name, c.data.nbytes, load(c, constants_in_ram))
-                      for name, c in graph.constants.items() if name in read)
+                      for name, c in graph.constants.items() if name in read and with_constants)
     return GeneratedModel(graph, sched, plan, tuple(kernels), constants,
                           backend.renderer.prelude([k.kernel for k in kernels]))
 

@@ -100,7 +100,7 @@ def overlap_options(graph, sched, backend, caps) -> list[OverlapOption]:
         if chosen is variants and not variants:
             continue
         dummy = MemoryPlan((), 0, 0, variants=tuple(sorted(chosen.items())))
-        model = generate(graph, sched, dummy, backend, False, caps)
+        model = generate(graph, sched, dummy, backend, False, caps, with_constants=False)
         for k in model.kernels:
             name = k.node.name
             if (chosen and name not in chosen) or name not in dying:
