@@ -53,15 +53,19 @@ def safe_shift(read: Access, in_itemsize: int, write: Access, out_itemsize: int)
     first_write = _units(write.first_write, out_itemsize, unit)
     n_in, n_out, step = last_read.size, first_write.size, BLOCK // unit
     in_span, out_span = -(-n_in // step) * step, -(-n_out // step) * step  # as the plan aligns them
-    shifts = sorted(range(-(out_span // step) + 1, in_span // step),
-                    key=lambda s: (max(in_span, s * step + out_span) - min(0, s * step), abs(s), s))
-    for s in (s * step for s in shifts):
-        if max(in_span, s + out_span) - min(0, s) >= in_span + out_span:
-            break
+    shifts = np.arange(-(out_span // step) + 1, in_span // step, dtype=np.int64) * step
+    footprint = np.maximum(in_span, shifts + out_span) - np.minimum(0, shifts)
+    order = np.lexsort((shifts, np.abs(shifts), footprint))
+    shifts = shifts[order][footprint[order] < in_span + out_span]  # only overlaps that save bytes
+    if shifts.size == 0 or n_out == 0:
+        return None
+    # a sample of output elements rejects most shifts at once; only the full comparison accepts one
+    sample = np.unique(np.linspace(0, n_out - 1, 257).astype(np.int64))
+    j = shifts[:, None] + sample[None, :]
+    inside = (j >= 0) & (j < n_in)
+    clash = inside & (first_write[sample][None, :] <= last_read[np.clip(j, 0, max(n_in - 1, 0))])
+    for s in shifts[~clash.any(axis=1)].tolist():
         lo, hi = max(0, -s), min(n_out, n_in - s)
-        # a sparse sample rejects most shifts cheaply; only the full comparison accepts one
-        if hi > lo and not np.all(first_write[lo:hi:61] > last_read[lo + s:hi + s:61]):
-            continue
         if np.all(first_write[lo:hi] > last_read[lo + s:hi + s]):
             return s * unit
     return None
