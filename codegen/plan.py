@@ -157,7 +157,11 @@ def _buffers(lives: list[Lifetime], links: Mapping[str, tuple[str, int]]
         rel[l.value] -= low[r]
         last[r] = max(last.get(r, -1), l.last)
         high[r] = max(high.get(r, 0), rel[l.value] + l.nbytes)
-    buffers = [Lifetime(v, high[v], life[v].first, last[v]) for v in life if root[v] == v]
+    members: dict[str, list[tuple[int, int, int, int]]] = {}
+    for l in lives:
+        members.setdefault(root[l.value], []).append((rel[l.value], l.nbytes, l.first, l.last))
+    buffers = [Lifetime(v, high[v], life[v].first, last[v],
+                        tuple(sorted(members[v])) if len(members[v]) > 1 else ()) for v in life if root[v] == v]
     return buffers, root, rel
 
 
