@@ -5,6 +5,7 @@ inputs compiled and run against the NumPy reference on the host and the emulated
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 import subprocess
 import sys
@@ -15,15 +16,17 @@ import numpy as np
 import pytest
 
 from codegen.generate import generate
+from codegen.generate.backends import backend_for
 from codegen.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Call, Cast, Comment, Const, For, Lane,
                                       Load, Local, ReduceLanes, Select, Store, Unary, Var, width_of)
-from codegen.pipeline import compile_graph, lower, write_files
+from codegen.pipeline import compile_graph, lower
 from codegen.plan import MemoryPlan, Placement
 from codegen.planners.access import NEVER, UNREAD, trace
 from codegen.planners.check import PlanCheckError, check_plan
 from codegen.planners.overlap import safe_shift
 from codegen.reference import evaluate
-from codegen.verify import RUNTIME_INCLUDE
+from codegen.targets import load_target
+from test_kernels import run as run_on_host  # compiled with g++ and run, beside the NumPy reference
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
@@ -238,10 +241,10 @@ def test_the_checker_passes_the_plan_and_catches_wrong_placements():
     assert plan.overlaps and plan.variants
     assert check_plan(compiled.model) == []  # every kernel traced, every byte safe
     offsets = plan.offset_of()
-    regenerate = lambda p: generate(compiled.graph, compiled.schedule, p, compiled.model.kernels and
-                                    __import__("codegen.generate.backends", fromlist=["CORTEX_M"]).CORTEX_M,
-                                    False, __import__("codegen.targets", fromlist=["load_target"]).load_target(
-                                        "cortex-m4").capabilities, with_constants=False)
+    backend, caps = backend_for(load_target("cortex-m4"))
+
+    def regenerate(p: MemoryPlan):
+        return generate(compiled.graph, compiled.schedule, p, backend, False, caps, with_constants=False)
     # a depthwise output exactly over its input: the first channel block overwrites rows still needed
     wrong = replaced(compiled, {"dw1_relu_out": offsets["relu1_out"]})
     with pytest.raises(PlanCheckError, match="dw1_relu_out.*holds 'relu1_out'|overwrites"):
@@ -258,7 +261,6 @@ def test_the_checker_passes_the_plan_and_catches_wrong_placements():
 
 def test_the_report_gives_both_lower_bounds():
     compiled = kws()
-    import json
     report = json.loads(compiled.files["kws_dscnn.plan.json"])
     ram = report["ram"]
     assert ram["workspace_bytes"] == compiled.plan.workspace_bytes
@@ -277,55 +279,19 @@ def test_the_float_workspace_is_at_most_half_of_tflite_micros_arena(graph):
     assert plan.lower_bound_bytes <= plan.workspace_bytes < plan.operator_lower_bound_bytes
 
 
-def host_run(compiled, inputs: dict, tmp_path: Path) -> dict:
-    g = compiled.graph
-    out = tmp_path / "out"
-    write_files(compiled.files, out)
-    name, NAME = g.name, g.name.upper()
-    lines = [f'#include "{name}.h"', "#include <cstdio>",
-             f"alignas(16) static unsigned char ws[{NAME}_WORKSPACE_BYTES > 0 ? {NAME}_WORKSPACE_BYTES : 1];"]
-    for n in g.inputs:
-        values = ", ".join(f"{float(v).hex()}f" for v in inputs[n].reshape(-1))
-        lines.append(f"static const float in_{n}[{g.types[n].size}] = {{{values}}};")
-    for n in g.outputs:
-        lines.append(f"static float out_{n}[{g.types[n].size}];")
-    args = [f"in_{n}" for n in g.inputs] + [f"out_{n}" for n in g.outputs] + ["ws"]
-    lines += ["int main() {", f"  {name}_init_ws(ws);", f"  {name}_call({', '.join(args)});"]
-    for n in g.outputs:
-        lines.append(f"  for (unsigned i = 0; i < {g.types[n].size}u; ++i) std::printf(\"%a\\n\", "
-                     f"static_cast<double>(out_{n}[i]));")
-    lines += ["  return 0;", "}"]
-    (out / "main.cpp").write_text("\n".join(lines) + "\n")
-    exe = out / "prog"
-    proc = subprocess.run(["g++", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-O2", f"-I{out}",
-                           f"-I{RUNTIME_INCLUDE}", str(out / f"{name}.cpp"), str(out / "main.cpp"), "-o", str(exe)],
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    flat = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
-    got, offset = {}, 0
-    for n in g.outputs:
-        t = g.types[n]
-        got[n] = np.array([float.fromhex(v) for v in flat[offset:offset + t.size]], np.float32).reshape(t.shape)
-        offset += t.size
-    return got
-
-
 def seeded(graph) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(5)
     return {n: rng.standard_normal(graph.types[n].shape).astype(np.float32) for n in graph.inputs}
 
 
 @needs_gxx
-@pytest.mark.parametrize("target", TARGETS, ids=str)
+@pytest.mark.parametrize("target", ["cpp", "host", "cortex-m4"])
 @pytest.mark.parametrize("case", CHAINS, ids=lambda c: "x".join(map(str, c[:5])) + "r" * c[5])
 def test_overlapping_plans_compute_the_reference_on_the_host(case, target, tmp_path):
-    path = write_graph(tmp_path, case)
-    compiled = compile_graph(path, target=target)
+    got, want, compiled = run_on_host(conv_chain(*case), target, tmp_path, seed=5)
     plan = compiled.plan
     assert plan.overlaps, "the chain's outputs overlap their inputs"
-    assert plan.workspace_bytes < plan.operator_lower_bound_bytes or plan.operator_lower_bound_bytes == 0
-    inputs = seeded(compiled.graph)
-    got, want = host_run(compiled, inputs, tmp_path), evaluate(lower(path), inputs)
+    assert plan.workspace_bytes < plan.operator_lower_bound_bytes
     for n in want:
         np.testing.assert_allclose(got[n], want[n], rtol=1e-5, atol=1e-5, err_msg=n)
 

@@ -26,6 +26,11 @@ NEVER = np.iinfo(np.int64).max  # first write of an element never written
 UNREAD = -1  # last read (or write) of an element never read (written)
 
 
+def itemsize(dtype: str) -> int:
+    """Bytes of one element of a loop IR dtype (INDEX is C++ int)."""
+    return {"int8": 1, "uint8": 1, "bool": 1, "int16": 2, "uint16": 2, "int64": 8}.get(dtype, 4)
+
+
 class Untraceable(Exception):
     """The kernel's access order cannot be derived from its loop IR."""
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from codegen.errors import TinsmithError
-from codegen.planners.access import NEVER, UNREAD, trace_or_worst
+from codegen.planners.access import NEVER, UNREAD, itemsize, trace_or_worst
 
 
 class PlanCheckError(TinsmithError):
@@ -33,10 +33,6 @@ class _Bytes:
     last_write: np.ndarray
     last_read: np.ndarray
 
-
-def _itemsize(dtype: str) -> int:
-    return {"float32": 4, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4,
-            "int64": 8, "bool": 1, "index": 4}.get(dtype, 4)
 
 
 def replay(model) -> tuple[dict[str, _Bytes], list[str]]:
@@ -58,7 +54,7 @@ def replay(model) -> tuple[dict[str, _Bytes], list[str]]:
             name = names[local]
             if name not in offsets:
                 continue  # the caller's inputs and outputs, constants
-            size = _itemsize(dtypes[name])
+            size = itemsize(dtypes[name])
 
             def glob(a, empty):
                 a = np.repeat(a, size)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from codegen.planners.access import Access, Untraceable, trace
+from codegen.planners.access import Access, Untraceable, itemsize as dtype_bytes, trace
 
 BLOCK = 16  # the workspace alignment: offsets are multiples of it
 
@@ -112,11 +112,6 @@ def overlap_options(graph, sched, backend, caps) -> list[OverlapOption]:
             output = [p.buffer for p in k.kernel.params if p.writes]
             if len(output) != 1 or not graph.is_intermediate(output[0]):
                 continue
-            scratch = tuple((scratch_name(name, s.name), s.size * _itemsize(s.dtype)) for s in k.kernel.scratch)
+            scratch = tuple((scratch_name(name, s.name), s.size * dtype_bytes(s.dtype)) for s in k.kernel.scratch)
             options += kernel_options(k.kernel, output[0], dying[name], itemsize, chosen.get(name, ""), scratch)
     return options
-
-
-def _itemsize(dtype: str) -> int:
-    return {"float32": 4, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4,
-            "int64": 8, "bool": 1, "index": 4}.get(dtype, 4)
