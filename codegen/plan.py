@@ -2,9 +2,11 @@
 
 A value lives from the cluster that writes it to the last cluster that reads it,
 inclusive; because a cluster's nodes may run in parallel, two values whose lifetimes
-share a cluster never share bytes, with one exception: an elementwise node may write its
+share a cluster never share bytes, with two exceptions: an elementwise node may write its
 output over an input that dies at that node (in place), since its kernel reads element i
-before it writes element i. Values whose lifetimes do not overlap may share bytes.
+before it writes element i; and any kernel may write its output over part of an input that dies
+at it where its access order, traced from its loop IR, reads every byte first (overlaps:
+codegen.planners.overlap, docs/MEMORY.md). Values whose lifetimes do not overlap may share bytes.
 Offsets are 16-byte aligned. Inputs and outputs belong to the caller, constants to flash.
 
 Several planners (codegen.planners) place the buffers; the smallest plan wins.
@@ -44,8 +46,8 @@ class MemoryPlan:
     the loop IR) or over part of an input (`overlaps`: (output, input, byte offset of the output
     from the input), proven on the kernel's access order) share bytes with that input; `variants`
     names the kernels (kernel, variant) that run an in-place variant of their functor to allow it.
-    `lower_bound_bytes` is the most bytes alive in one cluster at the plan's granularity: each
-    chain of shared buffers counted as the bytes it spans, so no placement of them needs less.
+    `lower_bound_bytes` is the most bytes alive in one cluster at the plan's granularity: a group
+    of shared buffers counts the bytes its members alive there span, so no placement needs less.
     `operator_lower_bound_bytes` is the same count at operator granularity (every input and output
     of a kernel apart): what planning below the operator boundary is measured against.
     `in_place_lower_bound_bytes` is `lower_bound_bytes` (kept for its readers)."""
@@ -138,7 +140,8 @@ def _buffers(lives: list[Lifetime], links: Mapping[str, tuple[str, int]]
              ) -> tuple[list[Lifetime], dict[str, str], dict[str, int]]:
     """One buffer per chain of shared bytes (`links`: output -> (input, byte offset of the output
     from the input)), named after the chain's first value, spanning every member's bytes and living
-    from its first write to its last read; the buffer of every value and its offset in the buffer."""
+    from its first write to its last read, its members (`Lifetime.parts`) each alive in its own
+    clusters; the buffer of every value and its offset in the buffer."""
     life = {l.value: l for l in lives}
     root, rel = {}, {}
     for l in lives:
