@@ -22,6 +22,7 @@ from codegen.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Call, Ca
                                       Kernel, Lane, Load, Local, ReduceLanes, Select, Stmt, Store, Unary, Var,
                                       width_of)
 
+MAX_ITERATIONS = 1 << 22  # loop instances traced at once; a larger nest is not traced (memory)
 NEVER = np.iinfo(np.int64).max  # first write of an element never written
 UNREAD = -1  # last read (or write) of an element never read (written)
 
@@ -166,18 +167,20 @@ class _Tracer:
             return None
         raise Untraceable(f"unknown expression {type(e).__name__}")
 
-    def block(self, stmts, env, depth_of, depth, tick, mask) -> None:
+    def block(self, stmts, env, depth_of, depth, tick, mask, iterations: int = 1) -> None:
         env, depth_of = dict(env), dict(depth_of)
         for s in stmts:
             if isinstance(s, Comment):
                 continue
             if isinstance(s, For):
                 n = s.extent // s.step
+                if iterations * n > MAX_ITERATIONS:
+                    raise Untraceable(f"more than {MAX_ITERATIONS} loop iterations at once")
                 shape = [1] * depth + [n] + [1] * (self.depth - depth - 1)
                 it = np.arange(n, dtype=np.int64).reshape(shape)
                 inner = _span(s.body)
                 self.block(s.body, {**env, s.var: it * s.step}, {**depth_of, s.var: depth + 1}, depth + 1,
-                           tick + it * inner, mask)
+                           tick + it * inner, mask, iterations * n)
                 tick = tick + n * inner
                 continue
             if isinstance(s, Local):
@@ -203,8 +206,11 @@ def trace(kernel: Kernel) -> Trace:
     """The access order of every parameter and scratch buffer of `kernel` (annotated loop IR)."""
     sizes = {p.buffer: p.size for p in kernel.params} | {s.name: s.size for s in kernel.scratch}
     tracer = _Tracer(sizes, _depth(kernel.body))
-    with np.errstate(all="ignore"):
-        tracer.block(kernel.body, {}, {}, 0, np.int64(0), True)
+    try:
+        with np.errstate(all="ignore"):
+            tracer.block(kernel.body, {}, {}, 0, np.int64(0), True)
+    except (ArithmeticError, IndexError, KeyError, TypeError, ValueError) as e:  # IR the tracer does not know
+        raise Untraceable(f"{type(e).__name__}: {e}") from None
     return Trace(tracer.access, _span(kernel.body))
 
 
