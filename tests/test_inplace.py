@@ -314,3 +314,33 @@ def test_overlapping_plans_compute_the_reference_on_the_emulated_cortex_m4(case,
     want = evaluate(lower(path), inputs)["y"]
     got = np.frombuffer(run.output, "<f4").reshape(want.shape)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+GATHER = """\
+graph: gathered
+inputs:
+  x: {dtype: float32, shape: [6, 5]}
+outputs: [y]
+nodes:
+  - {op: Relu, inputs: [x], outputs: [a]}
+  - {op: ArgMax, inputs: [a], outputs: [idx], attrs: {axis: 1, keepdims: 0}}
+  - {op: Gather, inputs: [a, idx], outputs: [g], attrs: {axis: 0}}
+  - {op: Exp, inputs: [g], outputs: [e]}
+  - {op: ReduceSum, inputs: [e], outputs: [y], attrs: {axes: [1], keepdims: 0}}
+"""
+
+
+@needs_gxx
+def test_a_kernel_indexed_by_data_is_not_overlapped_and_the_checker_assumes_the_worst(tmp_path):
+    path = tmp_path / "gathered.yaml"
+    path.write_text(GATHER)
+    compiled = compile_graph(path, target="host")
+    untraced = check_plan(compiled.model)
+    gather = next(k for k in compiled.model.kernels if k.node.op == "Gather")
+    assert any(u.startswith(f"{gather.node.name}:") and "depends on data" in u for u in untraced), untraced
+    assert all(out != gather.node.outputs[0] for out, _, _ in compiled.plan.overlaps)
+    offsets = compiled.plan.offset_of()
+    a, g = offsets["a"], offsets[gather.node.outputs[0]]
+    assert a + 6 * 5 * 4 <= g or g + 6 * 5 * 4 <= a, "operator granularity: the gather's input and output apart"
+    got, want, _ = run_on_host(GATHER, "host", tmp_path / "run")
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5)
