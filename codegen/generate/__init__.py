@@ -10,8 +10,8 @@ from typing import Sequence
 
 from codegen.fuse import kernel_args, prepare_node
 from codegen.generate.backend import CPP, PORTABLE_CAPS, Backend, Capabilities, KernelArgs, TensorArg
-from codegen.generate.functors.inplace import variant_functor
 from codegen.generate.epilogue import NotFusable, elementwise_template, fuse_epilogue
+from codegen.generate.functors.inplace import variant_functor
 from codegen.generate.loop_ir import Comment, For, Kernel, Load, Param, Stmt, Store, annotate
 from codegen.generate.render import TYPE_NAMES
 from codegen.generate.simplify import simplify
