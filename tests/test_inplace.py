@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 import shutil
 import subprocess
 import sys
@@ -15,17 +16,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codegen.generate import generate
+from codegen.generate import generate, scratch_bytes  # before codegen.fuse, which it imports
+from codegen.fuse import fuse
 from codegen.generate.backends import backend_for
 from codegen.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Call, Cast, Comment, Const, For, Lane,
                                       Load, Local, ReduceLanes, Select, Store, Unary, Var, width_of)
 from codegen.pipeline import compile_graph, lower
-from codegen.plan import MemoryPlan, Placement
+from codegen.plan import MemoryPlan, Placement, plan_memory
 from codegen.planners.access import NEVER, UNREAD, trace
 from codegen.planners.check import PlanCheckError, check_plan
-from codegen.planners.overlap import safe_shift
+from codegen.planners.overlap import overlap_options, safe_shift
 from codegen.reference import evaluate
+from codegen.schedule import schedule
 from codegen.targets import load_target
+from random_graphs import random_graph
 from test_kernels import run as run_on_host  # compiled with g++ and run, beside the NumPy reference
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -344,3 +348,20 @@ def test_a_kernel_indexed_by_data_is_not_overlapped_and_the_checker_assumes_the_
     assert a + 6 * 5 * 4 <= g or g + 6 * 5 * 4 <= a, "operator granularity: the gather's input and output apart"
     got, want, _ = run_on_host(GATHER, "host", tmp_path / "run")
     np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5)
+
+
+@pytest.mark.parametrize("target", ["host", "cortex-m4"])
+def test_random_graphs_plan_overlaps_the_checker_proves(target):
+    backend, caps = backend_for(load_target(target))
+    overlapped = 0
+    for seed in range(40):
+        rng = random.Random(seed)
+        g = random_graph(rng, rng.randint(1, 30))
+        sched = fuse(g, schedule(g), backend, caps)
+        scratch = scratch_bytes(g, sched, backend, caps)
+        plan = plan_memory(g, sched, scratch=scratch, overlaps=overlap_options(g, sched, backend, caps))
+        assert plan.workspace_bytes <= plan_memory(g, sched, scratch=scratch).workspace_bytes
+        assert plan.lower_bound_bytes <= plan.workspace_bytes
+        assert check_plan(generate(g, sched, plan, backend, False, caps, with_constants=False)) == []
+        overlapped += bool(plan.overlaps)
+    assert overlapped >= 10
