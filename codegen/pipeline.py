@@ -17,6 +17,8 @@ from codegen.ir import Graph
 from codegen.load import load_graph_spec
 from codegen.optimize import optimize
 from codegen.plan import MemoryPlan, plan_memory
+from codegen.planners.check import check_plan
+from codegen.planners.overlap import overlap_options
 from codegen.schedule import Schedule, schedule
 
 
@@ -53,8 +55,10 @@ def compile_graph(path: str | Path, backend: Backend | None = None, constants_in
     sched = schedule(graph)
     if fusion:
         sched = fuse(graph, sched, backend, caps)
-    plan = plan_memory(graph, sched, scratch=scratch_bytes(graph, sched, backend, caps))
+    plan = plan_memory(graph, sched, scratch=scratch_bytes(graph, sched, backend, caps),
+                       overlaps=overlap_options(graph, sched, backend, caps))
     model = generate(graph, sched, plan, backend, constants_in_ram, caps)
+    check_plan(model)  # every workspace byte against the kernels' access order
     return Compiled(graph, sched, plan, model, assemble(model, constants_section))
 
 

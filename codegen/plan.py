@@ -2,9 +2,11 @@
 
 A value lives from the cluster that writes it to the last cluster that reads it,
 inclusive; because a cluster's nodes may run in parallel, two values whose lifetimes
-share a cluster never share bytes, with one exception: an elementwise node may write its
+share a cluster never share bytes, with two exceptions: an elementwise node may write its
 output over an input that dies at that node (in place), since its kernel reads element i
-before it writes element i. Values whose lifetimes do not overlap may share bytes.
+before it writes element i; and any kernel may write its output over part of an input that dies
+at it where its access order, traced from its loop IR, reads every byte first (overlaps:
+codegen.planners.overlap, docs/MEMORY.md). Values whose lifetimes do not overlap may share bytes.
 Offsets are 16-byte aligned. Inputs and outputs belong to the caller, constants to flash.
 
 Several planners (codegen.planners) place the buffers; the smallest plan wins.
@@ -12,11 +14,14 @@ Several planners (codegen.planners) place the buffers; the smallest plan wins.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Collection, Mapping
+from typing import TYPE_CHECKING, Collection, Mapping, Sequence
 
 from codegen.ir import Graph
 from codegen.planners import PLANNERS, Lifetime, exact_search, peak, top
 from codegen.schedule import Schedule
+
+if TYPE_CHECKING:
+    from codegen.planners.overlap import OverlapOption
 
 ALIGNMENT = 16
 EXACT_SEARCH = "exact_search"  # the planner name when the bounded search beat every greedy planner
@@ -37,9 +42,15 @@ class Placement:
 class MemoryPlan:
     """Where each intermediate lives in the workspace, and how big the workspace is.
 
-    `lower_bound_bytes` is the most bytes of values alive in one cluster; values written in place
-    (`in_place`: (output, input it overwrites) pairs) share bytes, so the workspace may be smaller,
-    down to `in_place_lower_bound_bytes`, the same count with each such pair counted once."""
+    Values written in place (`in_place`: (output, input it overwrites) pairs, proven elementwise on
+    the loop IR) or over part of an input (`overlaps`: (output, input, byte offset of the output
+    from the input), proven on the kernel's access order) share bytes with that input; `variants`
+    names the kernels (kernel, variant) that run an in-place variant of their functor to allow it.
+    `lower_bound_bytes` is the most bytes alive in one cluster at the plan's granularity: a group
+    of shared buffers counts the bytes its members alive there span, so no placement needs less.
+    `operator_lower_bound_bytes` is the same count at operator granularity (every input and output
+    of a kernel apart): what planning below the operator boundary is measured against.
+    `in_place_lower_bound_bytes` is `lower_bound_bytes` (kept for its readers)."""
 
     placements: tuple[Placement, ...]
     workspace_bytes: int
@@ -47,6 +58,9 @@ class MemoryPlan:
     planner: str = ""
     in_place: tuple[tuple[str, str], ...] = ()
     in_place_lower_bound_bytes: int = 0
+    overlaps: tuple[tuple[str, str, int], ...] = ()
+    variants: tuple[tuple[str, str], ...] = ()
+    operator_lower_bound_bytes: int = 0
 
     def offset_of(self) -> dict[str, int]:
         return {p.lifetime.value: p.offset for p in self.placements}
@@ -54,6 +68,14 @@ class MemoryPlan:
     def in_place_of(self) -> dict[str, str]:
         """Map each value written in place to the input whose bytes it takes over."""
         return dict(self.in_place)
+
+    def overlap_of(self) -> dict[str, str]:
+        """Map each value written over part of an input to that input."""
+        return {out: v for out, v, _ in self.overlaps}
+
+    def variant_of(self) -> dict[str, str]:
+        """The in-place variant each kernel runs, by kernel name."""
+        return dict(self.variants)
 
 
 def lifetimes(graph: Graph, sched: Schedule) -> list[Lifetime]:
@@ -114,21 +136,36 @@ def in_place_pairs(graph: Graph, sched: Schedule, ops: Collection[str]) -> dict[
     return pairs
 
 
-def _buffers(lives: list[Lifetime], pairs: dict[str, str]) -> tuple[list[Lifetime], dict[str, str]]:
-    """One buffer per chain of in-place writes, named after the chain's first value, living from its
-    first write to its last read; and the buffer of every value."""
+def _buffers(lives: list[Lifetime], links: Mapping[str, tuple[str, int]]
+             ) -> tuple[list[Lifetime], dict[str, str], dict[str, int]]:
+    """One buffer per chain of shared bytes (`links`: output -> (input, byte offset of the output
+    from the input)), named after the chain's first value, spanning every member's bytes and living
+    from its first write to its last read, its members (`Lifetime.parts`) each alive in its own
+    clusters; the buffer of every value and its offset in the buffer."""
     life = {l.value: l for l in lives}
-    root = {}
+    root, rel = {}, {}
     for l in lives:
-        v = l.value
-        while v in pairs:
-            v = pairs[v]
-        root[l.value] = v
+        v, offset = l.value, 0
+        while v in links:
+            v, shift = links[v]
+            offset += shift
+        root[l.value], rel[l.value] = v, offset
+    low: dict[str, int] = {}
+    for l in lives:
+        low[root[l.value]] = min(low.get(root[l.value], 0), rel[l.value])
     last: dict[str, int] = {}
+    high: dict[str, int] = {}
     for l in lives:
-        last[root[l.value]] = max(last.get(root[l.value], -1), l.last)
-    buffers = [Lifetime(v, life[v].nbytes, life[v].first, last[v]) for v in life if root[v] == v]
-    return buffers, root
+        r = root[l.value]
+        rel[l.value] -= low[r]
+        last[r] = max(last.get(r, -1), l.last)
+        high[r] = max(high.get(r, 0), rel[l.value] + l.nbytes)
+    members: dict[str, list[tuple[int, int, int, int]]] = {}
+    for l in lives:
+        members.setdefault(root[l.value], []).append((rel[l.value], l.nbytes, l.first, l.last))
+    buffers = [Lifetime(v, high[v], life[v].first, last[v],
+                        tuple(sorted(members[v])) if len(members[v]) > 1 else ()) for v in life if root[v] == v]
+    return buffers, root, rel
 
 
 def _best(buffers: list[Lifetime]) -> tuple[int, str, dict[str, int]]:
@@ -153,12 +190,48 @@ def scratch_name(kernel: str, buffer: str) -> str:
     return f"{kernel}.{buffer}"
 
 
+def dying_inputs(graph: Graph, sched: Schedule) -> dict[str, list[str]]:
+    """Kernel head -> the workspace values it reads that die at it: read by no node of a later
+    cluster and by no other kernel of its own cluster (kernels of one cluster may run together)."""
+    cluster_of = sched.cluster_of()
+    members = {head.name: [head.name, *dict(sched.fused).get(head.name, ())] for head, _ in sched.kernel_heads()}
+    kernel_of = {m: head for head, ms in members.items() for m in ms}
+    readers: dict[str, set[str]] = {}
+    for node in sched.nodes:
+        for v in node.inputs:
+            if v:
+                readers.setdefault(v, set()).add(node.name)
+    produced = {v for node in sched.nodes for v in node.outputs}
+    fused = sched.fused_values()
+    result: dict[str, list[str]] = {}
+    for head, ms in members.items():
+        c = cluster_of[head]
+        nodes = {n.name: n for n in sched.nodes}
+        seen = []
+        for m in ms:
+            for v in nodes[m].inputs:
+                if (v and v in produced and v not in fused and graph.is_intermediate(v) and v not in seen
+                        and all(cluster_of[r] < c or kernel_of.get(r) == head for r in readers[v])):
+                    seen.append(v)
+        result[head] = seen
+    return result
+
+
+def _plan(lives: list[Lifetime], links: Mapping[str, tuple[str, int]]):
+    buffers, root, rel = _buffers(lives, links)
+    size, name, offsets = _best(buffers)
+    return size, name, buffers, {l.value: offsets[root[l.value]] + rel[l.value] for l in lives}
+
+
 def plan_memory(graph: Graph, sched: Schedule, in_place_ops: Collection[str] | None = None,
-                scratch: Mapping[str, int] | None = None) -> MemoryPlan:
+                scratch: Mapping[str, int] | None = None, overlaps: Sequence["OverlapOption"] | None = None
+                ) -> MemoryPlan:
     """Place every workspace value with each planner, with and without in-place writes by
     `in_place_ops` (default: the elementwise ops); keep the smallest plan, in place on ties.
     `scratch` gives the bytes of each kernel's scratch buffers (by `scratch_name`); each lives in
-    its kernel's cluster only."""
+    its kernel's cluster only. `overlaps` (codegen.planners.overlap.overlap_options) are the
+    overlaps the kernels' access orders allow: given, the plan also tries them (and the in-place
+    variants they need) and keeps them where they make the workspace smaller."""
     lives = lifetimes(graph, sched)
     cluster_of = sched.cluster_of()
     for name, nbytes in sorted((scratch or {}).items()):
@@ -167,11 +240,65 @@ def plan_memory(graph: Graph, sched: Schedule, in_place_ops: Collection[str] | N
     pairs = in_place_pairs(graph, sched, elementwise_ops() if in_place_ops is None else in_place_ops)
     chosen = None
     for aliases in ([pairs, {}] if pairs else [{}]):
-        buffers, root = _buffers(lives, aliases)
-        size, name, offsets = _best(buffers)
+        size, name, buffers, offsets = _plan(lives, {o: (v, 0) for o, v in aliases.items()})
         if chosen is None or size < chosen[0]:
-            chosen = (size, name, aliases, buffers, root, offsets)
-    size, name, aliases, buffers, root, offsets = chosen
-    placed = tuple(Placement(l, offsets[root[l.value]]) for l in lives)
-    return MemoryPlan(placed, size, lower_bound(lives), name,
-                      tuple((out, v) for out, v in aliases.items()), peak(buffers))
+            chosen = (size, name, buffers, offsets, tuple(aliases.items()), ())
+    if overlaps:
+        found = choose_overlaps(lives, overlaps, cluster_of)
+        if found is not None and found[0] < chosen[0]:
+            chosen = found
+    size, name, buffers, offsets, in_place, options = chosen
+    variants = tuple(sorted({(o.kernel, o.variant) for o in options if o.variant}))
+    with_variants = _with_variant_scratch(lives, options, cluster_of)
+    placed = tuple(Placement(l, offsets[l.value]) for l in with_variants)
+    return MemoryPlan(placed, size, peak(buffers), name, in_place, peak(buffers),
+                      tuple((o.output, o.input, o.shift) for o in options), variants, lower_bound(lives))
+
+
+def _with_variant_scratch(lives: list[Lifetime], options, cluster_of) -> list[Lifetime]:
+    """The lifetimes with the scratch of each kernel running a variant replaced by the variant's."""
+    varied = {o.kernel: o for o in options if o.variant}
+    kept = [l for l in lives if "." not in l.value or l.value.split(".", 1)[0] not in varied]
+    for kernel, o in sorted(varied.items()):
+        c = cluster_of[kernel]
+        kept += [Lifetime(name, align(nbytes), c, c) for name, nbytes in o.scratch]
+    return kept
+
+
+def choose_overlaps(lives: list[Lifetime], options, cluster_of):
+    """The smallest plan found with some of the overlap `options`: each output starts with the
+    option of smallest footprint, then each output in turn tries its other options and none, keeping
+    what makes the workspace smaller. None when no option can be used."""
+    nbytes = {l.value: l.nbytes for l in lives}
+    by_output: dict[str, list] = {}
+    for o in options:
+        if o.output in nbytes and o.input in nbytes:
+            by_output.setdefault(o.output, []).append(o)
+    if not by_output:
+        return None
+
+    def cost(o) -> tuple:
+        return (o.footprint(nbytes[o.input], nbytes[o.output]) + sum(align(n) for _, n in o.scratch),
+                bool(o.variant), o.shift)
+
+    def evaluate(choice: dict) -> tuple:
+        picked = [o for o in choice.values() if o is not None]
+        lv = _with_variant_scratch(lives, picked, cluster_of)
+        size, name, buffers, offsets = _plan(lv, {o.output: (o.input, o.shift) for o in picked})
+        return size, name, buffers, offsets, (), tuple(picked)
+
+    def rank(plan: tuple) -> tuple[int, int]:
+        """Smaller first, then fewer variants: a variant is slower than the backend's kernel."""
+        return plan[0], sum(1 for o in plan[5] if o.variant)
+
+    choice = {out: min(opts, key=cost) for out, opts in sorted(by_output.items())}
+    best = evaluate(choice)
+    for out, opts in sorted(by_output.items()):
+        for alternative in [*sorted((o for o in opts if not o.variant), key=cost), None,
+                            *sorted((o for o in opts if o.variant), key=cost)]:
+            if alternative is choice[out]:
+                continue
+            trial = evaluate({**choice, out: alternative})
+            if rank(trial) < rank(best):
+                best, choice = trial, {**choice, out: alternative}
+    return best

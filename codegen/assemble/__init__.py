@@ -52,6 +52,7 @@ def report(model: GeneratedModel) -> dict:
     # Parameters: elements of the constants kernels read (shape operands fold away).
     params = {c.name: g.constants[c.name].data.size for c in model.constants}
     in_place = plan.in_place_of()
+    overlaps = {out: (v, shift) for out, v, shift in plan.overlaps}
     return {
         "graph": g.name,
         "source": g.source,
@@ -59,6 +60,9 @@ def report(model: GeneratedModel) -> dict:
         "outputs": strip(_io(model, g.outputs)),
         "ram": {"workspace_bytes": plan.workspace_bytes,
                 "workspace_lower_bound_bytes": plan.lower_bound_bytes, "workspace_planner": plan.planner,
+                # every kernel's inputs and outputs apart: what planning below the operator boundary saves on
+                "workspace_operator_lower_bound_bytes": plan.operator_lower_bound_bytes,
+                "in_place_variants": dict(plan.variants),
                 "io_bytes": sum(g.types[n].nbytes for n in g.inputs + g.outputs)},
         "flash": {"constant_bytes": constant_bytes},
         "macs": sum(k.macs for k in model.kernels),
@@ -73,7 +77,9 @@ def report(model: GeneratedModel) -> dict:
         "values": _values(model),
         "plan": [{"value": p.lifetime.value, "offset": p.offset, "bytes": p.lifetime.nbytes,
                   "first_cluster": p.lifetime.first, "last_cluster": p.lifetime.last,
-                  **({"in_place_of": in_place[p.lifetime.value]} if p.lifetime.value in in_place else {})}
+                  **({"in_place_of": in_place[p.lifetime.value]} if p.lifetime.value in in_place else {}),
+                  **({"overlaps": overlaps[p.lifetime.value][0], "offset_from_input": overlaps[p.lifetime.value][1]}
+                     if p.lifetime.value in overlaps else {})}
                  for p in plan.placements],
     }
 

@@ -11,6 +11,7 @@ from typing import Sequence
 from codegen.fuse import kernel_args, prepare_node
 from codegen.generate.backend import CPP, PORTABLE_CAPS, Backend, Capabilities, KernelArgs, TensorArg
 from codegen.generate.epilogue import NotFusable, elementwise_template, fuse_epilogue
+from codegen.generate.functors.inplace import variant_functor
 from codegen.generate.loop_ir import Comment, For, Kernel, Load, Param, Stmt, Store, annotate
 from codegen.generate.render import TYPE_NAMES
 from codegen.generate.simplify import simplify
@@ -172,16 +173,18 @@ def scratch_bytes(graph: Graph, sched: Schedule, backend: Backend, caps: Capabil
     return result
 
 
-def _pack_constants(graph: Graph, sched: Schedule, backend: Backend, caps: Capabilities) -> Graph:
+def _pack_constants(graph: Graph, sched: Schedule, backend: Backend, caps: Capabilities,
+                    unpacked: frozenset[str] = frozenset()) -> Graph:
     """The graph with the constants kernels asked to be packed (Traits.pack) in their new layout: in
-    place when only that node reads the constant, else as a copy named after the node."""
+    place when only that node reads the constant, else as a copy named after the node. Kernels in
+    `unpacked` (running an in-place variant) read the model's layouts."""
     readers = graph.consumers()
     constants, types, nodes = dict(graph.constants), dict(graph.types), list(graph.nodes)
     index_of = {n.name: i for i, n in enumerate(graph.nodes)}
     changed = False
     for node, _ in sched.kernel_heads():
         found = backend.lookup(node.op, kernel_args(graph, node, caps), node.attrs)
-        if found is None or found[1].pack is None:
+        if found is None or found[1].pack is None or node.name in unpacked:
             continue
         inputs = list(node.inputs)
         for i, fn in found[1].pack(kernel_args(graph, node, caps), node.attrs).items():
@@ -200,21 +203,27 @@ def _pack_constants(graph: Graph, sched: Schedule, backend: Backend, caps: Capab
 
 
 def generate(graph: Graph, sched: Schedule, plan: MemoryPlan, backend: Backend = CPP,
-             constants_in_ram: bool = False, caps: Capabilities = PORTABLE_CAPS) -> GeneratedModel:
+             constants_in_ram: bool = False, caps: Capabilities = PORTABLE_CAPS,
+             with_constants: bool = True) -> GeneratedModel:
     """Call the backend's functor for every kernel (a node and the consumers fused into it) in schedule
-    order, fuse, simplify and render."""
+    order, fuse, simplify and render (the constants too, unless not `with_constants`: the memory plan
+    needs only the kernels)."""
     original = graph
-    graph = _pack_constants(graph, sched, backend, caps)
+    variants = plan.variant_of()  # kernels running an in-place variant of their functor
+    graph = _pack_constants(graph, sched, backend, caps, frozenset(variants))
     node_ids = {node.name: i for i, node in enumerate(graph.nodes)}
     by_name = {node.name: node for node in graph.nodes}
     fused_members = dict(sched.fused)
     fused_values = sched.fused_values()
     offsets = plan.offset_of()
     in_place = plan.in_place_of()
+    overlap = plan.overlap_of()
     kernels = []
     for scheduled, cluster in sched.kernel_heads():
         node = by_name[scheduled.name]  # with its packed constants
         functor, traits, args = _find(backend, graph, node, caps, prepare_node(original, scheduled))
+        if node.name in variants:
+            functor, traits = variant_functor(variants[node.name])
         body = tuple(functor(graph, node_ids[node.name], cluster, args, node.attrs))
         where = f"{node.loc}" if node.loc else "generated"
         members = [by_name[m] for m in fused_members.get(node.name, ())]
@@ -245,7 +254,9 @@ def generate(graph: Graph, sched: Schedule, plan: MemoryPlan, backend: Backend =
                                                   for m in members) + "; their inputs are never stored"),) + body
         # An output the plan puts over its input: the two parameters point at the same bytes.
         over = {o: in_place[o] for o in outputs if o in in_place}
-        aliased = frozenset(over) | frozenset(over.values())
+        # An output over part of an input, proven safe on the kernel's access order by the plan.
+        partly = {o: overlap[o] for o in outputs if o in overlap}
+        aliased = frozenset(over) | frozenset(over.values()) | frozenset(partly) | frozenset(partly.values())
         kernel = simplify(Kernel(node.name, (), body, doc, scratch))
         # Parameters from the simplified body: a tensor simplification stopped reading would be an
         # unused parameter, a warning under -Wextra.
@@ -258,6 +269,9 @@ def generate(graph: Graph, sched: Schedule, plan: MemoryPlan, backend: Backend =
                                     f"writes, so it cannot write '{o}' in place of '{v}'",
                                     f"plan with plan_memory(..., in_place_ops=...) without '{node.op}'")
             kernel = replace(kernel, body=(Comment(f"in place: {o} takes over the bytes of {v}"),) + kernel.body)
+        for o, v in partly.items():
+            kernel = replace(kernel, body=(Comment(f"overlapping: {o} is written over part of {v}, each byte "
+                                                   f"after its last read"),) + kernel.body)
         kernel = annotate(kernel)
         call_args = tuple(_call_arg(graph, offsets, p.buffer) for p in kernel.params) + tuple(
             _call_arg(graph, offsets, scratch_name(node.name, s.name), s.dtype) for s in scratch)
@@ -267,7 +281,7 @@ def generate(graph: Graph, sched: Schedule, plan: MemoryPlan, backend: Backend =
     read = {p.buffer for k in kernels for p in k.kernel.params}
     load = backend.loader()
     constants = tuple(ConstantCode(c.name, c.data.nbytes, load(c, constants_in_ram))
-                      for name, c in graph.constants.items() if name in read)
+                      for name, c in graph.constants.items() if name in read and with_constants)
     return GeneratedModel(graph, sched, plan, tuple(kernels), constants,
                           backend.renderer.prelude([k.kernel for k in kernels]))
 

@@ -105,11 +105,12 @@ class Tensor:
     first: int
     last: int
     in_place_of: str | None = None
+    overlaps: str | None = None  # the input this value is written over part of
 
 
 def tensors(report: Mapping) -> list[Tensor]:
     return [Tensor(p["value"], int(p["offset"]), int(p["bytes"]), int(p["first_cluster"]), int(p["last_cluster"]),
-                   p.get("in_place_of")) for p in report.get("plan", [])]
+                   p.get("in_place_of"), p.get("overlaps")) for p in report.get("plan", [])]
 
 
 def live_bytes(ts: Sequence[Tensor], step: int) -> int:
@@ -291,6 +292,8 @@ def _drawing(report: Mapping, ks: Sequence[Kernel], ts: Sequence[Tensor], types:
                  f"steps {t.first}..{t.last}"]
         if t.in_place_of:
             title.append(f"written in place over {t.in_place_of}")
+        if t.overlaps:
+            title.append(f"written over {t.overlaps}, each byte after its last read")
         rects.append({"x": mem_x + t.offset * scale, "y": y0, "w": w, "h": y1 - y0, "name": t.name,
                       "label": _fit(t.name, w - 6) if w >= 34 and y1 - y0 >= 16 else "",
                       "detail": _fit(f"{size(t.nbytes)} @ {t.offset:,}", w - 6) if w >= 70 and y1 - y0 >= 32 else "",
@@ -341,7 +344,10 @@ def _summary(report: Mapping) -> list[dict]:
         {"title": "RAM", "total": _bytes(ram.get("total_bytes")) if "total_bytes" in ram else "", "items": [
             ("workspace", _bytes(ram.get("workspace_bytes")), f"planner {ram['workspace_planner']}"
              if ram.get("workspace_planner") else ""),
-            ("workspace lower bound", _bytes(ram.get("workspace_lower_bound_bytes")), ""),
+            ("workspace lower bound", _bytes(ram.get("workspace_lower_bound_bytes")),
+             "at the plan's granularity (outputs over their inputs counted once)"),
+            *([("operator-granularity bound", _bytes(ram["workspace_operator_lower_bound_bytes"]),
+                "every kernel's inputs and outputs apart")] if "workspace_operator_lower_bound_bytes" in ram else []),
             ("stack", stack_text,
              "worst case of call(); informative on the host"
              if ram.get("stack_detail", {}).get("hosted") else "worst case of call()"),

@@ -24,7 +24,7 @@ def exact_search(lives: Sequence[Lifetime], upper: int, budget: int = NODE_BUDGE
     """Offsets needing fewer than `upper` bytes, the fewest found within `budget` search nodes;
     None when none was found."""
     floor = peak(lives)
-    if upper <= floor or len(lives) > MAX_BUFFERS:
+    if upper <= floor or len(lives) > MAX_BUFFERS or any(l.parts for l in lives):  # groups: greedy only
         return None
     # larger buffers first among equal offsets: the same order the search lists its choices in
     bufs = sorted(lives, key=lambda l: (-l.nbytes, l.first, l.value))

@@ -82,6 +82,18 @@ def best_fit(nbytes: int, taken: list[tuple[int, int]]) -> int:
 FITS = {"": first_fit, "_best_fit": best_fit}
 
 
+def _blocked_offsets(life: Lifetime, near: Sequence[Lifetime], offsets: dict[str, int]) -> list[tuple[int, int]]:
+    """The offsets `life` (a group) cannot take, as (start, length) intervals: those where one of its
+    members would share bytes with a placed member alive in a common cluster."""
+    blocked = []
+    for p in near:
+        for po, pn, pf, pl in p.pieces():
+            for o, n, f, l in life.pieces():
+                if pf <= l and f <= pl:
+                    blocked.append((offsets[p.value] + po - o - n + 1, pn + n - 1))
+    return sorted(blocked)
+
+
 def greedy(order: Callable[[Sequence[Lifetime]], OrderKey],
            fit: Callable[[int, list[tuple[int, int]]], int]) -> Callable[[Sequence[Lifetime]], dict[str, int]]:
     """A planner placing buffers in `order`, each where `fit` says among those that interfere."""
@@ -89,8 +101,11 @@ def greedy(order: Callable[[Sequence[Lifetime]], OrderKey],
         offsets: dict[str, int] = {}
         placed: list[Lifetime] = []
         for life in sorted(lives, key=order(lives)):
-            taken = sorted((offsets[p.value], p.nbytes) for p in placed if p.overlaps(life))
-            offsets[life.value] = fit(life.nbytes, taken)
+            near = [p for p in placed if p.overlaps(life)]
+            if life.parts or any(p.parts for p in near):
+                offsets[life.value] = fit(1, _blocked_offsets(life, near, offsets))
+            else:
+                offsets[life.value] = fit(life.nbytes, sorted((offsets[p.value], p.nbytes) for p in near))
             placed.append(life)
         return offsets
     return plan
