@@ -57,8 +57,11 @@ def float_literal(v: float) -> str:
 
 # Binding strength of infix operators; higher binds tighter (C++ precedence).
 _PRECEDENCE = {"*": 6, "/": 6, "%": 6, "+": 5, "-": 5, "<": 4, "<=": 4, ">": 4, ">=": 4,
-               "==": 3, "!=": 3, "&&": 2, "||": 1}
+               "==": 3, "!=": 3, "&&": 2, "||": 1,
+               # C++ binds shifts between + and <, and & between == and &&
+               "<<": 4.5, ">>": 4.5, "&": 2.5}
 _COMPARISONS = frozenset({"<", "<=", ">", ">=", "==", "!="})
+_BITWISE = frozenset({"<<", ">>", "&"})  # -Wparentheses wants their operands parenthesised
 _COMPOUND = frozenset({"+", "-", "*", "/"})  # x = x op e  ->  x op= e
 
 
@@ -136,7 +139,9 @@ class Renderer:
         """An operand of infix `parent`. Where C++ needs no parentheses but -Wall asks for them
         (-Wparentheses: && inside ||, a comparison inside a comparison), they are added too."""
         if isinstance(e, Binary) and ((parent == "||" and e.op == "&&") or
-                                      (parent in _COMPARISONS and e.op in _COMPARISONS)):
+                                      (parent in _COMPARISONS and e.op in _COMPARISONS) or
+                                      (parent in _BITWISE and e.op in _PRECEDENCE) or
+                                      (e.op in _BITWISE and parent in _PRECEDENCE)):
             return f"({self.expr(e)})"
         return self.expr(e, context)
 
