@@ -309,16 +309,19 @@ def _infer_mean(args: InferArgs) -> list[TensorType]:
     return [_out_type(args, (x.shape[0], 1, 1, x.shape[3]))]
 
 
-def mean_params(attrs) -> tuple[int, int]:
-    return fp.quantize_multiplier(fp.as_float32(attrs["x_scale"]) / fp.as_float32(attrs["y_scale"]))
+def mean_params(attrs, count: int) -> tuple[int, int]:
+    """QMean's (multiplier, shift): x_scale / y_scale with the division by `count` folded into the
+    multiplier, keeping as many of the quotient's bits as int64 allows (as TFLite's MEAN)."""
+    mult, shift = fp.quantize_multiplier(fp.as_float32(attrs["x_scale"]) / fp.as_float32(attrs["y_scale"]))
+    extra = min(count.bit_length() - 1, 32, 31 + shift)
+    return (mult << extra) // count, shift - extra
 
 
 def _mean_reference(xs, attrs):
     x = xs[0].astype(np.int64) - attrs["x_zero_point"]
     count = x.shape[1] * x.shape[2]
-    acc = fp.multiply_by_quantized_multiplier(x.sum(axis=(1, 2), keepdims=True), *mean_params(attrs))
-    return [fp.saturate(fp.rounded_divide(acc, count) + attrs["y_zero_point"], "int8",
-                        attrs["act_min"], attrs["act_max"])]
+    acc = fp.multiply_by_quantized_multiplier(x.sum(axis=(1, 2), keepdims=True), *mean_params(attrs, count))
+    return [fp.saturate(acc + attrs["y_zero_point"], "int8", attrs["act_min"], attrs["act_max"])]
 
 
 define("QMean", inputs=1, infer=_infer_mean, reference=_mean_reference, pattern=Pattern.REDUCTION,
@@ -413,3 +416,16 @@ def _infer_concat(args: InferArgs) -> list[TensorType]:
 
 define("QConcat", inputs=(1, -1), infer=_infer_concat, pattern=Pattern.INJECTIVE,
        reference=lambda xs, a: [np.concatenate(xs, axis=a["axis"])], attrs=[Attr("axis", "int")])
+
+
+# --- QSoftmax (TFLite's int8 softmax over the last axis) ---------------------------------------
+def _infer_softmax(args: InferArgs) -> list[TensorType]:
+    x = _quantized_input(args, 0, None, "x_scale", ("int8",))
+    a = {**args.attrs, "act_min": -128, "act_max": 127}
+    return [_out_type(InferArgs(args.types, a, args.values), x.shape)]
+
+
+define("QSoftmax", inputs=1, infer=_infer_softmax, pattern=Pattern.REDUCTION,
+       reference=lambda xs, a: [fp.softmax_int8(xs[0], a["beta"], a["x_scale"])],
+       attrs=[Attr("beta", "float", 1.0), Attr("x_scale", "float"), Attr("y_scale", "float", 1.0 / 256),
+              Attr("y_zero_point", "int", -128)])

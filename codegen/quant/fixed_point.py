@@ -162,3 +162,116 @@ def quantize_float(x, scale: float, zero_point: int, dtype: str) -> np.ndarray:
 def dequantize(x, scale: float, zero_point: int) -> np.ndarray:
     """TFLite's DEQUANTIZE: scale (as double) * (x - zero_point), rounded once to float32."""
     return (as_float32(scale) * (_as_int64(x) - zero_point).astype(np.float64)).astype(np.float32)
+
+
+# --- int8 softmax (TFLite's reference algorithm, on gemmlowp-style fixed-point numbers) ---------
+# A fixed-point number with I integer bits is an int32 raw value r standing for r / 2^(31 - I).
+# Products of two such numbers are saturating rounding doubling high multiplies; sums are plain
+# int32 sums. exp(x) for x <= 0 is computed on Q5.26 differences (input - row max, scaled by
+# beta), the sum of exps accumulates in Q12.19, and its reciprocal comes from Newton-Raphson.
+SOFTMAX_DIFF_INTEGER_BITS = 5
+SOFTMAX_ACCUM_INTEGER_BITS = 12
+
+
+def _q31(real: float) -> int:
+    """A real in (-1, 1) as a Q0.31 raw value, rounded to nearest."""
+    return int(round_half_away(real * 2 ** 31))
+
+
+# exp(-2^k) for k = -2..4 in Q0.31: the factors for each set bit of the whole quarters of -x
+EXP_BARREL = [(k, _q31(math.exp(-(2.0 ** k)))) for k in range(-2, 5)]
+EXP_MINUS_ONE_EIGHTH = _q31(math.exp(-1.0 / 8.0))
+ONE_THIRD = _q31(1.0 / 3.0)
+Q2_48_OVER_17 = round_half_away(48.0 / 17.0 * 2 ** 29)
+Q2_NEG_32_OVER_17 = -round_half_away(32.0 / 17.0 * 2 ** 29)
+
+
+def srdhm(a, b) -> np.ndarray:
+    return saturating_rounding_doubling_high_mul(a, b)
+
+
+def saturating_shift_left(x, exponent: int) -> np.ndarray:
+    """x * 2^exponent, saturated to int32 (gemmlowp's SaturatingRoundingMultiplyByPOT, exponent > 0)."""
+    x = _as_int64(x)
+    threshold = (1 << (31 - exponent)) - 1
+    return np.where(x > threshold, INT32_MAX, np.where(x < -threshold, INT32_MIN, x << exponent))
+
+
+def exp_on_interval_between_negative_one_quarter_and_0_excl(a) -> np.ndarray:
+    """exp(a) for a Q0.31 a in [-1/4, 0): a Taylor polynomial around -1/8."""
+    x = _as_int64(a) + (1 << 28)  # a + 1/8
+    x2 = srdhm(x, x)
+    x3 = srdhm(x2, x)
+    x4 = srdhm(x2, x2)
+    x4_over_4 = rounding_divide_by_pot(x4, 2)
+    poly = rounding_divide_by_pot(srdhm(x4_over_4 + x3, ONE_THIRD) + x2, 1)
+    return wrap_int32(EXP_MINUS_ONE_EIGHTH + srdhm(EXP_MINUS_ONE_EIGHTH, wrap_int32(x + poly)))
+
+
+def exp_on_negative_values(a, integer_bits: int = SOFTMAX_DIFF_INTEGER_BITS) -> np.ndarray:
+    """exp(a) in Q0.31 for a fixed-point a <= 0 with `integer_bits` integer bits."""
+    a = _as_int64(a)
+    frac = 31 - integer_bits
+    quarter = 1 << (frac - 2)
+    a_mod_quarter_minus_quarter = (a & (quarter - 1)) - quarter
+    result = exp_on_interval_between_negative_one_quarter_and_0_excl(
+        saturating_shift_left(a_mod_quarter_minus_quarter, integer_bits))
+    remainder = a_mod_quarter_minus_quarter - a
+    for k, factor in EXP_BARREL:
+        if integer_bits > k:
+            bit = 1 << (frac + k)
+            result = np.where(remainder & bit, srdhm(result, factor), result)
+    if integer_bits > 5:
+        clamp = -(1 << (36 - integer_bits))
+        result = np.where(a < clamp, 0, result)
+    return np.where(a == 0, INT32_MAX, result)
+
+
+def one_over_one_plus_x_for_x_in_0_1(a) -> np.ndarray:
+    """1 / (1 + a) for a Q0.31 a in [0, 1), by three Newton-Raphson steps on Q2.29 numbers."""
+    a = _as_int64(a)
+    total = a + INT32_MAX
+    half_denominator = (total + np.where(total >= 0, 1, -1)) // 2  # (rounding half sum; total > 0 here)
+    x = Q2_48_OVER_17 + srdhm(half_denominator, Q2_NEG_32_OVER_17)
+    for _ in range(3):
+        half_denominator_times_x = srdhm(half_denominator, x)
+        one_minus = (1 << 29) - half_denominator_times_x
+        x = wrap_int32(x + saturating_shift_left(srdhm(x, one_minus), 2))
+    return saturating_shift_left(x, 1)
+
+
+def count_leading_zeros(x) -> np.ndarray:
+    """Leading zero bits of x as a uint32 (32 for 0)."""
+    x = _as_int64(x) & 0xFFFFFFFF
+    bits = np.zeros_like(x)
+    for k in range(32):
+        bits += (x >> k) > 0
+    return 32 - bits
+
+
+def softmax_params(beta: float, x_scale: float) -> dict[str, int]:
+    """TFLite's int8 SOFTMAX Prepare: the input multiplier, its left shift and diff_min."""
+    real = min(float(beta) * as_float32(x_scale) * (1 << (31 - SOFTMAX_DIFF_INTEGER_BITS)), (1 << 31) - 1.0)
+    mult, shift = quantize_multiplier(real)
+    radius = ((1 << SOFTMAX_DIFF_INTEGER_BITS) - 1) * (1 << (31 - SOFTMAX_DIFF_INTEGER_BITS)) / (1 << shift)
+    return {"multiplier": mult, "left_shift": shift, "diff_min": -int(math.floor(radius))}
+
+
+def softmax_int8(x, beta: float, x_scale: float, out_dtype: str = "int8") -> np.ndarray:
+    """TFLite's int8 softmax over the last axis (output scale 1/256, zero point -128 for int8)."""
+    p = softmax_params(beta, x_scale)
+    x = _as_int64(x)
+    diff = x - x.max(axis=-1, keepdims=True)
+    valid = diff >= p["diff_min"]
+    scaled = srdhm(wrap_int32(diff << p["left_shift"]), p["multiplier"])
+    exps = exp_on_negative_values(scaled)
+    sum_of_exps = np.where(valid, rounding_divide_by_pot(exps, SOFTMAX_ACCUM_INTEGER_BITS), 0).sum(axis=-1, keepdims=True)
+    sum_of_exps = wrap_int32(sum_of_exps)
+    headroom = count_leading_zeros(sum_of_exps)
+    bits_over_unit = SOFTMAX_ACCUM_INTEGER_BITS - headroom
+    shifted_minus_one = wrap_int32(((sum_of_exps << headroom) & 0xFFFFFFFF) - (1 << 31))
+    reciprocal = one_over_one_plus_x_for_x_in_0_1(shifted_minus_one)
+    lo, hi = DTYPE_RANGES[out_dtype]
+    bits = np.iinfo(out_dtype).bits
+    out = rounding_divide_by_pot(srdhm(reciprocal, exps), bits_over_unit + 31 - bits) + lo
+    return np.where(valid, np.clip(out, lo, hi), lo).astype(out_dtype)

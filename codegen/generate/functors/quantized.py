@@ -199,15 +199,14 @@ for _op in ("QAvgPool", "QMaxPool"):
 
 @CPP.register("QMean")
 def qmean(graph, node_id, cluster_id, args, attrs):
-    """Sum over H and W of (x - zero point), rescaled, divided by the count with rounding."""
+    """Sum over H and W of (x - zero point), times one multiplier that also divides by the count."""
     x, y = args.inputs[0], args.outputs[0]
     n, h, w, c = x.type.shape
-    mult, shift = q.mean_params(attrs)
+    mult, shift = q.mean_params(attrs, h * w)
     v = Binary("-", widen(Load(x.name, flat_index((_v("n"), _v("iy"), _v("ix"), _v("oc")), x.type.shape))),
                i32(attrs["x_zero_point"]))
     stmts, scaled = multiply_by_quantized_multiplier("scaled", Var("acc"), mult, shift)
-    out = clamp(Binary("+", rounded_divide(scaled, h * w), i32(attrs["y_zero_point"])), attrs["act_min"],
-                attrs["act_max"])
+    out = clamp(Binary("+", scaled, i32(attrs["y_zero_point"])), attrs["act_min"], attrs["act_max"])
     coords = (_v("n"), index(0), index(0), _v("oc"))
     body = (Local("acc", i32(0), "int32"),
             For("iy", h, (For("ix", w, (Assign("acc", Binary("+", Var("acc"), v)),)),)),
