@@ -60,5 +60,16 @@ def graph_dependencies(path: str | Path) -> list[Path]:
     return graph_file.graph_dependencies(path)
 
 
+def original_names(path: str | Path) -> dict[str, str]:
+    """A model's original tensor names that import renamed, each mapped to its identifier."""
+    if is_tflite(path):
+        from codegen.load.tflite_model import original_names as tflite_names
+        return tflite_names(path)
+    if is_onnx(path):
+        from codegen.load.onnx_model import read_onnx
+        return {old: new for new, old in read_onnx(path).values.items()}
+    return {}
+
+
 __all__ = ["LOADERS", "Loader", "register_loader", "GraphSpec", "NodeSpec", "ValueSpec",
-           "graph_dependencies", "graph_name", "is_model", "is_onnx", "is_tflite", "load_graph_spec", "identifier_problem"]
+           "graph_dependencies", "graph_name", "is_model", "is_onnx", "is_tflite", "original_names", "load_graph_spec", "identifier_problem"]
