@@ -119,13 +119,14 @@ class Case:
         self.constants[name] = {"file": "weights.npz", "key": name, "dtype": dtype}
         return name
 
-    def build(self, tmp_path, tinsmith_cmd, name="q"):
+    def build(self, tmp_path, tinsmith_cmd, name="q", target="host"):
         doc = {"graph": name, "inputs": self.inputs, "outputs": list(self.expected),
                "constants": self.constants, "nodes": self.nodes}
         (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
         np.savez(tmp_path / "weights.npz", **self.arrays)
         np.savez(tmp_path / "in.npz", **self.feeds)
-        proc = tinsmith_cmd("run", f"{name}.yaml", "--inputs", "in.npz", "--output", "out.npz", cwd=tmp_path)
+        proc = tinsmith_cmd("run", f"{name}.yaml", "--inputs", "in.npz", "--output", "out.npz", "--target", target,
+                            cwd=tmp_path)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         got = dict(np.load(tmp_path / "out.npz"))
         from codegen.pipeline import lower
@@ -147,15 +148,22 @@ CONV_CASES = [
     ((2, 6, 5, 4), (3, 2), 3, (2, 1), (1, 1), (1, 0, 2, 1), 0),
     ((1, 9, 8, 7), (3, 3), 9, (2, 2), (2, 1), (2, 2, 2, 2), -17),
     ((1, 4, 4, 16), (1, 1), 17, (1, 1), (1, 1), (0, 0, 0, 0), 5),
+    # a 1x1 window in wide padding: some outputs see only padding (the bias alone)
+    ((1, 2, 3, 13), (1, 1), 6, (1, 1), (1, 1), (2, 1, 1, 2), 9),
 ]
 
 
-def test_conv_and_depthwise_match_the_specification(tmp_path, tinsmith_cmd):
+# the Cortex-M4 runs its DSP-extension kernels (SMLAD on four channels at a time, then a scalar tail)
+TARGETS = ("host", "cortex-m4")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_conv_and_depthwise_match_the_specification(tmp_path, tinsmith_cmd, target):
     rng = np.random.default_rng(3)
     case = Case()
     for i, (shape, (kh, kw), oc, strides, dil, pads, x_zp) in enumerate(CONV_CASES):
         x_scale, y_scale = 0.05, 0.1
-        y_zp = (-128, 127, 0, 3, -5)[i]
+        y_zp = (-128, 127, 0, 3, -5, 60)[i]
         # per-channel weight scales spread over five orders of magnitude
         w_scales = 10.0 ** rng.uniform(-5, 0, oc)
         case.inputs[f"x{i}"] = q_input(shape, x_scale, x_zp)
@@ -182,10 +190,11 @@ def test_conv_and_depthwise_match_the_specification(tmp_path, tinsmith_cmd):
             acc = conv_spec(x, w, b, x_zp, mult, shift, attrs, depthwise)
             lo, hi = node_attrs.get("act_min", -128), node_attrs.get("act_max", 127)
             case.expected[out] = np.clip(acc + y_zp, lo, hi).astype(np.int8)
-    case.build(tmp_path, tinsmith_cmd)
+    case.build(tmp_path, tinsmith_cmd, target=target)
 
 
-def test_fully_connected_add_mul_match_the_specification(tmp_path, tinsmith_cmd):
+@pytest.mark.parametrize("target", TARGETS)
+def test_fully_connected_add_mul_match_the_specification(tmp_path, tinsmith_cmd, target):
     rng = np.random.default_rng(4)
     case = Case()
     for i, (rows, k, o, x_zp, y_zp) in enumerate([(1, 1, 1, -128, 127), (3, 13, 7, 127, -128), (2, 64, 10, 4, 0)]):
@@ -226,7 +235,7 @@ def test_fully_connected_add_mul_match_the_specification(tmp_path, tinsmith_cmd)
     mul = [spec_scale((int(u) + 128) * (int(v) - 127), *qm) + 9 for u, v in zip(aa.ravel(), bb.ravel())]
     case.expected["sum"] = np.clip(np.reshape(add, aa.shape), -120, 127).astype(np.int8)
     case.expected["prod"] = np.clip(np.reshape(mul, aa.shape), -128, 127).astype(np.int8)
-    case.build(tmp_path, tinsmith_cmd)
+    case.build(tmp_path, tinsmith_cmd, target=target)
 
 
 def pool_spec(x, k, strides, pads, op):

@@ -77,6 +77,8 @@ class Renderer:
     vector_alignment: int = 4  # vectors are loaded and stored at element alignment (memcpy)
     intrinsics: Mapping[str, str] = field(default_factory=dict)
     headers: tuple[str, ...] = ()
+    # C++ definitions (inline functions) the intrinsics' spellings call, emitted after the headers
+    helpers: tuple[str, ...] = ()
     # Scalar float max/min as inline compare-and-select with fmax's NaN rule, instead of a libm
     # call the compiler cannot inline without -ffinite-math-only.
     inline_minmax: bool = False
@@ -111,7 +113,7 @@ class Renderer:
 
     def prelude(self, kernels) -> str:
         """C++ the kernels need before them: headers, vector typedefs and their load/store helpers."""
-        lines = [f"#include <{h}>" for h in self.headers]
+        lines = [f"#include <{h}>" for h in self.headers] + list(self.helpers)
         if self.inline_minmax:
             lines += ["inline float max_f32(float a, float b) noexcept { return (a >= b || std::isnan(b)) ? a : b; }",
                       "inline float min_f32(float a, float b) noexcept { return (a <= b || std::isnan(b)) ? a : b; }"]

@@ -240,7 +240,7 @@ def _mean(r: _Reader, op, inputs, outputs) -> None:
 def _softmax(r: _Reader, op, inputs, outputs) -> None:
     x, y = int(inputs[0]), int(outputs[0])
     opts = _options(op, "SoftmaxOptions")
-    (x_s, x_zp), (y_s, y_zp) = r.scale_zp(x), r.scale_zp(y)
+    (x_s, _), (y_s, y_zp) = r.scale_zp(x), r.scale_zp(y)
     r.emit("QSoftmax", [r.value(x)], [r.names[y]], {"beta": float(opts.Beta()), "x_scale": x_s,
                                                     "y_scale": y_s, "y_zero_point": y_zp})
 

@@ -74,47 +74,6 @@ def _out_at(args) -> tuple[Expr, tuple[Expr, ...]]:
     return flat_index(coords, args.outputs[0].type.shape), coords
 
 
-@CPP.register("QConv2D")
-def qconv2d(graph, node_id, cluster_id, args, attrs):
-    """acc = bias + sum over the window and input channels of (x - x_zero_point) * w; requantized."""
-    x, w = args.inputs[0], args.inputs[1]
-    o, kh, kw, c = w.type.shape
-    (iy, in_y), (ix, in_x) = _window(args, attrs, kh, kw)
-    inside = _both(in_y, in_x)
-    xv: Expr = Binary("-", widen(Load(x.name, flat_index((_v("n"), iy, ix, _v("ic")), x.type.shape))),
-                      i32(attrs["x_zero_point"]))
-    if inside is not None:
-        xv = Select(inside, xv, i32(0))
-    wv = widen(Load(w.name, flat_index((_v("oc"), _v("ky"), _v("kx"), _v("ic")), w.type.shape)))
-    mac = Assign("acc", Binary("+", Var("acc"), Binary("*", xv, wv)))
-    at, coords = _out_at(args)
-    body = [Local("acc", _bias(args, _v("oc")), "int32"),
-            For("ky", kh, (For("kx", kw, (For("ic", c, (mac,)),)),)),
-            *_finish(graph, args, attrs, _v("oc"), at, coords)]
-    return _spatial(args, o, body)
-
-
-@CPP.register("QDepthwise")
-def qdepthwise(graph, node_id, cluster_id, args, attrs):
-    """Per output channel oc (input channel oc / depth_multiplier): a window sum, requantized."""
-    x, w = args.inputs[0], args.inputs[1]
-    _, kh, kw, oc_count = w.type.shape
-    m = attrs["depth_multiplier"]
-    (iy, in_y), (ix, in_x) = _window(args, attrs, kh, kw)
-    inside = _both(in_y, in_x)
-    ic = _v("oc") if m == 1 else Binary("/", _v("oc"), index(m))
-    xv: Expr = Binary("-", widen(Load(x.name, flat_index((_v("n"), iy, ix, ic), x.type.shape))),
-                      i32(attrs["x_zero_point"]))
-    if inside is not None:
-        xv = Select(inside, xv, i32(0))
-    wv = widen(Load(w.name, flat_index((index(0), _v("ky"), _v("kx"), _v("oc")), w.type.shape)))
-    at, coords = _out_at(args)
-    body = [Local("acc", _bias(args, _v("oc")), "int32"),
-            For("ky", kh, (For("kx", kw, (Assign("acc", Binary("+", Var("acc"), Binary("*", xv, wv))),)),)),
-            *_finish(graph, args, attrs, _v("oc"), at, coords)]
-    return _spatial(args, oc_count, body)
-
-
 @CPP.register("QFullyConnected")
 def qfully_connected(graph, node_id, cluster_id, args, attrs):
     """Each row of K input values against each of the O weight rows; requantized."""
