@@ -40,10 +40,10 @@ def _requant_params(graph, args, channel: Expr) -> tuple[Expr | int, Expr | int]
     return Load(mult.name, channel), Load(shift.name, channel)
 
 
-def _finish(graph, args, attrs, channel: Expr, out_at: Expr, coords) -> list[Stmt]:
+def _finish(graph, args, attrs, channel: Expr, out_at: Expr, coords, acc: str = "acc") -> list[Stmt]:
     """Requantize local `acc`, add the output zero point, clamp, and store."""
     mult, shift = _requant_params(graph, args, channel)
-    stmts, scaled = multiply_by_quantized_multiplier("scaled", Var("acc"), mult, shift)
+    stmts, scaled = multiply_by_quantized_multiplier(f"{acc}_scaled", Var(acc), mult, shift)
     y = clamp(Binary("+", scaled, i32(attrs["y_zero_point"])), attrs["act_min"], attrs["act_max"])
     return [*stmts, Store(args.outputs[0].name, out_at, Cast(args.outputs[0].type.dtype, y), coords)]
 

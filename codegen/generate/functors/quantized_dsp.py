@@ -60,6 +60,37 @@ def dot_dsp(x: str, x_at: Expr, w: str, w_at: Expr, count: int, x_zero_point: in
     return stmts
 
 
+def pair_dot_dsp(x: str, x_at: Expr, w: str, w_at0: Expr, w_at1: Expr, count: int, x_zero_point: int,
+                 var: str) -> list[Stmt]:
+    """acc0 and acc1 += the dot products of one input run with two weight rows: each input word is
+    read and split once for both (as CMSIS-NN's kernels block output channels)."""
+    stmts: list[Stmt] = []
+    quads = count // 4
+    if quads:
+        q = Binary("*", Var(var), index(4))
+        offset = i32(_pair(-x_zero_point))
+        xv = Var(f"{var}_x")
+        lanes = [Local(xv.name, Call("read_i8x4", (Load(x, Binary("+", x_at, q)),), "int32"), "int32"),
+                 Local(f"{var}_lo", Call("sxtab16", (offset, xv), "int32"), "int32"),
+                 Local(f"{var}_hi", Call("sxtab16", (offset, Call("ror8", (xv,), "int32")), "int32"), "int32")]
+        for k, w_at in enumerate((w_at0, w_at1)):
+            wv = Var(f"{var}_w{k}")
+            lanes.append(Local(wv.name, Call("read_i8x4", (Load(w, Binary("+", w_at, q)),), "int32"), "int32"))
+            lanes.append(Assign(f"acc{k}", Call("smlad", (Var(f"{var}_lo"), Call("sxtb16", (wv,), "int32"),
+                                                          Var(f"acc{k}")), "int32")))
+            lanes.append(Assign(f"acc{k}", Call("smlad", (Var(f"{var}_hi"), Call("sxtb16", (Call("ror8", (wv,), "int32"),),
+                                                                                  "int32"), Var(f"acc{k}")), "int32")))
+        stmts.append(For(var, quads, tuple(lanes)))
+    tail = count - 4 * quads
+    if tail:
+        t = Binary("+", index(4 * quads), Var(f"{var}_t"))
+        xs = Binary("-", widen(Load(x, Binary("+", x_at, t))), i32(x_zero_point))
+        body = tuple(Assign(f"acc{k}", Binary("+", Var(f"acc{k}"), Binary("*", xs, widen(Load(w, Binary("+", w_at, t))))))
+                     for k, w_at in enumerate((w_at0, w_at1)))
+        stmts.append(For(f"{var}_t", tail, body))
+    return stmts
+
+
 def _dsp(args, attrs) -> bool:
     return args.caps.dsp
 
@@ -69,7 +100,7 @@ def qconv2d_dsp(graph, node_id, cluster_id, args, attrs):
     """QConv2D with the channel dot products on SMLAD (see the module doc)."""
     def channel_dot(x, x_at, w, w_at, count, x_zero_point, var):
         return dot_dsp(x, x_at, w, w_at, count, x_zero_point, None, var)
-    return conv_nests(graph, args, attrs, channel_dot)
+    return conv_nests(graph, args, attrs, channel_dot, pair_dot_dsp)
 
 
 @CORTEX_M.register("QFullyConnected", when=_dsp)

@@ -30,8 +30,13 @@ def _windows(args, attrs, kh: int, kw: int):
     return windows(args.inputs[0].type.shape[1:3], (kh, kw), a)
 
 
-def conv_nests(graph, args, attrs, channel_dot: Dot) -> list[Stmt]:
-    """QConv2D: per tile, output position and channel, the dot product over taps and input channels."""
+# pair_dot(x, x_at, w, w_at0, w_at1, count, x_zero_point, var) -> statements adding to `acc0`, `acc1`
+PairDot = Callable[[str, Expr, str, Expr, Expr, int, int, str], list[Stmt]]
+
+
+def conv_nests(graph, args, attrs, channel_dot: Dot, pair_dot: PairDot | None = None) -> list[Stmt]:
+    """QConv2D: per tile, output position and channel, the dot product over taps and input channels.
+    With `pair_dot`, output channels go in pairs that share each input read (an odd last one alone)."""
     x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
     o, kh, kw, c = w.type.shape
     n, h, wd, _ = x.type.shape
@@ -46,9 +51,27 @@ def conv_nests(graph, args, attrs, channel_dot: Dot) -> list[Stmt]:
         if tl.empty:  # the window lies wholly in the padding: only the bias
             return [For("oc", o, (Local("acc", q._bias(args, Var("oc")), "int32"), *finish))]
         x_at = (batch * (h * wd * c) + dot(tl.in_pos, (wd * c, c))).expr()
-        w_at = Binary("+", Binary("*", Var("oc"), index(kh * kw * c)), dot(tl.tap, (kw * c, c)).expr())
-        taps = loops(tl.taps, channel_dot(x.name, x_at, w.name, w_at, c, attrs["x_zero_point"], "ic"))
-        return [For("oc", o, (Local("acc", q._bias(args, Var("oc")), "int32"), *taps, *finish))]
+
+        def w_at(channel: Expr) -> Expr:
+            return Binary("+", Binary("*", channel, index(kh * kw * c)), dot(tl.tap, (kw * c, c)).expr())
+        single = [Local("acc", q._bias(args, Var("oc")), "int32"),
+                  *loops(tl.taps, channel_dot(x.name, x_at, w.name, w_at(Var("oc")), c, attrs["x_zero_point"], "ic")),
+                  *finish]
+        if pair_dot is None or o < 2:
+            return [For("oc", o, tuple(single))]
+        oc0, oc1 = Binary("*", Var("ocp"), index(2)), Binary("+", Binary("*", Var("ocp"), index(2)), index(1))
+        pair = [Local("acc0", q._bias(args, oc0), "int32"), Local("acc1", q._bias(args, oc1), "int32"),
+                *loops(tl.taps, pair_dot(x.name, x_at, w.name, w_at(oc0), w_at(oc1), c, attrs["x_zero_point"], "ic")),
+                *q._finish(graph, args, attrs, oc0, Binary("+", out_at, oc0), (*coords, oc0), "acc0"),
+                *q._finish(graph, args, attrs, oc1, Binary("+", out_at, oc1), (*coords, oc1), "acc1")]
+        stmts: list[Stmt] = [For("ocp", o // 2, tuple(pair))]
+        if o % 2:  # the last channel alone (a loop of one, which scopes its locals)
+            last = Binary("+", Var("ol"), index(o - 1))
+            stmts.append(For("ol", 1, (
+                Local("acc", q._bias(args, last), "int32"),
+                *loops(tl.taps, channel_dot(x.name, x_at, w.name, w_at(last), c, attrs["x_zero_point"], "ic")),
+                *q._finish(graph, args, attrs, last, Binary("+", out_at, last), (*coords, last)))))
+        return stmts
     return [For("n", n, tuple(window_nests([Axis(win) for win in wins], tiles(wins, exact_only=True), body)))]
 
 
