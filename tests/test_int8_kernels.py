@@ -304,3 +304,25 @@ def test_quantized_types_reach_the_api_and_errors_name_the_line(tmp_path, tinsmi
         "graph: bad\ninputs:\n  x: {dtype: float32, shape: [1, 4], quant: {scale: 0.5}}\noutputs: [x]\nnodes: []\n")
     proc = tinsmith_cmd("show", "bad.yaml", cwd=tmp_path)
     assert proc.returncode == 1 and "bad.yaml:3:" in proc.stderr and "cannot be quantized" in proc.stderr
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_softmax_matches_the_reference_and_the_real_softmax(tmp_path, tinsmith_cmd, target):
+    """QSoftmax compiled equals codegen's reference (TFLite's fixed-point algorithm, which the
+    model tests hold bit-exact against TFLite Micro) and is within 1 LSB (1/256) of the exact
+    softmax of the dequantized inputs; rows of 1, 3, 12 and 37, scales from fine to coarse (a
+    coarse scale sends small differences below the algorithm's cut-off: they give 0)."""
+    rng = np.random.default_rng(6)
+    case = Case()
+    for i, (depth, scale) in enumerate([(1, 0.1), (3, 0.02), (12, 0.0139), (37, 0.5)]):
+        x = draw(rng, (2, depth))
+        x[0, 0] = 127  # a row whose maximum is the top of the range
+        case.inputs[f"x{i}"] = q_input(x.shape, scale, 0)
+        case.feeds[f"x{i}"] = x
+        case.nodes.append({"op": "QSoftmax", "inputs": [f"x{i}"], "outputs": [f"p{i}"], "attrs": {"x_scale": scale}})
+        case.expected[f"p{i}"] = fp.softmax_int8(x, 1.0, scale)
+        real = np.float64(np.float32(scale)) * x.astype(np.float64)
+        exact = np.exp(real - real.max(axis=1, keepdims=True))
+        exact /= exact.sum(axis=1, keepdims=True)
+        assert np.abs(case.expected[f"p{i}"].astype(np.float64) + 128 - exact * 256).max() <= 1.0
+    case.build(tmp_path, tinsmith_cmd, target=target)
