@@ -2,6 +2,7 @@
 
     python models/make_int8.py            # writes models/NAME_int8.tflite
     python models/make_int8.py -o DIR     # writes DIR/NAME_int8.tflite instead
+    python models/make_int8.py --operators tests/data/tflite   # the kernel tests' small models
 
 Needs TensorFlow (not a Tinsmith dependency: `pip install tensorflow` in a separate
 environment); the .tflite files it made are kept in the repository, so tests and builds never
@@ -107,11 +108,65 @@ def convert(name: str) -> bytes:
     return conv.convert()
 
 
+def operator_models() -> dict:
+    """Small Keras models, one TFLite operator (or fused pair) each, for the kernel tests: shapes
+    with odd sizes, windows over the borders, standalone activations the converter keeps."""
+    import tensorflow as tf
+    layers = tf.keras.layers
+
+    def model(shape, fn):
+        inputs = [tf.keras.Input(s, batch_size=1) for s in shape] if isinstance(shape, list) else \
+            tf.keras.Input(shape, batch_size=1)
+        return tf.keras.Model(inputs, fn(inputs)), shape
+    rng = np.random.default_rng(9)
+    conv = layers.Conv2D(5, (3, 2), strides=(2, 1), padding="same", activation="relu6")
+    dw = layers.DepthwiseConv2D((3, 3), strides=2, padding="same", depth_multiplier=2)
+    return {
+        "relu": model((5, 7, 3), lambda x: layers.ReLU()(layers.Activation("linear")(x) * 1.5)),
+        "relu6": model((5, 7, 3), lambda x: layers.ReLU(6.0)(x * 2.0)),
+        "add_relu": model([(4, 5, 6), (4, 5, 6)], lambda xs: layers.ReLU()(layers.Add()(xs))),
+        "mul": model([(4, 5, 6), (4, 5, 6)], lambda xs: layers.Multiply()(xs)),
+        "avg_pool": model((7, 6, 5), lambda x: layers.AveragePooling2D((3, 2), (2, 2), padding="same")(x)),
+        "max_pool": model((7, 6, 5), lambda x: layers.MaxPooling2D((3, 3), (2, 2), padding="same")(x)),
+        "pad_concat": model((3, 4, 5), lambda x: layers.Concatenate()([layers.ZeroPadding2D(((1, 0), (2, 1)))(x),
+                                                                       layers.ZeroPadding2D(((0, 1), (1, 2)))(x)])),
+        "softmax_beta": model((37,), lambda x: layers.Softmax()(x * 3.0)),
+        "conv_relu6": model((9, 7, 3), conv),
+        "depthwise": model((9, 8, 7), dw),
+    }, rng
+
+
+def convert_operator(m, shape, rng) -> bytes:
+    import tensorflow as tf
+    shapes = shape if isinstance(shape, list) else [shape]
+
+    def representative():
+        for _ in range(50):
+            yield [(2.0 * rng.standard_normal((1, *s))).astype(np.float32) for s in shapes]
+    conv = tf.lite.TFLiteConverter.from_keras_model(m)
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.representative_dataset = representative
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    conv.inference_input_type = tf.int8
+    conv.inference_output_type = tf.int8
+    return conv.convert()
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-o", "--out-dir", type=Path, default=HERE)
+    parser.add_argument("--operators", type=Path, metavar="DIR",
+                        help="write the single-operator models of the kernel tests to DIR instead")
     parser.add_argument("names", nargs="*", default=list(make_models.ARCHITECTURES))
     args = parser.parse_args(argv)
+    if args.operators:
+        args.operators.mkdir(parents=True, exist_ok=True)
+        models, rng = operator_models()
+        for name, (m, shape) in models.items():
+            path = args.operators / f"{name}.tflite"
+            path.write_bytes(convert_operator(m, shape, rng))
+            print(f"{path}: {path.stat().st_size} bytes")
+        return 0
     args.out_dir.mkdir(parents=True, exist_ok=True)
     for name in args.names:
         path = args.out_dir / f"{name}_int8.tflite"

@@ -22,14 +22,15 @@ DSP_INTRINSICS = {
     "ror8": "static_cast<std::int32_t>((static_cast<std::uint32_t>({0}) >> 8) | "
             "(static_cast<std::uint32_t>({0}) << 24))",
 }
-# an unaligned 32-bit read of four int8 values (one LDR on the cores with the DSP extension)
-DSP_HELPERS = ("inline std::int32_t read_i8x4(const std::int8_t* p) noexcept "
-               "{ std::int32_t w; std::memcpy(&w, p, 4); return w; }",)
+# what the DSP intrinsics need: ACLE's header, and an unaligned 32-bit read of four int8 values
+# (one LDR on the cores with the DSP extension)
+DSP_HELPERS = ("#include <arm_acle.h>",
+               "inline std::int32_t read_i8x4(const std::int8_t* p) noexcept "
+               "{ std::int32_t w; std::memcpy(&w, p, 4); return w; }")
 
 HOST = Backend("host", parent=CPP, renderer=Renderer("host", inline_minmax=True))
 CORTEX_M = Backend("cortex-m", parent=CPP, renderer=Renderer("cortex-m", inline_minmax=True, noinline_macs=4096,
-                                                              intrinsics=DSP_INTRINSICS, headers=("arm_acle.h",),
-                                                              helpers=DSP_HELPERS))
+                                                              intrinsics=DSP_INTRINSICS, helpers=DSP_HELPERS))
 BACKENDS = {"cpp": CPP, "host": HOST, "cortex-m": CORTEX_M}
 
 from codegen.generate.functors import fast  # noqa: E402,F401  (registers the overrides)

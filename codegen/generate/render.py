@@ -77,7 +77,8 @@ class Renderer:
     vector_alignment: int = 4  # vectors are loaded and stored at element alignment (memcpy)
     intrinsics: Mapping[str, str] = field(default_factory=dict)
     headers: tuple[str, ...] = ()
-    # C++ definitions (inline functions) the intrinsics' spellings call, emitted after the headers
+    # lines (includes, inline functions) the intrinsics' spellings need, emitted after the headers
+    # only where some kernel calls an intrinsic
     helpers: tuple[str, ...] = ()
     # Scalar float max/min as inline compare-and-select with fmax's NaN rule, instead of a libm
     # call the compiler cannot inline without -ffinite-math-only.
@@ -113,7 +114,9 @@ class Renderer:
 
     def prelude(self, kernels) -> str:
         """C++ the kernels need before them: headers, vector typedefs and their load/store helpers."""
-        lines = [f"#include <{h}>" for h in self.headers] + list(self.helpers)
+        lines = [f"#include <{h}>" for h in self.headers]
+        if self.helpers and _calls_intrinsics(kernels):
+            lines += self.helpers
         if self.inline_minmax:
             lines += ["inline float max_f32(float a, float b) noexcept { return (a >= b || std::isnan(b)) ? a : b; }",
                       "inline float min_f32(float a, float b) noexcept { return (a <= b || std::isnan(b)) ? a : b; }"]
@@ -245,6 +248,20 @@ class Renderer:
         work, see noinline_macs)."""
         lines = [f"{self.signature(kernel, aliased, macs)} {{"] + self.stmts(kernel.body, 2) + ["}"]
         return "\n".join(lines)
+
+
+def _calls_intrinsics(kernels) -> bool:
+    """True when some kernel's body holds an intrinsic Call."""
+    from codegen.generate.loop_ir import map_stmts
+    found = []
+
+    def note(e):
+        if isinstance(e, Call):
+            found.append(e)
+        return e
+    for k in kernels:
+        map_stmts(k.body, note)
+    return bool(found)
 
 
 PORTABLE = Renderer()

@@ -360,22 +360,31 @@ def requantize_params(attrs) -> tuple[int, int]:
     return fp.quantize_multiplier(fp.as_float32(attrs["x_scale"]) / fp.as_float32(attrs["y_scale"]))
 
 
+def requantize_range(a) -> tuple[int, int]:
+    """The output clamp: act_min..act_max where given (a ReLU), else the output type's range."""
+    lo, hi = DTYPE_RANGES[a["dtype"]]
+    return (lo if a["act_min"] is None else a["act_min"]), (hi if a["act_max"] is None else a["act_max"])
+
+
 def _infer_requantize(args: InferArgs) -> list[TensorType]:
     x = _quantized_input(args, 0, "x_zero_point", "x_scale")
     dtype = args.attrs["dtype"]
-    a = {**args.attrs, "act_min": DTYPE_RANGES[dtype][0], "act_max": DTYPE_RANGES[dtype][1]}
+    lo, hi = requantize_range(args.attrs)
+    a = {**args.attrs, "act_min": lo, "act_max": hi}
     return [_out_type(InferArgs(args.types, a, args.values), x.shape, dtype)]
 
 
 def _requantize_reference(xs, a):
     y = fp.multiply_by_quantized_multiplier(xs[0].astype(np.int64) - a["x_zero_point"], *requantize_params(a))
-    return [fp.saturate(y + a["y_zero_point"], a["dtype"])]
+    return [fp.saturate(y + a["y_zero_point"], a["dtype"], *requantize_range(a))]
 
 
 define("Requantize", inputs=1, infer=_infer_requantize, reference=_requantize_reference,
        pattern=Pattern.ELEMENTWISE,
        attrs=[Attr("x_scale", "float"), Attr("x_zero_point", "int", 0), Attr("y_scale", "float"),
-              Attr("y_zero_point", "int", 0), OUT_DTYPE])
+              Attr("y_zero_point", "int", 0), OUT_DTYPE,
+              # TFLite's RELU and RELU6 are a requantization clamped to the activation's range
+              Attr("act_min", "int", None), Attr("act_max", "int", None)])
 
 
 # --- QPad, QConcat ----------------------------------------------------------------------------

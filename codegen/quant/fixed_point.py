@@ -106,10 +106,9 @@ def saturate(x, dtype: str, lo: int | None = None, hi: int | None = None) -> np.
 def activation_range(activation: str, scale: float, zero_point: int, dtype: str = "int8") -> tuple[int, int]:
     """The output clamp of a fused activation (TFLite's CalculateActivationRangeQuantized)."""
     lo, hi = DTYPE_RANGES[dtype]
-    scale = as_float32(scale)
 
-    def q(real: float) -> int:
-        return zero_point + round_half_away(real / scale)
+    def q(real: float) -> int:  # real / scale in float32, as TFLite divides
+        return zero_point + round_half_away(float(np.float32(real) / np.float32(scale)))
     if activation in ("", "none", "NONE"):
         return lo, hi
     if activation in ("relu", "Relu", "RELU"):

@@ -211,7 +211,7 @@ def requantize(graph, node_id, cluster_id, args, attrs):
     """(x - x zero point) rescaled to the output scale, plus its zero point, saturated."""
     x, y = args.inputs[0], args.outputs[0]
     mult, shift = q.requantize_params(attrs)
-    lo, hi = q.DTYPE_RANGES[attrs["dtype"]]
+    lo, hi = q.requantize_range(attrs)
 
     def body(idx):
         v = Binary("-", widen(Load(x.name, flat_index(idx, x.type.shape))), i32(attrs["x_zero_point"]))
