@@ -122,8 +122,8 @@ def operator_models() -> dict:
     conv = layers.Conv2D(5, (3, 2), strides=(2, 1), padding="same", activation="relu6")
     dw = layers.DepthwiseConv2D((3, 3), strides=2, padding="same", depth_multiplier=2)
     return {
-        "relu": model((5, 7, 3), lambda x: layers.ReLU()(layers.Activation("linear")(x) * 1.5)),
-        "relu6": model((5, 7, 3), lambda x: layers.ReLU(6.0)(x * 2.0)),
+        "relu": model((5, 7, 3), lambda x: layers.ReLU()(x)),
+        "mul_relu": model((5, 7, 3), lambda x: layers.ReLU(6.0)(x * 2.0)),  # fused into MUL
         "add_relu": model([(4, 5, 6), (4, 5, 6)], lambda xs: layers.ReLU()(layers.Add()(xs))),
         "mul": model([(4, 5, 6), (4, 5, 6)], lambda xs: layers.Multiply()(xs)),
         "avg_pool": model((7, 6, 5), lambda x: layers.AveragePooling2D((3, 2), (2, 2), padding="same")(x)),

@@ -1,7 +1,7 @@
 """Single-operator int8 TFLite models (tests/data/tflite, made by `models/make_int8.py
 --operators`) compiled for the host and compared with the TFLite Micro interpreter on seeded
 inputs over the whole int8 range: every output bit-exact. They reach what the four models do
-not: standalone RELU and RELU6, MUL, ADD with a fused ReLU, pools and PAD + CONCATENATION,
+not: a standalone RELU, MUL with a fused RELU6, ADD with a fused ReLU, pools and PAD + CONCATENATION,
 softmax over an odd row after a scale, convolutions with SAME padding on odd sizes and a
 depth multiplier."""
 from __future__ import annotations
@@ -19,7 +19,7 @@ tflm = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
 
 
 def test_the_operator_models_are_there():
-    assert {"relu", "relu6", "add_relu", "mul", "avg_pool", "max_pool", "pad_concat", "softmax_beta",
+    assert {"relu", "mul_relu", "add_relu", "mul", "avg_pool", "max_pool", "pad_concat", "softmax_beta",
             "conv_relu6", "depthwise"} <= set(MODELS)
 
 
