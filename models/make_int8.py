@@ -85,9 +85,21 @@ def nhwc(x: np.ndarray) -> np.ndarray:
     return x.transpose(0, 2, 3, 1) if x.ndim == 4 else x
 
 
+def full_integer(model, representative) -> bytes:
+    """The converter's post-training full-integer quantization: int8 weights, activations,
+    input and output, calibrated on the representative inputs."""
+    import tensorflow as tf
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.representative_dataset = representative
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    conv.inference_input_type = tf.int8
+    conv.inference_output_type = tf.int8
+    return conv.convert()
+
+
 def convert(name: str) -> bytes:
     """The int8 .tflite flatbuffer of one architecture."""
-    import tensorflow as tf
     net = make_models.build(name)
     model = keras_model(net)
     # the Keras model computes what the float ONNX model does (NHWC in, same output)
@@ -99,13 +111,7 @@ def convert(name: str) -> bytes:
     def representative():
         for i in range(CALIBRATION_SAMPLES):
             yield [nhwc(make_models.sample_input(net, seed=5000 + i))]
-    conv = tf.lite.TFLiteConverter.from_keras_model(model)
-    conv.optimizations = [tf.lite.Optimize.DEFAULT]
-    conv.representative_dataset = representative
-    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    conv.inference_input_type = tf.int8
-    conv.inference_output_type = tf.int8
-    return conv.convert()
+    return full_integer(model, representative)
 
 
 def operator_models() -> dict:
@@ -137,19 +143,13 @@ def operator_models() -> dict:
 
 
 def convert_operator(m, shape, rng) -> bytes:
-    import tensorflow as tf
+    """The int8 .tflite flatbuffer of one operator model, calibrated on seeded normal inputs."""
     shapes = shape if isinstance(shape, list) else [shape]
 
     def representative():
         for _ in range(50):
             yield [(2.0 * rng.standard_normal((1, *s))).astype(np.float32) for s in shapes]
-    conv = tf.lite.TFLiteConverter.from_keras_model(m)
-    conv.optimizations = [tf.lite.Optimize.DEFAULT]
-    conv.representative_dataset = representative
-    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    conv.inference_input_type = tf.int8
-    conv.inference_output_type = tf.int8
-    return conv.convert()
+    return full_integer(m, representative)
 
 
 def main(argv=None) -> int:
