@@ -66,10 +66,12 @@ def _scons_build(graph_path: Path, build_dir: Path, target_name: str = "host", q
     return program
 
 
-def _read_inputs(graph, path: Path) -> dict[str, np.ndarray]:
+def _read_inputs(graph, path: Path, aliases: dict[str, str] | None = None) -> dict[str, np.ndarray]:
+    """The arrays of an .npz by graph input name; `aliases` maps a model's original tensor names
+    (which an .npz may use instead) to the identifiers they became."""
     try:
         with np.load(path, allow_pickle=False) as archive:
-            arrays = {k: archive[k] for k in archive.files}
+            arrays = {(aliases or {}).get(k, k): archive[k] for k in archive.files}
     except (OSError, ValueError) as e:
         raise TinsmithError(None, f"cannot read inputs from {path}: {e}") from None
     missing = [n for n in graph.inputs if n not in arrays]
@@ -130,8 +132,13 @@ def run_compiled(graph_path: Path, inputs: dict[str, np.ndarray], build_dir: Pat
 def seeded_inputs(graph, seed: int = 0) -> dict[str, np.ndarray]:
     """Standard-normal inputs from a fixed seed, one array per graph input."""
     rng = np.random.default_rng(seed)
-    return {n: rng.standard_normal(graph.types[n].shape).astype(graph.types[n].numpy_dtype)
-            for n in graph.inputs}
+
+    def draw(t):
+        if t.numpy_dtype.kind in "iu" and t.dtype != "int64":  # quantized data: its whole range
+            info = np.iinfo(t.numpy_dtype)
+            return rng.integers(info.min, info.max, t.shape, endpoint=True).astype(t.numpy_dtype)
+        return rng.standard_normal(t.shape).astype(t.numpy_dtype)
+    return {n: draw(graph.types[n]) for n in graph.inputs}
 
 
 def cmd_generate(args) -> int:
@@ -219,8 +226,9 @@ def cmd_build(args) -> int:
 
 def cmd_run(args) -> int:
     from codegen.pipeline import lower
+    from codegen.load import original_names
     graph = lower(args.graph)
-    inputs = _read_inputs(graph, Path(args.inputs))
+    inputs = _read_inputs(graph, Path(args.inputs), original_names(args.graph))
     outputs = run_compiled(Path(args.graph), inputs, _build_dir(args), graph, args.target)
     try:
         with open(args.output, "wb") as f:  # a file object: np.savez would append .npz to a name
@@ -333,6 +341,13 @@ def cmd_import_onnx(args) -> int:
     return 0
 
 
+def cmd_import(args) -> int:
+    from codegen.load.write_yaml import import_model
+    for path in import_model(args.model, args.output, args.batch):
+        print(f"wrote {one_line(str(path))}")
+    return 0
+
+
 def cmd_ops(args) -> int:
     from codegen.builders import BUILDERS
     from codegen.ops import PRIMITIVES
@@ -412,6 +427,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("model", help="the .onnx file")
     p.add_argument("-o", "--output", required=True, help="graph file to write, e.g. graphs/NAME.yaml")
     p.add_argument("--batch", type=int, default=1, help="size for a symbolic batch dimension [1]")
+    p = command("import", cmd_import, "import an ONNX or TFLite model (by its suffix) as a graph YAML file and "
+                "its weights (.npz beside it)", graph=False)
+    p.add_argument("model", help="the .onnx or .tflite file")
+    p.add_argument("-o", "--output", required=True, help="graph file to write, e.g. graphs/NAME.yaml")
+    p.add_argument("--batch", type=int, default=1, help="size for a symbolic batch dimension of an ONNX model [1]")
     p = command("generate", cmd_generate, "write the generated sources (for the SCons tool, Make, CMake, ...)")
     p.add_argument("-o", "--out-dir", required=True)
     p.add_argument("--target", default="host",

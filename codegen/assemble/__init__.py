@@ -115,7 +115,8 @@ def assemble(model: GeneratedModel, constants_section: str | None = None) -> dic
     context = {
         "name": g.name, "NAME": g.name.upper(), "source": g.source,
         "inputs": inputs, "outputs": outputs,
-        "uses_int64": any(v["dtype"] == "int64" for v in inputs + outputs),
+        # int64 and the quantized types are <stdint.h> types
+        "uses_int64": any(v["dtype"] not in ("float32", "bool") for v in inputs + outputs),
         "uses_bool": any(v["dtype"] == "bool" for v in inputs + outputs),
         # inputs no kernel reads (EyeLike, Dropout's ratio, a value only Shape looks at): run() voids them
         "unused_inputs": [v["name"] for v in inputs

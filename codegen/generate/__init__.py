@@ -76,6 +76,9 @@ def _collect_loads(e, loads: set[str]) -> None:
     if hasattr(e, "__dataclass_fields__"):
         for v in vars(e).values():
             _collect_loads(v, loads)
+    elif isinstance(e, tuple):  # an intrinsic Call's arguments
+        for v in e:
+            _collect_loads(v, loads)
 
 
 def _load_indices(e, buffer: str) -> list:

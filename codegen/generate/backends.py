@@ -13,11 +13,28 @@ from codegen.generate.backend import CPP, Backend
 from codegen.generate.render import Renderer
 from codegen.targets import Capabilities, Target
 
+# the int8 kernels' ACLE intrinsics (codegen/generate/functors/quantized_dsp.py spells them)
+DSP_INTRINSICS = {
+    "read_i8x4": "read_i8x4(&{0})",
+    "sxtb16": "static_cast<std::int32_t>(__sxtb16({0}))",
+    "sxtab16": "static_cast<std::int32_t>(__sxtab16({0}, {1}))",
+    "smlad": "static_cast<std::int32_t>(__smlad({0}, {1}, {2}))",
+    "ror8": "static_cast<std::int32_t>((static_cast<std::uint32_t>({0}) >> 8) | "
+            "(static_cast<std::uint32_t>({0}) << 24))",
+}
+# what the DSP intrinsics need: ACLE's header, and an unaligned 32-bit read of four int8 values
+# (one LDR on the cores with the DSP extension)
+DSP_HELPERS = ("#include <arm_acle.h>",
+               "inline std::int32_t read_i8x4(const std::int8_t* p) noexcept "
+               "{ std::int32_t w; std::memcpy(&w, p, 4); return w; }")
+
 HOST = Backend("host", parent=CPP, renderer=Renderer("host", inline_minmax=True))
-CORTEX_M = Backend("cortex-m", parent=CPP, renderer=Renderer("cortex-m", inline_minmax=True, noinline_macs=4096))
+CORTEX_M = Backend("cortex-m", parent=CPP, renderer=Renderer("cortex-m", inline_minmax=True, noinline_macs=4096,
+                                                              intrinsics=DSP_INTRINSICS, helpers=DSP_HELPERS))
 BACKENDS = {"cpp": CPP, "host": HOST, "cortex-m": CORTEX_M}
 
 from codegen.generate.functors import fast  # noqa: E402,F401  (registers the overrides)
+from codegen.generate.functors import quantized_dsp  # noqa: E402,F401  (the int8 DSP kernels)
 
 
 def backend_for(target: Target) -> tuple[Backend, Capabilities]:

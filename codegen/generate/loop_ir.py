@@ -220,7 +220,8 @@ Expr = Union[Const, Var, Load, Binary, Unary, Select, Cast, Broadcast, ReduceLan
 
 # max and min are the float functions (fmax, fmin); integer kernels compare with Select.
 BINARY_OPS = frozenset({"+", "-", "*", "/", "%", "<", "<=", ">", ">=", "==", "!=", "&&", "||",
-                        "max", "min", "pow", "fmod"})
+                        "max", "min", "pow", "fmod",
+                        "<<", ">>", "&"})  # shifts and bitwise and: integers only (fixed-point arithmetic)
 COMPARISONS = frozenset({"<", "<=", ">", ">=", "==", "!="})
 # round is to nearest, ties to even (the default floating-point rounding mode); not is logical.
 UNARY_OPS = frozenset({"neg", "exp", "log", "tanh", "erf", "sqrt", "abs", "floor", "ceil", "round",

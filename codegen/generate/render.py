@@ -57,8 +57,11 @@ def float_literal(v: float) -> str:
 
 # Binding strength of infix operators; higher binds tighter (C++ precedence).
 _PRECEDENCE = {"*": 6, "/": 6, "%": 6, "+": 5, "-": 5, "<": 4, "<=": 4, ">": 4, ">=": 4,
-               "==": 3, "!=": 3, "&&": 2, "||": 1}
+               "==": 3, "!=": 3, "&&": 2, "||": 1,
+               # C++ binds shifts between + and <, and & between == and &&
+               "<<": 4.5, ">>": 4.5, "&": 2.5}
 _COMPARISONS = frozenset({"<", "<=", ">", ">=", "==", "!="})
+_BITWISE = frozenset({"<<", ">>", "&"})  # -Wparentheses wants their operands parenthesised
 _COMPOUND = frozenset({"+", "-", "*", "/"})  # x = x op e  ->  x op= e
 
 
@@ -74,6 +77,9 @@ class Renderer:
     vector_alignment: int = 4  # vectors are loaded and stored at element alignment (memcpy)
     intrinsics: Mapping[str, str] = field(default_factory=dict)
     headers: tuple[str, ...] = ()
+    # lines (includes, inline functions) the intrinsics' spellings need, emitted after the headers
+    # only where some kernel calls an intrinsic
+    helpers: tuple[str, ...] = ()
     # Scalar float max/min as inline compare-and-select with fmax's NaN rule, instead of a libm
     # call the compiler cannot inline without -ffinite-math-only.
     inline_minmax: bool = False
@@ -109,6 +115,8 @@ class Renderer:
     def prelude(self, kernels) -> str:
         """C++ the kernels need before them: headers, vector typedefs and their load/store helpers."""
         lines = [f"#include <{h}>" for h in self.headers]
+        if self.helpers and _calls_intrinsics(kernels):
+            lines += self.helpers
         if self.inline_minmax:
             lines += ["inline float max_f32(float a, float b) noexcept { return (a >= b || std::isnan(b)) ? a : b; }",
                       "inline float min_f32(float a, float b) noexcept { return (a <= b || std::isnan(b)) ? a : b; }"]
@@ -136,7 +144,9 @@ class Renderer:
         """An operand of infix `parent`. Where C++ needs no parentheses but -Wall asks for them
         (-Wparentheses: && inside ||, a comparison inside a comparison), they are added too."""
         if isinstance(e, Binary) and ((parent == "||" and e.op == "&&") or
-                                      (parent in _COMPARISONS and e.op in _COMPARISONS)):
+                                      (parent in _COMPARISONS and e.op in _COMPARISONS) or
+                                      (parent in _BITWISE and e.op in _PRECEDENCE) or
+                                      (e.op in _BITWISE and parent in _PRECEDENCE)):
             return f"({self.expr(e)})"
         return self.expr(e, context)
 
@@ -238,6 +248,20 @@ class Renderer:
         work, see noinline_macs)."""
         lines = [f"{self.signature(kernel, aliased, macs)} {{"] + self.stmts(kernel.body, 2) + ["}"]
         return "\n".join(lines)
+
+
+def _calls_intrinsics(kernels) -> bool:
+    """True when some kernel's body holds an intrinsic Call."""
+    from codegen.generate.loop_ir import map_stmts
+    found = []
+
+    def note(e):
+        if isinstance(e, Call):
+            found.append(e)
+        return e
+    for k in kernels:
+        map_stmts(k.body, note)
+    return bool(found)
 
 
 PORTABLE = Renderer()

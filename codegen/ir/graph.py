@@ -15,7 +15,54 @@ DTYPES: Mapping[str, tuple[np.dtype, str, str]] = {
     "int64": (np.dtype(np.int64), "std::int64_t", "int64_t"),
     # C spells it `bool` through <stdbool.h> (C99 `_Bool`); one byte, 0 or 1, as NumPy and ONNX store it.
     "bool": (np.dtype(np.bool_), "bool", "bool"),
+    # Quantized data and its accumulators (see Quant and docs/INT8.md).
+    "int8": (np.dtype(np.int8), "std::int8_t", "int8_t"),
+    "uint8": (np.dtype(np.uint8), "std::uint8_t", "uint8_t"),
+    "int16": (np.dtype(np.int16), "std::int16_t", "int16_t"),
+    "int32": (np.dtype(np.int32), "std::int32_t", "int32_t"),
 }
+QUANTIZED_DTYPES = ("int8", "uint8", "int16", "int32")
+
+
+@dataclass(frozen=True)
+class Quant:
+    """Affine quantization of an integer tensor: real = scale * (q - zero_point).
+
+    One scale and zero point for the whole tensor (`axis` None), or one per index of `axis`
+    (per-axis, as TFLite's per-channel weights and ONNX's per-axis QuantizeLinear)."""
+
+    scale: tuple[float, ...]
+    zero_point: tuple[int, ...]
+    axis: int | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "scale", tuple(float(s) for s in np.atleast_1d(self.scale)))
+        object.__setattr__(self, "zero_point", tuple(int(z) for z in np.atleast_1d(self.zero_point)))
+        if len(self.scale) != len(self.zero_point) and len(self.zero_point) != 1:
+            raise ValueError(f"{len(self.scale)} scales but {len(self.zero_point)} zero points")
+        if self.axis is None and len(self.scale) != 1:
+            raise ValueError("several scales need an axis")
+        if not all(s > 0 and math.isfinite(s) for s in self.scale):
+            raise ValueError("scales must be positive and finite")
+
+    @property
+    def per_axis(self) -> bool:
+        return self.axis is not None
+
+    def scales(self, count: int = 1) -> np.ndarray:
+        """The scales as float64, repeated to `count` entries for a per-tensor quantization."""
+        s = np.asarray(self.scale, np.float64)
+        return np.repeat(s, count) if len(s) == 1 else s
+
+    def zero_points(self, count: int = 1) -> np.ndarray:
+        z = np.asarray(self.zero_point, np.int64)
+        return np.repeat(z, count) if len(z) == 1 else z
+
+    def __str__(self) -> str:
+        def short(v):
+            return str(v[0]) if len(v) == 1 else f"[{len(v)}]"
+        axis = "" if self.axis is None else f", axis={self.axis}"
+        return f"q(scale={short(self.scale)}, zero_point={short(self.zero_point)}{axis})"
 
 
 @dataclass(frozen=True)
@@ -24,6 +71,7 @@ class TensorType:
 
     dtype: str
     shape: tuple[int, ...]
+    quant: Quant | None = None  # integer data that stands for real numbers
 
     @property
     def size(self) -> int:
@@ -50,7 +98,8 @@ class TensorType:
         return DTYPES[self.dtype][2]
 
     def __str__(self) -> str:
-        return f"{self.dtype}[{', '.join(map(str, self.shape))}]"
+        text = f"{self.dtype}[{', '.join(map(str, self.shape))}]"
+        return f"{text} {self.quant}" if self.quant is not None else text
 
 
 @dataclass(frozen=True, eq=False)
@@ -61,10 +110,11 @@ class Constant:
     data: np.ndarray
     source: str
     loc: SourceLoc
+    quant: Quant | None = None  # quantized weights: what the integers stand for
 
     @property
     def type(self) -> TensorType:
-        return TensorType(self.data.dtype.name, tuple(int(d) for d in self.data.shape))
+        return TensorType(self.data.dtype.name, tuple(int(d) for d in self.data.shape), self.quant)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import numpy as np
 from codegen import limits
 from codegen.escape import one_line
 from codegen.files import irregular_file
+from codegen.ir.graph import QUANTIZED_DTYPES
 from codegen.load.located_yaml import LocatedDict
 
 
@@ -219,6 +220,8 @@ register_loader(Loader("onnx", frozenset({"onnx", "initializer"}), _load_onnx,
                        lambda s: f"{s['onnx']} initializer '{s['initializer']}'",
                        lambda s: [s["onnx"]] if isinstance(s.get("onnx"), str) else []))
 
+# Element types a constant may ask for: the two Tinsmith computes with, and quantized data.
+STORED_DTYPES = ("float32", "int64", *QUANTIZED_DTYPES)
 # Stored element types map onto the two Tinsmith computes with.
 _DTYPE_OF_KIND = {"f": "float32", "i": "int64", "u": "int64"}
 
@@ -239,8 +242,8 @@ def load_constant(spec: LocatedDict, base: Path) -> tuple[np.ndarray, str]:
             raise LoaderError(f"unknown field '{field}' for a '{loader.key}' constant", field,
                               f"allowed fields: {allowed}", on_key=True)
     dtype = spec.get("dtype")
-    if dtype is not None and dtype not in ("float32", "int64"):
-        raise LoaderError(f"unsupported dtype {dtype!r}", "dtype", "use float32 or int64")
+    if dtype is not None and dtype not in STORED_DTYPES:
+        raise LoaderError(f"unsupported dtype {dtype!r}", "dtype", f"use {', '.join(STORED_DTYPES)}")
     data = np.asarray(loader.load(spec, base))
     _check_size(data.shape, selected[0])
     if data.dtype.kind not in _DTYPE_OF_KIND:
@@ -254,6 +257,11 @@ def load_constant(spec: LocatedDict, base: Path) -> tuple[np.ndarray, str]:
         raise LoaderError("an int64 constant must hold whole numbers", selected[0])
     if target == "int64" and not np.all((data >= -2.0 ** 63) & (data < 2.0 ** 63)):
         raise LoaderError("the data holds a number too large for int64", selected[0])
+    if target in QUANTIZED_DTYPES:
+        info = np.iinfo(target)
+        if not np.all(whole) or not np.all((data >= info.min) & (data <= info.max)):
+            raise LoaderError(f"an {target} constant must hold whole numbers in {info.min}..{info.max}",
+                              selected[0])
     with np.errstate(over="ignore", invalid="ignore"):  # float32 overflow is reported below
         data = data.astype(target)
     if "shape" in spec and list(data.shape) != spec["shape"]:

@@ -13,13 +13,15 @@ from typing import Any, Mapping
 from codegen import limits
 from codegen.errors import GraphError, SourceLoc
 from codegen.ir import Constant, TensorType
+from codegen.ir.graph import QUANTIZED_DTYPES, Quant
 from codegen.load.constants import LoaderError, load_constant, referenced_files
 from codegen.load.identifiers import identifier_hint, identifier_problem
 from codegen.load.located_yaml import LocatedDict, LocatedList, read_yaml
 
 TOP_LEVEL_KEYS = ("graph", "version", "inputs", "outputs", "constants", "nodes")
 NODE_KEYS = ("op", "name", "inputs", "outputs", "attrs")
-SUPPORTED_DTYPES = ("float32",)  # element types a graph input may have
+SUPPORTED_DTYPES = ("float32", *QUANTIZED_DTYPES)  # element types a graph input may have
+QUANT_KEYS = ("scale", "zero_point", "axis")
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,7 @@ def _positive_int(d: Any) -> bool:
 def _tensor_type(spec: Any, loc: SourceLoc, what: str) -> TensorType:
     spec = _expect(spec, LocatedDict, loc, f"the type of {what}",
                    "write e.g. {dtype: float32, shape: [1, 16]}")
-    _unknown_key(spec, ("dtype", "shape"), f"the type of {what}")
+    _unknown_key(spec, ("dtype", "shape", "quant"), f"the type of {what}")
     dtype = spec.get("dtype", "float32")
     if dtype not in SUPPORTED_DTYPES:
         raise GraphError(spec.at("dtype"), f"unsupported dtype {_shown(dtype)} for {what}",
@@ -156,7 +158,48 @@ def _tensor_type(spec: Any, loc: SourceLoc, what: str) -> TensorType:
     if problem:
         raise GraphError(spec.at("shape"), f"{what} {problem}",
                          limits.hint("rank" if "'rank'" in problem else "tensor_elements"))
-    return TensorType(dtype, tuple(shape))
+    quant = _quant(spec, what) if "quant" in spec else None
+    if quant is not None and dtype not in QUANTIZED_DTYPES:
+        raise GraphError(spec.at("quant"), f"{what} is {dtype}, which cannot be quantized",
+                         f"quantized types: {', '.join(QUANTIZED_DTYPES)}")
+    return TensorType(dtype, tuple(shape), quant)
+
+
+def _number_list(v: Any) -> list | None:
+    """A number or a list of numbers as a list; None for anything else."""
+    items = list(v) if isinstance(v, LocatedList) else [v]
+    ok = items and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in items)
+    return items if ok else None
+
+
+def _quant(owner: LocatedDict, what: str) -> Quant:
+    """`quant: {scale: 0.05, zero_point: -3}`, or per axis `{scale: [..], zero_point: [..], axis: 0}`."""
+    spec = _expect(owner["quant"], LocatedDict, owner.at("quant"), f"the quantization of {what}",
+                   "write e.g. quant: {scale: 0.05, zero_point: -3}")
+    _unknown_key(spec, QUANT_KEYS, f"the quantization of {what}")
+    if "scale" not in spec:
+        raise GraphError(spec.loc, f"the quantization of {what} has no 'scale'", "add e.g. scale: 0.05")
+    scale = _number_list(spec["scale"])
+    if scale is None:
+        raise GraphError(spec.at("scale"), f"the scale of {what} must be a number or a list of numbers")
+    zero_point = _number_list(spec.get("zero_point", 0))
+    if zero_point is None or not all(isinstance(z, int) for z in zero_point):
+        raise GraphError(spec.at("zero_point"), f"the zero point of {what} must be an integer or a list of "
+                         f"integers")
+    axis = spec.get("axis")
+    if axis is not None and (not isinstance(axis, int) or isinstance(axis, bool)):
+        raise GraphError(spec.at("axis"), f"the quantization axis of {what} must be an integer")
+    try:
+        return Quant(tuple(scale), tuple(zero_point), axis)
+    except ValueError as e:
+        raise GraphError(spec.loc, f"the quantization of {what}: {e}") from None
+
+
+def _without(d: LocatedDict, key: str) -> LocatedDict:
+    """A copy of `d` without `key`, locations kept."""
+    out = LocatedDict({k: v for k, v in d.items() if k != key})
+    out.loc, out.key_locs, out.value_locs = d.loc, d.key_locs, d.value_locs
+    return out
 
 
 def _inputs(doc: LocatedDict) -> tuple[ValueSpec, ...]:
@@ -208,6 +251,9 @@ def _constants(doc: LocatedDict, base: Path) -> tuple[Constant, ...]:
         _identifier(name, loc, "constant")
         spec = _expect(spec, LocatedDict, constants.value_locs[name], f"constant '{name}'",
                        "write e.g. {file: weights/w.npy}, {value: [1, 2]} or {random: normal, shape: [4]}")
+        quant = _quant(spec, f"constant '{name}'") if "quant" in spec else None
+        if quant is not None:
+            spec = _without(spec, "quant")
         try:
             data, source = load_constant(spec, base)
         except LoaderError as e:
@@ -216,7 +262,10 @@ def _constants(doc: LocatedDict, base: Path) -> tuple[Constant, ...]:
             else:
                 where = spec.key_locs[e.field] if e.on_key else spec.at(e.field)
             raise GraphError(where, f"constant '{name}': {e}", e.hint) from None
-        result.append(Constant(name, data, source, loc))
+        if quant is not None and data.dtype.name not in QUANTIZED_DTYPES:
+            raise GraphError(loc, f"constant '{name}' is {data.dtype.name}, which cannot be quantized",
+                             "give it e.g. dtype: int8")
+        result.append(Constant(name, data, source, loc, quant))
     return tuple(result)
 
 

@@ -91,13 +91,26 @@ def _inline(c: Constant) -> bool:
     return data.size <= limit and (data.dtype.kind != "f" or bool(np.all(np.isfinite(data))))
 
 
+def _quant_entry(q) -> str:
+    """`, quant: {...}` for quantized data (scales as the float32 values they are), else ""."""
+    if q is None:
+        return ""
+    scale = [_float32(v) for v in q.scale]
+    zero = [_number(v) for v in q.zero_point]
+    text = (f"scale: {scale[0] if len(scale) == 1 else '[' + ', '.join(scale) + ']'}, "
+            f"zero_point: {zero[0] if len(zero) == 1 else '[' + ', '.join(zero) + ']'}")
+    return f", quant: {{{text}{'' if q.axis is None else f', axis: {q.axis}'}}}"
+
+
 def _constant_entry(c: Constant, weights_file: str) -> str:
     if _inline(c):
         number = _float32 if c.data.dtype == np.float32 else _number
         items = [number(x) for x in c.data.reshape(-1)]
         value = items[0] if c.data.ndim == 0 else f"[{', '.join(items)}]"
-        return f"{{value: {value}, dtype: {c.data.dtype.name}}}"
-    return f"{{file: {_name(weights_file)}, key: {_name(c.name)}}}"
+        return f"{{value: {value}, dtype: {c.data.dtype.name}{_quant_entry(c.quant)}}}"
+    # the loader reads stored integers as int64 unless told: quantized data names its type
+    dtype = "" if c.data.dtype.name in ("float32", "int64") else f", dtype: {c.data.dtype.name}"
+    return f"{{file: {_name(weights_file)}, key: {_name(c.name)}{dtype}{_quant_entry(c.quant)}}}"
 
 
 def _check_writable(constants: Sequence[Constant]) -> None:
@@ -132,7 +145,8 @@ def graph_yaml(spec: GraphSpec, name: str, weights_file: str,
     lines = [f"# {yaml_comment(line)}" if line else "#" for line in notes.header]
     lines += [f"graph: {_name(name)}", "version: 1", "inputs:"]
     for v in spec.inputs:
-        lines.append(f"  {_name(v.name)}: {{dtype: {v.type.dtype}, shape: {_flow(list(v.type.shape))}}}"
+        lines.append(f"  {_name(v.name)}: {{dtype: {v.type.dtype}, shape: {_flow(list(v.type.shape))}"
+                     f"{_quant_entry(v.type.quant)}}}"
                      + _comment(notes.values.get(v.name, "")))
     if any(v.name in notes.values for v in spec.outputs):
         lines.append("outputs:")
@@ -209,6 +223,25 @@ def import_onnx(model_path: str | Path, yaml_path: str | Path, batch: int = 1) -
     written = write_graph(model.spec, yaml_path, onnx_notes(model, Path(model_path).name))
     _reload(Path(yaml_path), written)
     return written
+
+
+def import_tflite(model_path: str | Path, yaml_path: str | Path) -> list[Path]:
+    """Import a .tflite model as a graph file plus NAME.npz beside it; return the files written."""
+    from codegen.load.tflite_model import read_tflite
+    model = read_tflite(model_path)
+    values = {new: f"TFLite '{printable(old)}'" for new, old in model.values.items()}
+    notes = Notes((f"Imported from {Path(model_path).name} (TensorFlow Lite, NHWC).",), values)
+    written = write_graph(model.spec, yaml_path, notes)
+    _reload(Path(yaml_path), written)
+    return written
+
+
+def import_model(model_path: str | Path, yaml_path: str | Path, batch: int = 1) -> list[Path]:
+    """Import an ONNX or TFLite model, chosen by the file's suffix."""
+    from codegen.load import is_tflite
+    if is_tflite(model_path):
+        return import_tflite(model_path, yaml_path)
+    return import_onnx(model_path, yaml_path, batch)
 
 
 def _reload(yaml_path: Path, written: list[Path]) -> None:

@@ -44,7 +44,8 @@ def _infer_reshape(args: InferArgs) -> list[TensorType]:
     data, shape = args.types
     if shape.dtype != "int64" or shape.rank != 1:
         raise OpError(f"Reshape's shape must be a 1-D int64 constant, got {shape}", input=1)
-    return [TensorType(data.dtype, reshape_target(data.shape, args.values[1], args.attrs["allowzero"]))]
+    # quantized data keeps its quantization: a reshape moves no values
+    return [TensorType(data.dtype, reshape_target(data.shape, args.values[1], args.attrs["allowzero"]), data.quant)]
 
 
 define("Reshape", pattern=Pattern.INJECTIVE, inputs=2, infer=_infer_reshape, constant_inputs=[1],

@@ -20,8 +20,10 @@ def emit_constant(constant: Constant, in_ram: bool = False) -> str:
     flat = constant.data.reshape(-1)
     if flat.dtype == np.float32:
         items = [float_literal(float(v)) for v in flat]
-    else:
+    elif flat.dtype == np.int64:
         items = [f"INT64_C({int(v)})" for v in flat]
+    else:  # quantized data and int32 biases: every value fits an int literal
+        items = [str(int(v)) for v in flat]
     rows = [", ".join(items[i:i + _PER_LINE]) for i in range(0, len(items), _PER_LINE)]
     body = ",\n  ".join(rows)
     qualifier = "" if in_ram else "const "

@@ -1,0 +1,258 @@
+"""Functors of the quantized primitives (codegen/ops/quantized.py): plain integer loops over NHWC
+data with int32 accumulators and TFLite's requantization (quantized_math.py). Padding is handled
+by clamping the load's index into the input and selecting the zero point's contribution (zero)
+for taps outside it, so no load ever leaves the buffer."""
+from __future__ import annotations
+
+from codegen.generate.backend import CPP
+from codegen.generate.functors.quantized_math import (clamp, i32, multiply_by_quantized_multiplier,
+                                                      rounded_divide, select_max, widen)
+from codegen.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store, Var,
+                                      Unary, broadcast_index, flat_index, index, nest)
+from codegen.ops import quantized as q
+
+
+def _v(name: str) -> Var:
+    return Var(name)
+
+
+def _tap(pos: Expr, size: int, pad: int) -> tuple[Expr, Expr | None]:
+    """An input coordinate clamped into 0..size-1, and the test that it was inside (None: always)."""
+    if pad == 0:
+        return pos, None
+    inside = Binary("&&", Binary(">=", pos, index(0)), Binary("<", pos, index(size)))
+    clamped = Select(Binary("<", pos, index(0)), index(0), Select(Binary(">=", pos, index(size)), index(size - 1), pos))
+    return clamped, inside
+
+
+def _both(a: Expr | None, b: Expr | None) -> Expr | None:
+    if a is None or b is None:
+        return a or b
+    return Binary("&&", a, b)
+
+
+def _requant_params(graph, args, channel: Expr) -> tuple[Expr | int, Expr | int]:
+    """(multiplier, shift): build-time ints when one pair serves every channel, else loads."""
+    mult, shift = args.inputs[3], args.inputs[4]
+    if mult.type.size == 1 and shift.type.size == 1:
+        return (int(graph.constants[mult.name].data.reshape(-1)[0]),
+                int(graph.constants[shift.name].data.reshape(-1)[0]))
+    return Load(mult.name, channel), Load(shift.name, channel)
+
+
+def _finish(graph, args, attrs, channel: Expr, out_at: Expr, coords, acc: str = "acc") -> list[Stmt]:
+    """Requantize local `acc`, add the output zero point, clamp, and store."""
+    mult, shift = _requant_params(graph, args, channel)
+    stmts, scaled = multiply_by_quantized_multiplier(f"{acc}_scaled", Var(acc), mult, shift)
+    y = clamp(Binary("+", scaled, i32(attrs["y_zero_point"])), attrs["act_min"], attrs["act_max"])
+    return [*stmts, Store(args.outputs[0].name, out_at, Cast(args.outputs[0].type.dtype, y), coords)]
+
+
+def _bias(args, channel: Expr) -> Expr:
+    b = args.inputs[2]
+    return Load(b.name, channel) if b is not None else i32(0)
+
+
+def _window(args, attrs, kh: int, kw: int):
+    """Loop-variable expressions of a window: (iy, inside_y), (ix, inside_x) for taps ky, kx."""
+    h, w = args.inputs[0].type.shape[1:3]
+    sh, sw = attrs["strides"]
+    dh, dw = attrs.get("dilations", (1, 1))
+    pt, pl, pb, pr = attrs["pads"]
+    iy = Binary("+", Binary("-", Binary("*", _v("oy"), index(sh)), index(pt)), Binary("*", _v("ky"), index(dh)))
+    ix = Binary("+", Binary("-", Binary("*", _v("ox"), index(sw)), index(pl)), Binary("*", _v("kx"), index(dw)))
+    return _tap(iy, h, pt + pb), _tap(ix, w, pl + pr)
+
+
+def _spatial(args, channels: int, body: list[Stmt]) -> list[Stmt]:
+    n, oh, ow, _ = args.outputs[0].type.shape
+    return [For("n", n, (For("oy", oh, (For("ox", ow, (For("oc", channels, tuple(body)),)),)),))]
+
+
+def _out_at(args) -> tuple[Expr, tuple[Expr, ...]]:
+    coords = (_v("n"), _v("oy"), _v("ox"), _v("oc"))
+    return flat_index(coords, args.outputs[0].type.shape), coords
+
+
+@CPP.register("QFullyConnected")
+def qfully_connected(graph, node_id, cluster_id, args, attrs):
+    """Each row of K input values against each of the O weight rows; requantized."""
+    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
+    rows, o = y.type.shape
+    k = w.type.shape[1]
+    xv = Binary("-", widen(Load(x.name, Binary("+", Binary("*", _v("r"), index(k)), _v("k")))),
+                i32(attrs["x_zero_point"]))
+    wv = widen(Load(w.name, Binary("+", Binary("*", _v("o"), index(k)), _v("k"))))
+    at = Binary("+", Binary("*", _v("r"), index(o)), _v("o"))
+    body = [Local("acc", _bias(args, _v("o")), "int32"),
+            For("k", k, (Assign("acc", Binary("+", Var("acc"), Binary("*", xv, wv))),)),
+            *_finish(graph, args, attrs, _v("o"), at, (_v("r"), _v("o")))]
+    return [For("r", rows, (For("o", o, tuple(body)),))]
+
+
+def _binary(op: str):
+    def functor(graph, node_id, cluster_id, args, attrs):
+        a, b, y = args.inputs[0], args.inputs[1], args.outputs[0]
+        shape = y.type.shape
+
+        def body(idx):
+            av = Binary("-", widen(Load(a.name, broadcast_index(idx, shape, a.type.shape))), i32(attrs["a_zero_point"]))
+            bv = Binary("-", widen(Load(b.name, broadcast_index(idx, shape, b.type.shape))), i32(attrs["b_zero_point"]))
+            if op == "QAdd":
+                p = q.add_params(attrs)
+                sa, ra = multiply_by_quantized_multiplier(
+                    "a_scaled", Binary("<<", av, i32(p["left_shift"])), p["a_multiplier"], p["a_shift"])
+                sb, rb = multiply_by_quantized_multiplier(
+                    "b_scaled", Binary("<<", bv, i32(p["left_shift"])), p["b_multiplier"], p["b_shift"])
+                sy, ry = multiply_by_quantized_multiplier("scaled", Binary("+", ra, rb), p["y_multiplier"], p["y_shift"])
+                stmts = [*sa, *sb, *sy]
+            else:
+                mult, shift = q.mul_params(attrs)
+                stmts, ry = multiply_by_quantized_multiplier("scaled", Binary("*", av, bv), mult, shift)
+            out = clamp(Binary("+", ry, i32(attrs["y_zero_point"])), attrs["act_min"], attrs["act_max"])
+            return [*stmts, Store(y.name, flat_index(idx, shape), Cast(y.type.dtype, out), tuple(idx))]
+        return nest(shape, "i", body)[0]
+    functor.__doc__ = f"{op}: both inputs rescaled, combined, requantized as TFLite's int8 kernel."
+    return functor
+
+
+for _op in ("QAdd", "QMul"):
+    CPP.register(_op)(_binary(_op))
+
+
+def _pool(op: str):
+    def functor(graph, node_id, cluster_id, args, attrs):
+        x, y = args.inputs[0], args.outputs[0]
+        kh, kw = attrs["kernel_shape"]
+        (iy, in_y), (ix, in_x) = _window(args, {**attrs, "dilations": (1, 1)}, kh, kw)
+        inside = _both(in_y, in_x)
+        v = widen(Load(x.name, flat_index((_v("n"), iy, ix, _v("oc")), x.type.shape)))
+        if op == "QMaxPool":
+            larger = select_max(Var("acc"), v)
+            step = Assign("acc", larger if inside is None else Select(inside, larger, Var("acc")))
+            start, stmts = i32(-(1 << 30)), []
+            result: Expr = Var("acc")
+        else:
+            step = Assign("acc", Binary("+", Var("acc"), v if inside is None else Select(inside, v, i32(0))))
+            start = i32(0)
+            if inside is None:
+                count: Expr | int = kh * kw
+                stmts = []
+            else:
+                count = Var("count")
+                stmts = [Local("count", i32(0), "int32")]
+                step = (step, Assign("count", Binary("+", Var("count"), Select(inside, i32(1), i32(0)))))
+            result = rounded_divide(Var("acc"), count)
+        steps = step if isinstance(step, tuple) else (step,)
+        at, coords = _out_at(args)
+        body = [Local("acc", start, "int32"), *stmts, For("ky", kh, (For("kx", kw, steps),)),
+                Store(y.name, at, Cast(y.type.dtype, clamp(result, attrs["act_min"], attrs["act_max"])), coords)]
+        return _spatial(args, x.type.shape[3], body)
+    functor.__doc__ = f"{op} over NHWC windows; taps in the padding do not count."
+    return functor
+
+
+for _op in ("QAvgPool", "QMaxPool"):
+    CPP.register(_op)(_pool(_op))
+
+
+@CPP.register("QMean")
+def qmean(graph, node_id, cluster_id, args, attrs):
+    """Sum over H and W of (x - zero point), times one multiplier that also divides by the count."""
+    x, y = args.inputs[0], args.outputs[0]
+    n, h, w, c = x.type.shape
+    mult, shift = q.mean_params(attrs, h * w)
+    v = Binary("-", widen(Load(x.name, flat_index((_v("n"), _v("iy"), _v("ix"), _v("oc")), x.type.shape))),
+               i32(attrs["x_zero_point"]))
+    stmts, scaled = multiply_by_quantized_multiplier("scaled", Var("acc"), mult, shift)
+    out = clamp(Binary("+", scaled, i32(attrs["y_zero_point"])), attrs["act_min"], attrs["act_max"])
+    coords = (_v("n"), index(0), index(0), _v("oc"))
+    body = (Local("acc", i32(0), "int32"),
+            For("iy", h, (For("ix", w, (Assign("acc", Binary("+", Var("acc"), v)),)),)),
+            *stmts, Store(y.name, flat_index(coords, y.type.shape), Cast(y.type.dtype, out), coords))
+    return [For("n", n, (For("oc", c, body),))]
+
+
+@CPP.register("Quantize")
+def quantize(graph, node_id, cluster_id, args, attrs):
+    """round(x / scale) in float, ties away from zero, plus the zero point, saturated."""
+    x, y = args.inputs[0], args.outputs[0]
+    lo, hi = q.DTYPE_RANGES[attrs["dtype"]]
+
+    def body(idx):
+        scaled = Binary("/", Load(x.name, flat_index(idx, x.type.shape)), Const(float(attrs["y_scale"]), "float32"))
+        # std::round's ties away from zero, from floor (no libm round needed): sign * floor(|v| + 0.5)
+        mag = Unary("floor", Binary("+", Unary("abs", scaled), Const(0.5, "float32")))
+        rounded = Select(Binary("<", scaled, Const(0.0, "float32")), Unary("neg", mag), mag)
+        # saturate in float first: a float outside int32 would not convert
+        limited = Binary("max", Binary("min", rounded, Const(float(hi - attrs["y_zero_point"]), "float32")),
+                         Const(float(lo - attrs["y_zero_point"]), "float32"))
+        out = Binary("+", Cast("int32", limited), i32(attrs["y_zero_point"]))
+        return [Store(y.name, flat_index(idx, y.type.shape), Cast(y.type.dtype, out), tuple(idx))]
+    return nest(y.type.shape, "i", body)[0]
+
+
+@CPP.register("Dequantize")
+def dequantize(graph, node_id, cluster_id, args, attrs):
+    """scale * (x - zero point), in double as TFLite computes it, rounded once to float."""
+    x, y = args.inputs[0], args.outputs[0]
+
+    def body(idx):
+        v = Binary("-", widen(Load(x.name, flat_index(idx, x.type.shape))), i32(attrs["x_zero_point"]))
+        # int32 * float: the scale's float32 value, exact; the product rounds once to float32,
+        # matching double arithmetic because |v| < 2^24 makes the double product exact first
+        out = Binary("*", Cast("float32", v), Const(float(attrs["x_scale"]), "float32"))
+        return [Store(y.name, flat_index(idx, y.type.shape), out, tuple(idx))]
+    return nest(y.type.shape, "i", body)[0]
+
+
+@CPP.register("Requantize")
+def requantize(graph, node_id, cluster_id, args, attrs):
+    """(x - x zero point) rescaled to the output scale, plus its zero point, saturated."""
+    x, y = args.inputs[0], args.outputs[0]
+    mult, shift = q.requantize_params(attrs)
+    lo, hi = q.requantize_range(attrs)
+
+    def body(idx):
+        v = Binary("-", widen(Load(x.name, flat_index(idx, x.type.shape))), i32(attrs["x_zero_point"]))
+        stmts, scaled = multiply_by_quantized_multiplier("scaled", v, mult, shift)
+        out = clamp(Binary("+", scaled, i32(attrs["y_zero_point"])), lo, hi)
+        return [*stmts, Store(y.name, flat_index(idx, y.type.shape), Cast(y.type.dtype, out), tuple(idx))]
+    return nest(y.type.shape, "i", body)[0]
+
+
+@CPP.register("QPad")
+def qpad(graph, node_id, cluster_id, args, attrs):
+    """Each output element: the input element it lies over, or the zero point (a real 0)."""
+    x, y = args.inputs[0], args.outputs[0]
+    rank = x.type.rank
+    pads = attrs["pads"]
+
+    def body(idx):
+        src, inside = [], None
+        for axis, i in enumerate(idx):
+            pos, test = _tap(Binary("-", i, index(pads[axis])), x.type.shape[axis], pads[axis] + pads[axis + rank])
+            src.append(pos)
+            inside = _both(inside, test)
+        v: Expr = widen(Load(x.name, flat_index(src, x.type.shape)))
+        if inside is not None:
+            v = Select(inside, v, i32(attrs["x_zero_point"]))
+        return [Store(y.name, flat_index(idx, y.type.shape), Cast(y.type.dtype, v), tuple(idx))]
+    return nest(y.type.shape, "i", body)[0]
+
+
+@CPP.register("QConcat")
+def qconcat(graph, node_id, cluster_id, args, attrs):
+    """Copies of each input into its slab of the output (the inputs share one quantization)."""
+    y = args.outputs[0]
+    axis = attrs["axis"] % y.type.rank
+    stmts: list[Stmt] = []
+    offset = 0
+    for k, x in enumerate(args.inputs):
+        def body(idx, x=x, offset=offset):
+            at = list(idx)
+            at[axis] = Binary("+", at[axis], index(offset))
+            return [Store(y.name, flat_index(at, y.type.shape), Load(x.name, flat_index(idx, x.type.shape)), tuple(at))]
+        stmts += nest(x.type.shape, f"i{k}_", body)[0]
+        offset += x.type.shape[axis]
+    return stmts

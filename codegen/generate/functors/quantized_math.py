@@ -1,0 +1,79 @@
+"""TFLite's fixed-point requantization spelled in the loop IR (codegen/quant/fixed_point.py is
+the definition and the NumPy side). Steps go through locals so each intermediate is computed once."""
+from __future__ import annotations
+
+from codegen.generate.loop_ir import Assign, Binary, Cast, Const, Expr, Local, Select, Stmt, Var
+
+
+def i32(v: int) -> Const:
+    return Const(int(v), "int32")
+
+
+def i64(v: int) -> Const:
+    return Const(int(v), "int64")
+
+
+def widen(e: Expr) -> Expr:
+    """An integer operand as int32, so C++ never computes in the int8 the IR would otherwise say."""
+    return Cast("int32", e)
+
+
+def select_max(a: Expr, b: Expr) -> Expr:
+    return Select(Binary(">", b, a), b, a)
+
+
+def select_min(a: Expr, b: Expr) -> Expr:
+    return Select(Binary("<", b, a), b, a)
+
+
+def clamp(e: Expr, lo: int, hi: int) -> Expr:
+    return select_min(select_max(e, i32(lo)), i32(hi))
+
+
+def multiply_by_quantized_multiplier(name: str, acc: Expr, multiplier: Expr | int,
+                                     shift: Expr | int) -> tuple[list[Stmt], Expr]:
+    """Statements computing acc * (multiplier, shift) into local `name`, and the int32 result.
+
+    `multiplier` and `shift` are build-time ints (per tensor) or loaded int32 expressions (per
+    channel). The multiplier is never INT32_MIN (it is 0 or at least 2^30), so the doubling high
+    multiply's one saturating case cannot happen and is not tested for."""
+    static = isinstance(shift, int)
+    mult = i64(multiplier) if isinstance(multiplier, int) else Cast("int64", multiplier)
+    stmts: list[Stmt] = []
+    x: Expr = acc
+    if static:
+        left, right = max(shift, 0), max(-shift, 0)
+        if left:
+            x = Cast("int32", Binary("<<", Cast("int64", acc), i64(left)))  # wraps as TFLite's int32 shift
+        right_e: Expr = i32(right)
+    else:
+        stmts.append(Local(f"{name}_shift", shift, "int32"))
+        s = Var(f"{name}_shift")
+        positive = Binary(">", s, i32(0))
+        x = Cast("int32", Binary("<<", Cast("int64", acc), Select(positive, s, i32(0))))
+        right_e = Select(positive, i32(0), Binary("-", i32(0), s))
+        right = None
+    # high 32 bits of 2 * x * multiplier, rounded to nearest (ties away from zero)
+    stmts.append(Local(f"{name}_ab", Binary("*", Cast("int64", x), mult), "int64"))
+    ab = Var(f"{name}_ab")
+    nudge = Select(Binary(">=", ab, i64(0)), i64(1 << 30), i64(1 - (1 << 30)))
+    stmts.append(Local(name, Cast("int32", Binary("/", Binary("+", ab, nudge), i64(1 << 31))), "int32"))
+    high = Var(name)
+    if static and right == 0:
+        return stmts, high
+    # rounding arithmetic right shift: ties away from zero
+    mask = Binary("-", Binary("<<", i32(1), right_e), i32(1)) if not static else i32((1 << right) - 1)
+    stmts.append(Local(f"{name}_mask", mask, "int32"))
+    m = Var(f"{name}_mask")
+    threshold = Binary("+", Binary(">>", m, i32(1)), Select(Binary("<", high, i32(0)), i32(1), i32(0)))
+    rounded = Binary("+", Binary(">>", high, right_e),
+                     Select(Binary(">", Binary("&", high, m), threshold), i32(1), i32(0)))
+    stmts.append(Assign(name, rounded))
+    return stmts, high
+
+
+def rounded_divide(acc: Expr, count: Expr | int) -> Expr:
+    """acc / count, ties away from zero: (acc +- count/2) / count with C++'s truncating division."""
+    c = i32(count) if isinstance(count, int) else count
+    half = i32(count // 2) if isinstance(count, int) else Binary("/", count, i32(2))
+    return Binary("/", Select(Binary(">", acc, i32(0)), Binary("+", acc, half), Binary("-", acc, half)), c)

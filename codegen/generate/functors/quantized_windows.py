@@ -1,0 +1,112 @@
+"""The window loops of QConv2D and QDepthwise on NHWC data, split into tiles as the float
+convolutions are (codegen/generate/functors/conv.py: every tile's taps lie inside the input, so
+no tap tests a bound or reads padding at run time), with the channel dot product supplied by the
+backend: plain loops here, SMLAD on the DSP extension (quantized_dsp.py)."""
+from __future__ import annotations
+
+from typing import Callable
+
+from codegen.generate.functors import quantized as q
+from codegen.generate.functors.conv import Affine, Axis, TileLoops, dot, loops, tiles, window_nests
+from codegen.generate.functors.quantized_math import i32, widen
+from codegen.generate.backend import CPP
+from codegen.generate.loop_ir import Assign, Binary, Expr, For, Load, Local, Stmt, Var, index
+from codegen.ops.conv import windows
+
+# dot(x, x_at, w, w_at, count, x_zero_point, var) -> statements adding to local `acc`
+Dot = Callable[[str, Expr, str, Expr, int, int, str], list[Stmt]]
+
+
+def scalar_dot(x: str, x_at: Expr, w: str, w_at: Expr, count: int, x_zero_point: int, var: str) -> list[Stmt]:
+    """acc += sum over i < count of (x[x_at + i] - x_zero_point) * w[w_at + i]."""
+    i = Var(var)
+    xv = Binary("-", widen(Load(x, Binary("+", x_at, i))), i32(x_zero_point))
+    wv = widen(Load(w, Binary("+", w_at, i)))
+    return [For(var, count, (Assign("acc", Binary("+", Var("acc"), Binary("*", xv, wv))),))]
+
+
+def _windows(args, attrs, kh: int, kw: int):
+    a = {"strides": attrs["strides"], "dilations": attrs.get("dilations", (1, 1)), "pads": attrs["pads"]}
+    return windows(args.inputs[0].type.shape[1:3], (kh, kw), a)
+
+
+# pair_dot(x, x_at, w, w_at0, w_at1, count, x_zero_point, var) -> statements adding to `acc0`, `acc1`
+PairDot = Callable[[str, Expr, str, Expr, Expr, int, int, str], list[Stmt]]
+
+
+def conv_nests(graph, args, attrs, channel_dot: Dot, pair_dot: PairDot | None = None) -> list[Stmt]:
+    """QConv2D: per tile, output position and channel, the dot product over taps and input channels.
+    With `pair_dot`, output channels go in pairs that share each input read (an odd last one alone)."""
+    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
+    o, kh, kw, c = w.type.shape
+    n, h, wd, _ = x.type.shape
+    wins = _windows(args, attrs, kh, kw)
+    batch = Affine.var("n")
+
+    def body(tl: TileLoops, suffix: str) -> list[Stmt]:
+        out_at = (batch * (y.type.size // n) + dot(tl.out_pos, (y.type.shape[2] * o, o))).expr()
+        coords = tuple(p.expr() for p in (batch, *tl.out_pos))
+        store_at = Binary("+", out_at, Var("oc"))
+        finish = q._finish(graph, args, attrs, Var("oc"), store_at, (*coords, Var("oc")))
+        if tl.empty:  # the window lies wholly in the padding: only the bias
+            return [For("oc", o, (Local("acc", q._bias(args, Var("oc")), "int32"), *finish))]
+        x_at = (batch * (h * wd * c) + dot(tl.in_pos, (wd * c, c))).expr()
+
+        def w_at(channel: Expr) -> Expr:
+            return Binary("+", Binary("*", channel, index(kh * kw * c)), dot(tl.tap, (kw * c, c)).expr())
+        single = [Local("acc", q._bias(args, Var("oc")), "int32"),
+                  *loops(tl.taps, channel_dot(x.name, x_at, w.name, w_at(Var("oc")), c, attrs["x_zero_point"], "ic")),
+                  *finish]
+        if pair_dot is None or o < 2:
+            return [For("oc", o, tuple(single))]
+        oc0, oc1 = Binary("*", Var("ocp"), index(2)), Binary("+", Binary("*", Var("ocp"), index(2)), index(1))
+        pair = [Local("acc0", q._bias(args, oc0), "int32"), Local("acc1", q._bias(args, oc1), "int32"),
+                *loops(tl.taps, pair_dot(x.name, x_at, w.name, w_at(oc0), w_at(oc1), c, attrs["x_zero_point"], "ic")),
+                *q._finish(graph, args, attrs, oc0, Binary("+", out_at, oc0), (*coords, oc0), "acc0"),
+                *q._finish(graph, args, attrs, oc1, Binary("+", out_at, oc1), (*coords, oc1), "acc1")]
+        stmts: list[Stmt] = [For("ocp", o // 2, tuple(pair))]
+        if o % 2:  # the last channel alone (a loop of one, which scopes its locals)
+            last = Binary("+", Var("ol"), index(o - 1))
+            stmts.append(For("ol", 1, (
+                Local("acc", q._bias(args, last), "int32"),
+                *loops(tl.taps, channel_dot(x.name, x_at, w.name, w_at(last), c, attrs["x_zero_point"], "ic")),
+                *q._finish(graph, args, attrs, last, Binary("+", out_at, last), (*coords, last)))))
+        return stmts
+    return [For("n", n, tuple(window_nests([Axis(win) for win in wins], tiles(wins, exact_only=True), body)))]
+
+
+def depthwise_nests(graph, args, attrs) -> list[Stmt]:
+    """QDepthwise: per tile, output position and channel, the sum over the window's taps."""
+    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
+    _, kh, kw, oc_count = w.type.shape
+    n, h, wd, c = x.type.shape
+    m = attrs["depth_multiplier"]
+    wins = _windows(args, attrs, kh, kw)
+    batch = Affine.var("n")
+    ic = Var("oc") if m == 1 else Binary("/", Var("oc"), index(m))
+
+    def body(tl: TileLoops, suffix: str) -> list[Stmt]:
+        out_at = (batch * (y.type.size // n) + dot(tl.out_pos, (y.type.shape[2] * oc_count, oc_count))).expr()
+        coords = tuple(p.expr() for p in (batch, *tl.out_pos))
+        finish = q._finish(graph, args, attrs, Var("oc"), Binary("+", out_at, Var("oc")), (*coords, Var("oc")))
+        if tl.empty:
+            return [For("oc", oc_count, (Local("acc", q._bias(args, Var("oc")), "int32"), *finish))]
+        x_at = Binary("+", (batch * (h * wd * c) + dot(tl.in_pos, (wd * c, c))).expr(), ic)
+        w_at = Binary("+", dot(tl.tap, (kw * oc_count, oc_count)).expr(), Var("oc"))
+        xv = Binary("-", widen(Load(x.name, x_at)), i32(attrs["x_zero_point"]))
+        mac = Assign("acc", Binary("+", Var("acc"), Binary("*", xv, widen(Load(w.name, w_at)))))
+        return [For("oc", oc_count, (Local("acc", q._bias(args, Var("oc")), "int32"), *loops(tl.taps, [mac]),
+                                     *finish))]
+    return [For("n", n, tuple(window_nests([Axis(win) for win in wins], tiles(wins, exact_only=True), body)))]
+
+
+@CPP.register("QConv2D")
+def qconv2d(graph, node_id, cluster_id, args, attrs):
+    """acc = bias + sum over the window and input channels of (x - x_zero_point) * w; requantized."""
+    return conv_nests(graph, args, attrs, scalar_dot)
+
+
+@CPP.register("QDepthwise")
+def qdepthwise(graph, node_id, cluster_id, args, attrs):
+    """Per output channel oc (input channel oc / depth_multiplier): a window sum, requantized."""
+    return depthwise_nests(graph, args, attrs)

@@ -1,0 +1,375 @@
+"""Read a TensorFlow Lite flatbuffer (.tflite) into a GraphSpec of quantized primitives.
+
+The `tflite` package (the flatbuffer schema's generated Python readers) reads the file; this
+module maps each builtin operator of the first subgraph onto codegen/ops/quantized.py's
+primitives, doing what TFLite Micro's Prepare does once per node: explicit pads from SAME/VALID,
+fused activations as clamps of the output, and per-channel requantization multipliers
+(codegen.quant.fixed_point) as int32 constants. Tensors keep TFLite's NHWC layout. Operators it
+cannot map are all reported at once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+import numpy as np
+
+from codegen.errors import GraphError, SourceLoc
+from codegen.files import irregular_file
+from codegen.ir import Constant, TensorType
+from codegen.ir.graph import Quant
+from codegen.load.graph_file import GraphSpec, NodeSpec, ValueSpec, display_path
+from codegen.load.onnx_model import graph_name_of, unique_names
+from codegen.quant import fixed_point as fp
+
+TFLITE_SUFFIXES = (".tflite",)
+# TFLite TensorType numbers and the Tinsmith element type of each
+TENSOR_TYPES = {0: "float32", 2: "int32", 3: "uint8", 4: "int64", 7: "int16", 9: "int8"}
+ACTIVATIONS = {0: "none", 1: "relu", 2: "relu_n1_to_1", 3: "relu6"}
+
+
+def _tflite():
+    import tflite  # imported when needed: YAML and ONNX graphs do not pay for it
+    return tflite
+
+
+@dataclass
+class _Reader:
+    """Walks one model; collects constants, nodes and the operators it cannot map."""
+
+    path: Path
+    where: str
+    model: object
+    graph: object
+    names: dict[int, str] = field(default_factory=dict)
+    originals: dict[str, str] = field(default_factory=dict)
+    constants: dict[str, Constant] = field(default_factory=dict)
+    nodes: list[NodeSpec] = field(default_factory=list)
+    unsupported: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def loc(self) -> SourceLoc:
+        return SourceLoc(self.where, 1, 1)
+
+    # --- tensors ---
+    def tensor(self, i: int):
+        return self.graph.Tensors(int(i))
+
+    def dtype(self, i: int) -> str:
+        t = self.tensor(i)
+        if t.Type() not in TENSOR_TYPES:
+            raise GraphError(self.loc, f"tensor '{self.original(i)}' has TFLite type {t.Type()}, which Tinsmith "
+                             f"does not support")
+        return TENSOR_TYPES[t.Type()]
+
+    def original(self, i: int) -> str:
+        return self.tensor(i).Name().decode("utf-8", "replace")
+
+    def quant(self, i: int) -> Quant | None:
+        q = self.tensor(i).Quantization()
+        if q is None or q.ScaleLength() == 0:
+            return None
+        scales, zps = q.ScaleAsNumpy(), q.ZeroPointAsNumpy()
+        zps = zps if isinstance(zps, np.ndarray) and zps.size else np.zeros(1, np.int64)
+        axis = int(q.QuantizedDimension()) if scales.size > 1 else None
+        return Quant(tuple(float(s) for s in scales), tuple(int(z) for z in zps), axis)
+
+    def shape(self, i: int) -> tuple[int, ...]:
+        s = self.tensor(i).ShapeAsNumpy()
+        return tuple(int(d) for d in s) if isinstance(s, np.ndarray) else ()
+
+    def data(self, i: int) -> np.ndarray | None:
+        """A constant tensor's data, or None for a tensor computed at run time."""
+        buf = self.model.Buffers(self.tensor(i).Buffer())
+        raw = buf.DataAsNumpy() if buf is not None else 0
+        if not isinstance(raw, np.ndarray) or raw.size == 0:
+            return None
+        return np.frombuffer(raw.tobytes(), dtype=np.dtype(self.dtype(i)).newbyteorder("<")) \
+            .astype(self.dtype(i)).reshape(self.shape(i))
+
+    def value(self, i: int) -> str:
+        """The identifier of tensor i; a constant tensor becomes a graph constant on first use."""
+        name = self.names[int(i)]
+        data = self.data(i)
+        if data is not None and name not in self.constants:
+            self.constants[name] = Constant(name, np.ascontiguousarray(data), f"{self.where} tensor "
+                                            f"'{self.original(i)}'", self.loc, self.quant(i))
+        return name
+
+    def add_constant(self, hint: str, data: np.ndarray) -> str:
+        name = hint
+        k = 2
+        while name in self.constants or name in self.names.values():
+            name, k = f"{hint}_{k}", k + 1
+        self.constants[name] = Constant(name, np.ascontiguousarray(data), "TFLite import", self.loc)
+        return name
+
+    def scale_zp(self, i: int) -> tuple[float, int]:
+        q = self.quant(i)
+        if q is None:
+            raise GraphError(self.loc, f"tensor '{self.original(i)}' is not quantized",
+                             "Tinsmith imports full-integer (int8) TFLite models")
+        return q.scale[0], q.zero_point[0]
+
+    def act(self, out: int, code: int) -> dict:
+        scale, zp = self.scale_zp(out)
+        lo, hi = fp.activation_range(ACTIVATIONS.get(code, "none"), scale, zp, self.dtype(out))
+        return {"act_min": lo, "act_max": hi}
+
+    def emit(self, op: str, inputs, outputs, attrs: Mapping) -> None:
+        n = len(self.nodes)
+        loc = self.loc
+        self.nodes.append(NodeSpec(op, f"{op.lower()}_{n}", tuple(inputs), tuple(outputs), dict(attrs), loc, loc,
+                                   tuple(loc for _ in inputs), tuple(loc for _ in outputs)))
+
+
+def _options(op, cls_name: str):
+    tfl = _tflite()
+    table = op.BuiltinOptions()
+    opts = getattr(tfl, cls_name)()
+    if table is not None:
+        opts.Init(table.Bytes, table.Pos)
+    return opts
+
+
+def _same_pads(in_size: int, k: int, stride: int, dilation: int) -> tuple[int, int]:
+    """TensorFlow's SAME padding: output ceil(in / stride), the odd extra row at the end."""
+    out = -(-in_size // stride)
+    total = max((out - 1) * stride + (k - 1) * dilation + 1 - in_size, 0)
+    return total // 2, total - total // 2
+
+
+def _pads(r: _Reader, x: int, kh: int, kw: int, opts, dil=(1, 1)) -> list[int]:
+    if opts.Padding() == 1:  # VALID
+        return [0, 0, 0, 0]
+    _, h, w, _ = r.shape(x)
+    top, bottom = _same_pads(h, kh, opts.StrideH(), dil[0])
+    left, right = _same_pads(w, kw, opts.StrideW(), dil[1])
+    return [top, left, bottom, right]
+
+
+def _requant_constants(r: _Reader, x: int, w: int, y: int, hint: str) -> list[str]:
+    x_scale, _ = r.scale_zp(x)
+    y_scale, _ = r.scale_zp(y)
+    mult, shift = fp.conv_multipliers(x_scale, r.quant(w).scale, y_scale)
+    return [r.add_constant(f"{hint}_multiplier", mult), r.add_constant(f"{hint}_shift", shift)]
+
+
+def _bias(r: _Reader, inputs) -> str:
+    return r.value(inputs[2]) if len(inputs) > 2 and inputs[2] >= 0 else ""
+
+
+def _conv(r: _Reader, op, inputs, outputs, depthwise: bool) -> None:
+    x, w, y = int(inputs[0]), int(inputs[1]), int(outputs[0])
+    opts = _options(op, "DepthwiseConv2DOptions" if depthwise else "Conv2DOptions")
+    _, kh, kw, _ = r.shape(w)
+    dil = (opts.DilationHFactor() or 1, opts.DilationWFactor() or 1)
+    y_scale, y_zp = r.scale_zp(y)
+    attrs = {"strides": [opts.StrideH(), opts.StrideW()], "dilations": list(dil),
+             "pads": _pads(r, x, kh, kw, opts, dil), "x_zero_point": r.scale_zp(x)[1], "y_scale": y_scale,
+             "y_zero_point": y_zp, **r.act(y, opts.FusedActivationFunction())}
+    if depthwise:
+        attrs["depth_multiplier"] = r.shape(w)[3] // r.shape(x)[3]
+    name = r.names[y]
+    r.emit("QDepthwise" if depthwise else "QConv2D",
+           [r.value(x), r.value(w), _bias(r, inputs), *_requant_constants(r, x, w, y, name)], [name], attrs)
+
+
+def _fully_connected(r: _Reader, op, inputs, outputs) -> None:
+    x, w, y = int(inputs[0]), int(inputs[1]), int(outputs[0])
+    opts = _options(op, "FullyConnectedOptions")
+    y_scale, y_zp = r.scale_zp(y)
+    name = r.names[y]
+    flat = r.names[y] + "_rows"
+    attrs = {"x_zero_point": r.scale_zp(x)[1], "y_scale": y_scale, "y_zero_point": y_zp,
+             **r.act(y, opts.FusedActivationFunction())}
+    rows = int(np.prod(r.shape(x))) // r.shape(w)[1]
+    out_shape = r.shape(y)
+    target = name if out_shape == (rows, r.shape(w)[0]) else flat
+    r.emit("QFullyConnected", [r.value(x), r.value(w), _bias(r, inputs), *_requant_constants(r, x, w, y, name)],
+           [target], attrs)
+    if target != name:  # keep_num_dims: the rows take the input's leading dimensions back
+        r.emit("Reshape", [target, r.add_constant(f"{name}_shape", np.array(out_shape, np.int64))], [name], {})
+
+
+def _binary(kind: str):
+    def read(r: _Reader, op, inputs, outputs) -> None:
+        a, b, y = int(inputs[0]), int(inputs[1]), int(outputs[0])
+        opts = _options(op, f"{kind.title()}Options")
+        (a_s, a_zp), (b_s, b_zp), (y_s, y_zp) = r.scale_zp(a), r.scale_zp(b), r.scale_zp(y)
+        r.emit(f"Q{kind.title()}", [r.value(a), r.value(b)], [r.names[y]],
+               {"a_scale": a_s, "a_zero_point": a_zp, "b_scale": b_s, "b_zero_point": b_zp, "y_scale": y_s,
+                "y_zero_point": y_zp, **r.act(y, opts.FusedActivationFunction())})
+    return read
+
+
+def _pool(kind: str):
+    def read(r: _Reader, op, inputs, outputs) -> None:
+        x, y = int(inputs[0]), int(outputs[0])
+        opts = _options(op, "Pool2DOptions")
+        k = (opts.FilterHeight(), opts.FilterWidth())
+        r.emit(kind, [r.value(x)], [r.names[y]],
+               {"kernel_shape": list(k), "strides": [opts.StrideH(), opts.StrideW()],
+                "pads": _pads(r, x, k[0], k[1], opts), **r.act(y, opts.FusedActivationFunction())})
+    return read
+
+
+def _reshape(r: _Reader, op, inputs, outputs) -> None:
+    y = int(outputs[0])
+    shape = r.add_constant(f"{r.names[y]}_shape", np.array(r.shape(y), np.int64))
+    r.emit("Reshape", [r.value(inputs[0]), shape], [r.names[y]], {})
+
+
+def _mean(r: _Reader, op, inputs, outputs) -> None:
+    x, y = int(inputs[0]), int(outputs[0])
+    axes = sorted(int(a) % 4 for a in np.atleast_1d(r.data(inputs[1])))
+    if len(r.shape(x)) != 4 or axes != [1, 2]:
+        raise _Unsupported(f"MEAN over axes {axes} (only over H and W of NHWC data)")
+    (x_s, x_zp), (y_s, y_zp) = r.scale_zp(x), r.scale_zp(y)
+    attrs = {"x_scale": x_s, "x_zero_point": x_zp, "y_scale": y_s, "y_zero_point": y_zp}
+    if len(r.shape(y)) == 4:
+        r.emit("QMean", [r.value(x)], [r.names[y]], attrs)
+    else:
+        pooled = r.names[y] + "_pooled"
+        r.emit("QMean", [r.value(x)], [pooled], attrs)
+        r.emit("Reshape", [pooled, r.add_constant(f"{r.names[y]}_shape", np.array(r.shape(y), np.int64))],
+               [r.names[y]], {})
+
+
+def _softmax(r: _Reader, op, inputs, outputs) -> None:
+    x, y = int(inputs[0]), int(outputs[0])
+    opts = _options(op, "SoftmaxOptions")
+    (x_s, _), (y_s, y_zp) = r.scale_zp(x), r.scale_zp(y)
+    r.emit("QSoftmax", [r.value(x)], [r.names[y]], {"beta": float(opts.Beta()), "x_scale": x_s,
+                                                    "y_scale": y_s, "y_zero_point": y_zp})
+
+
+def _quantize(r: _Reader, op, inputs, outputs) -> None:
+    x, y = int(inputs[0]), int(outputs[0])
+    y_s, y_zp = r.scale_zp(y)
+    if r.dtype(x) == "float32":
+        r.emit("Quantize", [r.value(x)], [r.names[y]], {"y_scale": y_s, "y_zero_point": y_zp, "dtype": r.dtype(y)})
+    else:
+        x_s, x_zp = r.scale_zp(x)
+        r.emit("Requantize", [r.value(x)], [r.names[y]], {"x_scale": x_s, "x_zero_point": x_zp, "y_scale": y_s,
+                                                          "y_zero_point": y_zp, "dtype": r.dtype(y)})
+
+
+def _relu(activation: str):
+    def read(r: _Reader, op, inputs, outputs) -> None:
+        """TFLite's int8 RELU: the input rescaled to the output and clamped to the activation's
+        range (TFLite Micro's ReluQuantized)."""
+        x, y = int(inputs[0]), int(outputs[0])
+        (x_s, x_zp), (y_s, y_zp) = r.scale_zp(x), r.scale_zp(y)
+        lo, hi = fp.activation_range(activation, y_s, y_zp, r.dtype(y))
+        r.emit("Requantize", [r.value(x)], [r.names[y]], {"x_scale": x_s, "x_zero_point": x_zp, "y_scale": y_s,
+                                                          "y_zero_point": y_zp, "dtype": r.dtype(y),
+                                                          "act_min": lo, "act_max": hi})
+    return read
+
+
+def _dequantize(r: _Reader, op, inputs, outputs) -> None:
+    x, y = int(inputs[0]), int(outputs[0])
+    x_s, x_zp = r.scale_zp(x)
+    r.emit("Dequantize", [r.value(x)], [r.names[y]], {"x_scale": x_s, "x_zero_point": x_zp})
+
+
+def _pad(r: _Reader, op, inputs, outputs) -> None:
+    x, y = int(inputs[0]), int(outputs[0])
+    widths = np.asarray(r.data(inputs[1])).reshape(-1, 2)
+    r.emit("QPad", [r.value(x)], [r.names[y]],
+           {"pads": [int(v) for v in widths[:, 0]] + [int(v) for v in widths[:, 1]], "x_zero_point": r.scale_zp(x)[1]})
+
+
+def _concat(r: _Reader, op, inputs, outputs) -> None:
+    opts = _options(op, "ConcatenationOptions")
+    if opts.FusedActivationFunction():
+        raise _Unsupported("CONCATENATION with a fused activation")
+    r.emit("QConcat", [r.value(i) for i in inputs], [r.names[int(outputs[0])]], {"axis": int(opts.Axis())})
+
+
+class _Unsupported(Exception):
+    """An operator (or a form of one) the importer cannot map."""
+
+
+OPERATORS: dict[str, Callable] = {
+    "CONV_2D": lambda r, op, i, o: _conv(r, op, i, o, False),
+    "DEPTHWISE_CONV_2D": lambda r, op, i, o: _conv(r, op, i, o, True),
+    "FULLY_CONNECTED": _fully_connected,
+    "ADD": _binary("add"), "MUL": _binary("mul"),
+    "AVERAGE_POOL_2D": _pool("QAvgPool"), "MAX_POOL_2D": _pool("QMaxPool"),
+    "RESHAPE": _reshape, "MEAN": _mean, "SOFTMAX": _softmax,
+    "QUANTIZE": _quantize, "DEQUANTIZE": _dequantize, "PAD": _pad, "CONCATENATION": _concat,
+    # (TFLite Micro's int8 RELU6 clamps the input's integers without rescaling them to the output's
+    # quantization, which a typed graph cannot say: it stays unsupported)
+    "RELU": _relu("relu"),
+}
+
+
+@dataclass(frozen=True)
+class TfliteModel:
+    """An imported model: the GraphSpec and the original tensor names of renamed values."""
+
+    spec: GraphSpec
+    values: Mapping[str, str]  # identifier -> original TFLite tensor name, where they differ
+
+
+def read_tflite(path: str | Path) -> TfliteModel:
+    """Read a .tflite file; every problem is a GraphError at the file."""
+    tfl = _tflite()
+    from tflite.utils import opcode2name
+    path = Path(path)
+    where = display_path(path)
+    problem = irregular_file(path)
+    if problem:
+        raise GraphError(SourceLoc(where, 1, 1), f"cannot read model file: {problem}")
+    try:
+        buf = path.read_bytes()
+        model = tfl.Model.GetRootAsModel(buf, 0)
+        graph = model.Subgraphs(0)
+    except FileNotFoundError:
+        raise GraphError(SourceLoc(where, 1, 1), "cannot read model file: No such file or directory") from None
+    except Exception as e:
+        raise GraphError(SourceLoc(where, 1, 1), f"not a valid TFLite model ({type(e).__name__})") from None
+    r = _Reader(path, where, model, graph)
+    originals = [r.original(i) for i in range(graph.TensorsLength())]
+    # the converter names a fused tensor after every op it absorbed ("a/Relu;a/BiasAdd;..."): the
+    # first is enough for an identifier
+    short = [n.split(";")[0] for n in originals]
+    ids = unique_names([f"{s}_{i}" if short.count(s) > 1 else s for i, s in enumerate(short)], "t")
+    r.names = {i: ids[f"{s}_{i}" if short.count(s) > 1 else s] for i, s in enumerate(short)}
+    codes = []
+    for k in range(graph.OperatorsLength()):
+        op = graph.Operators(k)
+        oc = model.OperatorCodes(op.OpcodeIndex())
+        codes.append((op, opcode2name(max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode()))))
+    missing = sorted({name for _, name in codes if name not in OPERATORS})
+    if missing:
+        raise GraphError(SourceLoc(where, 1, 1), f"unsupported TFLite operator{'s' * (len(missing) > 1)}: "
+                         f"{', '.join(missing)}", f"supported: {', '.join(sorted(OPERATORS))}")
+    forms = []
+    for op, name in codes:
+        try:
+            OPERATORS[name](r, op, [int(i) for i in op.InputsAsNumpy()], [int(i) for i in op.OutputsAsNumpy()])
+        except _Unsupported as e:
+            forms.append(str(e))
+    if forms:
+        raise GraphError(SourceLoc(where, 1, 1), "unsupported TFLite operators: " + "; ".join(forms))
+    inputs = tuple(ValueSpec(r.names[int(i)], TensorType(r.dtype(i), r.shape(i), r.quant(i)), r.loc, r.loc)
+                   for i in graph.InputsAsNumpy())
+    outputs = tuple(ValueSpec(r.names[int(i)], None, r.loc) for i in graph.OutputsAsNumpy())
+    spec = GraphSpec(graph_name_of(path), where, inputs, outputs, tuple(r.constants.values()), tuple(r.nodes),
+                     r.loc)
+    renamed = {r.names[i]: n for i, n in enumerate(originals) if r.names[i] != n}
+    return TfliteModel(spec, renamed)
+
+
+def load_tflite_spec(path: str | Path) -> GraphSpec:
+    """Read a .tflite file into a GraphSpec (see read_tflite)."""
+    return read_tflite(path).spec
+
+
+def original_names(path: str | Path) -> dict[str, str]:
+    """Original tensor name -> identifier, for the inputs and outputs renamed on import."""
+    return {old: new for new, old in read_tflite(path).values.items()}

@@ -1,0 +1,440 @@
+"""Quantized primitives with TensorFlow Lite's integer semantics, on NHWC data as TFLite lays it out.
+
+Each node carries every number its arithmetic needs as attributes (zero points, scales,
+activation clamps), so it is self-contained like an ONNX QLinear op; the scales and zero points
+also type its output (a quantized TensorType), and must agree with its inputs' declared
+quantization. Convolutions and fully connected layers take their per-channel requantization
+(multiplier, shift) as int32 constant inputs, as TFLite Micro's Prepare stores them: they are
+data indexed by output channel. codegen.quant.fixed_point computes them and defines every
+rounding; these references and the generated kernels follow it step by step.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Sequence
+
+import numpy as np
+
+from codegen.ir import TensorType
+from codegen.ir.graph import Quant
+from codegen.ops.common import broadcast_shapes, normalize_axis
+from codegen.ops.registry import Attr, InferArgs, OpError, Pattern, define
+from codegen.quant import fixed_point as fp
+from codegen.quant.fixed_point import DTYPE_RANGES
+
+INTS = ("int8", "uint8", "int16")
+Y_ATTRS = [Attr("y_scale", "float"), Attr("y_zero_point", "int", 0), Attr("act_min", "int", -128),
+           Attr("act_max", "int", 127)]
+WINDOW_ATTRS = [Attr("strides", "ints", (1, 1)), Attr("dilations", "ints", (1, 1)),
+                Attr("pads", "ints", (0, 0, 0, 0))]  # top, left, bottom, right
+
+
+def _quantized_input(args: InferArgs, i: int, zero_point_attr: str | None, scale_attr: str | None = None,
+                     dtypes: Sequence[str] = INTS) -> TensorType:
+    """Input `i`, checked to be integer data whose declared quantization (if any) matches the attributes."""
+    t = args.types[i]
+    if t.dtype not in dtypes:
+        raise OpError(f"input {i} has element type {t.dtype}, expected {' or '.join(dtypes)}", input=i)
+    q = t.quant
+    if q is not None and not q.per_axis:
+        if zero_point_attr and q.zero_point[0] != args.attrs[zero_point_attr]:
+            raise OpError(f"input {i} has zero point {q.zero_point[0]} but {zero_point_attr} is "
+                          f"{args.attrs[zero_point_attr]}", attr=zero_point_attr)
+        if scale_attr and np.float32(q.scale[0]) != np.float32(args.attrs[scale_attr]):
+            raise OpError(f"input {i} has scale {q.scale[0]} but {scale_attr} is {args.attrs[scale_attr]}",
+                          attr=scale_attr)
+    return t
+
+
+def _out_type(args: InferArgs, shape: Sequence[int], dtype: str = "int8") -> TensorType:
+    a = args.attrs
+    lo, hi = DTYPE_RANGES[dtype]
+    if "act_min" in a and not lo <= a["act_min"] <= a["act_max"] <= hi:
+        raise OpError(f"act_min..act_max ({a['act_min']}..{a['act_max']}) must lie in {lo}..{hi}", attr="act_min")
+    if not lo <= a["y_zero_point"] <= hi:
+        raise OpError(f"y_zero_point {a['y_zero_point']} is outside {dtype}'s range", attr="y_zero_point")
+    if not a["y_scale"] > 0:
+        raise OpError(f"y_scale must be positive, got {a['y_scale']}", attr="y_scale")
+    return TensorType(dtype, tuple(int(d) for d in shape), Quant((a["y_scale"],), (a["y_zero_point"],)))
+
+
+def _requant_inputs(args: InferArgs, first: int, channels: int) -> None:
+    """Inputs first..first+2: bias (int32 [C], optional), multiplier and shift (int32 [C] or [1])."""
+    b = args.types[first]
+    if b is not None and (b.dtype != "int32" or b.shape != (channels,)):
+        raise OpError(f"the bias must be int32[{channels}], got {b}", input=first)
+    for i, what in ((first + 1, "multiplier"), (first + 2, "shift")):
+        t = args.types[i]
+        if t.dtype != "int32" or t.shape not in ((channels,), (1,)):
+            raise OpError(f"the {what} must be int32[{channels}] or int32[1], got {t}", input=i)
+        if args.values[i] is None:
+            raise OpError(f"the {what} must be a constant", input=i)
+
+
+# --- windows (NHWC, explicit pads) ----------------------------------------------------------
+def out_size(in_size: int, kernel: int, stride: int, dilation: int, pad_begin: int, pad_end: int) -> int:
+    return (in_size + pad_begin + pad_end - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def window_shape(args: InferArgs, kh: int, kw: int) -> tuple[int, int]:
+    """Output height and width of a window op, after checking its attributes."""
+    a = args.attrs
+    for name, count in (("strides", 2), ("dilations", 2), ("pads", 4)):
+        if len(a[name]) != count:
+            raise OpError(f"{name} must have {count} values, got {list(a[name])}", attr=name)
+    if min(a["strides"]) < 1 or min(a["dilations"]) < 1 or min(a["pads"]) < 0:
+        raise OpError("strides and dilations must be positive and pads not negative", attr="strides")
+    _, h, w, _ = args.types[0].shape
+    oh = out_size(h, kh, a["strides"][0], a["dilations"][0], a["pads"][0], a["pads"][2])
+    ow = out_size(w, kw, a["strides"][1], a["dilations"][1], a["pads"][1], a["pads"][3])
+    if oh < 1 or ow < 1:
+        raise OpError(f"the window does not fit the input ({h}x{w} with a {kh}x{kw} window)")
+    return oh, ow
+
+
+def _rank4(args: InferArgs, i: int = 0) -> None:
+    if args.types[i].rank != 4:
+        raise OpError(f"input {i} must be NHWC (rank 4), got {args.types[i]}", input=i)
+
+
+def window_taps(x: np.ndarray, attrs, kh: int, kw: int, pad_value: int):
+    """For each (dy, dx) tap: the NHWC input values under it for every output position, with
+    `pad_value` outside the input, and a mask of the real (inside) positions."""
+    n, h, w, c = x.shape
+    sh, sw = attrs["strides"]
+    dh, dw = attrs["dilations"]
+    pt, pl, pb, pr = attrs["pads"]
+    oh = out_size(h, kh, sh, dh, pt, pb)
+    ow = out_size(w, kw, sw, dw, pl, pr)
+    for ky, kx in itertools.product(range(kh), range(kw)):
+        iy = np.arange(oh) * sh - pt + ky * dh
+        ix = np.arange(ow) * sw - pl + kx * dw
+        inside = ((iy >= 0) & (iy < h))[:, None] & ((ix >= 0) & (ix < w))[None, :]
+        v = x[:, np.clip(iy, 0, h - 1)][:, :, np.clip(ix, 0, w - 1)]
+        yield ky, kx, np.where(inside[None, :, :, None], v, pad_value), inside
+
+
+def _requantize(acc, mult, shift, attrs, dtype="int8") -> np.ndarray:
+    y = fp.multiply_by_quantized_multiplier(acc, mult, shift) + attrs["y_zero_point"]
+    return fp.saturate(y, dtype, attrs["act_min"], attrs["act_max"])
+
+
+# --- QConv2D ----------------------------------------------------------------------------------
+def _infer_conv(args: InferArgs) -> list[TensorType]:
+    _rank4(args)
+    _quantized_input(args, 0, "x_zero_point")
+    w = args.types[1]
+    if w.dtype != "int8" or w.rank != 4 or w.shape[3] != args.types[0].shape[3]:
+        raise OpError(f"weights must be int8 [O, KH, KW, {args.types[0].shape[3]}], got {w}", input=1)
+    _requant_inputs(args, 2, w.shape[0])
+    oh, ow = window_shape(args, w.shape[1], w.shape[2])
+    return [_out_type(args, (args.types[0].shape[0], oh, ow, w.shape[0]))]
+
+
+def _conv_reference(xs, attrs):
+    x, w, b, mult, shift = xs
+    acc = np.zeros((x.shape[0],) + _out_hw(x, w.shape[1], w.shape[2], attrs) + (w.shape[0],), np.int64)
+    wi = w.astype(np.int64)
+    for ky, kx, v, _ in window_taps(x.astype(np.int64) - attrs["x_zero_point"], attrs, w.shape[1], w.shape[2], 0):
+        acc += v @ wi[:, ky, kx, :].T
+    if b is not None:
+        acc += b.astype(np.int64)
+    return [_requantize(fp.wrap_int32(acc), mult, shift, attrs)]
+
+
+def _out_hw(x, kh, kw, attrs) -> tuple[int, int]:
+    return (out_size(x.shape[1], kh, attrs["strides"][0], attrs["dilations"][0], attrs["pads"][0], attrs["pads"][2]),
+            out_size(x.shape[2], kw, attrs["strides"][1], attrs["dilations"][1], attrs["pads"][1], attrs["pads"][3]))
+
+
+def _conv_macs(args, outs) -> int:
+    w = args.types[1]
+    return outs[0].size * w.shape[1] * w.shape[2] * w.shape[3]
+
+
+define("QConv2D", inputs=5, infer=_infer_conv, reference=_conv_reference, macs=_conv_macs,
+       constant_inputs=(3, 4), attrs=WINDOW_ATTRS + [Attr("x_zero_point", "int", 0)] + Y_ATTRS)
+
+
+# --- QDepthwise -------------------------------------------------------------------------------
+def _infer_depthwise(args: InferArgs) -> list[TensorType]:
+    _rank4(args)
+    _quantized_input(args, 0, "x_zero_point")
+    c = args.types[0].shape[3]
+    m = args.attrs["depth_multiplier"]
+    w = args.types[1]
+    if w.dtype != "int8" or w.rank != 4 or w.shape[0] != 1 or w.shape[3] != c * m:
+        raise OpError(f"weights must be int8 [1, KH, KW, {c * m}], got {w}", input=1)
+    _requant_inputs(args, 2, c * m)
+    oh, ow = window_shape(args, w.shape[1], w.shape[2])
+    return [_out_type(args, (args.types[0].shape[0], oh, ow, c * m))]
+
+
+def _depthwise_reference(xs, attrs):
+    x, w, b, mult, shift = xs
+    m = attrs["depth_multiplier"]
+    xi = np.repeat(x.astype(np.int64) - attrs["x_zero_point"], m, axis=3)  # output channel c*m+j reads c
+    acc = np.zeros((x.shape[0],) + _out_hw(x, w.shape[1], w.shape[2], attrs) + (w.shape[3],), np.int64)
+    for ky, kx, v, _ in window_taps(xi, attrs, w.shape[1], w.shape[2], 0):
+        acc += v * w[0, ky, kx, :].astype(np.int64)
+    if b is not None:
+        acc += b.astype(np.int64)
+    return [_requantize(fp.wrap_int32(acc), mult, shift, attrs)]
+
+
+define("QDepthwise", inputs=5, infer=_infer_depthwise, reference=_depthwise_reference,
+       macs=lambda args, outs: outs[0].size * args.types[1].shape[1] * args.types[1].shape[2],
+       constant_inputs=(3, 4),
+       attrs=WINDOW_ATTRS + [Attr("depth_multiplier", "int", 1), Attr("x_zero_point", "int", 0)] + Y_ATTRS)
+
+
+# --- QFullyConnected --------------------------------------------------------------------------
+def _infer_fc(args: InferArgs) -> list[TensorType]:
+    x = _quantized_input(args, 0, "x_zero_point")
+    w = args.types[1]
+    if w.dtype != "int8" or w.rank != 2 or x.size % w.shape[1]:
+        raise OpError(f"weights must be int8 [O, K] with K dividing the input's {x.size} elements, got {w}",
+                      input=1)
+    _requant_inputs(args, 2, w.shape[0])
+    return [_out_type(args, (x.size // w.shape[1], w.shape[0]))]
+
+
+def _fc_reference(xs, attrs):
+    x, w, b, mult, shift = xs
+    rows = x.reshape(-1, w.shape[1]).astype(np.int64) - attrs["x_zero_point"]
+    acc = rows @ w.astype(np.int64).T
+    if b is not None:
+        acc += b.astype(np.int64)
+    return [_requantize(fp.wrap_int32(acc), mult, shift, attrs)]
+
+
+define("QFullyConnected", inputs=5, infer=_infer_fc, reference=_fc_reference,
+       macs=lambda args, outs: outs[0].size * args.types[1].shape[1], constant_inputs=(3, 4),
+       attrs=[Attr("x_zero_point", "int", 0)] + Y_ATTRS)
+
+
+# --- QAdd, QMul -------------------------------------------------------------------------------
+BINARY_ATTRS = [Attr("a_scale", "float"), Attr("a_zero_point", "int", 0), Attr("b_scale", "float"),
+                Attr("b_zero_point", "int", 0)] + Y_ATTRS
+
+
+def _infer_binary(args: InferArgs) -> list[TensorType]:
+    a = _quantized_input(args, 0, "a_zero_point", "a_scale", ("int8",))
+    b = _quantized_input(args, 1, "b_zero_point", "b_scale", ("int8",))
+    return [_out_type(args, broadcast_shapes([a.shape, b.shape]))]
+
+
+def add_params(attrs) -> dict[str, int]:
+    """QAdd's fixed-point parameters from its scales (TFLite's int8 ADD Prepare)."""
+    return fp.add_multipliers(attrs["a_scale"], attrs["b_scale"], attrs["y_scale"])
+
+
+def _add_reference(xs, attrs):
+    p = add_params(attrs)
+    a = (xs[0].astype(np.int64) - attrs["a_zero_point"]) << p["left_shift"]
+    b = (xs[1].astype(np.int64) - attrs["b_zero_point"]) << p["left_shift"]
+    a = fp.multiply_by_quantized_multiplier(a, p["a_multiplier"], p["a_shift"])
+    b = fp.multiply_by_quantized_multiplier(b, p["b_multiplier"], p["b_shift"])
+    return [_requantize(a + b, p["y_multiplier"], p["y_shift"], attrs)]
+
+
+def mul_params(attrs) -> tuple[int, int]:
+    """QMul's (multiplier, shift): a_scale * b_scale / y_scale."""
+    real = fp.as_float32(attrs["a_scale"]) * fp.as_float32(attrs["b_scale"]) / fp.as_float32(attrs["y_scale"])
+    return fp.quantize_multiplier(real)
+
+
+def _mul_reference(xs, attrs):
+    mult, shift = mul_params(attrs)
+    prod = (xs[0].astype(np.int64) - attrs["a_zero_point"]) * (xs[1].astype(np.int64) - attrs["b_zero_point"])
+    return [_requantize(prod, mult, shift, attrs)]
+
+
+define("QAdd", inputs=2, infer=_infer_binary, reference=_add_reference, attrs=BINARY_ATTRS,
+       pattern=Pattern.BROADCAST)
+define("QMul", inputs=2, infer=_infer_binary, reference=_mul_reference, attrs=BINARY_ATTRS,
+       pattern=Pattern.BROADCAST)
+
+
+# --- pools ------------------------------------------------------------------------------------
+POOL_ATTRS = [Attr("kernel_shape", "ints"), Attr("strides", "ints", (1, 1)), Attr("pads", "ints", (0, 0, 0, 0)),
+              Attr("act_min", "int", -128), Attr("act_max", "int", 127)]
+
+
+def _infer_pool(args: InferArgs) -> list[TensorType]:
+    _rank4(args)
+    x = _quantized_input(args, 0, None, dtypes=("int8",))
+    k = args.attrs["kernel_shape"]
+    if len(k) != 2 or min(k) < 1:
+        raise OpError(f"kernel_shape must be two positive sizes, got {list(k)}", attr="kernel_shape")
+    lo, hi = DTYPE_RANGES[x.dtype]
+    if not lo <= args.attrs["act_min"] <= args.attrs["act_max"] <= hi:
+        raise OpError("act_min..act_max must lie in the input type's range", attr="act_min")
+    oh, ow = window_shape(_with_dilations(args), *k)
+    return [TensorType(x.dtype, (x.shape[0], oh, ow, x.shape[3]), x.quant)]
+
+
+def _with_dilations(args: InferArgs) -> InferArgs:
+    return InferArgs(args.types, {**args.attrs, "dilations": (1, 1)}, args.values)
+
+
+def _pool_reference(op: str):
+    def reference(xs, attrs):
+        attrs = {**attrs, "dilations": (1, 1)}
+        kh, kw = attrs["kernel_shape"]
+        x = xs[0].astype(np.int64)
+        if op == "QMaxPool":
+            acc = np.full((x.shape[0],) + _out_hw(x, kh, kw, attrs) + (x.shape[3],), -(1 << 40), np.int64)
+            for _, _, v, inside in window_taps(x, attrs, kh, kw, -(1 << 40)):
+                acc = np.maximum(acc, v)
+        else:
+            acc = 0
+            count = 0
+            for _, _, v, inside in window_taps(x, attrs, kh, kw, 0):
+                acc = acc + v
+                count = count + inside.astype(np.int64)
+            acc = fp.rounded_divide(acc, count[None, :, :, None])
+        return [fp.saturate(acc, xs[0].dtype.name, attrs["act_min"], attrs["act_max"])]
+    return reference
+
+
+define("QAvgPool", inputs=1, infer=_infer_pool, reference=_pool_reference("QAvgPool"), attrs=POOL_ATTRS)
+define("QMaxPool", inputs=1, infer=_infer_pool, reference=_pool_reference("QMaxPool"), attrs=POOL_ATTRS)
+
+
+# --- QMean (over H and W of NHWC, keeping dims, as TFLite's MEAN of a pooled head) -------------
+def _infer_mean(args: InferArgs) -> list[TensorType]:
+    _rank4(args)
+    x = _quantized_input(args, 0, "x_zero_point", "x_scale", ("int8",))
+    return [_out_type(args, (x.shape[0], 1, 1, x.shape[3]))]
+
+
+def mean_params(attrs, count: int) -> tuple[int, int]:
+    """QMean's (multiplier, shift): x_scale / y_scale with the division by `count` folded into the
+    multiplier, keeping as many of the quotient's bits as int64 allows (as TFLite's MEAN)."""
+    mult, shift = fp.quantize_multiplier(fp.as_float32(attrs["x_scale"]) / fp.as_float32(attrs["y_scale"]))
+    extra = min(count.bit_length() - 1, 32, 31 + shift)
+    return (mult << extra) // count, shift - extra
+
+
+def _mean_reference(xs, attrs):
+    x = xs[0].astype(np.int64) - attrs["x_zero_point"]
+    count = x.shape[1] * x.shape[2]
+    acc = fp.multiply_by_quantized_multiplier(x.sum(axis=(1, 2), keepdims=True), *mean_params(attrs, count))
+    return [fp.saturate(acc + attrs["y_zero_point"], "int8", attrs["act_min"], attrs["act_max"])]
+
+
+define("QMean", inputs=1, infer=_infer_mean, reference=_mean_reference, pattern=Pattern.REDUCTION,
+       attrs=[Attr("x_scale", "float"), Attr("x_zero_point", "int", 0)] + Y_ATTRS)
+
+
+# --- Quantize, Dequantize, Requantize ---------------------------------------------------------
+OUT_DTYPE = Attr("dtype", "string", "int8", INTS)
+
+
+def _infer_quantize(args: InferArgs) -> list[TensorType]:
+    x = args.types[0]
+    if x.dtype != "float32":
+        raise OpError(f"input 0 has element type {x.dtype}, expected float32", input=0)
+    dtype = args.attrs["dtype"]
+    a = {**args.attrs, "act_min": DTYPE_RANGES[dtype][0], "act_max": DTYPE_RANGES[dtype][1]}
+    return [_out_type(InferArgs(args.types, a, args.values), x.shape, dtype)]
+
+
+define("Quantize", inputs=1, infer=_infer_quantize, pattern=Pattern.ELEMENTWISE,
+       reference=lambda xs, a: [fp.quantize_float(xs[0], a["y_scale"], a["y_zero_point"], a["dtype"])],
+       attrs=[Attr("y_scale", "float"), Attr("y_zero_point", "int", 0), OUT_DTYPE])
+
+
+def _infer_dequantize(args: InferArgs) -> list[TensorType]:
+    x = _quantized_input(args, 0, "x_zero_point", "x_scale")
+    return [TensorType("float32", x.shape)]
+
+
+define("Dequantize", inputs=1, infer=_infer_dequantize, pattern=Pattern.ELEMENTWISE,
+       reference=lambda xs, a: [fp.dequantize(xs[0], a["x_scale"], a["x_zero_point"])],
+       attrs=[Attr("x_scale", "float"), Attr("x_zero_point", "int", 0)])
+
+
+def requantize_params(attrs) -> tuple[int, int]:
+    return fp.quantize_multiplier(fp.as_float32(attrs["x_scale"]) / fp.as_float32(attrs["y_scale"]))
+
+
+def requantize_range(a) -> tuple[int, int]:
+    """The output clamp: act_min..act_max where given (a ReLU), else the output type's range."""
+    lo, hi = DTYPE_RANGES[a["dtype"]]
+    return (lo if a["act_min"] is None else a["act_min"]), (hi if a["act_max"] is None else a["act_max"])
+
+
+def _infer_requantize(args: InferArgs) -> list[TensorType]:
+    x = _quantized_input(args, 0, "x_zero_point", "x_scale")
+    dtype = args.attrs["dtype"]
+    lo, hi = requantize_range(args.attrs)
+    a = {**args.attrs, "act_min": lo, "act_max": hi}
+    return [_out_type(InferArgs(args.types, a, args.values), x.shape, dtype)]
+
+
+def _requantize_reference(xs, a):
+    y = fp.multiply_by_quantized_multiplier(xs[0].astype(np.int64) - a["x_zero_point"], *requantize_params(a))
+    return [fp.saturate(y + a["y_zero_point"], a["dtype"], *requantize_range(a))]
+
+
+define("Requantize", inputs=1, infer=_infer_requantize, reference=_requantize_reference,
+       pattern=Pattern.ELEMENTWISE,
+       attrs=[Attr("x_scale", "float"), Attr("x_zero_point", "int", 0), Attr("y_scale", "float"),
+              Attr("y_zero_point", "int", 0), OUT_DTYPE,
+              # TFLite's RELU and RELU6 are a requantization clamped to the activation's range
+              Attr("act_min", "int", None), Attr("act_max", "int", None)])
+
+
+# --- QPad, QConcat ----------------------------------------------------------------------------
+def _infer_pad(args: InferArgs) -> list[TensorType]:
+    x = _quantized_input(args, 0, "x_zero_point")
+    pads = args.attrs["pads"]
+    if len(pads) != 2 * x.rank or min(pads) < 0:
+        raise OpError(f"pads must be {2 * x.rank} non-negative sizes (begins, then ends), got {list(pads)}",
+                      attr="pads")
+    shape = tuple(d + pads[i] + pads[i + x.rank] for i, d in enumerate(x.shape))
+    return [TensorType(x.dtype, shape, x.quant)]
+
+
+def _pad_reference(xs, a):
+    r = xs[0].ndim
+    widths = [(a["pads"][i], a["pads"][i + r]) for i in range(r)]
+    return [np.pad(xs[0], widths, constant_values=a["x_zero_point"])]
+
+
+define("QPad", inputs=1, infer=_infer_pad, reference=_pad_reference, pattern=Pattern.INJECTIVE,
+       attrs=[Attr("pads", "ints"), Attr("x_zero_point", "int", 0)])
+
+
+def _infer_concat(args: InferArgs) -> list[TensorType]:
+    first = _quantized_input(args, 0, None)
+    axis = normalize_axis(args.attrs["axis"], first.rank)
+    for i, t in enumerate(args.types[1:], 1):
+        if t.dtype != first.dtype or t.quant != first.quant:
+            raise OpError(f"input {i} is {t}, but every input must be {first.dtype} quantized as input 0 "
+                          f"({first.quant})", input=i)
+        if t.rank != first.rank or any(d != e for k, (d, e) in enumerate(zip(t.shape, first.shape)) if k != axis):
+            raise OpError(f"input {i} has shape {list(t.shape)}, which does not match input 0's "
+                          f"{list(first.shape)} off axis {axis}", input=i)
+    shape = list(first.shape)
+    shape[axis] = sum(t.shape[axis] for t in args.types)
+    return [TensorType(first.dtype, tuple(shape), first.quant)]
+
+
+define("QConcat", inputs=(1, -1), infer=_infer_concat, pattern=Pattern.INJECTIVE,
+       reference=lambda xs, a: [np.concatenate(xs, axis=a["axis"])], attrs=[Attr("axis", "int")])
+
+
+# --- QSoftmax (TFLite's int8 softmax over the last axis) ---------------------------------------
+def _infer_softmax(args: InferArgs) -> list[TensorType]:
+    x = _quantized_input(args, 0, None, "x_scale", ("int8",))
+    a = {**args.attrs, "act_min": -128, "act_max": 127}
+    return [_out_type(InferArgs(args.types, a, args.values), x.shape)]
+
+
+define("QSoftmax", inputs=1, infer=_infer_softmax, pattern=Pattern.REDUCTION,
+       reference=lambda xs, a: [fp.softmax_int8(xs[0], a["beta"], a["x_scale"])],
+       attrs=[Attr("beta", "float", 1.0), Attr("x_scale", "float"), Attr("y_scale", "float", 1.0 / 256),
+              Attr("y_zero_point", "int", -128)])
