@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from codegen.generate.functors.conv import Affine
 from codegen.generate.loop_ir import Binary, For, Load, Local, Assign, Scratch, Store, Var, const, index
 
-CHANNELS = 4  # output channels kept in registers per position
+CHANNELS, POSITIONS = 4, 2  # output channels times positions kept in registers (8 accumulators)
 
 
 @dataclass(frozen=True)
@@ -192,38 +192,49 @@ def _row(p: Pipeline, rings, l: Layer, row: Affine, r0: int, names: list[int]) -
         [(Affine(const=m), 1) for m in range(full, l.cout)]
     for seg in segments:
         taps = kxs(seg[0])
-        ox = Affine.var("ox") + seg[0] if len(seg) > 1 else Affine(const=seg[0])
-        for m, count in blocks:
-            tag = names.pop()
-            names.append(tag + 1)
-            acc = [f"acc{tag}_{i}" for i in range(count)]
-            inner = [Local(acc[i], Load(l.b, (m + i).expr()) if l.b else const(0)) for i in range(count)]
-            tap_stmts = []
-            for ky in kys:
-                iy = row * l.sh + (ky - l.ph)
-                for kx in taps:
-                    ix = ox * l.sw + (kx - l.pw)
-                    buf, at = _at(p, rings, l.x, c, iy, ix)
-                    xv = f"x{tag}_{ky}_{kx}"
-                    tap_stmts.append(Local(xv, Load(buf, at)))
-                    for i in range(count):
-                        w = Load(l.w, (((m + i) * l.cin + c) * (l.kh * l.kw) + (ky * l.kw + kx)).expr())
-                        tap_stmts.append(Assign(acc[i], Binary("+", Var(acc[i]), Binary("*", w, Var(xv)))))
-            inner.append(For("c", l.cin, tuple(tap_stmts)))
-            for i in range(count):
-                value = Var(acc[i])
-                if l.residual is not None:
-                    buf, at = _at(p, rings, l.residual, m + i, row, ox)
-                    value = Binary("+", value, Load(buf, at))
-                if l.relu:
-                    value = Binary("max", value, const(0))
-                buf, at = _at(p, rings, l.out, m + i, row, ox)
-                inner.append(Store(buf, at, value))
-            block = [For("ox", len(seg), tuple(inner))] if len(seg) > 1 else inner
-            if count == CHANNELS and full > CHANNELS:
-                block = [For("mb", full, tuple(block), CHANNELS)]
-            out += block
+        pairs = len(seg) // POSITIONS * POSITIONS
+        # positions POSITIONS at a time (a loop over the segment's interior), the one left on its own
+        groups = ([(Affine.var("ox") + seg[0] if pairs > POSITIONS else Affine(const=seg[0]), POSITIONS, pairs)]
+                  if pairs else []) + [(Affine(const=ox), 1, 1) for ox in seg[pairs:]]
+        for ox, width, span in groups:
+            for m, count in blocks:
+                tag = names.pop()
+                names.append(tag + 1)
+                acc = [[f"acc{tag}_{i}_{j}" for j in range(width)] for i in range(count)]
+                inner = [Local(acc[i][j], Load(l.b, (m + i).expr()) if l.b else const(0))
+                         for i in range(count) for j in range(width)]
+                tap_stmts = []
+                for ky in kys:
+                    iy = row * l.sh + (ky - l.ph)
+                    for kx in taps:
+                        xs = []
+                        for j in range(width):
+                            buf, at = _at(p, rings, l.x, c, iy, (ox + j) * l.sw + (kx - l.pw))
+                            xs.append(f"x{tag}_{ky}_{kx}_{j}")
+                            tap_stmts.append(Local(xs[-1], Load(buf, at)))
+                        for i in range(count):
+                            wv = f"w{tag}_{ky}_{kx}_{i}"
+                            tap_stmts.append(Local(wv, Load(l.w, (((m + i) * l.cin + c) * (l.kh * l.kw)
+                                                                  + (ky * l.kw + kx)).expr())))
+                            for j in range(width):
+                                tap_stmts.append(Assign(acc[i][j], Binary("+", Var(acc[i][j]),
+                                                                          Binary("*", Var(wv), Var(xs[j])))))
+                inner.append(For("c", l.cin, tuple(tap_stmts)))
+                for i in range(count):
+                    for j in range(width):
+                        value = Var(acc[i][j])
+                        if l.residual is not None:
+                            buf, at = _at(p, rings, l.residual, m + i, row, ox + j)
+                            value = Binary("+", value, Load(buf, at))
+                        if l.relu:
+                            value = Binary("max", value, const(0))
+                        buf, at = _at(p, rings, l.out, m + i, row, ox + j)
+                        inner.append(Store(buf, at, value))
+                block = [For("ox", span, tuple(inner), POSITIONS)] if span > width else inner
+                if count == CHANNELS and full > CHANNELS:
+                    block = [For("mb", full, tuple(block), CHANNELS)]
+                out += block
     return out
 
 
-__all__ = ["Layer", "Pipeline", "pipeline_kernel", "CHANNELS"]
+__all__ = ["Layer", "Pipeline", "pipeline_kernel", "CHANNELS", "POSITIONS"]
