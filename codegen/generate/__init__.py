@@ -22,7 +22,6 @@ from codegen.ir import Constant, Graph, Node
 from codegen.ir.graph import DTYPES
 from codegen.ops import PRIMITIVES, InferArgs
 from codegen.plan import MemoryPlan, scratch_name
-from codegen.planners.rows import pipeline_of
 from codegen.schedule import Schedule
 
 
@@ -211,6 +210,7 @@ def generate(graph: Graph, sched: Schedule, plan: MemoryPlan, backend: Backend =
     order, fuse, simplify and render (the constants too, unless not `with_constants`: the memory plan
     needs only the kernels)."""
     original = graph
+    from codegen.planners.rows import pipeline_of  # here: it imports codegen.fuse, which imports this package
     variants = plan.variant_of()  # kernels running an in-place variant of their functor
     pipelines = {n.name: p for n, _ in sched.kernel_heads() if (p := pipeline_of(graph, sched, n.name))}
     graph = _pack_constants(graph, sched, backend, caps, frozenset(variants) | frozenset(pipelines))

@@ -190,4 +190,22 @@ def plan_with_rows(graph: Graph, sched: Schedule, backend, caps, always: bool = 
     return best_sched, best
 
 
-__all__ = ["VARIANT", "candidates", "pipeline_of", "plan_with_rows", "with_pipeline"]
+def pipeline_report(graph: Graph, sched: Schedule) -> list[dict]:
+    """What the report says of each row pipeline: its layers, its rings, and the MACs it computes
+    more than the layers apart would (none: every row is computed once, rings keep the rows still
+    needed instead of recomputing them)."""
+    found = []
+    for head, _ in sched.kernel_heads():
+        p = pipeline_of(graph, sched, head.name)
+        if p is None:
+            continue
+        rings = p.ring_rows()
+        found.append({"kernel": head.name, "layers": [l.name for l in p.layers],
+                      "stored": sorted(p.stored),
+                      "rings": [{"value": v, "rows": n, "bytes": n * p.shapes[v][0] * p.shapes[v][2] * 4}
+                                for v, n in sorted(rings.items())],
+                      "steps": len(p.steps()), "recomputed_macs": 0})
+    return found
+
+
+__all__ = ["VARIANT", "candidates", "pipeline_report", "pipeline_of", "plan_with_rows", "with_pipeline"]

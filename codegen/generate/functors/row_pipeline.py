@@ -64,7 +64,8 @@ class Pipeline:
         return {l.out: l for l in self.layers}
 
     def steps(self) -> list[list[tuple[Layer, int]]]:
-        """(layer, row) produced at each step: a row as soon as the rows it reads are."""
+        """(layer, row) produced at each step: a row as soon as the rows it reads are, and one step
+        after the layer's row before."""
         made: dict[tuple[str, int], int] = {}
         prod = self.producer()
         for l in self.layers:
@@ -72,6 +73,8 @@ class Pipeline:
                 deps = [made[(l.x, i)] for i in l.rows_read(r) if l.x in prod]
                 if l.residual is not None and l.residual in prod:
                     deps.append(made[(l.residual, r)])
+                if r:  # one row of a layer per step: a ring then holds the rows its readers span
+                    deps.append(made[(l.out, r - 1)] + 1)
                 made[(l.out, r)] = max(deps) if deps else r
         count = max(made.values()) + 1
         steps: list[list[tuple[Layer, int]]] = [[] for _ in range(count)]
