@@ -7,28 +7,22 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from codegen.generate import generate  # before codegen.fuse, which it imports
+from codegen import pipeline
 from codegen.generate.backends import backend_for
-from codegen.pipeline import compile_graph, lower
+from codegen.pipeline import compile_graph
 from codegen.plan import Placement
 from codegen.planners.access import trace
 from codegen.planners.check import PlanCheckError, check_plan
-from codegen import pipeline
 from codegen.planners.rows import VARIANT, pipeline_of, plan_with_rows
-from codegen.reference import evaluate
 from codegen.targets import load_target
-from test_inplace import Scalar, needs_arm, needs_gxx, seeded
+from test_inplace import Scalar, needs_arm, needs_gxx, run_on_m4
 from test_kernels import run as run_on_host
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def resnet_front(c: int, h: int, w: int, m: int, m2: int) -> str:
@@ -118,21 +112,10 @@ def test_the_pipelines_trace_agrees_with_the_scalar_interpreter(case, tmp_path):
 
 @needs_arm
 def test_the_pipeline_computes_the_reference_on_the_emulated_cortex_m4(tmp_path):
-    from codegen.targets.qemu import run_on_emulator
     path = tmp_path / "front.yaml"
     path.write_text(resnet_front(*CASES[0]))
-    compiled = compile_graph(path, target="cortex-m4")
+    got, want, compiled = run_on_m4(path, tmp_path)
     assert VARIANT in dict(compiled.plan.variants).values()
-    build = tmp_path / "m4"
-    elf = build / "front" / "firmware" / "front.elf"
-    proc = subprocess.run([sys.executable, "-m", "SCons", "-Q", "-j2", "-C", str(ROOT), "target=cortex-m4",
-                           f"graphs={path}", f"build_dir={build}", str(elf)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    inputs = seeded(compiled.graph)
-    data = b"".join(inputs[n].astype("<f4").tobytes() for n in compiled.graph.inputs)
-    run = run_on_emulator("cortex-m4", elf, data, timeout=120)
-    want = evaluate(lower(path), inputs)["y"]
-    got = np.frombuffer(run.output, "<f4").reshape(want.shape)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
