@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +24,8 @@ from codegen.planners.rows import VARIANT, pipeline_of, plan_with_rows
 from codegen.targets import load_target
 from test_inplace import Scalar, needs_arm, needs_gxx, run_on_m4
 from test_kernels import run as run_on_host
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def resnet_front(c: int, h: int, w: int, m: int, m2: int) -> str:
@@ -117,6 +120,14 @@ def test_the_pipeline_computes_the_reference_on_the_emulated_cortex_m4(tmp_path)
     got, want, compiled = run_on_m4(path, tmp_path)
     assert VARIANT in dict(compiled.plan.variants).values()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@needs_arm
+def test_ic_runs_its_first_stages_as_a_pipeline_on_the_emulated_cortex_m4(tmp_path):
+    got, want, compiled = run_on_m4(ROOT / "graphs" / "ic_resnet8.yaml", tmp_path)
+    assert dict(compiled.plan.variants).get("conv1") == VARIANT
+    assert compiled.plan.workspace_bytes <= 0.5 * 201_656  # TensorFlow Lite Micro's float arena
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
 
 
 def test_the_checker_rejects_wrong_placements_of_the_pipeline(tmp_path):
