@@ -18,7 +18,7 @@ from codegen.load import load_graph_spec
 from codegen.optimize import optimize
 from codegen.plan import MemoryPlan, plan_memory
 from codegen.planners.check import check_plan
-from codegen.planners.overlap import overlap_options
+from codegen.planners.rows import plan_with_rows
 from codegen.schedule import Schedule, schedule
 
 
@@ -55,8 +55,8 @@ def compile_graph(path: str | Path, backend: Backend | None = None, constants_in
     sched = schedule(graph)
     if fusion:
         sched = fuse(graph, sched, backend, caps)
-    plan = plan_memory(graph, sched, scratch=scratch_bytes(graph, sched, backend, caps),
-                       overlaps=overlap_options(graph, sched, backend, caps))
+    # the planner may merge a run of convolutions into one row-by-row kernel (codegen.planners.rows)
+    sched, plan = plan_with_rows(graph, sched, backend, caps)
     model = generate(graph, sched, plan, backend, constants_in_ram, caps)
     check_plan(model)  # every workspace byte against the kernels' access order
     return Compiled(graph, sched, plan, model, assemble(model, constants_section))

@@ -27,14 +27,20 @@ class Schedule:
         return {m: head for head, ms in self.fused for m in ms}
 
     def fused_values(self) -> frozenset[str]:
-        """Values computed and consumed inside one kernel: never stored."""
-        heads = dict(self.fused)
-        by_name = {n.name: n for n in self.nodes}
-        values = set()
-        for head, ms in heads.items():
-            chain = [head] + list(ms)
-            values |= {by_name[n].outputs[0] for n in chain[:-1]}
-        return frozenset(values)
+        """Values computed and consumed inside one kernel: never stored. (A chain's values but its
+        last; a row pipeline's values read by none of the kernels after it.)"""
+        kernel_of = {n.name: n.name for n in self.nodes} | self.fused_into()
+        made_by: dict[str, str] = {}
+        read_by: dict[str, set[str]] = {}
+        for node in self.nodes:
+            for v in node.outputs:
+                if v:
+                    made_by[v] = kernel_of[node.name]
+            for v in node.inputs:
+                if v:
+                    read_by.setdefault(v, set()).add(kernel_of[node.name])
+        return frozenset(v for v, k in made_by.items()
+                         if k in dict(self.fused) and read_by.get(v) == {k})
 
     def kernel_heads(self) -> list[tuple[Node, int]]:
         """(node, cluster) of each kernel: every node not fused into another's kernel."""

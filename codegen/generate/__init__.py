@@ -12,6 +12,7 @@ from codegen.fuse import kernel_args, prepare_node
 from codegen.generate.backend import CPP, PORTABLE_CAPS, Backend, Capabilities, KernelArgs, TensorArg
 from codegen.generate.epilogue import NotFusable, elementwise_template, fuse_epilogue
 from codegen.generate.functors.inplace import variant_functor
+from codegen.generate.functors.row_pipeline import pipeline_kernel
 from codegen.generate.loop_ir import Comment, For, Kernel, Load, Param, Stmt, Store, annotate
 from codegen.generate.render import TYPE_NAMES
 from codegen.generate.simplify import simplify
@@ -212,8 +213,10 @@ def generate(graph: Graph, sched: Schedule, plan: MemoryPlan, backend: Backend =
     order, fuse, simplify and render (the constants too, unless not `with_constants`: the memory plan
     needs only the kernels)."""
     original = graph
+    from codegen.planners.rows import pipeline_of  # here: it imports codegen.fuse, which imports this package
     variants = plan.variant_of()  # kernels running an in-place variant of their functor
-    graph = _pack_constants(graph, sched, backend, caps, frozenset(variants))
+    pipelines = {n.name: p for n, _ in sched.kernel_heads() if (p := pipeline_of(graph, sched, n.name))}
+    graph = _pack_constants(graph, sched, backend, caps, frozenset(variants) | frozenset(pipelines))
     node_ids = {node.name: i for i, node in enumerate(graph.nodes)}
     by_name = {node.name: node for node in graph.nodes}
     fused_members = dict(sched.fused)
@@ -225,16 +228,19 @@ def generate(graph: Graph, sched: Schedule, plan: MemoryPlan, backend: Backend =
     for scheduled, cluster in sched.kernel_heads():
         node = by_name[scheduled.name]  # with its packed constants
         functor, traits, args = _find(backend, graph, node, caps, prepare_node(original, scheduled))
-        if node.name in variants:
+        if node.name in variants and node.name not in pipelines:
             functor, traits = variant_functor(variants[node.name])
-        body = tuple(functor(graph, node_ids[node.name], cluster, args, node.attrs))
         where = f"{node.loc}" if node.loc else "generated"
         members = [by_name[m] for m in fused_members.get(node.name, ())]
-        if members:  # fusion reads the width of the values stored: type the locals first
+        if node.name in pipelines:  # several convolutions row by row: their own kernel, no epilogues
+            body = tuple(pipeline_kernel(pipelines[node.name]))
+        else:
+            body = tuple(functor(graph, node_ids[node.name], cluster, args, node.attrs))
+        if members and node.name not in pipelines:  # fusion reads the width of the values stored
             body = annotate(Kernel(node.name, (), body)).body
         serial = [0]
         value = node.outputs[0] if node.outputs else ""
-        for m in members:
+        for m in members if node.name not in pipelines else ():
             m_fn, _, m_args = _find(backend, graph, m, caps)
             out = m.outputs[0]
             shape = graph.types[out].shape
@@ -251,6 +257,9 @@ def generate(graph: Graph, sched: Schedule, plan: MemoryPlan, backend: Backend =
         inputs = [v for n in [node] + members for v in n.inputs if v and v not in fused_values]
         outputs = list(members[-1].outputs) if members else list(node.outputs)
         scratch = tuple(traits.scratch(args.prepared, caps)) if traits.scratch else ()
+        if node.name in pipelines:
+            outputs = [v for n in [node] + members for v in n.outputs if v and v not in fused_values]
+            scratch = tuple(pipelines[node.name].scratch())
         doc = f"{node.name}: {node.op}, cluster {cluster}, from {where}"
         if members:  # said first in the body: the doc line ends with the node's location
             body = (Comment("fused: " + ", ".join(f"{m.name} ({m.op}, {m.loc or 'generated'})"
