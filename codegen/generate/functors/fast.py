@@ -39,7 +39,7 @@ def _blocking(caps, depthwise: bool, pointwise: bool) -> tuple[int, int, int]:
     if caps.float_registers >= 32:  # FPv4/FPv5: 32 single-precision registers
         # A window's taps also keep NB + kw - 1 inputs live, and GCC -Os then spills at 4 x 4
         # (measured: the stack grows); a pointwise kernel has no taps to hold.
-        return (1, 4, 1) if depthwise else (4, 4 if pointwise else 3, 1)
+        return (1, 4, 1) if depthwise else (4, 6 if pointwise else 3, 1)
     return (1, 1, 1) if depthwise else (2, 2, 1)
 
 
@@ -312,7 +312,8 @@ def conv_blocked(graph, node_id, cluster_id, args, attrs):
             result += _loops(tl.outer[:-1], [For(last + "r", count - main, tuple(inner))])
         return stmts + result
 
-    tile_list = tiles(wins)
+    # scalar register blocks: every tile exact (clipped taps, no bounds tests), edge rows blocked too
+    tile_list = tiles(wins, exact_only=v == 1)
     serial = [0]
     stmts: list[Stmt] = []
     full = mg - mg % mb_full
