@@ -406,7 +406,9 @@ def gemv(graph, node_id, cluster_id, args, attrs):
     # B is [K, N]: V outputs at a time accumulate rows of B
     # each weight is used once: the loop is loads and multiply-adds, plus one load of a[k] and the
     # loop's own instructions, shared by more outputs the more accumulators the registers hold
-    nb = 2 if v > 1 else 8 if args.caps.float_registers >= 32 else 4
+    # (FPv4/FPv5: 16 accumulators leave registers for a[k] and the weight in flight; 8 left 2.5
+    # instructions per MAC, the loop and the load of a[k] shared by too few outputs)
+    nb = 2 if v > 1 else 12 if args.caps.float_registers >= 32 else 4
     step = v * nb
 
     def columns(first: Expr, count: int, width: int, p: str = "") -> list[Stmt]:
@@ -446,7 +448,9 @@ def gemv(graph, node_id, cluster_id, args, attrs):
     main = n_extent - n_extent % step
     if main:
         stmts.append(For("j", main, tuple(columns(Var("j", INDEX), nb, v)), step))
-    if n_extent - main:  # leftover columns, one at a time
+    if n_extent - main and v == 1:  # scalar accumulators: the leftover columns are one smaller block
+        stmts += columns(index(main), n_extent - main, 1, "r")
+    elif n_extent - main:  # leftover columns, one at a time
         stmts.append(For("jr", n_extent - main, tuple(columns(Binary("+", Var("jr", INDEX), index(main)), 1, 1, "r"))))
     return stmts
 
