@@ -14,7 +14,7 @@ from codegen.generate.render import Renderer
 from codegen.targets import Capabilities, Target
 
 HOST = Backend("host", parent=CPP, renderer=Renderer("host", inline_minmax=True))
-CORTEX_M = Backend("cortex-m", parent=CPP, renderer=Renderer("cortex-m", inline_minmax=True, noinline_macs=1024))
+CORTEX_M = Backend("cortex-m", parent=CPP, renderer=Renderer("cortex-m", inline_minmax=True, noinline_macs=0))
 BACKENDS = {"cpp": CPP, "host": HOST, "cortex-m": CORTEX_M}
 
 from codegen.generate.functors import fast  # noqa: E402,F401  (registers the overrides)
