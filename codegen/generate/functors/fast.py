@@ -22,7 +22,7 @@ import math
 from typing import Mapping
 
 from codegen.generate.backend import KernelArgs
-from codegen.generate.backends import CORTEX_M, HOST
+from codegen.generate.backends import HOST
 from codegen.generate.functors.conv import (Affine, Axis, row_major_strides, tile_loops, tiles)
 from codegen.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Comment, Const, Expr, For, Lane, Load,
                                       Local, ReduceLanes, Select, Stmt, Store, Var, const, index)
@@ -39,7 +39,7 @@ def _blocking(caps, depthwise: bool, pointwise: bool) -> tuple[int, int, int]:
     if caps.float_registers >= 32:  # FPv4/FPv5: 32 single-precision registers
         # A window's taps also keep NB + kw - 1 inputs live, and GCC -Os then spills at 4 x 4
         # (measured: the stack grows); a pointwise kernel has no taps to hold.
-        return (1, 4, 1) if depthwise else (4, 6, 1) if pointwise else (2, 6, 1)
+        return (1, 4, 1) if depthwise else (4, 4 if pointwise else 3, 1)
     return (1, 1, 1) if depthwise else (2, 2, 1)
 
 
@@ -67,19 +67,6 @@ def _pack_conv(args: KernelArgs, attrs: Mapping) -> dict:
         return {}
     m = args.inputs[1].type.shape[0]
     return {1: lambda w: w.reshape(m, -1).T}
-
-
-def _pack_taps_by_channel(args: KernelArgs, attrs: Mapping) -> dict:
-    """Weights [M, C, kh, kw] as [C * kh * kw, M] for scalar register blocks over output channels
-    with a window: a block's weights for one input channel are within a few hundred bytes, so one
-    pointer reaches them all by immediate offsets. With a pointer per output channel GCC spills
-    pointers, and the stack grows."""
-    w = args.inputs[1]
-    if (args.caps.lanes(4) > 1 or not _is_float_2d_conv(args, attrs) or args.prepared["group"] != 1
-            or w.type.rank != 4 or _pointwise(args.prepared["windows"])):
-        return {}
-    m = w.type.shape[0]
-    return {1: lambda a: a.reshape(m, -1).T}
 
 
 def conv_host(graph, node_id, cluster_id, args, attrs):
@@ -211,10 +198,9 @@ def conv_blocked(graph, node_id, cluster_id, args, attrs):
     b = args.inputs[2] if len(args.inputs) > 2 else None
     group, wins = args.prepared["group"], list(args.prepared["windows"])
     batch, channels = x.type.shape[:2]
-    packed = w.type.rank == 2  # weights as [C * kh * kw, M] (_pack_taps_by_channel)
-    out_channels = w.type.shape[1] if packed else w.type.shape[0]
+    out_channels = w.type.shape[0]
     cg, mg = channels // group, out_channels // group
-    k_shape = tuple(win.kernel for win in wins) if packed else w.type.shape[2:]
+    k_shape = w.type.shape[2:]
     k_size = math.prod(k_shape)
     in_size, out_size = x.type.size // (batch * channels), y.type.size // (batch * out_channels)
     in_strides, out_strides = row_major_strides(x.type.shape[2:]), row_major_strides(y.type.shape[2:])
@@ -241,46 +227,40 @@ def conv_blocked(graph, node_id, cluster_id, args, attrs):
             if width > 1:
                 init = Broadcast(init, width) if b is not None else Const(0, FLOAT, width)
             stmts += [Local(accs[i][j], init, FLOAT, width) for j in range(len(positions))]
+        c = Affine.var("c")
+        body: list[Stmt] = []
         # Scalar code unrolls the innermost tap loop: neighbouring positions share inputs (position
         # j at tap k reads what position j+1 reads at tap k-1), so each input is loaded once.
         taps = tl.taps
         unroll = width == 1 and tl.in_bounds is None and bool(taps) and taps[-1][1] <= 8
         loop_taps = taps[:-1] if unroll else taps
-
-        def reduce_body(c: Affine) -> list[Stmt]:
-            """The terms of input channel c."""
-            body: list[Stmt] = []
-            x_names: dict = {}
-            for tv in (range(taps[-1][1]) if unroll else [None]):
-                def at_tap(a: Affine) -> Affine:
-                    return a if tv is None else _substitute(a, taps[-1][0], Affine((), tv))
-                xs = []
-                for in_pos, _ in positions:
-                    x_at = n * (channels * in_size) + g * (cg * in_size) + c * in_size + outer_in(
-                        tuple(at_tap(p) for p in in_pos))
-                    key = (tuple(sorted(x_at.terms)), x_at.const)
-                    if key not in x_names:
-                        x_names[key] = f"x{t}_{len(x_names)}"
-                        stride = dict(in_pos[-1].terms).get(f"o{len(axes) - 1}", 1) if width > 1 else 1
-                        value: Expr = Load(x.name, x_at.expr(), width, None, stride)
-                        if tl.in_bounds is not None:
-                            value = Select(tl.in_bounds, value, const(0))
-                        body.append(Local(x_names[key], value, FLOAT, width))
-                    xs.append(x_names[key])
-                for i, oc in enumerate(ocs):
-                    tap_at = _dot(tuple(at_tap(p) for p in tl.tap), k_strides)
-                    w_at = ((c * k_size + tap_at) * out_channels + oc if packed else
-                            oc * (cg * k_size) + c * k_size + tap_at)
-                    wv: Expr = Load(w.name, w_at.expr())
-                    wname = f"w{t}_{i}" if tv is None else f"w{t}_{i}_{tv}"
-                    body.append(Local(wname, Broadcast(wv, width) if width > 1 else wv, FLOAT, width))
-                    for j in range(len(positions)):
-                        body.append(Assign(accs[i][j], Binary("+", Var(accs[i][j]), Binary(
-                            "*", Var(wname), Var(xs[j])))))
-            return body
-
-        # (two input channels per iteration measured slower on the Cortex-M4: address arithmetic)
-        stmts += _loops((("c", cg),) + loop_taps, reduce_body(Affine.var("c")))
+        x_names: dict = {}
+        for tv in (range(taps[-1][1]) if unroll else [None]):
+            def at_tap(a: Affine) -> Affine:
+                return a if tv is None else _substitute(a, taps[-1][0], Affine((), tv))
+            xs = []
+            for in_pos, _ in positions:
+                x_at = n * (channels * in_size) + g * (cg * in_size) + c * in_size + outer_in(
+                    tuple(at_tap(p) for p in in_pos))
+                key = (tuple(sorted(x_at.terms)), x_at.const)
+                if key not in x_names:
+                    x_names[key] = f"x{t}_{len(x_names)}"
+                    stride = dict(in_pos[-1].terms).get(f"o{len(axes) - 1}", 1) if width > 1 else 1
+                    value: Expr = Load(x.name, x_at.expr(), width, None, stride)
+                    if tl.in_bounds is not None:
+                        value = Select(tl.in_bounds, value, const(0))
+                    body.append(Local(x_names[key], value, FLOAT, width))
+                xs.append(x_names[key])
+            for i, oc in enumerate(ocs):
+                w_at = oc * (cg * k_size) + c * k_size + _dot(tuple(at_tap(p) for p in tl.tap), k_strides)
+                wv: Expr = Load(w.name, w_at.expr())
+                wname = f"w{t}_{i}" if tv is None else f"w{t}_{i}_{tv}"
+                body.append(Local(wname, Broadcast(wv, width) if width > 1 else wv, FLOAT, width))
+                for j in range(len(positions)):
+                    body.append(Assign(accs[i][j], Binary("+", Var(accs[i][j]), Binary(
+                        "*", Var(wname), Var(xs[j])))))
+        reduce_loops = (("c", cg),) + loop_taps
+        stmts += _loops(reduce_loops, body)
         for i, oc in enumerate(ocs):
             for j, (_, out_pos) in enumerate(positions):
                 out_at = n * (out_channels * out_size) + oc * out_size + outer_out(out_pos)
@@ -324,12 +304,7 @@ def conv_blocked(graph, node_id, cluster_id, args, attrs):
                           tuple(_shift(p, last, j * width) for p in tl.out_pos)) for j in range(blocks)]
             inner = block(tl, m0, mb, positions, width, in_flat, out_flat)
             result += _loops(tl.outer[:-1], [For(last, main, tuple(inner), step)])
-        if count - main and v == 1:  # scalar blocks: the positions left over are one smaller block
-            positions = [(tuple(_substitute(p, last, Affine((), main + j)) for p in tl.in_pos),
-                          tuple(_substitute(p, last, Affine((), main + j)) for p in tl.out_pos))
-                         for j in range(count - main)]
-            result += _loops(tl.outer[:-1], block(tl, m0, mb, positions, 1, in_flat, out_flat))
-        elif count - main:  # the positions after the last full block, one at a time
+        if count - main:  # the positions after the last full block, one at a time
             r = Affine.var(last + "r", main)
             positions = [(tuple(_substitute(p, last, r) for p in tl.in_pos),
                           tuple(_substitute(p, last, r) for p in tl.out_pos))]
@@ -337,8 +312,7 @@ def conv_blocked(graph, node_id, cluster_id, args, attrs):
             result += _loops(tl.outer[:-1], [For(last + "r", count - main, tuple(inner))])
         return stmts + result
 
-    # scalar register blocks: every tile exact (clipped taps, no bounds tests), edge rows blocked too
-    tile_list = tiles(wins, exact_only=v == 1)
+    tile_list = tiles(wins)
     serial = [0]
     stmts: list[Stmt] = []
     full = mg - mg % mb_full
@@ -348,12 +322,11 @@ def conv_blocked(graph, node_id, cluster_id, args, attrs):
     if mg - full:
         parts.append((Affine((), full), mg - full, 1))
     for m0, mb, blocks in parts:
-        # scalar blocks: the channel-block loop inside each tile, so what the compiler hoists out of
-        # it (pointers) lives in one tile's loops only, not across all of them (spills, stack)
-        for nests in ([tile_code(tile, m0, mb) for tile in tile_list] if v == 1 else
-                      [[s for tile in tile_list for s in tile_code(tile, m0, mb)]]):
-            inner = [For("n", batch, tuple(nests))]
-            stmts += _loops((("mb", blocks),) if blocks > 1 else (), inner)
+        nests: list[Stmt] = []
+        for tile in tile_list:
+            nests += tile_code(tile, m0, mb)
+        inner = [For("n", batch, tuple(nests))]
+        stmts += _loops((("mb", blocks),) if blocks > 1 else (), inner)
     return list(_loops((("g", group),), stmts))
 
 
@@ -432,9 +405,7 @@ def gemv(graph, node_id, cluster_id, args, attrs):
     # B is [K, N]: V outputs at a time accumulate rows of B
     # each weight is used once: the loop is loads and multiply-adds, plus one load of a[k] and the
     # loop's own instructions, shared by more outputs the more accumulators the registers hold
-    # (FPv4/FPv5: 16 accumulators leave registers for a[k] and the weight in flight; 8 left 2.5
-    # instructions per MAC, the loop and the load of a[k] shared by too few outputs)
-    nb = 2 if v > 1 else 12 if args.caps.float_registers >= 32 else 4
+    nb = 2 if v > 1 else 8 if args.caps.float_registers >= 32 else 4
     step = v * nb
 
     def columns(first: Expr, count: int, width: int, p: str = "") -> list[Stmt]:
@@ -474,14 +445,11 @@ def gemv(graph, node_id, cluster_id, args, attrs):
     main = n_extent - n_extent % step
     if main:
         stmts.append(For("j", main, tuple(columns(Var("j", INDEX), nb, v)), step))
-    if n_extent - main and v == 1:  # scalar accumulators: the leftover columns are one smaller block
-        stmts += columns(index(main), n_extent - main, 1, "r")
-    elif n_extent - main:  # leftover columns, one at a time
+    if n_extent - main:  # leftover columns, one at a time
         stmts.append(For("jr", n_extent - main, tuple(columns(Binary("+", Var("jr", INDEX), index(main)), 1, 1, "r"))))
     return stmts
 
 
 HOST.register("Conv", epilogue=True, when=_is_float_2d_conv, pack=_pack_conv)(conv_host)
-CORTEX_M.register("Conv", epilogue=True, when=_is_float_2d_conv, pack=_pack_taps_by_channel)(conv_blocked)
-for _backend in (HOST, CORTEX_M):
-    _backend.register("Gemm", epilogue=True, when=_is_gemv)(gemv)
+HOST.register("Gemm", epilogue=True, when=_is_gemv)(gemv)
+# the cortex-m backend's kernels: codegen/generate/functors/cortex_m.py
