@@ -5,9 +5,11 @@ convolution), 1x1 inputs, odd channel counts, strides of 2, padding on every sid
 outputs not divisible by the block of 12.
 
 Every case is one branch of a single graph (its own input and output), so one firmware build
-and one QEMU run cover them all."""
+and one QEMU run cover them all. The same firmware built with the kernel hook
+(TINSMITH_KERNEL_HOOK) counts each kernel's instructions for the report's per-layer table."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -17,9 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from codegen.measure.page import render_page
+from codegen.measure.report import with_kernel_instructions
 from codegen.pipeline import compile_graph, lower, write_files
 from codegen.reference import evaluate
-from codegen.targets.qemu import run_on_emulator
+from codegen.targets.qemu import kernel_instructions, run_on_emulator
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -93,6 +97,8 @@ sys.path.insert(0, {str(ROOT)!r})
 from codegen.targets.firmware_scons import firmware_program
 env = Environment(ENV=os.environ.copy())
 firmware_program(env, "cortex-m4", "blocks", "blocks", build_dir="build", extra_ccflags=["-Werror"])
+firmware_program(env, "cortex-m4", "blocks", "blocks", build_dir="build-hook",
+                 extra_ccflags=["-Werror", "-DTINSMITH_KERNEL_HOOK"])
 """)
     done = subprocess.run([sys.executable, "-m", "SCons", "-Q", "-j2"], cwd=tmp_path, capture_output=True, text=True,
                           timeout=600, env={**os.environ})
@@ -112,3 +118,19 @@ firmware_program(env, "cortex-m4", "blocks", "blocks", build_dir="build", extra_
         offset += expected.nbytes
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5, err_msg=name)
     assert offset == len(run.output)
+
+    # Built with the kernel hook, the same firmware counts each kernel's instructions: the same
+    # outputs, a count for every kernel, adding up to the whole call's.
+    hooked = run_on_emulator("cortex-m4", tmp_path / "build-hook" / "blocks.elf",
+                             b"".join(inputs[n].tobytes() for n in graph.inputs), timeout=300)
+    assert hooked.output == run.output
+    assert kernel_instructions("cortex-m4", run) is None
+    counts = kernel_instructions("cortex-m4", hooked)
+    report = json.loads((tmp_path / "blocks" / "blocks.plan.json").read_text())
+    assert len(counts) == len(report["nodes"]) and all(c > 0 for c in counts)
+    assert abs(sum(counts) - run.instructions) <= 0.01 * run.instructions  # the hook calls: a few each
+    # kernels with more MACs take more instructions (the MACs range over two orders of magnitude)
+    macs = [node["macs"] for node in report["nodes"]]
+    assert counts[macs.index(max(macs))] > 10 * counts[macs.index(min(macs))]
+    page = render_page(with_kernel_instructions(report, counts))
+    assert f"{sum(counts):,}" in page and "instructions</th>" in page
