@@ -26,7 +26,8 @@ from typing import Mapping
 
 from codegen.generate.backend import KernelArgs
 from codegen.generate.backends import CORTEX_M
-from codegen.generate.functors.conv import Affine, Axis, row_major_strides, tile_loops, tiles
+from codegen.generate.functors.conv import (Affine, Axis, plan_axis, row_major_strides, tile_loops, tiles,
+                                            whole_axis)
 from codegen.generate.functors.fast import (FLOAT, _dot, _is_float_2d_conv, _is_gemv, _loops, _pointwise,
                                             _shift, _substitute, gemv)
 from codegen.generate.loop_ir import (INDEX, Assign, Binary, Comment, Const, Expr, For, Load, Local, Stmt,
@@ -40,6 +41,7 @@ POINTWISE_BLOCK = (4, 6)
 WINDOW_BLOCK = (2, 6)
 DEPTHWISE_BLOCK = (1, 4)
 GEMV_COLUMNS = 12
+NARROW_ROW = 8
 
 
 def _has_fpu_conv(args: KernelArgs, attrs: Mapping) -> bool:
@@ -116,6 +118,10 @@ def conv_scalar_blocked(graph, node_id, cluster_id, args, attrs):
                 return a if tv is None else _substitute(a, taps[-1][0], Affine((), tv))
             xs = []
             for in_pos, _ in positions:
+                col = at_tap(in_pos[-1])
+                if not col.terms and not 0 <= col.const < row_in:  # a narrow row's tap in the padding
+                    xs.append(None)
+                    continue
                 x_at = n * (channels * in_size) + g * (cg * in_size) + c * in_size + _dot(
                     tuple(at_tap(p) for p in in_pos), in_strides)
                 key = (tuple(sorted(x_at.terms)), x_at.const)
@@ -129,7 +135,7 @@ def conv_scalar_blocked(graph, node_id, cluster_id, args, attrs):
                 wname = f"w{t}_{i}" if tv is None else f"w{t}_{i}_{tv}"
                 body.append(Local(wname, Load(w.name, w_at.expr()), FLOAT))
                 body += [Assign(accs[i][j], Binary("+", Var(accs[i][j]), Binary("*", Var(wname), Var(xs[j]))))
-                         for j in range(len(positions))]
+                         for j in range(len(positions)) if xs[j] is not None]
         stmts += _loops((("c", cg),) + (taps[:-1] if unroll else taps), body)
         stmts += [store(oc, out_pos, Var(accs[i][j]))
                   for i, oc in enumerate(ocs) for j, (_, out_pos) in enumerate(positions)]
@@ -142,8 +148,14 @@ def conv_scalar_blocked(graph, node_id, cluster_id, args, attrs):
             return stmts + list(_loops(tl.outer, [
                 store(g * mg + m0 + i, tl.out_pos, Load(b.name, (g * mg + m0 + i).expr()) if b is not None
                       else const(0)) for i in range(mb)]))
-        assert tl.in_bounds is None  # exact tiles clip their taps instead
         last = f"o{len(axes) - 1}"
+        if narrow:  # the whole row is one block, its taps in the padding left out (block())
+            count = dict(tl.outer).get(last, 1)
+            at = [Affine((), j) for j in range(count)]
+            positions = [(tuple(_substitute(p, last, a) for p in tl.in_pos),
+                          tuple(_substitute(p, last, a) for p in tl.out_pos)) for a in at]
+            return stmts + list(_loops([o for o in tl.outer if o[0] != last], block(tl, m0, mb, positions)))
+        assert tl.in_bounds is None  # exact tiles clip their taps instead
         if not tl.outer or tl.outer[-1][0] != last:  # one position along the row
             return stmts + list(_loops(tl.outer, block(tl, m0, mb, [(tl.in_pos, tl.out_pos)])))
         count = tl.outer[-1][1]
@@ -159,6 +171,12 @@ def conv_scalar_blocked(graph, node_id, cluster_id, args, attrs):
             stmts += _loops(tl.outer[:-1], block(tl, m0, mb, positions))
         return stmts
 
+    # A narrow row (at most NARROW_ROW outputs) is one block: its edge positions share the inputs
+    # with the rest instead of running as tiles of one position; the other axes are exact tiles.
+    row_in = wins[-1].in_size
+    narrow = not pointwise and wins[-1].out_size <= NARROW_ROW and wins[-1].kernel <= 8
+    tile_list = ([lead + (whole_axis(wins[-1], plan_axis(wins[-1], exact_only=True)),)
+                  for lead in tiles(wins[:-1], exact_only=True)] if narrow else tiles(wins, exact_only=True))
     full = mg - mg % mb_full
     parts = [(Affine.var("mb") * mb_full if full > mb_full else Affine(), mb_full, full // mb_full)] if full else []
     if mg - full:
@@ -167,7 +185,7 @@ def conv_scalar_blocked(graph, node_id, cluster_id, args, attrs):
     for m0, mb, count in parts:
         # the channel-block loop inside each tile: what the compiler hoists out of it (pointers)
         # then lives in that tile's loops only, not across all of them (spills, stack)
-        for tile in tiles(wins, exact_only=True):
+        for tile in tile_list:
             stmts += _loops((("mb", count),) if count > 1 else (), [For("n", batch, tuple(tile_code(tile, m0, mb)))])
     return list(_loops((("g", group),), stmts))
 
