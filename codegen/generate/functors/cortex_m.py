@@ -16,7 +16,9 @@ pushing so many callee-saved registers that the stack grows:
 
 Every tile of the output is exact (taps clipped to the input, never a bounds test per tap), so
 the edge rows of a padded convolution run blocked like the interior; positions left over after
-the last full block of a row are one smaller block. Each accumulator adds its terms in the
+the last full block of a row are one smaller block. A row of at most NARROW_ROW outputs is one
+block over the whole row: each position's taps in the padding are left out at generation time,
+so its edge positions share the row's input loads. Each accumulator adds its terms in the
 portable kernel's order (bias, input channels, taps), as one fused multiply-add each.
 """
 from __future__ import annotations
