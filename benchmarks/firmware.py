@@ -6,6 +6,12 @@ Per graph and target: workspace (and its lower bound), worst-case stack of call(
 report states it and as stack painting measured it on the emulated core, code and constant
 bytes measured from the target's object file, and the instructions one inference executes
 on the emulated Cortex-M4 (QEMU with -icount: the same count on every run).
+
+    python benchmarks/firmware.py --per-kernel   # also: each kernel's instructions on the M4
+
+With --per-kernel the Cortex-M4 firmware is built once more with the kernel hook
+(TINSMITH_KERNEL_HOOK), and each kernel's instructions go into build/cortex-m4/NAME/NAME.json
+and the per-layer table of NAME.html.
 """
 from __future__ import annotations
 
@@ -19,9 +25,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from codegen.measure.page import write_page  # noqa: E402
+from codegen.measure.report import with_kernel_instructions  # noqa: E402
 from codegen.pipeline import lower  # noqa: E402
 from codegen.targets import load_target  # noqa: E402
-from codegen.targets.qemu import run_on_emulator  # noqa: E402
+from codegen.targets.qemu import kernel_instructions, run_on_emulator  # noqa: E402
 
 TARGETS = ("host", "cortex-m4", "cortex-m7", "cortex-m0plus")
 OUT = ROOT / "docs" / "BENCHMARKS.md"
@@ -67,6 +75,35 @@ def measure(target_name: str, graph_path: Path) -> dict:
     return row
 
 
+def per_kernel(target_name: str, graphs: list[Path]) -> None:
+    """Each kernel's instructions on the emulated core, into the graph's JSON report and page: the
+    firmware built again, with the kernel hook, into build/T/NAME/firmware-hook."""
+    work = ROOT / "build" / target_name
+    names = [lower(g).name for g in graphs]
+    script = work / "SConstruct.kernel-hook"
+    script.write_text(f"""\
+import os, sys
+sys.path.insert(0, {str(ROOT)!r})
+from codegen.targets.firmware_scons import firmware_program
+env = Environment(ENV=os.environ.copy())
+for name in {names!r}:
+    firmware_program(env, {target_name!r}, name, name, build_dir=f"{{name}}/firmware-hook",
+                     extra_ccflags=["-DTINSMITH_KERNEL_HOOK"])
+""")
+    subprocess.run([sys.executable, "-m", "SCons", "-Q", "-j2", "-k", "-f", script.name], cwd=work,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    target = load_target(target_name)
+    for graph_path, name in zip(graphs, names):
+        elf = work / name / "firmware-hook" / f"{name}.elf"
+        if not elf.is_file():  # does not fit the board
+            continue
+        counts = kernel_instructions(target, run_on_emulator(target, elf, seeded_input(lower(graph_path)), timeout=600))
+        path = work / name / f"{name}.json"
+        report = with_kernel_instructions(json.loads(path.read_text()), counts)
+        path.write_text(json.dumps(report, indent=2) + "\n")
+        write_page(report, path.with_suffix(".html"))
+
+
 def _fmt(v) -> str:
     return "—" if v is None else f"{v:,}" if isinstance(v, int) else str(v)
 
@@ -105,6 +142,8 @@ def main() -> int:
     end = next((i for i in range(first_row, len(old)) if not old[i].startswith("|")), len(old))
     OUT.write_text("\n".join(lines + old[end:]) + "\n")
     print(OUT.read_text())
+    if "--per-kernel" in sys.argv[1:]:
+        per_kernel("cortex-m4", graphs)
     return 0
 
 

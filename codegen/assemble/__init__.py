@@ -128,6 +128,8 @@ def assemble(model: GeneratedModel, constants_section: str | None = None) -> dic
         "constants": model.constants, "kernels": model.kernels, "prelude": model.prelude,
         "clusters": [[k for k in model.kernels if k.cluster == c]
                      for c in range(model.schedule.cluster_count)],
+        # TINSMITH_KERNEL_DONE(i) after kernel i: i indexes the report's "nodes"
+        "kernel_index": {k.kernel.name: i for i, k in enumerate(model.kernels)},
         # a whole-word match: value names such as 'three_rows' contain "ws" too
         "ws_used": any(_WS.search(a) for k in model.kernels for a in k.call_args),
         "cpp_params": cpp_params, "c_params": c_params, "run_params": run_params,

@@ -5,7 +5,7 @@ host      cpp plus vector kernels in GCC vector extensions, as wide as the targe
 cortex-m  cpp plus kernels register-blocked for the FPv4/FPv5 register file
 
 Importing codegen.generate.functors registers the cpp functors, codegen.generate.functors.fast the
-overrides of host and cortex-m.
+overrides of host, codegen.generate.functors.cortex_m those of cortex-m.
 """
 from __future__ import annotations
 
@@ -29,11 +29,12 @@ DSP_HELPERS = ("#include <arm_acle.h>",
                "{ std::int32_t w; std::memcpy(&w, p, 4); return w; }")
 
 HOST = Backend("host", parent=CPP, renderer=Renderer("host", inline_minmax=True))
-CORTEX_M = Backend("cortex-m", parent=CPP, renderer=Renderer("cortex-m", inline_minmax=True, noinline_macs=4096,
+CORTEX_M = Backend("cortex-m", parent=CPP, renderer=Renderer("cortex-m", inline_minmax=True, noinline_macs=0,
                                                               intrinsics=DSP_INTRINSICS, helpers=DSP_HELPERS))
 BACKENDS = {"cpp": CPP, "host": HOST, "cortex-m": CORTEX_M}
 
 from codegen.generate.functors import fast  # noqa: E402,F401  (registers the overrides)
+from codegen.generate.functors import cortex_m  # noqa: E402,F401  (the cortex-m backend's float kernels)
 from codegen.generate.functors import quantized_dsp  # noqa: E402,F401  (the int8 DSP kernels)
 
 

@@ -168,3 +168,17 @@ def measure_model(plan_report: Mapping, model_object: str | Path, target: Target
     flash["functions"] = _model_functions(model, names)
     report["ram"], report["flash"] = ram, flash
     return report
+
+
+def with_kernel_instructions(report: Mapping, counts: list[int]) -> dict:
+    """The report with each kernel's instructions on the emulated core (`counts[i]` for nodes[i],
+    from codegen.targets.qemu.kernel_instructions). A node fused into a kernel is counted in it,
+    so its own entry says 0; the per-layer table of the report page then shows them all."""
+    if len(counts) != len(report.get("nodes", ())):
+        raise ValueError(f"{len(counts)} kernel counts for a report of {len(report.get('nodes', ()))} kernels")
+    result = copy.deepcopy(dict(report))
+    for node, count in zip(result["nodes"], counts):
+        node["instructions"] = count
+        for fused in node.get("fused") or ():
+            fused["instructions"] = 0
+    return result

@@ -102,3 +102,15 @@ def run_on_emulator(target: Target | str, elf: str | Path, input_bytes: bytes,
     ticks = stats.get("call_ticks", 0) - stats.get("tick_overhead", 0)
     instructions = ticks_to_instructions(target, max(ticks, 0)) if "call_ticks" in stats else None
     return EmulatorRun(output, stats["call_stack_bytes"], instructions, stats)
+
+
+def kernel_instructions(target: Target | str, run: EmulatorRun) -> list[int] | None:
+    """Instructions of each kernel in the timed call (the report's nodes, in order), from firmware
+    built with TINSMITH_KERNEL_HOOK defined for the model and its main; None without it."""
+    target = load_target(target)
+    count = sum(1 for key in run.stats if key.startswith("kernel_ticks_"))
+    if not count:
+        return None
+    overhead = run.stats.get("tick_overhead", 0)  # each kernel's count includes one read of the counter
+    return [ticks_to_instructions(target, max(run.stats[f"kernel_ticks_{i}"] - overhead, 0)) for i in range(count)]
+

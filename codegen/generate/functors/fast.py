@@ -22,7 +22,7 @@ import math
 from typing import Mapping
 
 from codegen.generate.backend import KernelArgs
-from codegen.generate.backends import CORTEX_M, HOST
+from codegen.generate.backends import HOST
 from codegen.generate.functors.conv import (Affine, Axis, row_major_strides, tile_loops, tiles)
 from codegen.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Comment, Const, Expr, For, Lane, Load,
                                       Local, ReduceLanes, Select, Stmt, Store, Var, const, index)
@@ -451,6 +451,5 @@ def gemv(graph, node_id, cluster_id, args, attrs):
 
 
 HOST.register("Conv", epilogue=True, when=_is_float_2d_conv, pack=_pack_conv)(conv_host)
-CORTEX_M.register("Conv", epilogue=True, when=_is_float_2d_conv)(conv_blocked)
-for _backend in (HOST, CORTEX_M):
-    _backend.register("Gemm", epilogue=True, when=_is_gemv)(gemv)
+HOST.register("Gemm", epilogue=True, when=_is_gemv)(gemv)
+# the cortex-m backend's kernels: codegen/generate/functors/cortex_m.py
