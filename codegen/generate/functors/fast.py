@@ -454,3 +454,7 @@ HOST.register("Conv", epilogue=True, when=_is_float_2d_conv, pack=_pack_conv)(co
 CORTEX_M.register("Conv", epilogue=True, when=_is_float_2d_conv)(conv_blocked)
 for _backend in (HOST, CORTEX_M):
     _backend.register("Gemm", epilogue=True, when=_is_gemv)(gemv)
+
+# Channels-last kernels (the layout pass's ConvNHWC and pools), registered on cpp: with the
+# target's vector width they are the host's, with one lane the portable ones.
+from codegen.generate.functors import host_conv, host_pool  # noqa: E402,F401

@@ -1,0 +1,188 @@
+"""Channels-last convolution (ConvNHWC): vectors over output channels, register-blocked.
+
+Output y[n, oh, ow, m] is computed in blocks of MB channel vectors (V lanes, the target's width)
+times NB output positions along the row: MB * NB accumulators stay in registers.
+
+- regular (group 1): for each tap and input channel c, each position's input x[.., c] is one
+  scalar broadcast to all lanes and each weight vector w[tap, c, m..m+V] feeds NB accumulators;
+  a pointwise convolution (1x1, stride 1, no padding) is this over one axis of H*W positions,
+  a matrix product of [H*W, C] by [C, M] with rows of C contiguous;
+- depthwise (group = C = M): for each tap, the input vector x[.., m..m+V] of each position
+  times the tap's weight vector.
+
+Channels that do not fill a V-lane vector take the widest power-of-two vector of 4 lanes or more
+that fits, then scalars, so every channel count runs (odd ones included). Positions at the edges
+of the window use the tiles of conv.tiles with exact segments: each tile's taps are clipped to
+the input, so no load is tested. A row of positions not divisible by NB ends with single
+positions. The bias starts the accumulators; every store is a vector along the channel axis (the
+tensor's last), so fused ReLU, clip or residual adds run as vector code. Each accumulator adds
+its terms in the reference's order (bias, then taps, then input channels).
+"""
+from __future__ import annotations
+
+import math
+
+from codegen.generate.backend import CPP
+from codegen.generate.functors.conv import Affine, Axis, dot, loops, row_major_strides, tile_loops, tiles
+from codegen.generate.functors.fast import _shift, _substitute
+from codegen.generate.loop_ir import Assign, Binary, Broadcast, Comment, Const, Expr, Load, Local, Stmt, Store, Var
+from codegen.generate.loop_ir import For, const, index
+from codegen.ops.conv import Window
+
+FLOAT = "float32"
+
+
+def channel_vectors(count: int, lanes: int) -> list[tuple[int, int]]:
+    """(offset, width) of the vectors covering `count` channels: `lanes` wide while they fit, then
+    the widest power of two of at least 4 that fits, then single channels."""
+    out, offset = [], 0
+    while offset < count:
+        width = lanes
+        while width > 1 and (width > count - offset or width < 4):
+            width //= 2
+        width = width if width >= 4 else 1
+        out.append((offset, width))
+        offset += width
+    return out
+
+
+def channel_blocks(count: int, lanes: int, per_block: int) -> list[tuple[int, int, list[tuple[int, int]]]]:
+    """(first channel, repetitions, vectors relative to the block's start): full blocks of
+    `per_block` vectors of `lanes`, repeated, then one block of what is left."""
+    vectors = channel_vectors(count, lanes)
+    full = [v for v in vectors if v[1] == lanes]
+    blocks = len(full) // per_block
+    parts = []
+    if blocks:
+        parts.append((0, blocks, [(i * lanes, lanes) for i in range(per_block)]))
+    rest = vectors[blocks * per_block:]
+    if rest:
+        first = rest[0][0]
+        parts.append((first, 1, [(off - first, w) for off, w in rest]))
+    return parts
+
+
+def _blocking(caps, depthwise: bool, vectors: int) -> tuple[int, int]:
+    """(MB, NB): channel vectors and positions per block, from the registers the target has."""
+    regs = max(caps.float_registers, 8)
+    mb = max(1, min(vectors, 2 if depthwise or regs < 32 else 4))
+    nb = max(1, min(8, (regs - (2 if depthwise else 1) * mb - 2) // mb))
+    return mb, nb
+
+
+def _pointwise(wins) -> bool:
+    return all(w.kernel == 1 and w.stride == 1 and w.pad_begin == 0 and w.in_size == w.out_size for w in wins)
+
+
+def conv_nhwc(graph, node_id, cluster_id, args, attrs):
+    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
+    b = args.inputs[2] if len(args.inputs) > 2 else None
+    group, wins = args.prepared["group"], list(args.prepared["windows"])
+    batch, channels = x.type.shape[0], x.type.shape[-1]
+    out_channels = w.type.shape[-1]
+    cg = w.type.shape[-2]
+    depthwise = group > 1
+    k_shape = tuple(win.kernel for win in wins)
+    in_spatial, out_spatial = x.type.shape[1:-1], y.type.shape[1:-1]
+    in_size, out_size = math.prod(in_spatial), math.prod(out_spatial)
+    in_strides, out_strides = row_major_strides(in_spatial), row_major_strides(out_spatial)
+    k_strides = row_major_strides(k_shape)
+    flat = _pointwise(wins) and len(wins) > 1
+    if flat:  # one axis of every position: a matrix product
+        wins = [Window(in_size, out_size, 1)]
+        in_strides = out_strides = (1,)
+        k_strides = (0,)
+    v = args.caps.lanes(4)
+    n = Affine.var("n")
+    serial = [0]
+
+    def coords(out_pos) -> tuple[Expr, ...]:
+        if flat:
+            p = out_pos[0].expr()
+            return (Binary("/", p, index(out_spatial[-1])), Binary("%", p, index(out_spatial[-1]))) \
+                if len(out_spatial) == 2 else (p,)
+        return tuple(p.expr() for p in out_pos)
+
+    def store(m: Affine, width: int, out_pos, value: Expr) -> Store:
+        at = n * (out_size * out_channels) + dot(out_pos, out_strides) * out_channels + m
+        return Store(y.name, at.expr(), value, (n.expr(), *coords(out_pos), m.expr()))
+
+    def bias(m: Affine, width: int) -> Expr:
+        if b is None:
+            return Const(0, FLOAT, width) if width > 1 else const(0)
+        return Load(b.name, m.expr(), width)
+
+    def block(tl, m0: Affine, vectors, positions) -> list[Stmt]:
+        t = serial[0]
+        serial[0] += 1
+        accs = [[f"acc{t}_{i}_{j}" for j in range(len(positions))] for i in range(len(vectors))]
+        stmts: list[Stmt] = [Local(accs[i][j], bias(m0 + off, width), FLOAT, width)
+                             for i, (off, width) in enumerate(vectors) for j in range(len(positions))]
+        tap = dot(tl.tap, k_strides)
+        body: list[Stmt] = []
+        if depthwise:
+            for i, (off, width) in enumerate(vectors):
+                m = m0 + off
+                body.append(Local(f"w{t}_{i}", Load(w.name, (tap * out_channels + m).expr(), width), FLOAT, width))
+                for j, (in_pos, _) in enumerate(positions):
+                    at = n * (in_size * channels) + dot(in_pos, in_strides) * channels + m
+                    body.append(Assign(accs[i][j], Binary("+", Var(accs[i][j]), Binary(
+                        "*", Load(x.name, at.expr(), width), Var(f"w{t}_{i}")))))
+            stmts += loops(tl.taps, body)
+        else:
+            c = Affine.var("c")
+            for j, (in_pos, _) in enumerate(positions):
+                at = n * (in_size * channels) + dot(in_pos, in_strides) * channels + c
+                body.append(Local(f"x{t}_{j}", Load(x.name, at.expr()), FLOAT))
+            for i, (off, width) in enumerate(vectors):
+                w_at = (tap * cg + c) * out_channels + m0 + off
+                body.append(Local(f"w{t}_{i}", Load(w.name, w_at.expr(), width), FLOAT, width))
+                for j in range(len(positions)):
+                    xj: Expr = Var(f"x{t}_{j}", FLOAT)
+                    body.append(Assign(accs[i][j], Binary("+", Var(accs[i][j]), Binary(
+                        "*", Var(f"w{t}_{i}"), Broadcast(xj, width) if width > 1 else xj))))
+            stmts += loops(tl.taps + (("c", cg),), body)
+        for i, (off, width) in enumerate(vectors):
+            for j, (_, out_pos) in enumerate(positions):
+                stmts.append(store(m0 + off, width, out_pos, Var(accs[i][j], FLOAT, width)))
+        return stmts
+
+    def tile_code(tile, m0: Affine, vectors, nb: int) -> list[Stmt]:
+        tl = tile_loops(axes, tile)
+        stmts: list[Stmt] = [Comment(tl.label)]
+        if tl.empty:  # the window lies in the padding: the bias alone
+            inner = [store(m0 + off, width, tl.out_pos, bias(m0 + off, width)) for off, width in vectors]
+            return stmts + list(loops(tl.outer, inner))
+        last = f"o{len(axes) - 1}"
+        if not tl.outer or tl.outer[-1][0] != last:
+            return stmts + list(loops(tl.outer, block(tl, m0, vectors, [(tl.in_pos, tl.out_pos)])))
+        count = tl.outer[-1][1]
+        blocks = max(1, min(nb, count))
+        main = count - count % blocks
+        if main:
+            positions = [(tuple(_shift(p, last, j) for p in tl.in_pos), tuple(_shift(p, last, j) for p in tl.out_pos))
+                         for j in range(blocks)]
+            stmts += loops(tl.outer[:-1], [For(last, main, tuple(block(tl, m0, vectors, positions)), blocks)])
+        if count - main:
+            r = Affine.var(last + "r", main)
+            positions = [(tuple(_substitute(p, last, r) for p in tl.in_pos),
+                          tuple(_substitute(p, last, r) for p in tl.out_pos))]
+            stmts += loops(tl.outer[:-1], [For(last + "r", count - main, tuple(block(tl, m0, vectors, positions)))])
+        return stmts
+
+    axes = [Axis(win) for win in wins]
+    tile_list = tiles(wins, exact_only=True)
+    mb, nb = _blocking(args.caps, depthwise, max(1, out_channels // v))
+    stmts: list[Stmt] = []
+    for first, repeat, vectors in channel_blocks(out_channels, v, mb):
+        m0 = Affine.var("mb" if repeat > 1 else None) * (mb * v) + first
+        # a block narrower than the target's vectors has registers left for more positions
+        block_nb = nb if vectors[0][1] == v else min(8, nb * 2)
+        nests: list[Stmt] = []
+        for tile in tile_list:
+            nests += tile_code(tile, m0, vectors, block_nb)
+        stmts += loops((("mb", repeat),) if repeat > 1 else (), [For("n", batch, tuple(nests))])
+    return stmts
+
+
+CPP.register("ConvNHWC", epilogue=True)(conv_nhwc)
