@@ -65,9 +65,10 @@ def channel_blocks(count: int, lanes: int, per_block: int) -> list[tuple[int, in
 def _blocking(caps, depthwise: bool, vectors: int) -> tuple[int, int]:
     """(MB, NB): channel vectors and positions per block, from the registers the target has."""
     regs = max(caps.float_registers, 8)
-    mb = max(1, min(vectors, 2 if depthwise or regs < 32 else 4))
-    nb = max(1, min(8, (regs - (2 if depthwise else 1) * mb - 2) // mb))
-    return mb, nb
+    if depthwise:  # accumulators, a row of taps' weights and the row of inputs they share
+        return 1, max(1, min(8, (regs - 5) // 2))
+    mb = max(1, min(vectors, 2 if regs < 32 else 4))
+    return mb, max(1, min(8, (regs - mb - 2) // mb))
 
 
 def _pointwise(wins) -> bool:
@@ -118,30 +119,44 @@ def conv_nhwc(graph, node_id, cluster_id, args, attrs):
         accs = [[f"acc{t}_{i}_{j}" for j in range(len(positions))] for i in range(len(vectors))]
         stmts: list[Stmt] = [Local(accs[i][j], bias(m0 + off, width), FLOAT, width)
                              for i, (off, width) in enumerate(vectors) for j in range(len(positions))]
-        tap = dot(tl.tap, k_strides)
+        # The innermost tap loop is unrolled: position j at tap k reads what position j+1 reads at
+        # tap k-stride, so each input is loaded once per block and row of taps.
+        taps = tl.taps
+        unroll = bool(taps) and taps[-1][0] == f"k{len(axes) - 1}" and taps[-1][1] <= 12
+        c = Affine.var(None if depthwise else "c")
         body: list[Stmt] = []
-        if depthwise:
-            for i, (off, width) in enumerate(vectors):
-                m = m0 + off
-                body.append(Local(f"w{t}_{i}", Load(w.name, (tap * out_channels + m).expr(), width), FLOAT, width))
-                for j, (in_pos, _) in enumerate(positions):
-                    at = n * (in_size * channels) + dot(in_pos, in_strides) * channels + m
-                    body.append(Assign(accs[i][j], Binary("+", Var(accs[i][j]), Binary(
-                        "*", Load(x.name, at.expr(), width), Var(f"w{t}_{i}")))))
-            stmts += loops(tl.taps, body)
-        else:
-            c = Affine.var("c")
-            for j, (in_pos, _) in enumerate(positions):
-                at = n * (in_size * channels) + dot(in_pos, in_strides) * channels + c
-                body.append(Local(f"x{t}_{j}", Load(x.name, at.expr()), FLOAT))
-            for i, (off, width) in enumerate(vectors):
-                w_at = (tap * cg + c) * out_channels + m0 + off
-                body.append(Local(f"w{t}_{i}", Load(w.name, w_at.expr(), width), FLOAT, width))
-                for j in range(len(positions)):
-                    xj: Expr = Var(f"x{t}_{j}", FLOAT)
-                    body.append(Assign(accs[i][j], Binary("+", Var(accs[i][j]), Binary(
-                        "*", Var(f"w{t}_{i}"), Broadcast(xj, width) if width > 1 else xj))))
-            stmts += loops(tl.taps + (("c", cg),), body)
+        x_names: dict = {}
+        for tv in (range(taps[-1][1]) if unroll else [None]):
+            def at_tap(a: Affine) -> Affine:
+                return a if tv is None else _substitute(a, taps[-1][0], Affine((), tv))
+            tap = dot(tuple(at_tap(p) for p in tl.tap), k_strides)
+            suffix = "" if tv is None else f"_{tv}"
+            for i, (off, width) in enumerate(vectors if depthwise else [(0, 1)]):
+                xs = []
+                for in_pos, _ in positions:
+                    at = n * (in_size * channels) + dot(tuple(at_tap(p) for p in in_pos), in_strides) * channels + c
+                    at = at + (m0 + off if depthwise else Affine())
+                    key = (i, tuple(sorted(at.terms)), at.const)
+                    if key not in x_names:
+                        x_names[key] = f"x{t}_{len(x_names)}"
+                        body.append(Local(x_names[key], Load(x.name, at.expr(), width), FLOAT, width))
+                    xs.append(x_names[key])
+                if depthwise:
+                    w_at = tap * out_channels + m0 + off
+                    body.append(Local(f"w{t}_{i}{suffix}", Load(w.name, w_at.expr(), width), FLOAT, width))
+                    for j in range(len(positions)):
+                        body.append(Assign(accs[i][j], Binary("+", Var(accs[i][j]), Binary(
+                            "*", Var(xs[j], FLOAT, width), Var(f"w{t}_{i}{suffix}")))))
+            if not depthwise:
+                for i, (off, width) in enumerate(vectors):
+                    w_at = (tap * cg + c) * out_channels + m0 + off
+                    body.append(Local(f"w{t}_{i}{suffix}", Load(w.name, w_at.expr(), width), FLOAT, width))
+                    for j in range(len(positions)):
+                        xj: Expr = Var(xs[j], FLOAT)
+                        body.append(Assign(accs[i][j], Binary("+", Var(accs[i][j]), Binary(
+                            "*", Var(f"w{t}_{i}{suffix}"), Broadcast(xj, width) if width > 1 else xj))))
+        reduce_loops = taps[:-1] if unroll else taps
+        stmts += loops(reduce_loops if depthwise else reduce_loops + (("c", cg),), body)
         for i, (off, width) in enumerate(vectors):
             for j, (_, out_pos) in enumerate(positions):
                 stmts.append(store(m0 + off, width, out_pos, Var(accs[i][j], FLOAT, width)))
@@ -153,21 +168,21 @@ def conv_nhwc(graph, node_id, cluster_id, args, attrs):
         if tl.empty:  # the window lies in the padding: the bias alone
             inner = [store(m0 + off, width, tl.out_pos, bias(m0 + off, width)) for off, width in vectors]
             return stmts + list(loops(tl.outer, inner))
-        last = f"o{len(axes) - 1}"
-        if not tl.outer or tl.outer[-1][0] != last:
-            return stmts + list(loops(tl.outer, block(tl, m0, vectors, [(tl.in_pos, tl.out_pos)])))
-        count = tl.outer[-1][1]
+        if not tl.outer:
+            return stmts + block(tl, m0, vectors, [(tl.in_pos, tl.out_pos)])
+        # positions along the innermost output loop (a column of edge positions runs down its rows)
+        last, count = tl.outer[-1]
         blocks = max(1, min(nb, count))
         main = count - count % blocks
         if main:
             positions = [(tuple(_shift(p, last, j) for p in tl.in_pos), tuple(_shift(p, last, j) for p in tl.out_pos))
                          for j in range(blocks)]
             stmts += loops(tl.outer[:-1], [For(last, main, tuple(block(tl, m0, vectors, positions)), blocks)])
-        if count - main:
-            r = Affine.var(last + "r", main)
-            positions = [(tuple(_substitute(p, last, r) for p in tl.in_pos),
-                          tuple(_substitute(p, last, r) for p in tl.out_pos))]
-            stmts += loops(tl.outer[:-1], [For(last + "r", count - main, tuple(block(tl, m0, vectors, positions)))])
+        if count - main:  # the rest of the row as one narrower block: independent accumulators
+            positions = [(tuple(_substitute(p, last, Affine((), main + j)) for p in tl.in_pos),
+                          tuple(_substitute(p, last, Affine((), main + j)) for p in tl.out_pos))
+                         for j in range(count - main)]
+            stmts += loops(tl.outer[:-1], block(tl, m0, vectors, positions))
         return stmts
 
     axes = [Axis(win) for win in wins]
