@@ -67,9 +67,10 @@ class _Rewriter:
         """The channels-last copy of `value`, made by a Transpose (or at build time) if needed."""
         if value in self.nhwc:
             return self.nhwc[value]
-        if value in self.consts:
+        if value in self.consts:  # an operand broadcast against a rank-4 value: ranks aligned first
             c = self.consts[value]
-            name = self.constant(f"{value}_nhwc", np.transpose(c.data, perm_to_last(c.data.ndim)),
+            data = c.data.reshape((1,) * (4 - c.data.ndim) + c.data.shape)
+            name = self.constant(f"{value}_nhwc", np.transpose(data, perm_to_last(4)),
                                  f"{c.source}, channels last", c.loc)
             self.nhwc[value] = name
             return name
@@ -128,8 +129,8 @@ class _Rewriter:
                 continue
             t = self.types[i]
             if i in self.consts:
-                if t.size != 1 and t.rank != 4:
-                    return None  # a lower-rank operand would broadcast along other axes
+                if t.rank > 4:
+                    return None
             elif t.shape != shape:
                 return None
         inputs = tuple(i if not i or (i in self.consts and self.types[i].size == 1 and i not in self.nhwc)
