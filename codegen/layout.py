@@ -6,11 +6,12 @@ contiguous, and a bias or a residual add fused into a convolution's stores is a 
 On a target whose capabilities say `channels_last: true`, this pass rewrites
 
     Conv (rank 4, group 1 or depthwise)        -> ConvNHWC, weights stored [kh, kw, C/group, M]
+                                                  (reading an NCHW input, the image, as it is)
     AveragePool, MaxPool, GlobalAveragePool    -> AveragePoolNHWC / MaxPoolNHWC, when fed NHWC
     elementwise and broadcast nodes fed NHWC   -> the same op on the NHWC values
 
 and moves values between the layouts with Transpose nodes only where a value crosses from one
-layout to the other: graph inputs into the first convolution, and NHWC values read by any other
+layout to the other: graph inputs into a depthwise convolution or a pool, and NHWC values read by any other
 node or leaving the graph. Graph inputs and outputs keep their names, types and layout, so the
 generated API is the model's. Everything else is left as it was.
 """
@@ -103,8 +104,12 @@ class _Rewriter:
         wc = self.consts[w]
         hwio = self.constant(f"{w}_hwio", weights_to_hwio(wc.data), f"{wc.source}, stored [kh, kw, C/group, M]",
                              wc.loc)
-        inputs = (self.to_nhwc(x, node), hwio) + tuple(node.inputs[2:])
-        return Node("ConvNHWC", node.name, inputs, (self.new_output(node.outputs[0]),), dict(node.attrs), node.loc)
+        attrs = dict(node.attrs)
+        # a convolution of a value not yet channels last (the image) reads it as it is
+        direct = group == 1 and x not in self.nhwc
+        inputs = (x if direct else self.to_nhwc(x, node), hwio) + tuple(node.inputs[2:])
+        attrs["input_nchw"] = int(direct)
+        return Node("ConvNHWC", node.name, inputs, (self.new_output(node.outputs[0]),), attrs, node.loc)
 
     def pool(self, node: Node) -> Node | None:
         x = node.inputs[0]

@@ -39,8 +39,8 @@ def test_layout_pass_keeps_the_graph_api_and_its_values(name):
 def test_layout_pass_moves_layouts_only_at_the_boundary():
     h = channels_last(lower(ROOT_DIR / "graphs" / "vww_mobilenet.yaml"))
     transposes = [n for n in h.nodes if n.op == "Transpose"]
-    # the image into the first convolution, the pooled features out of the last pool
-    assert [(n.inputs[0] in h.inputs) for n in transposes] == [True, False]
+    # the first convolution reads the image as it is; the pooled features leave NCHW
+    assert len(transposes) == 1 and h.nodes[0].op == "ConvNHWC" and h.nodes[0].attrs["input_nchw"] == 1
     assert h.nodes[-4].op == "Transpose" and h.nodes[-5].op == "AveragePoolNHWC"
 
 
@@ -59,8 +59,9 @@ def test_conv_nhwc_refuses_other_groupings():
 
 
 def conv_nhwc_graph(c: int, h: int, w: int, m: int, k: int, pad: int, stride: int, depthwise: bool,
-                    tail: str) -> str:
-    """x (NHWC) -> ConvNHWC (bias) -> tail, squared so the convolution's output is an intermediate."""
+                    tail: str, input_nchw: bool = False) -> str:
+    """x (NHWC, or NCHW read as it is) -> ConvNHWC (bias) -> tail, squared so the convolution's
+    output is an intermediate."""
     oh, ow = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
     act = {"relu": "{op: Relu, inputs: [c1], outputs: [a1]}",
            "residual": "{op: Add, inputs: [c1, r], outputs: [a1]}"}[tail]
@@ -69,14 +70,14 @@ def conv_nhwc_graph(c: int, h: int, w: int, m: int, k: int, pad: int, stride: in
     return f"""\
         graph: g
         inputs:
-          x: {{dtype: float32, shape: [1, {h}, {w}, {c}]}}{extra}
+          x: {{dtype: float32, shape: {[1, c, h, w] if input_nchw else [1, h, w, c]}}}{extra}
         outputs: [y]
         constants:
           w: {{random: normal, shape: [{k}, {k}, {c // group}, {m}], seed: 1, scale: 0.3}}
           b: {{random: normal, shape: [{m}], seed: 2}}
         nodes:
           - {{op: ConvNHWC, inputs: [x, w, b], outputs: [c1], attrs: {{pads: [{pad}, {pad}, {pad}, {pad}],
-              strides: [{stride}, {stride}], group: {group}}}}}
+              strides: [{stride}, {stride}], group: {group}, input_nchw: {int(input_nchw)}}}}}
           - {act}
           - {{op: Mul, inputs: [a1, a1], outputs: [y]}}
         """
@@ -108,6 +109,21 @@ def test_conv_nhwc_matches_reference(case, target, tmp_path):
     assert_close(got, want)
     (kernel,) = compiled.model.kernels
     assert [n.op for n in kernel.fused] == {"relu": ["Relu"], "residual": ["Add"]}[case[8]] + ["Mul"]
+
+
+NCHW_INPUTS = [
+    # c, h, w, m, k, pad, stride: a network's first convolution reading its image as it is
+    (3, 9, 11, 8, 3, 1, 2),    # 8 channels: a half vector on AVX-512
+    (1, 7, 5, 20, 3, 1, 1),    # one input channel, rows of 5
+    (5, 4, 7, 19, 1, 0, 1),    # pointwise over the flattened positions
+]
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+@pytest.mark.parametrize("case", NCHW_INPUTS, ids=lambda c: "x".join(map(str, c)))
+def test_conv_nhwc_reading_nchw_matches_reference(case, target, tmp_path):
+    got, want, _ = run(conv_nhwc_graph(*case, False, "relu", input_nchw=True), target, tmp_path)
+    assert_close(got, want)
 
 
 POOLS = [
@@ -142,7 +158,7 @@ def test_pool_nhwc_matches_reference(case, target, tmp_path):
 @pytest.mark.parametrize("target", ["host", "host-native"])
 def test_host_graph_keeps_its_layout_and_fuses_conv_chains(target, tmp_path):
     """A Conv -> Relu -> Conv(depthwise) -> Add(constant [m, 1, 1]) -> Relu chain built for the
-    host: NCHW in and out, ConvNHWC inside, every activation fused, one transpose each way."""
+    host: NCHW in and out, ConvNHWC inside, every activation fused."""
     graph = """\
         graph: g
         inputs:
@@ -161,4 +177,5 @@ def test_host_graph_keeps_its_layout_and_fuses_conv_chains(target, tmp_path):
         """
     got, want, compiled = run(graph, target, tmp_path)
     assert_close(got, want)
-    assert [k.node.op for k in compiled.model.kernels] == ["Transpose", "ConvNHWC", "ConvNHWC", "Transpose"]
+    # the first convolution reads the NCHW input as it is: one transpose, back to NCHW at the end
+    assert [k.node.op for k in compiled.model.kernels] == ["ConvNHWC", "ConvNHWC", "Transpose"]

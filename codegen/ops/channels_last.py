@@ -1,7 +1,7 @@
 """Channels-last (NHWC) forms of convolution and pooling, which the layout pass (codegen/layout.py)
 puts in place of Conv and the pools on targets whose kernels want channels innermost.
 
-    ConvNHWC(X[N, D1.., C], W[k1.., C/group, M], B[M]) -> Y[N, O1.., M]
+    ConvNHWC(X[N, D1.., C], W[k1.., C/group, M], B[M]) -> Y[N, O1.., M]   (X[N, C, D1..] with input_nchw)
     AveragePoolNHWC(X[N, D1.., C]) -> Y[N, O1.., C]     (AveragePool's attributes)
     MaxPoolNHWC(X[N, D1.., C]) -> Y[N, O1.., C]         (MaxPool's attributes)
 
@@ -58,7 +58,8 @@ def _nchw_args(args: InferArgs) -> InferArgs:
     x = types[0]
     if x is None or x.rank < 3:
         raise OpError(f"input must have rank 3 or more (N, D1, ..., C), got {x}", input=0)
-    types[0] = TensorType(x.dtype, to_first(x.shape))
+    if not args.attrs.get("input_nchw"):
+        types[0] = TensorType(x.dtype, to_first(x.shape))
     if len(types) > 1 and types[1] is not None:
         w = types[1]
         if w.rank != x.rank:
@@ -68,9 +69,12 @@ def _nchw_args(args: InferArgs) -> InferArgs:
 
 
 def conv_nhwc_geometry(args: InferArgs):
-    group, wins = conv_geometry(_nchw_args(args))
-    x, w = args.types[0], args.types[1]
-    if group != 1 and not (group == x.shape[-1] == w.shape[-1]):
+    nchw = _nchw_args(args)
+    group, wins = conv_geometry(nchw)
+    x, w = nchw.types[0], args.types[1]
+    if group != 1 and args.attrs.get("input_nchw"):
+        raise OpError("a depthwise ConvNHWC reads its input channels last (input_nchw 0)", attr="input_nchw")
+    if group != 1 and not (group == x.shape[1] == w.shape[-1]):
         raise OpError(f"ConvNHWC takes group 1 or depthwise (group = channels = outputs), got group {group}",
                       attr="group")
     return group, wins
@@ -83,7 +87,7 @@ def _infer_conv(args: InferArgs) -> list[TensorType]:
 
 
 def _conv_reference_nhwc(xs, attrs):
-    x = np.transpose(xs[0], perm_to_first(xs[0].ndim))
+    x = xs[0] if attrs.get("input_nchw") else np.transpose(xs[0], perm_to_first(xs[0].ndim))
     rest = [weights_to_oihw(xs[1])] + list(xs[2:])
     y = _conv_reference([x] + rest, attrs)[0]
     return [np.ascontiguousarray(np.transpose(y, perm_to_last(y.ndim)))]
@@ -99,8 +103,11 @@ def _prepare_conv(args: InferArgs, outs) -> dict:
     return {"group": group, "windows": tuple(wins)}
 
 
+# input_nchw 1: the input is read in the model's layout (N, C, D1..), as a network's first
+# convolution reads its image, so that no transposed copy of the image is made (group 1 only).
 define("ConvNHWC", inputs=(2, 3), infer=_infer_conv, reference=_conv_reference_nhwc, macs=_conv_macs,
-       attrs=_WINDOW_ATTRS + [Attr("group", "int", 1)], prepare=_prepare_conv)
+       attrs=_WINDOW_ATTRS + [Attr("group", "int", 1), Attr("input_nchw", "int", 0, (0, 1))],
+       prepare=_prepare_conv)
 
 
 # --- pools ----------------------------------------------------------------------------------

@@ -79,12 +79,13 @@ def conv_nhwc(graph, node_id, cluster_id, args, attrs):
     x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
     b = args.inputs[2] if len(args.inputs) > 2 else None
     group, wins = args.prepared["group"], list(args.prepared["windows"])
-    batch, channels = x.type.shape[0], x.type.shape[-1]
+    input_nchw = bool(attrs.get("input_nchw"))
+    batch, channels = x.type.shape[0], x.type.shape[1 if input_nchw else -1]
     out_channels = w.type.shape[-1]
     cg = w.type.shape[-2]
     depthwise = group > 1
     k_shape = tuple(win.kernel for win in wins)
-    in_spatial, out_spatial = x.type.shape[1:-1], y.type.shape[1:-1]
+    in_spatial, out_spatial = x.type.shape[2:] if input_nchw else x.type.shape[1:-1], y.type.shape[1:-1]
     in_size, out_size = math.prod(in_spatial), math.prod(out_spatial)
     in_strides, out_strides = row_major_strides(in_spatial), row_major_strides(out_spatial)
     k_strides = row_major_strides(k_shape)
@@ -134,7 +135,8 @@ def conv_nhwc(graph, node_id, cluster_id, args, attrs):
             for i, (off, width) in enumerate(vectors if depthwise else [(0, 1)]):
                 xs = []
                 for in_pos, _ in positions:
-                    at = n * (in_size * channels) + dot(tuple(at_tap(p) for p in in_pos), in_strides) * channels + c
+                    pixel = dot(tuple(at_tap(p) for p in in_pos), in_strides)
+                    at = n * (in_size * channels) + (c * in_size + pixel if input_nchw else pixel * channels + c)
                     at = at + (m0 + off if depthwise else Affine())
                     key = (i, tuple(sorted(at.terms)), at.const)
                     if key not in x_names:
