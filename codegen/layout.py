@@ -78,8 +78,11 @@ class _Rewriter:
         rank = self.types[value].rank
         out = self.new_output(value)
         self.back.add(out)  # the original stays available as it is
-        self.nodes.append(Node("Transpose", self.fresh(f"{value}_to_nhwc"), (value,), (out,),
-                               {"perm": perm_to_last(rank)}, node.loc))
+        # right after the value is made (graph inputs: first), so that the copy is ready before
+        # any kernel that might take its reader as a fused consumer
+        made = [i for i, n in enumerate(self.nodes) if value in n.outputs]
+        self.nodes.insert(made[0] + 1 if made else 0, Node("Transpose", self.fresh(f"{value}_to_nhwc"), (value,),
+                                                           (out,), {"perm": perm_to_last(rank)}, node.loc))
         return out
 
     def to_nchw(self, value: str, node: Node | None) -> None:

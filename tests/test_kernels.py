@@ -120,6 +120,11 @@ def test_fused_blocked_conv_matches_reference(case, target, tmp_path):
     assert_close(got, want)
     kernels = compiled.model.kernels
     conv = next(k for k in kernels if k.node.op in ("Conv", "ConvNHWC"))
+    if conv.node.op == "ConvNHWC" and case[8] == "residual":
+        # the residual is a graph input: its channels-last copy is made in the convolution's own
+        # cluster, so the add cannot wait inside the convolution's kernel (fuse.py's rule)
+        assert [k.node.op for k in kernels] == ["Transpose", "ConvNHWC", "Add", "Transpose"]
+        return
     # the activation (and the bias add), then the square, run inside the convolution's kernel:
     # one kernel, nothing stored in the workspace (channels-last targets: besides the transposes
     # of the graph's inputs and outputs, tests/test_channels_last.py)
