@@ -16,7 +16,9 @@ of the window use the tiles of conv.tiles with exact segments: each tile's taps 
 the input, so no load is tested. A row of positions not divisible by NB ends with single
 positions. The bias starts the accumulators; every store is a vector along the channel axis (the
 tensor's last), so fused ReLU, clip or residual adds run as vector code. Each accumulator adds
-its terms in the reference's order (bias, then taps, then input channels).
+its terms in the reference's order (bias, then taps, then input channels). With input_nchw the
+input is read in the model's layout (a network's first convolution reading its image): the
+scalar broadcasts of a regular convolution cost the same either way.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ import math
 
 from codegen.generate.backend import CPP
 from codegen.generate.functors.conv import Affine, Axis, dot, loops, row_major_strides, tile_loops, tiles
-from codegen.generate.functors.fast import _shift, _substitute
+from codegen.generate.functors.fast import _pointwise, _substitute, row_block
 from codegen.generate.loop_ir import Assign, Binary, Broadcast, Comment, Const, Expr, Load, Local, Stmt, Store, Var
 from codegen.generate.loop_ir import For, const, index
 from codegen.ops.conv import Window
@@ -69,10 +71,6 @@ def _blocking(caps, depthwise: bool, vectors: int) -> tuple[int, int]:
         return 1, max(1, min(8, (regs - 5) // 2))
     mb = max(1, min(vectors, 2 if regs < 32 else 4))
     return mb, max(1, min(8, (regs - mb - 2) // mb))
-
-
-def _pointwise(wins) -> bool:
-    return all(w.kernel == 1 and w.stride == 1 and w.pad_begin == 0 and w.in_size == w.out_size for w in wins)
 
 
 def conv_nhwc(graph, node_id, cluster_id, args, attrs):
@@ -177,8 +175,7 @@ def conv_nhwc(graph, node_id, cluster_id, args, attrs):
         blocks = max(1, min(nb, count))
         main = count - count % blocks
         if main:
-            positions = [(tuple(_shift(p, last, j) for p in tl.in_pos), tuple(_shift(p, last, j) for p in tl.out_pos))
-                         for j in range(blocks)]
+            positions = row_block(tl, last, blocks)
             stmts += loops(tl.outer[:-1], [For(last, main, tuple(block(tl, m0, vectors, positions)), blocks)])
         if count - main:  # the rest of the row as one narrower block: independent accumulators
             positions = [(tuple(_substitute(p, last, Affine((), main + j)) for p in tl.in_pos),
