@@ -2,8 +2,12 @@
 kernels (ConvNHWC regular, depthwise and pointwise; AveragePoolNHWC, MaxPoolNHWC) match their
 NumPy references on every backend, over shapes that hit every edge of the blocking: channel
 counts that are not multiples of 16, 8 or 4 lanes (odd ones included), rows not divisible by the
-position block, 1x1 inputs, strides of 2, padding on every side, windows wholly in the padding."""
+position block, 1x1 inputs, strides of 2, padding on every side, windows wholly in the padding.
+Besides the targets of test_kernels, the kernels host-native gives an AVX2 machine (8 lanes,
+16 registers: tests/data/host-avx2.yaml) are built and run here."""
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,8 +20,18 @@ from codegen.pipeline import lower
 from codegen.reference import evaluate
 from test_kernels import TARGETS, assert_close, run
 
+# host-native as an AVX2 machine gets it (8 lanes, 16 registers), built here with -mavx2 -mfma
+AVX2 = ("host-avx2", (str(Path(__file__).parent / "data" / "host-avx2.yaml"), ["-mavx2", "-mfma"]))
+KERNEL_TARGETS = list(TARGETS) + [AVX2[0]]
+
+
+@pytest.fixture(autouse=True)
+def _avx2_target(monkeypatch):
+    monkeypatch.setitem(TARGETS, *AVX2)
+
+
 GRAPHS = ["kws_dscnn", "vww_mobilenet", "ic_resnet8", "ad_autoencoder", "branches", "encoder", "mlp"]
-ROOT_DIR = __import__("pathlib").Path(__file__).resolve().parents[1]
+ROOT_DIR = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("name", GRAPHS)
@@ -102,7 +116,7 @@ CONVS = [
 ]
 
 
-@pytest.mark.parametrize("target", list(TARGETS))
+@pytest.mark.parametrize("target", KERNEL_TARGETS)
 @pytest.mark.parametrize("case", CONVS, ids=lambda c: "x".join(map(str, c[:7])) + ("-dw" if c[7] else "") + "-" + c[8])
 def test_conv_nhwc_matches_reference(case, target, tmp_path):
     got, want, compiled = run(conv_nhwc_graph(*case), target, tmp_path)
@@ -119,7 +133,7 @@ NCHW_INPUTS = [
 ]
 
 
-@pytest.mark.parametrize("target", list(TARGETS))
+@pytest.mark.parametrize("target", KERNEL_TARGETS)
 @pytest.mark.parametrize("case", NCHW_INPUTS, ids=lambda c: "x".join(map(str, c)))
 def test_conv_nhwc_reading_nchw_matches_reference(case, target, tmp_path):
     got, want, _ = run(conv_nhwc_graph(*case, False, "relu", input_nchw=True), target, tmp_path)
@@ -137,7 +151,7 @@ POOLS = [
 ]
 
 
-@pytest.mark.parametrize("target", list(TARGETS))
+@pytest.mark.parametrize("target", KERNEL_TARGETS)
 @pytest.mark.parametrize("case", POOLS, ids=lambda c: "-".join(map(str, c)))
 def test_pool_nhwc_matches_reference(case, target, tmp_path):
     op, c, h, w, k, s, p, include = case
