@@ -102,6 +102,7 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=0.2, help="rough time per batch and runner [0.2]")
     p.add_argument("--targets", nargs="+", default=["host", "host-native"])
     p.add_argument("--graphs", nargs="+", default=list(GRAPHS))
+    p.add_argument("--write", type=Path, help="replace the host table of this file (docs/BENCHMARKS.md)")
     args = p.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -146,12 +147,27 @@ def main() -> int:
                 rows.append((graph, t, med * 1e6, ort_median * 1e6, med / ort_median, err, ws))
                 print(f"{graph:15s} {t:12s} tinsmith {med * 1e6:9.1f} us  onnxruntime {ort_median * 1e6:9.1f} us  "
                       f"ratio {med / ort_median:5.2f}  max rel err {err:.1e}  workspace {ws}", flush=True)
+    table = [TABLE_HEAD, "|---|---|---:|---:|---:|---:|---:|"]
+    table += [f"| {graph} | {t} | {ms:,.1f} | {om:,.1f} | {ratio:.2f} | {err:.1e} | {ws:,} |"
+              for graph, t, ms, om, ratio, err, ws in rows]
     print()
-    print("| graph | target | Tinsmith µs | ONNX Runtime µs | ratio | max rel. difference | workspace |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for graph, t, ms, om, ratio, err, ws in rows:
-        print(f"| {graph} | {t} | {ms:,.1f} | {om:,.1f} | {ratio:.2f} | {err:.1e} | {ws:,} |")
+    print("\n".join(table))
+    if args.write:
+        write_table(args.write, table)
     return 0
+
+
+TABLE_HEAD = "| graph | target | Tinsmith µs | ONNX Runtime µs | ratio | max rel. difference | workspace |"
+
+
+def write_table(path: Path, table: list[str]) -> None:
+    """Replace the table that starts with TABLE_HEAD in `path` (the rest of the file stays)."""
+    lines = path.read_text(encoding="utf-8").split("\n")
+    start = lines.index(TABLE_HEAD)
+    end = start
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    path.write_text("\n".join(lines[:start] + table + lines[end:]), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -52,6 +52,9 @@ def compile_graph(path: str | Path, backend: Backend | None = None, constants_in
         backend = backend or chosen
     backend = backend or CPP
     graph = lower(path)
+    if caps.channels_last:
+        from codegen.layout import channels_last
+        graph = channels_last(graph)
     sched = schedule(graph)
     if fusion:
         sched = fuse(graph, sched, backend, caps)

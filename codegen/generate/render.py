@@ -127,7 +127,8 @@ class Renderer:
                 f"typedef {e} {t} __attribute__((vector_size({size})));",
                 f"inline {t} load_{t}(const {e}* p) noexcept {{ {t} v; std::memcpy(&v, p, sizeof v); return v; }}",
                 f"inline void store_{t}({e}* p, {t} v) noexcept {{ std::memcpy(p, &v, sizeof v); }}",
-                f"inline {t} splat_{t}({e} s) noexcept {{ return {t}{{}} + s; }}",
+                # every lane s (not {} + s: 0.0 + -0.0 is +0.0, so that add could not be dropped)
+                f"inline {t} splat_{t}({e} s) noexcept {{ return {t}{{{', '.join(['s'] * width)}}}; }}",
                 # fmax's rule lane by lane: a NaN operand loses to a number
                 f"inline {t} max_{t}({t} a, {t} b) noexcept {{ return (a >= b || b != b) ? a : b; }}",
                 f"inline {t} min_{t}({t} a, {t} b) noexcept {{ return (a <= b || b != b) ? a : b; }}",

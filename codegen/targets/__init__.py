@@ -37,9 +37,10 @@ their own file to `load_target`, with no code change. The format, version 1:
     capabilities:                     # optional: what kernels may use (default: portable C++)
       backend: cortex-m               # kernel backend: cpp, host or cortex-m
       fpu: fpv4-sp                    # none, or the FPU's name
-      simd_bits: 0                    # float vector width kernels may use (0: none)
+      simd_bits: 0                    # float vector width kernels may use (0: none; native: the build machine's)
       dsp: true                       # Armv7E-M DSP extension (SMLAD, ...)
-      float_registers: 16             # float registers a blocked inner loop may fill
+      float_registers: 16             # float registers a blocked inner loop may fill (or native)
+      channels_last: false            # convolution chains computed NHWC inside (codegen/layout.py)
     emulator:                         # null when nothing emulates the core
       command: [qemu-system-arm, ...] # everything but -icount and -kernel
       icount_shift: 6                 # optional: one instruction = 2**shift ns
@@ -49,7 +50,10 @@ Nothing here needs SCons; `codegen.targets.firmware_scons` is the SCons side.
 """
 from __future__ import annotations
 
+import functools
+import os
 import re
+import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -152,6 +156,7 @@ class Capabilities:
     simd_bits: int = 0
     dsp: bool = False
     float_registers: int = 8
+    channels_last: bool = False  # convolution chains run NHWC inside (codegen/layout.py)
 
     def lanes(self, dtype_bytes: int = 4) -> int:
         """Vector width for elements of `dtype_bytes` (1: scalar code)."""
@@ -488,6 +493,23 @@ def _emulator(fields: _Fields) -> Emulator:
     return Emulator(command=command, icount_shift=shift, timeout_seconds=float(timeout))
 
 
+@functools.lru_cache(maxsize=1)
+def native_vector_unit() -> dict[str, int]:
+    """simd_bits and float_registers of the build machine's x86-64 vector unit, as GCC with
+    -march=native sees it: AVX-512 is 512 bits and 32 registers, AVX2 256 and 16, else SSE2's
+    128 and 16."""
+    try:
+        macros = subprocess.run(["gcc", "-march=native", "-dM", "-E", "-x", "c", os.devnull],
+                                capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        macros = ""
+    if "__AVX512F__" in macros:
+        return {"simd_bits": 512, "float_registers": 32}
+    if "__AVX2__" in macros:
+        return {"simd_bits": 256, "float_registers": 16}
+    return {"simd_bits": 128, "float_registers": 16}
+
+
 def _capabilities(fields: _Fields) -> Capabilities:
     backend = fields.string("backend", required=False, default="cpp")
     if backend not in KERNEL_BACKENDS:
@@ -497,14 +519,19 @@ def _capabilities(fields: _Fields) -> Capabilities:
     numbers = {}
     for key, default, allowed in (("simd_bits", 0, (0, 64, 128, 256, 512)), ("float_registers", 8, None)):
         value = fields.raw(key, required=False, default=default)
+        if value == "native":  # what `-march=native` gives on the build machine
+            value = native_vector_unit()[key]
         if isinstance(value, bool) or not isinstance(value, int) or (allowed and value not in allowed) \
                 or value < 0:
             raise TargetError(fields.at(key), f"'{key}' must be "
                               f"{'one of ' + ', '.join(map(str, allowed)) if allowed else 'a non-negative integer'}"
                               f"; got {value!r}")
         numbers[key] = value
-    dsp = fields.raw("dsp", required=False, default=False)
-    if not isinstance(dsp, bool):
-        raise TargetError(fields.at("dsp"), f"'dsp' must be true or false; got {dsp!r}")
+    flags = {}
+    for key in ("dsp", "channels_last"):
+        flags[key] = fields.raw(key, required=False, default=False)
+        if not isinstance(flags[key], bool):
+            raise TargetError(fields.at(key), f"'{key}' must be true or false; got {flags[key]!r}")
     fields.done()
-    return Capabilities(backend, fpu, numbers["simd_bits"], dsp, numbers["float_registers"])
+    return Capabilities(backend, fpu, numbers["simd_bits"], flags["dsp"], numbers["float_registers"],
+                        flags["channels_last"])

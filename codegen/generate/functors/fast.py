@@ -149,8 +149,7 @@ def conv_channel_vectors(graph, node_id, cluster_id, args, attrs):
         blocks = max(1, min(nb, count))
         main = count - count % blocks
         if main:
-            positions = [(tuple(_shift(p, last, j) for p in tl.in_pos), tuple(_shift(p, last, j) for p in tl.out_pos))
-                         for j in range(blocks)]
+            positions = row_block(tl, last, blocks)
             stmts += _loops(tl.outer[:-1], [For(last, main, tuple(block(tl, m0, vectors, positions)), blocks)])
         if count - main:
             r = Affine.var(last + "r", main)
@@ -174,6 +173,12 @@ def conv_channel_vectors(graph, node_id, cluster_id, args, attrs):
             nests += tile_code(tile, m0, vectors)
         stmts += _loops((("mb", count),) if count > 1 else (), [For("n", batch, tuple(nests))])
     return stmts
+
+
+def row_block(tl, var: str, count: int) -> list[tuple[tuple[Affine, ...], tuple[Affine, ...]]]:
+    """(input, output) positions of `count` neighbours along loop variable `var` of a tile."""
+    return [(tuple(_shift(p, var, j) for p in tl.in_pos), tuple(_shift(p, var, j) for p in tl.out_pos))
+            for j in range(count)]
 
 
 def _pointwise(wins) -> bool:
@@ -453,3 +458,7 @@ def gemv(graph, node_id, cluster_id, args, attrs):
 HOST.register("Conv", epilogue=True, when=_is_float_2d_conv, pack=_pack_conv)(conv_host)
 HOST.register("Gemm", epilogue=True, when=_is_gemv)(gemv)
 # the cortex-m backend's kernels: codegen/generate/functors/cortex_m.py
+
+# Channels-last kernels (the layout pass's ConvNHWC and pools), registered on cpp: with the
+# target's vector width they are the host's, with one lane the portable ones.
+from codegen.generate.functors import host_conv, host_pool  # noqa: E402,F401
