@@ -79,6 +79,26 @@ def _constant_inputs() -> dict[str, tuple[int, ...]]:
     return {name: p.constant_inputs for name, p in PRIMITIVES.items() if p.constant_inputs}
 
 
+def _upgraded(model):
+    """The model upgraded to the importer's minimum opset (local functions inlined), as the
+    importer would upgrade it, but here: the importer does it in a fresh interpreter per model
+    (to survive a converter crash), which costs more than compiling a one-node model. A model
+    the converter cannot upgrade is written as it is, and the importer says why."""
+    import onnx.inliner
+    import onnx.version_converter
+
+    from codegen.load.onnx_model import MIN_OPSET, _default_opset
+    opset = _default_opset(model)
+    if not (0 < opset < MIN_OPSET or model.functions):
+        return model
+    try:
+        if model.functions:
+            model = onnx.inliner.inline_local_functions(model)
+        return onnx.version_converter.convert_version(model, MIN_OPSET) if 0 < opset < MIN_OPSET else model
+    except Exception:  # noqa: BLE001  (no adapter for some op)
+        return model
+
+
 def _compile(case: Case, models_dir: Path, constant_inputs) -> _Built | Result:
     """Stage 1 for one case: freeze operands, write the model, compile it in this process."""
     from codegen.errors import TinsmithError
@@ -91,7 +111,7 @@ def _compile(case: Case, models_dir: Path, constant_inputs) -> _Built | Result:
     except Exception as e:  # noqa: BLE001  (data the harness cannot freeze)
         return result_of(case, "unsupported", f"cannot freeze operands: {type(e).__name__}: {_first_line(e)}")
     path = models_dir / f"{case.name}.onnx"
-    write_if_changed(path, prepared.model.SerializeToString())
+    write_if_changed(path, _upgraded(prepared.model).SerializeToString())
     frozen = prepared.frozen_inputs
     try:
         with warnings.catch_warnings():  # references overflow on purpose in some cases
@@ -111,6 +131,34 @@ def _compile(case: Case, models_dir: Path, constant_inputs) -> _Built | Result:
         return tuple((n, graph.types[n].numpy_dtype, tuple(graph.types[n].shape)) for n in names)
     return _Built(case, prepared, graph_name(path), Signature(io(graph.inputs), io(graph.outputs)),
                   compiled.files)
+
+
+_WORK: dict[str, object] = {}  # what the forked stage-1 workers read: the cases, folders, constant inputs
+
+
+def _compile_one(index: int) -> _Built | Result:
+    """Stage 1 in a worker: the case is sent back without its (large) model."""
+    case = _WORK["cases"][index]
+    item = _compile(case, _WORK["models_dir"], _WORK["constant_inputs"])
+    if isinstance(item, Result):
+        return item
+    return dataclasses.replace(item, case=None, prepared=dataclasses.replace(item.prepared, model=None))
+
+
+def _compile_all(cases: Sequence[Case], models_dir: Path, jobs: int) -> list[_Built | Result]:
+    """Stage 1 for every case, on `jobs` forked workers (the compiler is single-threaded Python)."""
+    import multiprocessing
+    _WORK.update(cases=list(cases), models_dir=models_dir, constant_inputs=_constant_inputs())
+    try:
+        if jobs <= 1 or len(cases) < 8 or "fork" not in multiprocessing.get_all_start_methods():
+            items = [_compile_one(i) for i in range(len(cases))]
+        else:
+            with multiprocessing.get_context("fork").Pool(jobs) as pool:
+                items = pool.map(_compile_one, range(len(cases)), chunksize=4)
+    finally:
+        _WORK.clear()
+    return [dataclasses.replace(item, case=case) if isinstance(item, _Built) else item
+            for case, item in zip(cases, items)]
 
 
 def _execute(item: _Built, program: Program, build_dir: Path) -> Result:
@@ -165,11 +213,9 @@ def run_conformance(build_dir: Path = DEFAULT_BUILD_DIR, select: str | None = No
     log(f"{len(cases)} cases collected in {seconds['collect']:.0f} s")
 
     start = time.monotonic()
-    constant_inputs = _constant_inputs()
     outcome: dict[str, Result] = {}
     built: list[_Built] = []
-    for case in cases:
-        item = _compile(case, models_dir, constant_inputs)
+    for case, item in zip(cases, _compile_all(cases, models_dir, jobs)):
         if isinstance(item, Result):
             outcome[case.name] = item
         else:
