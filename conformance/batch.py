@@ -98,8 +98,15 @@ def _first_error(output: str, roots: Sequence[Path]) -> str:
     return line.strip()
 
 
+def _culprits(output: str, members: Sequence[str], cases_dir: Path) -> set[str]:
+    """The cases of a batch that the compiler's error lines name (by their generated files)."""
+    errors = [line for line in output.splitlines() if "error:" in line]
+    return {name for name in members if any(f"{cases_dir}/{name}/" in line for line in errors)}
+
+
 def _compile(source: str, folder: Path, cases_dir: Path, host_io: Path) -> str | None:
-    """Compile `source` into folder/run unless an identical build is there; None or the error."""
+    """Compile `source` into folder/run unless an identical build is there; None, or the
+    compiler's output if it fails."""
     from codegen.files import write_if_changed
     from codegen.paths import RUNTIME_INCLUDE
     cxx, flags = _host_command()
@@ -119,7 +126,7 @@ def _compile(source: str, folder: Path, cases_dir: Path, host_io: Path) -> str |
     proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         program.unlink(missing_ok=True)
-        return _first_error(proc.stdout + proc.stderr, [cases_dir, folder, RUNTIME_INCLUDE.parent])
+        return (proc.stdout + proc.stderr) or f"{cxx} exited {proc.returncode}"
     stamp.write_text(digest)
     return None
 
@@ -139,6 +146,7 @@ def build_batches(cases: Sequence[tuple[str, Mapping[str, str]]], build_dir: Pat
                   log: Callable[[str], None] = print) -> tuple[dict[str, Program], dict[str, str]]:
     """Build every case (name, generated files) into batch programs under build_dir; returns
     {name: Program} for the cases that built and {name: 'compile: first error'} for the rest."""
+    from codegen.paths import RUNTIME_INCLUDE
     build_dir.mkdir(parents=True, exist_ok=True)
     cases_dir = build_dir / "cases"
     for name, files in cases:
@@ -154,19 +162,34 @@ def build_batches(cases: Sequence[tuple[str, Mapping[str, str]]], build_dir: Pat
         folder.mkdir(parents=True, exist_ok=True)
         return _compile(batch_source(members, cases_dir), folder, cases_dir, host_io)
 
+    def record(key: str, members: list[str]) -> None:
+        programs.update({n: Program(build_dir / "batches" / key / "run", i) for i, n in enumerate(members)})
+
     log(f"  {len(batches)} batches of up to {batch_size} cases")
+    roots = [cases_dir, build_dir, RUNTIME_INCLUDE.parent]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        errors = list(pool.map(lambda kb: build(f"b{kb[0]:04d}", kb[1]), enumerate(batches)))
-        alone = [name for members, error in zip(batches, errors) if error for name in members]
-        for k, (members, error) in enumerate(zip(batches, errors)):
-            if not error:
-                programs.update({n: Program(build_dir / "batches" / f"b{k:04d}" / "run", i)
-                                 for i, n in enumerate(members)})
+        keys = [f"b{k:04d}" for k in range(len(batches))]
+        retry: list[tuple[str, list[str]]] = []  # a failed batch's other cases, built again together
+        alone: list[str] = []  # cases built one by one, for their own error
+        for key, members, output in zip(keys, batches, pool.map(build, keys, batches)):
+            if output is None:
+                record(key, members)
+                continue
+            named = _culprits(output, members, cases_dir)
+            alone += [n for n in members if n in named] if named else members
+            if named and len(named) < len(members):
+                retry.append((key + "_rest", [n for n in members if n not in named]))
         if alone:
             log(f"  {len(alone)} cases of batches that did not compile, compiled one by one")
-        for name, error in zip(alone, pool.map(lambda n: build(f"single_{n}", [n]), alone)):
-            if error:
-                failures[name] = f"compile: {error}"
+        for (key, members), output in zip(retry, pool.map(lambda kb: build(*kb), retry)):
+            if output is None:
+                record(key, members)
             else:
-                programs[name] = Program(build_dir / "batches" / f"single_{name}" / "run", 0)
+                alone += members
+        keys = [f"single_{n}" for n in alone]
+        for key, name, output in zip(keys, alone, pool.map(build, keys, [[n] for n in alone])):
+            if output is None:
+                record(key, [name])
+            else:
+                failures[name] = f"compile: {_first_error(output, roots)}"
     return programs, failures

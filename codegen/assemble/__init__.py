@@ -111,8 +111,9 @@ def assemble(model: GeneratedModel, constants_section: str | None = None) -> dic
         "inputs": inputs, "outputs": outputs,
         "uses_int64": any(v["dtype"] == "int64" for v in inputs + outputs),
         "uses_bool": any(v["dtype"] == "bool" for v in inputs + outputs),
-        # inputs no kernel reads (EyeLike, Dropout's ratio, a value only Shape looks at): run() voids them
-        "unused_inputs": [v["name"] for v in inputs
+        # inputs no kernel reads (EyeLike, Dropout's ratio, a value only Shape looks at) and outputs
+        # no kernel writes (zero-size tensors): run() voids them
+        "unused_inputs": [v["name"] for v in inputs + outputs
                           if not any(a == v["name"] for k in model.kernels for a in k.call_args)],
         "workspace_bytes": model.plan.workspace_bytes,
         "constants": model.constants, "kernels": model.kernels, "prelude": model.prelude,
