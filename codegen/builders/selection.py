@@ -70,3 +70,73 @@ def center_crop_pad(g, inputs, attrs):
     if y == x:
         y = g.add("Identity", [x])[0]
     return [y]
+
+
+@builder("ReverseSequence", inputs=2, attrs=[Attr("batch_axis", "int", 1, (0, 1)), Attr("time_axis", "int", 0, (0, 1))])
+def reverse_sequence(g, inputs, attrs):
+    """The first sequence_lens[i] steps of each batch entry i reversed along the time axis, the
+    rest kept: one GatherElements with indices known when the graph is built."""
+    x, lengths = inputs
+    known = g.value_of(lengths)
+    if known is None:
+        raise OpError("ReverseSequence sequence_lens must be a constant, known when the graph is built", input=1)
+    shape = tuple(g.type_of(x).shape)
+    batch_axis, time_axis = attrs["batch_axis"], attrs["time_axis"]
+    if batch_axis == time_axis or len(shape) < 2:
+        raise OpError("ReverseSequence needs distinct batch and time axes of a tensor of rank 2 or more",
+                      attr="time_axis")
+    known = np.asarray(known).reshape(-1).astype(np.int64)
+    steps = shape[time_axis]
+    if known.shape != (shape[batch_axis],) or (known < 0).any() or (known > steps).any():
+        raise OpError(f"ReverseSequence sequence_lens {known.tolist()} must hold {shape[batch_axis]} lengths "
+                      f"between 0 and {steps}", input=1)
+    t = np.arange(steps).reshape(-1, 1)
+    source = np.where(t < known.reshape(1, -1), known.reshape(1, -1) - 1 - t, t)  # [time, batch]
+    if batch_axis < time_axis:
+        source = source.T
+    source = source.reshape(source.shape + (1,) * (len(shape) - 2))
+    indices = np.ascontiguousarray(np.broadcast_to(source, shape)).astype(np.int64)
+    return g.add("GatherElements", [x, g.constant(indices, "indices")], {"axis": time_axis})
+
+
+@builder("MaxUnpool", inputs=(2, 3), attrs=[Attr("kernel_shape", "ints"), Attr("pads", "ints", None),
+                                            Attr("strides", "ints", None)])
+def max_unpool(g, inputs, attrs):
+    """Each value of X placed at its flat index (from MaxPool's Indices) in a zero tensor of the
+    unpooled shape (padded at the end up to output_shape): a Gather from X and one zero, with
+    indices known when the graph is built."""
+    x, indices = inputs[:2]
+    where = g.value_of(indices)
+    if where is None:
+        raise OpError("MaxUnpool indices must be a constant, known when the graph is built", input=1)
+    shape = tuple(g.type_of(x).shape)
+    kernel = attrs["kernel_shape"]
+    dims = len(kernel)
+    strides = attrs["strides"] or (1,) * dims
+    pads = attrs["pads"] or (0,) * (2 * dims)
+    if len(shape) != dims + 2:
+        raise OpError(f"MaxUnpool input has rank {len(shape)}, expected {dims + 2}", input=0)
+    unpooled = shape[:2] + tuple((shape[2 + d] - 1) * strides[d] - (pads[d] + pads[dims + d]) + kernel[d]
+                                 for d in range(dims))
+    where = np.asarray(where).reshape(-1).astype(np.int64)
+    total, count = int(np.prod(unpooled)), int(np.prod(shape))
+    if where.size != count or (where < 0).any() or (where >= total).any():
+        raise OpError(f"MaxUnpool indices must hold {count} positions in [0, {total})", input=1)
+    source = np.full(total, count, np.int64)  # position `count` is the zero appended to X
+    source[where] = np.arange(count)  # a later element wins a position, as in ONNX's reference
+    flat = g.add("Reshape", [x, g.constant(np.array([-1], np.int64), "shape")])[0]
+    padded = g.add("Concat", [flat, g.constant(np.zeros(1, np.float32), "zero")], {"axis": 0})[0]
+    y = g.add("Gather", [padded, g.constant(source, "source")], {"axis": 0})[0]
+    y = g.add("Reshape", [y, g.constant(np.array(unpooled, np.int64), "shape")])[0]
+    if len(inputs) > 2 and inputs[2]:
+        wanted = g.value_of(inputs[2])
+        if wanted is None:
+            raise OpError("MaxUnpool output_shape must be a constant, known when the graph is built", input=2)
+        wanted = [int(v) for v in np.asarray(wanted).reshape(-1)]
+        extra = [w - u for w, u in zip(wanted, unpooled)]
+        if len(wanted) != len(unpooled) or any(e < 0 for e in extra):
+            raise OpError(f"MaxUnpool output_shape {wanted} is smaller than the unpooled shape {list(unpooled)}",
+                          input=2)
+        if any(extra):
+            y = g.add("Pad", [y, g.constant(np.array([0] * len(extra) + extra, np.int64), "pads")])[0]
+    return [y]
