@@ -4,6 +4,7 @@ host into one program (conformance/batch.py), and graphs of graphs/ built by SCo
 host and the Cortex-M4 and run there (QEMU)."""
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import numpy as np
 import onnx
 
 ROOT = Path(__file__).resolve().parents[1]
+HAS_FIRMWARE_TOOLS = bool(shutil.which("arm-none-eabi-g++") and shutil.which("qemu-system-arm"))
 
 
 def expected(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], reference: bool = False) -> list[np.ndarray]:
@@ -98,3 +100,16 @@ def run_graph(folder: Path, name: str, x: np.ndarray, where: str) -> np.ndarray:
     from codegen.targets.qemu import run_on_emulator
     run = run_on_emulator("cortex-m4", folder / "m4" / name / "firmware" / f"{name}.elf", data, timeout=300)
     return np.frombuffer(run.output, "<f4")
+
+
+def check_example_graph(name: str, model: onnx.ModelProto, inputs: Sequence[np.ndarray], where: str,
+                        base: Path) -> None:
+    """graphs/NAME.yaml (imported from `model`) on the host or the Cortex-M4 against ONNX Runtime
+    on `model`, for each input; both builds are made once under `base`."""
+    folder = base / f"{name}_builds"
+    if not (folder / "m4" / name / "firmware" / f"{name}.elf").exists():
+        build_graphs([ROOT / "graphs" / f"{name}.yaml"], folder)
+    feed = model.graph.input[0].name
+    for k, x in enumerate(inputs):
+        (want,) = expected(model, {feed: x})
+        assert_close(run_graph(folder, name, x, where).reshape(want.shape), want, f"{name} on {where}, input {k}")

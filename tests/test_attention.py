@@ -9,15 +9,13 @@ width divides them. Tolerance: rtol 1e-4 plus 1e-5 of the output's largest magni
 """
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from models import make_recurrent
-from onnx_oracle import ROOT, assert_close, build_graphs, expected, run_graph, run_on_host
+from onnx_oracle import HAS_FIRMWARE_TOOLS, ROOT, assert_close, check_example_graph, expected, run_on_host
 
 pytest.importorskip("onnxruntime")
 
@@ -106,18 +104,13 @@ def test_builder_matches_onnx_runtime(results, name):
 
 
 # --- the example transformer block, host and Cortex-M4 -----------------------------------------
-needs_firmware = pytest.mark.skipif(not (shutil.which("arm-none-eabi-g++") and shutil.which("qemu-system-arm")),
+needs_firmware = pytest.mark.skipif(not HAS_FIRMWARE_TOOLS,
                                     reason="needs arm-none-eabi-g++ and qemu-system-arm (sh setup.sh installs them)")
 
 
 @needs_firmware
 @pytest.mark.parametrize("where", ["host", "cortex-m4"])
 def test_transformer_block_matches_onnx_runtime(tmp_path_factory, where):
-    folder = tmp_path_factory.getbasetemp() / "transformer_builds"
-    if not (folder / "m4" / "transformer_block" / "firmware" / "transformer_block.elf").exists():
-        build_graphs([ROOT / "graphs" / "transformer_block.yaml"], folder)
-    model = make_recurrent.transformer_block()
-    for seed in range(3):
-        x = make_recurrent.sample_input("transformer_block", seed)
-        (want,) = expected(model, {"x": x})
-        assert_close(run_graph(folder, "transformer_block", x, where).reshape(want.shape), want, f"seed {seed}")
+    inputs = [make_recurrent.sample_input("transformer_block", seed) for seed in range(3)]
+    check_example_graph("transformer_block", make_recurrent.transformer_block(), inputs, where,
+                        tmp_path_factory.getbasetemp())

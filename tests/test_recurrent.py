@@ -9,15 +9,13 @@ Tolerance: rtol 1e-4 plus 1e-5 of the output's largest magnitude (tests/onnx_ora
 """
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from models import make_recurrent
-from onnx_oracle import ROOT, assert_close, build_graphs, expected, run_graph, run_on_host
+from onnx_oracle import HAS_FIRMWARE_TOOLS, ROOT, assert_close, check_example_graph, expected, run_on_host
 
 pytest.importorskip("onnxruntime")
 
@@ -30,8 +28,9 @@ def recurrent_model(op: str, *, steps=4, batch=2, inputs=3, hidden=5, direction=
     Every output is a graph output."""
     rng = np.random.default_rng(seed)
     dirs, gates = 2 if direction == "bidirectional" else 1, GATES[op]
-    inits = [numpy_helper.from_array((0.5 * rng.standard_normal((dirs, gates * hidden, inputs))).astype(np.float32), "W"),
-             numpy_helper.from_array((0.5 * rng.standard_normal((dirs, gates * hidden, hidden))).astype(np.float32), "R")]
+    def weights(columns):
+        return (0.5 * rng.standard_normal((dirs, gates * hidden, columns))).astype(np.float32)
+    inits = [numpy_helper.from_array(weights(inputs), "W"), numpy_helper.from_array(weights(hidden), "R")]
     names = ["X", "W", "R"]
 
     def optional(name, array):
@@ -137,7 +136,7 @@ def test_sequence_lengths_must_be_known_when_built(tmp_path):
 
 
 # --- the example keyword spotter, host and Cortex-M4 -----------------------------------------------
-needs_firmware = pytest.mark.skipif(not (shutil.which("arm-none-eabi-g++") and shutil.which("qemu-system-arm")),
+needs_firmware = pytest.mark.skipif(not HAS_FIRMWARE_TOOLS,
                                     reason="needs arm-none-eabi-g++ and qemu-system-arm (sh setup.sh installs them)")
 
 
@@ -156,11 +155,5 @@ def test_graph_file_is_the_imported_model(tmp_path):
 @needs_firmware
 @pytest.mark.parametrize("where", ["host", "cortex-m4"])
 def test_gru_keyword_spotter_matches_onnx_runtime(tmp_path_factory, where):
-    folder = tmp_path_factory.getbasetemp() / "gru_kws_builds"
-    if not (folder / "m4" / "gru_kws" / "firmware" / "gru_kws.elf").exists():
-        build_graphs([ROOT / "graphs" / "gru_kws.yaml"], folder)
-    model = make_recurrent.gru_kws()
-    for seed in range(3):
-        x = make_recurrent.sample_input("gru_kws", seed)
-        (want,) = expected(model, {"mfcc": x})
-        assert_close(run_graph(folder, "gru_kws", x, where).reshape(want.shape), want, f"seed {seed}")
+    inputs = [make_recurrent.sample_input("gru_kws", seed) for seed in range(3)]
+    check_example_graph("gru_kws", make_recurrent.gru_kws(), inputs, where, tmp_path_factory.getbasetemp())
