@@ -166,12 +166,16 @@ class _Layer:
         return self.g.add("Transpose", [x], {"perm": [1, 0, 2]})[0] if self.layout else x
 
     def projected(self, d: int, bias: str | None) -> str:
-        """X @ W^T (+ bias) for every step at once: [steps, batch, gates*hidden]."""
-        y = self.g.add("MatMul", [self.sequence(), self.weights(1, d, self.input_size)])[0]
-        return self.g.add("Add", [y, bias])[0] if bias is not None else y
+        """X @ W^T (+ bias) for every step at once: [steps * batch, gates*hidden], step-major.
+        One Gemm over the steps and batch entries as rows, so the bias is added as the products
+        are stored, and each step's rows are sliced out with no copy of the whole."""
+        gh = self.gates * self.hidden
+        rows = self.reshape(self.sequence(), [self.steps * self.batch, self.input_size])
+        w = self.reshape(self.slice(self.inputs[1], 0, d, d + 1), [gh, self.input_size])
+        return self.g.add("Gemm", [rows, w] + ([bias] if bias is not None else []), {"transB": 1})[0]
 
     def step_input(self, projected: str, t: int) -> str:
-        return self.reshape(self.slice(projected, 0, t, t + 1), [self.batch, self.gates * self.hidden])
+        return self.slice(projected, 0, t * self.batch, (t + 1) * self.batch)
 
     def order(self, d: int) -> range:
         reverse = self.attrs["direction"] == "reverse" or d == 1
