@@ -140,3 +140,34 @@ def max_unpool(g, inputs, attrs):
         if any(extra):
             y = g.add("Pad", [y, g.constant(np.array([0] * len(extra) + extra, np.int64), "pads")])[0]
     return [y]
+
+
+def _grid_axis(size: int, align_corners: bool) -> np.ndarray:
+    """Normalised coordinates in [-1, 1] of `size` positions: the end points themselves with
+    align_corners, else the centres of `size` equal cells."""
+    if align_corners:
+        return np.linspace(-1.0, 1.0, size) if size > 1 else np.array([-1.0])
+    return (2.0 * np.arange(size) + 1.0) / size - 1.0
+
+
+@builder("AffineGrid", inputs=2, attrs=[Attr("align_corners", "int", 0, (0, 1))])
+def affine_grid(g, inputs, attrs):
+    """ONNX AffineGrid: each position's normalised (x, y[, z], 1) times theta^T, for the grid
+    size known when the graph is built; a constant base grid through one MatMul."""
+    theta, size = inputs
+    known = g.value_of(size)
+    if known is None:
+        raise OpError("AffineGrid size must be a constant, known when the graph is built", input=1)
+    known = [int(v) for v in np.asarray(known).reshape(-1)]
+    spatial = known[2:]
+    tshape = list(g.type_of(theta).shape)
+    if len(spatial) not in (2, 3) or tshape != [known[0], len(spatial), len(spatial) + 1]:
+        raise OpError(f"AffineGrid theta of shape {tshape} does not match size {known}: expected "
+                      f"[N, 2, 3] with [N, C, H, W] or [N, 3, 4] with [N, C, D, H, W]", input=0)
+    axes = [_grid_axis(s, bool(attrs["align_corners"])) for s in spatial]
+    mesh = np.meshgrid(*axes, indexing="ij")  # D, H, W order; the grid lists x (W) first
+    base = np.stack([m.reshape(-1) for m in reversed(mesh)] + [np.ones(mesh[0].size)], axis=1)
+    product = g.add("MatMul", [g.constant(base.astype(np.float32), "base_grid"),
+                               g.add("Transpose", [theta], {"perm": [0, 2, 1]})[0]])[0]
+    return g.add("Reshape", [product, g.constant(np.array([known[0], *spatial, len(spatial)], np.int64),
+                                                 "shape")])
