@@ -171,3 +171,40 @@ def affine_grid(g, inputs, attrs):
                                g.add("Transpose", [theta], {"perm": [0, 2, 1]})[0]])[0]
     return g.add("Reshape", [product, g.constant(np.array([known[0], *spatial, len(spatial)], np.int64),
                                                  "shape")])
+
+
+@builder("Col2Im", inputs=3, attrs=[Attr("dilations", "ints", None), Attr("pads", "ints", None),
+                                     Attr("strides", "ints", None)])
+def col2im(g, inputs, attrs):
+    """ONNX Col2Im: the columns of sliding blocks summed back into an image of the shape known
+    when the graph is built, as a product with a constant 0/1 matrix (block element and block
+    position -> image position), so overlapping blocks add up."""
+    x, image, block = inputs
+    image_shape, block_shape = g.value_of(image), g.value_of(block)
+    if image_shape is None or block_shape is None:
+        raise OpError("Col2Im image_shape and block_shape must be constants, known when the graph is built",
+                      input=1 if image_shape is None else 2)
+    image_shape = [int(v) for v in np.asarray(image_shape).reshape(-1)]
+    block_shape = [int(v) for v in np.asarray(block_shape).reshape(-1)]
+    dims = len(image_shape)
+    dilations = list(attrs["dilations"] or [1] * dims)
+    strides = list(attrs["strides"] or [1] * dims)
+    pads = list(attrs["pads"] or [0] * (2 * dims))
+    counts = [(image_shape[d] + pads[d] + pads[dims + d] - dilations[d] * (block_shape[d] - 1) - 1) // strides[d] + 1
+              for d in range(dims)]
+    n, cols, length = g.type_of(x).shape
+    block_size, blocks = int(np.prod(block_shape)), int(np.prod(counts))
+    if cols % block_size or length != blocks or min(counts) < 1:
+        raise OpError(f"Col2Im input of shape {[n, cols, length]} does not hold blocks {block_shape} at "
+                      f"{counts} positions of image {image_shape}", input=0)
+    pixels = int(np.prod(image_shape))
+    scatter = np.zeros((block_size * blocks, pixels), np.float32)
+    for b, offset in enumerate(np.ndindex(*block_shape)):
+        for p, position in enumerate(np.ndindex(*counts)):
+            at = [position[d] * strides[d] - pads[d] + offset[d] * dilations[d] for d in range(dims)]
+            if all(0 <= at[d] < image_shape[d] for d in range(dims)):
+                scatter[b * blocks + p, int(np.ravel_multi_index(at, image_shape))] += 1.0
+    rows = g.add("Reshape", [x, g.constant(np.array([n, cols // block_size, block_size * blocks], np.int64),
+                                           "shape")])[0]
+    y = g.add("MatMul", [rows, g.constant(scatter, "scatter")])[0]
+    return g.add("Reshape", [y, g.constant(np.array([n, cols // block_size, *image_shape], np.int64), "shape")])
