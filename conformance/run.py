@@ -107,11 +107,13 @@ def _compile(case: Case, models_dir: Path, constant_inputs) -> _Built | Result:
     from codegen.pipeline import compile_graph
 
     try:
-        prepared = prepare(case, constant_inputs)
+        # upgraded first, so that operands are frozen for the ops the importer will see (an old
+        # Upsample's scales are Resize's build-time scales)
+        prepared = prepare(dataclasses.replace(case, model=_upgraded(case.model)), constant_inputs)
     except Exception as e:  # noqa: BLE001  (data the harness cannot freeze)
         return result_of(case, "unsupported", f"cannot freeze operands: {type(e).__name__}: {_first_line(e)}")
     path = models_dir / f"{case.name}.onnx"
-    write_if_changed(path, _upgraded(prepared.model).SerializeToString())
+    write_if_changed(path, prepared.model.SerializeToString())
     frozen = prepared.frozen_inputs
     try:
         with warnings.catch_warnings():  # references overflow on purpose in some cases
