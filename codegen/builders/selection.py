@@ -208,3 +208,39 @@ def col2im(g, inputs, attrs):
                                            "shape")])[0]
     y = g.add("MatMul", [rows, g.constant(scatter, "scatter")])[0]
     return g.add("Reshape", [y, g.constant(np.array([n, cols // block_size, *image_shape], np.int64), "shape")])
+
+
+@builder("TensorScatter", inputs=(2, 3), attrs=[Attr("axis", "int", -2),
+                                                Attr("mode", "string", "linear", ("linear", "circular"))])
+def tensor_scatter(g, inputs, attrs):
+    """ONNX TensorScatter (a key/value cache update): batch entry b's update written into the
+    cache along `axis` from write_indices[b] on (wrapping around in circular mode). With the
+    indices known when the graph is built, one GatherElements from cache and update side by side."""
+    cache, update = inputs[:2]
+    shape, ushape = list(g.type_of(cache).shape), list(g.type_of(update).shape)
+    axis = normalize_axis(attrs["axis"], len(shape))
+    if axis == 0 or len(ushape) != len(shape) or any(a != b for i, (a, b) in enumerate(zip(shape, ushape))
+                                                     if i != axis) or ushape[axis] > shape[axis]:
+        raise OpError(f"TensorScatter update of shape {ushape} does not fit cache {shape} along axis {axis}",
+                      input=1)
+    starts = np.zeros(shape[0], np.int64)
+    if len(inputs) > 2 and inputs[2]:
+        known = g.value_of(inputs[2])
+        if known is None:
+            raise OpError("TensorScatter write_indices must be a constant, known when the graph is built", input=2)
+        starts = np.asarray(known).reshape(-1).astype(np.int64)
+    length, count = shape[axis], ushape[axis]
+    circular = attrs["mode"] == "circular"
+    source = np.broadcast_to(np.arange(length), (shape[0], length)).copy()  # [batch, cache position]
+    for b in range(shape[0]):
+        for s in range(count):
+            at = starts[b] + s
+            if circular:
+                at %= length
+            if not 0 <= at < length:
+                raise OpError(f"TensorScatter writes position {at} of a cache of {length}", input=2)
+            source[b, at] = length + s  # the update's rows follow the cache's
+    view = [shape[0]] + [1] * (axis - 1) + [length] + [1] * (len(shape) - axis - 1)
+    indices = np.ascontiguousarray(np.broadcast_to(source.reshape(view), shape)).astype(np.int64)
+    both = g.add("Concat", [cache, update], {"axis": axis})[0]
+    return g.add("GatherElements", [both, g.constant(indices, "indices")], {"axis": axis})
