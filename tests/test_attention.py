@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from models import make_recurrent
-from onnx_oracle import HAS_FIRMWARE_TOOLS, ROOT, assert_close, check_example_graph, expected, run_on_host
+from onnx_oracle import HAS_FIRMWARE_TOOLS, assert_close, check_example_graph, expected, run_on_host
 
 pytest.importorskip("onnxruntime")
 

@@ -49,7 +49,7 @@ def center_crop_pad(g, inputs, attrs):
     lengths = [int(v) for v in np.asarray(lengths).reshape(-1)]
     if len(lengths) != len(axes):
         raise OpError(f"CenterCropPad shape has {len(lengths)} lengths for {len(axes)} axes", input=1)
-    starts, ends, pads_before, pads_after = [], [], [0] * rank, [0] * rank
+    starts, pads_before, pads_after = [], [0] * rank, [0] * rank  # starts: (axis, start, end)
     for axis, length in zip(axes, lengths):
         dim = shape[axis]
         if length <= 0:
