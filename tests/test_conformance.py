@@ -1,10 +1,11 @@
 """The ONNX backend node tests as a regression suite (conformance/run.py, docs/CONFORMANCE.md).
 
 By default a bounded sample: two cases per operator from conformance/passing.txt (seeded by
-$TINSMITH_CONFORMANCE_SEED, 0 unless set), imported, built by the SCons tool, run and compared
-with ONNX's expected outputs at ONNX's tolerances, into a temporary folder; every sampled case
-must still pass. With TINSMITH_CONFORMANCE=full, every node test case of the installed onnx
-package runs (as `python -m conformance.run` does): then every
+$TINSMITH_CONFORMANCE_SEED, 0 unless set), imported, compiled for the host many cases per
+program (conformance/batch.py), run and compared with ONNX's expected outputs at ONNX's
+tolerances, into a temporary folder; every sampled case must still pass (about a minute on
+two cores). With TINSMITH_CONFORMANCE=full, every node test case of the installed onnx
+package runs (as `python -m conformance.run` does, about 3 minutes on two cores): then every
 case of the baseline must pass, cases that pass and are not listed are reported as a warning
 (add them with `python -m conformance.run --update-baseline`), and the goals for operator types
 passing all of their float32 cases and for passing cases are asserted once the baseline
