@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -53,9 +53,10 @@ def mismatch(index: int, name: str, got: np.ndarray, want: np.ndarray, rtol: flo
     return text
 
 
-def run_data_set(runner: Path, signature: Signature, inputs: Sequence[np.ndarray],
+def run_data_set(runner: Callable[..., list[str]], signature: Signature, inputs: Sequence[np.ndarray],
                  expected: Sequence[np.ndarray], rtol: float, atol: float, scratch: Path) -> str | None:
-    """Run the runner on one data set; None if every output matches, else the first reason."""
+    """Run the runner on one data set (`runner(IN, OUT)` is its command line); None if every
+    output matches, else the first reason."""
     if len(inputs) != len(signature.inputs):
         return f"the compiled graph has {len(signature.inputs)} inputs, the data set {len(inputs)}"
     if len(expected) != len(signature.outputs):
@@ -69,7 +70,7 @@ def run_data_set(runner: Path, signature: Signature, inputs: Sequence[np.ndarray
     in_file.write_bytes(b"".join(data))
     out_file.unlink(missing_ok=True)
     try:
-        proc = subprocess.run([str(runner), str(in_file), str(out_file)], capture_output=True,
+        proc = subprocess.run(runner(str(in_file), str(out_file)), capture_output=True,
                               timeout=RUNNER_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired:
         return f"the runner did not finish in {RUNNER_TIMEOUT_S} s"

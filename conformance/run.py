@@ -6,21 +6,20 @@
     python -m conformance.run --sample 2          # two baseline cases per operator (as CI does)
 
 Stages: (1) in this process, each case's model (operands frozen, see cases.py) is written to
-BUILD/models/NAME.onnx and run through the compiler up to assembly; a TinsmithError makes the
-case `unsupported`. (2) The rest are built by the SCons tool, many models per SCons run
-(build.py). (3) Each runner runs on each data set, several at a time, and its outputs are
-compared with the expected ones (execute.py). The build folder is kept, so a second run
-rebuilds only what changed. Exit status 1 when a case in the baseline no longer passes.
+BUILD/models/NAME.onnx and run through the compiler for the host target, up to the generated
+files; a TinsmithError makes the case `unsupported`. (2) The generated code of many cases is
+compiled into one host program per batch, with the host target's flags and -Werror
+(batch.py). (3) Each case's runner runs on each data set, several at a time, and its outputs
+are compared with the expected ones (execute.py). The build folder is kept, so a second run
+recompiles only the batches that changed. Exit status 1 when a case in the baseline no longer
+passes.
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,14 +27,13 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `python conformance/run.py` as well as `python -m conformance.run`
     sys.path.insert(0, str(ROOT))
 
-from conformance import warm  # noqa: I001  (after the sys.path line above)
-from conformance.build import build_models
+from conformance.batch import Program, build_batches  # noqa: I001  (after the sys.path line above)
 from conformance.cases import Case, Prepared, as_array, load_cases, prepare
 from conformance.execute import Signature, run_data_set
 from conformance.report import Result, fully_passing_ops, read_baseline, render, result_of, write_baseline
@@ -43,7 +41,7 @@ from conformance.report import Result, fully_passing_ops, read_baseline, render,
 BASELINE = ROOT / "conformance" / "passing.txt"
 DOC = ROOT / "docs" / "CONFORMANCE.md"
 DEFAULT_BUILD_DIR = Path(tempfile.gettempdir()) / "tinsmith-conformance"
-BATCH_SIZE = 150
+BATCH_SIZE = 24
 SAMPLE_SEED_ENV = "TINSMITH_CONFORMANCE_SEED"
 
 
@@ -68,32 +66,7 @@ class _Built:
     prepared: Prepared
     folder: str
     signature: Signature
-
-
-@contextlib.contextmanager
-def warm_interpreter(log: Callable[[str], None] = print) -> Iterator[tuple[str | None, dict[str, str]]]:
-    """Run warm.py's server while the builds run; yields the `python` command and environment
-    for build_models, or (None, {}) if the server does not start (builds then run cold)."""
-    folder = tempfile.mkdtemp(prefix="tsw")  # short: Unix socket paths are limited to ~100 bytes
-    path = os.path.join(folder, "s")
-    script = Path(warm.__file__).resolve()
-    with open(os.path.join(folder, "server.log"), "wb") as server_log:
-        server = subprocess.Popen([sys.executable, str(script), "serve", path], stdout=server_log,
-                                  stderr=subprocess.STDOUT, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
-    try:
-        deadline = time.monotonic() + 60
-        while not os.path.exists(path) and server.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if os.path.exists(path):
-            yield f"{sys.executable} -S -E {script}", {warm.SOCKET_ENV: path}
-        else:
-            log(f"the warm interpreter did not start ({Path(folder, 'server.log').read_text()[-500:]!r}); "
-                "building with fresh interpreters")
-            yield None, {}
-    finally:
-        server.terminate()
-        server.wait()
-        shutil.rmtree(folder, ignore_errors=True)
+    files: dict[str, str]
 
 
 def _first_line(text: str) -> str:
@@ -106,6 +79,26 @@ def _constant_inputs() -> dict[str, tuple[int, ...]]:
     return {name: p.constant_inputs for name, p in PRIMITIVES.items() if p.constant_inputs}
 
 
+def _upgraded(model):
+    """The model upgraded to the importer's minimum opset (local functions inlined), as the
+    importer would upgrade it, but here: the importer does it in a fresh interpreter per model
+    (to survive a converter crash), which costs more than compiling a one-node model. A model
+    the converter cannot upgrade is written as it is, and the importer says why."""
+    import onnx.inliner
+    import onnx.version_converter
+
+    from codegen.load.onnx_model import MIN_OPSET, _default_opset
+    opset = _default_opset(model)
+    if not (0 < opset < MIN_OPSET or model.functions):
+        return model
+    try:
+        if model.functions:
+            model = onnx.inliner.inline_local_functions(model)
+        return onnx.version_converter.convert_version(model, MIN_OPSET) if 0 < opset < MIN_OPSET else model
+    except Exception:  # noqa: BLE001  (no adapter for some op)
+        return model
+
+
 def _compile(case: Case, models_dir: Path, constant_inputs) -> _Built | Result:
     """Stage 1 for one case: freeze operands, write the model, compile it in this process."""
     from codegen.errors import TinsmithError
@@ -114,7 +107,9 @@ def _compile(case: Case, models_dir: Path, constant_inputs) -> _Built | Result:
     from codegen.pipeline import compile_graph
 
     try:
-        prepared = prepare(case, constant_inputs)
+        # upgraded first, so that operands are frozen for the ops the importer will see (an old
+        # Upsample's scales are Resize's build-time scales)
+        prepared = prepare(dataclasses.replace(case, model=_upgraded(case.model)), constant_inputs)
     except Exception as e:  # noqa: BLE001  (data the harness cannot freeze)
         return result_of(case, "unsupported", f"cannot freeze operands: {type(e).__name__}: {_first_line(e)}")
     path = models_dir / f"{case.name}.onnx"
@@ -123,11 +118,12 @@ def _compile(case: Case, models_dir: Path, constant_inputs) -> _Built | Result:
     try:
         with warnings.catch_warnings():  # references overflow on purpose in some cases
             warnings.simplefilter("ignore")
-            graph = compile_graph(path).graph
+            compiled = compile_graph(path, target="host")
     except TinsmithError as e:
         return result_of(case, "unsupported", _first_line(e.message), frozen)
     except Exception as e:  # noqa: BLE001  (a crash in the compiler is a bug, not a limitation)
         return result_of(case, "failed", f"the compiler crashed: {type(e).__name__}: {_first_line(e)}", frozen)
+    graph = compiled.graph
     data = [(inputs, outputs) for inputs, outputs in case.data_sets]
     if any(as_array(inputs[i]) is None for inputs, _ in data for i in prepared.runtime_inputs) or \
             any(as_array(x) is None for _, outputs in data for x in outputs):
@@ -135,20 +131,46 @@ def _compile(case: Case, models_dir: Path, constant_inputs) -> _Built | Result:
 
     def io(names):
         return tuple((n, graph.types[n].numpy_dtype, tuple(graph.types[n].shape)) for n in names)
-    return _Built(case, prepared, graph_name(path), Signature(io(graph.inputs), io(graph.outputs)))
+    return _Built(case, prepared, graph_name(path), Signature(io(graph.inputs), io(graph.outputs)),
+                  compiled.files)
 
 
-def _execute(item: _Built, build_dir: Path) -> Result:
+_WORK: dict[str, object] = {}  # what the forked stage-1 workers read: the cases, folders, constant inputs
+
+
+def _compile_one(index: int) -> _Built | Result:
+    """Stage 1 in a worker: the case is sent back without its (large) model."""
+    case = _WORK["cases"][index]
+    item = _compile(case, _WORK["models_dir"], _WORK["constant_inputs"])
+    if isinstance(item, Result):
+        return item
+    return dataclasses.replace(item, case=None, prepared=dataclasses.replace(item.prepared, model=None))
+
+
+def _compile_all(cases: Sequence[Case], models_dir: Path, jobs: int) -> list[_Built | Result]:
+    """Stage 1 for every case, on `jobs` forked workers (the compiler is single-threaded Python)."""
+    import multiprocessing
+    _WORK.update(cases=list(cases), models_dir=models_dir, constant_inputs=_constant_inputs())
+    try:
+        if jobs <= 1 or len(cases) < 8 or "fork" not in multiprocessing.get_all_start_methods():
+            items = [_compile_one(i) for i in range(len(cases))]
+        else:
+            with multiprocessing.get_context("fork").Pool(jobs) as pool:
+                items = pool.map(_compile_one, range(len(cases)), chunksize=4)
+    finally:
+        _WORK.clear()
+    return [dataclasses.replace(item, case=case) if isinstance(item, _Built) else item
+            for case, item in zip(cases, items)]
+
+
+def _execute(item: _Built, program: Program, build_dir: Path) -> Result:
     """Stage 3 for one built case: every data set through its runner."""
-    folder = build_dir / item.folder
-    runner = folder / f"{item.folder}_runner"
+    folder = build_dir / "cases" / item.folder
     frozen = item.prepared.frozen_inputs
-    if not runner.exists():
-        return result_of(item.case, "failed", "no runner was built", frozen)
     for k, (inputs, outputs) in enumerate(item.case.data_sets):
         arrays = [as_array(inputs[i]) for i in item.prepared.runtime_inputs]
         expected = [as_array(x) for x in outputs]
-        reason = run_data_set(runner, item.signature, arrays, expected, item.case.rtol, item.case.atol,
+        reason = run_data_set(program.command, item.signature, arrays, expected, item.case.rtol, item.case.atol,
                               folder / f"conformance_{k}")
         if reason:
             prefix = f"data set {k}: " if len(item.case.data_sets) > 1 else ""
@@ -174,12 +196,11 @@ def sample_cases(cases: Sequence[Case], baseline: set[str], per_op: int, seed: i
 
 
 def run_conformance(build_dir: Path = DEFAULT_BUILD_DIR, select: str | None = None, jobs: int | None = None,
-                    batch_size: int = BATCH_SIZE, log: Callable[[str], None] = print, cold: bool = False,
+                    batch_size: int = BATCH_SIZE, log: Callable[[str], None] = print,
                     sample: int | None = None, seed: int = 0) -> Run:
     """Import, build, run and compare every node test case (or those whose name contains
     `select`; or, with `sample`, that many baseline cases per operator, see sample_cases);
-    build_dir keeps the models and builds between runs. `cold` builds without the warm
-    interpreter (each command in a fresh Python, as plain SCons runs it)."""
+    build_dir keeps the models and builds between runs."""
     jobs = jobs or os.cpu_count() or 1
     build_dir = Path(build_dir).resolve()
     models_dir = build_dir / "models"
@@ -194,11 +215,9 @@ def run_conformance(build_dir: Path = DEFAULT_BUILD_DIR, select: str | None = No
     log(f"{len(cases)} cases collected in {seconds['collect']:.0f} s")
 
     start = time.monotonic()
-    constant_inputs = _constant_inputs()
     outcome: dict[str, Result] = {}
     built: list[_Built] = []
-    for case in cases:
-        item = _compile(case, models_dir, constant_inputs)
+    for case, item in zip(cases, _compile_all(cases, models_dir, jobs)):
         if isinstance(item, Result):
             outcome[case.name] = item
         else:
@@ -207,9 +226,7 @@ def run_conformance(build_dir: Path = DEFAULT_BUILD_DIR, select: str | None = No
     log(f"{len(built)} cases compiled, {len(outcome)} declined, in {seconds['compile']:.0f} s")
 
     start = time.monotonic()
-    models = [models_dir / f"{b.case.name}.onnx" for b in built]
-    with (contextlib.nullcontext((None, {})) if cold else warm_interpreter(log)) as (python, env):
-        failures = build_models(models, build_dir, jobs, batch_size, log, python, env)
+    programs, failures = build_batches([(b.folder, b.files) for b in built], build_dir, jobs, batch_size, log)
     seconds["build"] = time.monotonic() - start
     log(f"{len(built) - len(failures)} cases built, {len(failures)} failed to build, in {seconds['build']:.0f} s")
 
@@ -222,7 +239,7 @@ def run_conformance(build_dir: Path = DEFAULT_BUILD_DIR, select: str | None = No
         else:
             runnable.append(item)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for item, result in zip(runnable, pool.map(lambda b: _execute(b, build_dir), runnable)):
+        for item, result in zip(runnable, pool.map(lambda b: _execute(b, programs[b.folder], build_dir), runnable)):
             outcome[item.case.name] = result
     seconds["run"] = time.monotonic() - start
     log(f"{len(runnable)} cases run in {seconds['run']:.0f} s")
@@ -236,12 +253,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--build-dir", type=Path, default=DEFAULT_BUILD_DIR,
                         help=f"models and builds, kept between runs [{DEFAULT_BUILD_DIR}]")
     parser.add_argument("-j", "--jobs", type=int, default=None, help="parallel builds and runs [CPU count]")
-    parser.add_argument("--batch-size", type=int, default=BATCH_SIZE, help=f"models per SCons run [{BATCH_SIZE}]")
+    parser.add_argument("--batch-size", type=int, default=BATCH_SIZE, help=f"cases per compiled program [{BATCH_SIZE}]")
     parser.add_argument("--sample", type=int, metavar="N",
                         help="only N baseline cases per operator (no doc written); the seed is "
                              f"${SAMPLE_SEED_ENV} [0]")
-    parser.add_argument("--cold", action="store_true",
-                        help="run the build's Python commands in fresh interpreters (slower; see warm.py)")
     parser.add_argument("--doc", type=Path, default=DOC, help=f"report to write on a full run [{DOC.relative_to(ROOT)}]")
     parser.add_argument("--no-doc", action="store_true", help="do not write the report")
     parser.add_argument("--json", type=Path, help="also write every result to this JSON file")
@@ -251,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import onnx
 
     start = time.monotonic()
-    run = run_conformance(args.build_dir, args.select, args.jobs, args.batch_size, cold=args.cold,
+    run = run_conformance(args.build_dir, args.select, args.jobs, args.batch_size,
                           sample=args.sample, seed=int(os.environ.get(SAMPLE_SEED_ENV, "0")))
     elapsed = time.monotonic() - start
     passing = run.passing

@@ -301,8 +301,9 @@ def test_builder_attribute_defaults():
 
 
 def test_builder_declarations():
-    assert {n: (b.min_inputs, b.max_inputs, b.max_outputs) for n, b in BUILDERS.items()} == \
-        {"Gelu": (1, 1, 1), "Linear": (2, 3, 1), "LayerNormalization": (2, 3, 3), "Einsum": (1, -1, 1)}
+    declared = {n: (b.min_inputs, b.max_inputs, b.max_outputs) for n, b in BUILDERS.items()}
+    assert declared.items() >= \
+        {"Gelu": (1, 1, 1), "Linear": (2, 3, 1), "LayerNormalization": (2, 3, 3), "Einsum": (1, -1, 1)}.items()
     assert all(b.doc for b in BUILDERS.values())
 
 

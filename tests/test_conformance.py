@@ -1,10 +1,11 @@
 """The ONNX backend node tests as a regression suite (conformance/run.py, docs/CONFORMANCE.md).
 
 By default a bounded sample: two cases per operator from conformance/passing.txt (seeded by
-$TINSMITH_CONFORMANCE_SEED, 0 unless set), imported, built by the SCons tool, run and compared
-with ONNX's expected outputs at ONNX's tolerances, into a temporary folder; every sampled case
-must still pass. With TINSMITH_CONFORMANCE=full, every node test case of the installed onnx
-package runs (as `python -m conformance.run` does, about 17 minutes on two cores): then every
+$TINSMITH_CONFORMANCE_SEED, 0 unless set), imported, compiled for the host many cases per
+program (conformance/batch.py), run and compared with ONNX's expected outputs at ONNX's
+tolerances, into a temporary folder; every sampled case must still pass (about a minute on
+two cores). With TINSMITH_CONFORMANCE=full, every node test case of the installed onnx
+package runs (as `python -m conformance.run` does, about 3 minutes on two cores): then every
 case of the baseline must pass, cases that pass and are not listed are reported as a warning
 (add them with `python -m conformance.run --update-baseline`), and the goals for operator types
 passing all of their float32 cases and for passing cases are asserted once the baseline
@@ -124,17 +125,36 @@ def test_outputs_compare_as_onnx_compares_them():
     assert mismatch(0, "i", ints + 1, ints, 1e-3, 1e-7) is not None  # integers: exactly
 
 
-def test_build_failures_are_traced_to_their_model(tmp_path):
-    from conformance.build import failure_reasons
-    b = tmp_path / "b"
-    output = "\n".join([
-        f"g++ -o {b}/a/a_runner.o -c -O2 -Wall -Wextra -Werror {b}/a/a_runner.cpp",
-        f"{b}/a/a_runner.cpp:24:26: error: unused variable 'from' [-Werror=unused-variable]",
-        f"scons: *** [{b}/a/a_runner.o] Error 1",
-        "/work/runtime_cpp/include/tinsmith/buffer.hpp:24:17: error: static assertion failed",
-        f"scons: *** [{b}/c/c.verified] Error 1",
-    ])
-    assert failure_reasons(output, ["a", "c", "d"], b, tmp_path / "models") == {
-        "a": "compile runner: a/a_runner.cpp:24:26: error: unused variable 'from' [-Werror=unused-variable]",
-        "c": "verify: /work/runtime_cpp/include/tinsmith/buffer.hpp:24:17: error: static assertion failed",
-    }
+def _relu_model(path, name):
+    import onnx
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], name, [x], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path / f"{name}.onnx"))
+    return path / f"{name}.onnx"
+
+
+def test_a_batch_runs_each_case_and_a_broken_case_fails_alone(tmp_path):
+    import numpy as np
+
+    from codegen.pipeline import compile_graph
+    from conformance.batch import build_batches
+    from conformance.execute import Signature, run_data_set
+    cases = []
+    for name in ("first", "broken", "last"):
+        files = dict(compile_graph(_relu_model(tmp_path, name), target="host").files)
+        if name == "broken":  # as a kernel the host compiler rejects would
+            files["broken.cpp"] += "\nstatic_assert(false, \"broken on purpose\");\n"
+        cases.append((name, files))
+    programs, failures = build_batches(cases, tmp_path / "build", jobs=2, batch_size=3, log=lambda _: None)
+    assert set(programs) == {"first", "last"} and set(failures) == {"broken"}
+    assert failures["broken"].startswith("compile: broken/broken.cpp:") and "broken on purpose" in failures["broken"]
+    assert programs["first"].path == programs["last"].path  # the others still share one program
+    x = np.linspace(-2, 2, 15, dtype=np.float32).reshape(3, 5)
+    signature = Signature((("x", np.dtype(np.float32), (3, 5)),), (("y", np.dtype(np.float32), (3, 5)),))
+    for name in ("first", "last"):
+        assert run_data_set(programs[name].command, signature, [x], [np.maximum(x, 0)], 0, 0,
+                            tmp_path / name) is None
+    assert run_data_set(programs["last"].command, signature, [x], [x], 0, 0, tmp_path / "w").startswith(
+        "output 0 (y): 7 of 15 elements differ")  # the negative ones

@@ -1,6 +1,7 @@
 """Op builders. Importing this package registers every builder."""
 from codegen.builders import activations, linear, normalization  # noqa: F401  (registration)
-from codegen.builders import einsum  # noqa: F401  (registration)
+from codegen.builders import attention, einsum, linalg, losses  # noqa: F401  (registration)
+from codegen.builders import recurrent, selection, spectral  # noqa: F401  (registration)
 from codegen.builders.registry import BUILDERS, Builder, builder
 
 __all__ = ["BUILDERS", "Builder", "builder"]

@@ -19,3 +19,14 @@ def gelu(g, inputs, attrs):
         t = g.add("Erf", [g.add("Div", [x, g.scalar(math.sqrt(2.0))])[0]])[0]
     half_x = g.add("Mul", [x, g.scalar(0.5)])[0]
     return g.add("Mul", [half_x, g.add("Add", [t, g.scalar(1.0)])[0]])
+
+
+@builder("SwiGLU", inputs=2, attrs=[Attr("alpha", "float", 1.0)])
+def swiglu(g, inputs, attrs):
+    """ONNX SwiGLU: Swish(A) * B, gate A and value B of the same shape."""
+    a, b = inputs
+    if tuple(g.type_of(a).shape) != tuple(g.type_of(b).shape):
+        from codegen.ops.registry import OpError
+        raise OpError(f"SwiGLU gate and value have shapes {list(g.type_of(a).shape)} and "
+                      f"{list(g.type_of(b).shape)}; they must be the same", input=1)
+    return g.add("Mul", [g.add("Swish", [a], {"alpha": attrs["alpha"]})[0], b])

@@ -32,3 +32,14 @@ def layer_normalization(g, inputs, attrs):
     if bias:
         y = g.add("Add", [y, bias])[0]
     return [y, mean, g.add("Div", [g.scalar(1.0), std])[0]]
+
+
+@builder("LpNormalization", inputs=1, attrs=[Attr("axis", "int", -1), Attr("p", "int", 2, (1, 2))])
+def lp_normalization(g, inputs, attrs):
+    """X divided by its L1 or L2 norm along `axis`; where the norm is 0, the result is 0."""
+    x = inputs[0]
+    axis = normalize_axis(attrs["axis"], len(g.type_of(x).shape))
+    norm = g.add("ReduceL1" if attrs["p"] == 1 else "ReduceL2", [x], {"axes": [axis], "keepdims": 1})[0]
+    zero = g.scalar(0.0)
+    is_zero = g.add("Equal", [norm, zero])[0]
+    return g.add("Where", [is_zero, zero, g.add("Div", [x, norm])[0]])

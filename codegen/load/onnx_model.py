@@ -272,6 +272,10 @@ def _static_shape(value_info, name: str, batch: int, loc: SourceLoc) -> tuple[tu
         elif isinstance(d, str) and i == 0 and len(dims) > 1:
             shape.append(batch)  # a symbolic batch: embedded inference runs one sample at a time
             batched = True
+        elif d == 0:  # static, but empty: no buffer of the generated API can hold it
+            raise GraphError(loc, f"input '{name}' has zero elements (dimension {i} is 0 in shape {written}); "
+                             "zero-size graph inputs are not supported",
+                             "every buffer of the generated API holds at least one element")
         else:
             fixed = [x if isinstance(x, int) and x > 0 else 1 for x in written]
             raise GraphError(loc, f"input '{name}' has a dynamic dimension {i} ({d!r}) in shape "
@@ -332,6 +336,15 @@ def _value_names(graph, graph_inputs) -> dict[str, str]:
     values = unique_names(order + [v.name for v in graph.output], "v")
     values[""] = ""  # an omitted optional input
     return values
+
+
+# Outputs ONNX defines that Tinsmith does not compute: op -> (outputs computed, why not the rest).
+UNCOMPUTED_OUTPUTS = {
+    "MaxPool": (1, "its Indices output (the flat positions of the maxima) is not supported: Tinsmith "
+                   "computes the pooled values only"),
+    "BatchNormalization": (1, "its running mean and variance outputs exist in training mode only, which "
+                              "is not supported: Tinsmith compiles inference (training_mode=0)"),
+}
 
 
 class _Reader:
@@ -416,6 +429,10 @@ class _Reader:
             while outs and not outs[-1]:  # omitted trailing optional outputs
                 outs.pop()
             name = self.node_names[i]
+            if op in UNCOMPUTED_OUTPUTS and len(outs) > UNCOMPUTED_OUTPUTS[op][0]:
+                shown = f"'{printable(node.name)}'" if node.name else f"#{i}"
+                raise GraphError(loc, f"{op} node {shown}: {UNCOMPUTED_OUTPUTS[op][1]}",
+                                 "leave the output unnamed (the model's consumers must not read it)")
             outputs = tuple(self.values[o] if o else self.filler(f"{name or 'node'}_unused{j}")
                             for j, o in enumerate(outs))
             inputs = tuple(self.values[n] for n in node.input)

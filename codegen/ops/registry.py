@@ -61,12 +61,19 @@ def _as_string(v: Any) -> str:
     return v
 
 
+def _as_strings(v: Any) -> tuple[str, ...]:
+    if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
+        raise TypeError("a list of strings")
+    return tuple(v)
+
+
 ATTR_KINDS: Mapping[str, Callable[[Any], Any]] = {
     "int": _as_int,
     "float": _as_float,
     "ints": _as_ints,
     "floats": _as_floats,
     "string": _as_string,
+    "strings": _as_strings,
 }
 
 
