@@ -22,7 +22,9 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 
 # (target given to compile_graph, extra compiler flags)
 TARGETS = {"cpp": (None, []), "host": ("host", []), "host-native": ("host-native", ["-march=native"]),
-           "cortex-m4": ("cortex-m4", [])}
+           "cortex-m4": ("cortex-m4", []),
+           # the host's kernels in the model's NCHW layout (the host targets otherwise run convolutions channels last)
+           "host-nchw": (str(Path(__file__).parent / "data" / "host-nchw.yaml"), [])}
 
 
 def run(graph_text: str, target: str, tmp_path: Path, seed: int = 0) -> tuple[dict, dict, object]:
