@@ -30,37 +30,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from codegen.generate.backend import CPP  # noqa: E402
-from codegen.pipeline import compile_graph, write_files  # noqa: E402
-from codegen.targets import load_target  # noqa: E402
-from codegen.verify import RUNTIME_INCLUDE  # noqa: E402
+from host import HARNESS as FLOAT_HARNESS, build_harness as host_harness, timed  # noqa: E402  (benchmarks/host.py)
 
 MODELS = ("kws_dscnn", "vww_mobilenet", "ic_resnet8", "ad_autoencoder")
 
-HARNESS = r"""
-#include "{name}.h"
-#include <chrono>
-#include <cstdint>
-#include <cstdio>
-alignas(16) static unsigned char ws[{NAME}_WORKSPACE_BYTES > 0 ? {NAME}_WORKSPACE_BYTES : 1];
-static std::int8_t in[{in_size}];
-static std::int8_t out[{out_size}];
-int main() {{
-  if (std::fread(in, sizeof in, 1, stdin) != 1) return 1;
-  {name}_init_ws(ws);
-  {name}_call(in, out, ws);
-  std::fwrite(out, sizeof out, 1, stdout);
-  std::fflush(stdout);
-  long n;
-  while (std::scanf("%ld", &n) == 1) {{  // run n inferences, print the nanoseconds they took
-    auto t0 = std::chrono::steady_clock::now();
-    for (long i = 0; i < n; ++i) {name}_call(in, out, ws);
-    auto t1 = std::chrono::steady_clock::now();
-    std::printf("%lld\n", static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
-    std::fflush(stdout);
-  }}
-  return 0;
-}}
-"""
+# benchmarks/host.py's resident timing harness, reading and writing int8 tensors
+HARNESS = FLOAT_HARNESS.replace("static float in[", "static std::int8_t in[").replace(
+    "static float out[", "static std::int8_t out[")
 
 
 class Interpreter:
@@ -92,30 +68,14 @@ class Interpreter:
 def build_harness(model: Path, target_name: str, folder: Path, portable: bool):
     """Compile the model for the target (with the portable kernels if `portable`) into a resident
     timing harness; returns the process and the graph."""
-    compiled = compile_graph(model, target=target_name, backend=CPP if portable else None)
-    g = compiled.graph
-    (x,), (y,) = g.inputs, g.outputs
-    write_files(compiled.files, folder)
-    (folder / "bench.cpp").write_text(HARNESS.format(name=g.name, NAME=g.name.upper(),
-                                                     in_size=g.types[x].size, out_size=g.types[y].size))
-    target = load_target(target_name)
-    exe = folder / "bench"
-    cmd = [target.toolchain.command("cxx"), *target.cpu_flags, target.optimize, *target.ccflags, *target.cxxflags,
-           f"-I{folder}", f"-I{RUNTIME_INCLUDE}", str(folder / f"{g.name}.cpp"), str(folder / "bench.cpp"), "-o", str(exe)]
-    subprocess.run(cmd, check=True)
-    return subprocess.Popen([str(exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE), g
+    proc, g, _ = host_harness(model.stem, target_name, folder, model, HARNESS, CPP if portable else None)
+    return proc, g
 
 
 def first_output(proc: subprocess.Popen, x: np.ndarray, out_size: int) -> np.ndarray:
     proc.stdin.write(x.astype(np.int8).tobytes())
     proc.stdin.flush()
     return np.frombuffer(proc.stdout.read(out_size), np.int8).copy()
-
-
-def timed(proc: subprocess.Popen, n: int) -> float:
-    proc.stdin.write(f"{n}\n".encode())
-    proc.stdin.flush()
-    return int(proc.stdout.readline()) / n * 1e-9
 
 
 def main() -> int:
