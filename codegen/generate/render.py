@@ -32,7 +32,56 @@ BUFFER_PREFIX = "t_"  # kernel parameters are t_<value>: never clashes with loop
 TYPE_NAMES: Mapping[str, str] = {
     "float32": "float", INDEX: "int", "bool": "bool", "int64": "std::int64_t", "int32": "std::int32_t",
     "int16": "std::int16_t", "int8": "std::int8_t", "uint8": "std::uint8_t", "uint16": "std::uint16_t",
-    "uint32": "std::uint32_t"}
+    "uint32": "std::uint32_t", "uint64": "std::uint64_t", "float64": "double",
+    # storage types: kernels compute with their values in float (see STORAGE_NAMES)
+    "float16": "float", "bfloat16": "float"}
+# Element types whose buffers hold other bits than the C++ type kernels compute with: a Load converts
+# (HALF_LOAD), a Store rounds to nearest even, NaN and infinities kept (HALF_STORE).
+STORAGE_NAMES: Mapping[str, str] = {"float16": "std::uint16_t", "bfloat16": "std::uint16_t"}
+HALF_LOAD = {"float16": "f16_to_f32", "bfloat16": "bf16_to_f32"}
+HALF_STORE = {"float16": "f32_to_f16", "bfloat16": "f32_to_bf16"}
+# The conversions, emitted once into a file whose kernels use a storage type. float16: IEEE 754
+# binary16 (exponent bias 15, 10 mantissa bits); bfloat16: the high half of a float32.
+HALF_HELPERS = (
+    "inline float f16_to_f32(std::uint16_t h) noexcept {",
+    "  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;",
+    "  const std::uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;",
+    "  if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24, exact in float",
+    "    const float magnitude = static_cast<float>(mantissa) * 5.9604644775390625e-8f;",
+    "    return sign ? -magnitude : magnitude;",
+    "  }",
+    "  const std::uint32_t bits = sign | (exponent == 0x1fu ? 0x7f800000u | (mantissa << 13)",
+    "                                                        : ((exponent + 112u) << 23) | (mantissa << 13));",
+    "  float f; std::memcpy(&f, &bits, sizeof f); return f;",
+    "}",
+    "inline std::uint16_t f32_to_f16(float f) noexcept {",
+    "  std::uint32_t x; std::memcpy(&x, &f, sizeof x);",
+    "  const std::uint32_t sign = (x >> 16) & 0x8000u;",
+    "  x &= 0x7fffffffu;",
+    "  if (x > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u | ((x >> 13) & 0x3ffu));  // NaN stays NaN",
+    "  if (x >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // 65520 and above round to infinity",
+    "  if (x < 0x38800000u) {  // below 2^-14: a subnormal, in units of 2^-24 (scaling by 2^24 is exact)",
+    "    float magnitude; std::memcpy(&magnitude, &x, sizeof magnitude);",
+    "    return static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(std::nearbyint(magnitude * 16777216.0f)));",
+    "  }",
+    "  // drop 13 mantissa bits, rounding to nearest even; a carry moves into the exponent",
+    "  const std::uint32_t rounded = x + 0xfffu + ((x >> 13) & 1u) - (112u << 23);",
+    "  return static_cast<std::uint16_t>(sign | (rounded >> 13));",
+    "}",
+    "inline float bf16_to_f32(std::uint16_t h) noexcept {",
+    "  const std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;",
+    "  float f; std::memcpy(&f, &bits, sizeof f); return f;",
+    "}",
+    "inline std::uint16_t f32_to_bf16(float f) noexcept {",
+    "  std::uint32_t x; std::memcpy(&x, &f, sizeof x);",
+    "  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40u);  // quiet NaN",
+    "  return static_cast<std::uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);  // nearest, ties to even",
+    "}",
+    # a float rounded to a storage type and back: what a Cast to float16 or bfloat16 computes
+    "inline float round_f16(float f) noexcept { return f16_to_f32(f32_to_f16(f)); }",
+    "inline float round_bf16(float f) noexcept { return bf16_to_f32(f32_to_bf16(f)); }",
+)
+HALF_ROUND = {"float16": "round_f16", "bfloat16": "round_bf16"}
 # Short names for vector types: f32x8 is 8 float32 lanes.
 _LANE_NAMES = {"float32": "f32", "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", INDEX: "i32"}
 
@@ -55,13 +104,24 @@ def float_literal(v: float) -> str:
     return text + "f"
 
 
+def double_literal(v: float) -> str:
+    """The shortest literal that reads back as the double `v`."""
+    v = float(v)
+    if v != v:
+        return "static_cast<double>(NAN)"
+    if v in (float("inf"), float("-inf")):
+        return "-HUGE_VAL" if v < 0 else "HUGE_VAL"
+    text = repr(v)
+    return text if any(c in text for c in ".en") else text + ".0"
+
+
 # Binding strength of infix operators; higher binds tighter (C++ precedence).
 _PRECEDENCE = {"*": 6, "/": 6, "%": 6, "+": 5, "-": 5, "<": 4, "<=": 4, ">": 4, ">=": 4,
                "==": 3, "!=": 3, "&&": 2, "||": 1,
                # C++ binds shifts between + and <, and & between == and &&
-               "<<": 4.5, ">>": 4.5, "&": 2.5}
+               "<<": 4.5, ">>": 4.5, "&": 2.5, "^": 2.4, "|": 2.3}
 _COMPARISONS = frozenset({"<", "<=", ">", ">=", "==", "!="})
-_BITWISE = frozenset({"<<", ">>", "&"})  # -Wparentheses wants their operands parenthesised
+_BITWISE = frozenset({"<<", ">>", "&", "^", "|"})  # -Wparentheses wants their operands parenthesised
 _COMPOUND = frozenset({"+", "-", "*", "/"})  # x = x op e  ->  x op= e
 
 
@@ -89,6 +149,10 @@ class Renderer:
     noinline_macs: int | None = None
 
     # --- types ---
+    def storage_name(self, dtype: str) -> str:
+        """The C++ type of a buffer's elements (uint16_t for float16 and bfloat16)."""
+        return STORAGE_NAMES.get(dtype) or self.type_names[dtype]
+
     def type_name(self, dtype: str, width: int = 1) -> str:
         if width == 1:
             return self.type_names[dtype]
@@ -115,6 +179,8 @@ class Renderer:
     def prelude(self, kernels) -> str:
         """C++ the kernels need before them: headers, vector typedefs and their load/store helpers."""
         lines = [f"#include <{h}>" for h in self.headers]
+        if _uses_storage_types(kernels):
+            lines += HALF_HELPERS
         if self.helpers and _calls_intrinsics(kernels):
             lines += self.helpers
         if self.inline_minmax:
@@ -155,7 +221,10 @@ class Renderer:
         """C++ text of an expression; parentheses only where C++ precedence would regroup it, so the
         evaluation order of float arithmetic is exactly the IR's."""
         if isinstance(e, Const):
-            text = float_literal(e.value) if e.is_float else str(int(e.value))
+            if e.dtype == "float64":
+                text = double_literal(e.value)
+            else:
+                text = float_literal(e.value) if e.is_float else str(int(e.value))
             if e.width > 1:
                 return f"splat_{self.type_name(e.dtype, e.width)}({text})"
             return f"({text})" if text.startswith("-") and context > 0 else text
@@ -166,6 +235,8 @@ class Renderer:
                 load = "load" if e.stride == 1 else f"load{e.stride}"
                 return f"{load}_{self.type_name(e.dtype or 'float32', e.width)}(&{BUFFER_PREFIX}{e.buffer}" \
                        f"[{self.expr(e.index)}])"
+            if e.dtype in HALF_LOAD:
+                return f"{HALF_LOAD[e.dtype]}({BUFFER_PREFIX}{e.buffer}[{self.expr(e.index)}])"
             return f"{BUFFER_PREFIX}{e.buffer}[{self.expr(e.index)}]"
         if isinstance(e, Broadcast):
             return f"splat_{self.type_name(e.dtype or 'float32', e.width)}({self.expr(e.a)})"
@@ -179,14 +250,17 @@ class Renderer:
                 raise KeyError(f"the {self.name} renderer has no intrinsic '{e.fn}'")
             return self.intrinsics[e.fn].format(*[self.expr(a) for a in e.args])
         if isinstance(e, Unary):
-            if e.op in ("neg", "not"):
-                sign = "-" if e.op == "neg" else "!"
+            if e.op in ("neg", "not", "bitnot"):
+                sign = {"neg": "-", "not": "!", "bitnot": "~"}[e.op]
                 inner = self.expr(e.a, 7)
                 # "--x" would be C++'s decrement operator
                 return f"{sign}({inner})" if inner.startswith("-") else f"{sign}{inner}"
             return f"{_UNARY_CPP[e.op]}({self.expr(e.a)})"
         if isinstance(e, Cast):
-            return f"static_cast<{self.type_names[e.dtype]}>({self.expr(e.a)})"
+            cast = f"static_cast<{self.type_names[e.dtype]}>({self.expr(e.a)})"
+            if e.dtype in HALF_ROUND and e.a.dtype != e.dtype:
+                return f"{HALF_ROUND[e.dtype]}({cast})"
+            return cast
         if isinstance(e, Select):
             text = f"{self.expr(e.cond, 1)} ? {self.expr(e.a)} : {self.expr(e.b)}"
             return f"({text})" if context > 0 else text
@@ -203,21 +277,26 @@ class Renderer:
         raise TypeError(f"not a loop IR expression: {e!r}")
 
     # --- statements ---
-    def stmts(self, stmts: tuple[Stmt, ...], indent: int) -> list[str]:
-        """C++ lines of a statement list at the given indent (in spaces)."""
+    def stmts(self, stmts: tuple[Stmt, ...], indent: int, storage: Mapping[str, str] | None = None) -> list[str]:
+        """C++ lines of a statement list at the given indent (in spaces). `storage` maps the buffers
+        of a storage type (float16, bfloat16) to it: stores to them round."""
+        storage = storage or {}
         pad = " " * indent
         lines: list[str] = []
         for s in stmts:
             if isinstance(s, For):
                 step = f"++{s.var}" if s.step == 1 else f"{s.var} += {s.step}"
                 lines.append(f"{pad}for (int {s.var} = 0; {s.var} < {s.extent}; {step}) {{")
-                lines += self.stmts(s.body, indent + 2)
+                lines += self.stmts(s.body, indent + 2, storage)
                 lines.append(f"{pad}}}")
             elif isinstance(s, Store):
                 if s.value.width > 1:
                     t = self.type_name(s.value.dtype or "float32", s.value.width)
                     lines.append(f"{pad}store_{t}(&{BUFFER_PREFIX}{s.buffer}[{self.expr(s.index)}], "
                                  f"{self.expr(s.value)});")
+                elif s.buffer in storage:
+                    lines.append(f"{pad}{BUFFER_PREFIX}{s.buffer}[{self.expr(s.index)}] = "
+                                 f"{HALF_STORE[storage[s.buffer]]}({self.expr(s.value)});")
                 else:
                     lines.append(f"{pad}{BUFFER_PREFIX}{s.buffer}[{self.expr(s.index)}] = "
                                  f"{self.expr(s.value)};")
@@ -238,17 +317,33 @@ class Renderer:
     def signature(self, kernel: Kernel, aliased: frozenset[str] = frozenset(), macs: int = 0) -> str:
         """The kernel's C++ parameter list; the `aliased` tensors share bytes, so they are not __restrict.
         Scratch buffers come last."""
-        params = [f"{'' if p.writes else 'const '}{self.type_names[p.dtype]}* "
+        params = [f"{'' if p.writes else 'const '}{self.storage_name(p.dtype)}* "
                   f"{'' if p.buffer in aliased else '__restrict '}{BUFFER_PREFIX}{p.buffer}" for p in kernel.params]
-        params += [f"{self.type_names[s.dtype]}* __restrict {BUFFER_PREFIX}{s.name}" for s in kernel.scratch]
+        params += [f"{self.storage_name(s.dtype)}* __restrict {BUFFER_PREFIX}{s.name}" for s in kernel.scratch]
         standalone = self.noinline_macs is not None and macs >= self.noinline_macs
         return f"{'__attribute__((noinline)) ' if standalone else ''}void {kernel.name}({', '.join(params)}) noexcept"
 
     def kernel(self, kernel: Kernel, aliased: frozenset[str] = frozenset(), macs: int = 0) -> str:
         """C++ definition of one kernel (`aliased`: parameters pointing at the same bytes; `macs`: its
         work, see noinline_macs)."""
-        lines = [f"{self.signature(kernel, aliased, macs)} {{"] + self.stmts(kernel.body, 2) + ["}"]
+        storage = {b.buffer: b.dtype for b in kernel.params if b.dtype in STORAGE_NAMES}
+        storage |= {b.name: b.dtype for b in kernel.scratch if b.dtype in STORAGE_NAMES}
+        lines = [f"{self.signature(kernel, aliased, macs)} {{"] + self.stmts(kernel.body, 2, storage) + ["}"]
         return "\n".join(lines)
+
+
+def _uses_storage_types(kernels) -> bool:
+    """True when some kernel reads, writes or casts to float16 or bfloat16."""
+    from codegen.generate.loop_ir import map_stmts
+    found = [p for k in kernels for p in (*k.params, *k.scratch) if p.dtype in STORAGE_NAMES]
+
+    def note(e):
+        if isinstance(e, Cast) and e.dtype in STORAGE_NAMES:
+            found.append(e)
+        return e
+    for k in kernels:
+        map_stmts(k.body, note)
+    return bool(found)
 
 
 def _calls_intrinsics(kernels) -> bool:

@@ -9,18 +9,39 @@ import numpy as np
 
 from codegen.errors import SourceLoc
 
-# Element types Tinsmith knows, with their NumPy and C++ spellings.
+def _bfloat16() -> dict:
+    """bfloat16 needs ml_dtypes (installed with onnx) for its NumPy spelling; without it, no bfloat16."""
+    try:
+        import ml_dtypes
+    except ImportError:  # pragma: no cover - ml_dtypes comes with onnx
+        return {}
+    return {"bfloat16": (np.dtype(ml_dtypes.bfloat16), "std::uint16_t", "uint16_t")}
+
+
+# Element types Tinsmith knows, with their NumPy and C++ spellings (the generated API's types).
+# float16 and bfloat16 are storage types: the API holds their bits in uint16_t and kernels compute
+# with them in float, rounding to nearest even on every store (docs/KERNELS.md).
 DTYPES: Mapping[str, tuple[np.dtype, str, str]] = {
     "float32": (np.dtype(np.float32), "float", "float"),
+    "float64": (np.dtype(np.float64), "double", "double"),
+    "float16": (np.dtype(np.float16), "std::uint16_t", "uint16_t"),
+    **_bfloat16(),
     "int64": (np.dtype(np.int64), "std::int64_t", "int64_t"),
     # C spells it `bool` through <stdbool.h> (C99 `_Bool`); one byte, 0 or 1, as NumPy and ONNX store it.
     "bool": (np.dtype(np.bool_), "bool", "bool"),
-    # Quantized data and its accumulators (see Quant and docs/INT8.md).
+    # Quantized data and its accumulators (see Quant and docs/INT8.md), and integer data.
     "int8": (np.dtype(np.int8), "std::int8_t", "int8_t"),
     "uint8": (np.dtype(np.uint8), "std::uint8_t", "uint8_t"),
     "int16": (np.dtype(np.int16), "std::int16_t", "int16_t"),
     "int32": (np.dtype(np.int32), "std::int32_t", "int32_t"),
+    "uint16": (np.dtype(np.uint16), "std::uint16_t", "uint16_t"),
+    "uint32": (np.dtype(np.uint32), "std::uint32_t", "uint32_t"),
+    "uint64": (np.dtype(np.uint64), "std::uint64_t", "uint64_t"),
 }
+# Families of element types, as ONNX's type constraints name them.
+FLOAT_DTYPES = tuple(t for t in ("float32", "float64", "float16", "bfloat16") if t in DTYPES)
+HALF_DTYPES = tuple(t for t in ("float16", "bfloat16") if t in DTYPES)  # 16-bit storage, float compute
+INTEGER_DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
 QUANTIZED_DTYPES = ("int8", "uint8", "int16", "int32")
 
 

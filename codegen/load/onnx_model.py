@@ -399,7 +399,8 @@ class _Reader:
             loc = self.loc(f"input '{printable(v.name)}'")
             dtype = _elem_dtype(v)
             if dtype not in SUPPORTED_DTYPES:
-                raise GraphError(loc, f"input '{printable(v.name)}' has element type {dtype or 'unknown'}",
+                shown = "string" if dtype == "object" else dtype or "unknown"  # NumPy holds strings as objects
+                raise GraphError(loc, f"input '{printable(v.name)}' has element type {shown}",
                                  f"Tinsmith compiles models whose inputs are {', '.join(SUPPORTED_DTYPES)}")
             shape, was_batched = _static_shape(v, printable(v.name), self.batch, loc)
             if was_batched:

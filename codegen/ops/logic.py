@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from codegen.ir import TensorType
-from codegen.ops.common import ANY, FLOAT, NUMERIC, broadcast_shapes, require_dtypes
+from codegen.ops.common import ANY, FLOAT, INTEGER, NUMERIC, broadcast_shapes, require_dtypes
 from codegen.ops.elementwise import Rule, define_table
 from codegen.ops.registry import Attr, InferArgs, Pattern, define
 
@@ -31,8 +31,29 @@ LOGIC_BINARY: dict[str, Rule] = {
     "Xor": Rule(lambda a, b, at: np.logical_xor(a, b), ("bool",)),
 }
 
+_UNSIGNED = ("uint8", "uint16", "uint32", "uint64")
+
+
+def _bit_shift(a, b, attrs):
+    # a shift by the type's width or more is left undefined by ONNX (and C++)
+    return np.left_shift(a, b) if attrs["direction"] == "LEFT" else np.right_shift(a, b)
+
+
+# Bitwise ops on integers: C++'s &, |, ^, ~ and shifts, results wrapped to the type's width.
+BITWISE_UNARY: dict[str, Rule] = {
+    "BitwiseNot": Rule(lambda x, a: np.invert(x), INTEGER),
+}
+BITWISE_BINARY: dict[str, Rule] = {
+    "BitwiseAnd": Rule(lambda a, b, at: np.bitwise_and(a, b), INTEGER),
+    "BitwiseOr": Rule(lambda a, b, at: np.bitwise_or(a, b), INTEGER),
+    "BitwiseXor": Rule(lambda a, b, at: np.bitwise_xor(a, b), INTEGER),
+    "BitShift": Rule(_bit_shift, _UNSIGNED, attrs=(Attr("direction", "string", choices=("LEFT", "RIGHT")),)),
+}
+
 define_table(LOGIC_UNARY, 1)
 define_table(LOGIC_BINARY, 2)
+define_table(BITWISE_UNARY, 1)
+define_table(BITWISE_BINARY, 2)
 
 
 def _infer_where(args: InferArgs) -> list[TensorType]:

@@ -33,17 +33,29 @@ LOGIC_FORMULAS: dict[str, Formula] = {
     "Where": lambda xs, a: Select(*xs),
 }
 
+BITWISE_FORMULAS: dict[str, Formula] = {
+    "BitwiseNot": lambda xs, a: Unary("bitnot", xs[0]),
+    "BitwiseAnd": lambda xs, a: Binary("&", *xs),
+    "BitwiseOr": lambda xs, a: Binary("|", *xs),
+    "BitwiseXor": lambda xs, a: Binary("^", *xs),
+    "BitShift": lambda xs, a: Binary("<<" if a["direction"] == "LEFT" else ">>", *xs),
+}
+
 for _op, _formula in LOGIC_FORMULAS.items():
     CPP.register(_op)(elementwise(_op, _formula))
+for _op, _formula in BITWISE_FORMULAS.items():
+    CPP.register(_op, epilogue=True)(elementwise(_op, _formula))
 
 
 @CPP.register("Cast", "CastLike")
 def cast(graph, node_id, cluster_id, args, attrs):
-    """static_cast element by element (a copy when the types agree)."""
+    """static_cast element by element (a copy when the types agree). To float16 and bfloat16 the
+    value rounds to nearest even, NaN and infinities kept; from a float to an integer it truncates
+    toward zero (what ONNX's reference does for values in range)."""
     x, y = args.inputs[0], args.outputs[0]
     same = x.type.dtype == y.type.dtype
 
     def body(idx):
         load = Load(x.name, idx[0])
-        return [Store(y.name, idx[0], load if same else Cast(y.type.cpp_type, load))]
+        return [Store(y.name, idx[0], load if same else Cast(y.type.dtype, load))]
     return nest((y.type.size,), "i", body)[0]
