@@ -31,12 +31,20 @@ LOGIC_BINARY: dict[str, Rule] = {
     "Xor": Rule(lambda a, b, at: np.logical_xor(a, b), ("bool",)),
 }
 
-_UNSIGNED = ("uint8", "uint16", "uint32", "uint64")
-
-
 def _bit_shift(a, b, attrs):
-    # a shift by the type's width or more is left undefined by ONNX (and C++)
-    return np.left_shift(a, b) if attrs["direction"] == "LEFT" else np.right_shift(a, b)
+    """ONNX's BitShift: bits shifted out are lost (a left shift wraps), a right shift of a signed
+    value is arithmetic, and a shift by a negative count or the width or more gives 0 (-1 for a
+    right shift of a negative value), as NumPy's shifts do."""
+    a, b = np.broadcast_arrays(a, b)
+    bits = np.iinfo(a.dtype).bits
+    valid = (b >= 0) & (b < bits)
+    count = np.where(valid, b, 0).astype(np.uint64)
+    unsigned = np.dtype(f"u{a.dtype.itemsize}")
+    if attrs["direction"] == "LEFT":
+        shifted = np.left_shift(a.view(unsigned).astype(np.uint64), count).astype(unsigned).view(a.dtype)
+        return np.where(valid, shifted, 0).astype(a.dtype)
+    shifted = np.right_shift(a, count.astype(a.dtype))
+    return np.where(valid, shifted, np.where(a < 0, -1, 0)).astype(a.dtype)
 
 
 # Bitwise ops on integers: C++'s &, |, ^, ~ and shifts, results wrapped to the type's width.
@@ -47,7 +55,7 @@ BITWISE_BINARY: dict[str, Rule] = {
     "BitwiseAnd": Rule(lambda a, b, at: np.bitwise_and(a, b), INTEGER),
     "BitwiseOr": Rule(lambda a, b, at: np.bitwise_or(a, b), INTEGER),
     "BitwiseXor": Rule(lambda a, b, at: np.bitwise_xor(a, b), INTEGER),
-    "BitShift": Rule(_bit_shift, _UNSIGNED, attrs=(Attr("direction", "string", choices=("LEFT", "RIGHT")),)),
+    "BitShift": Rule(_bit_shift, INTEGER, attrs=(Attr("direction", "string", choices=("LEFT", "RIGHT")),)),
 }
 
 define_table(LOGIC_UNARY, 1)

@@ -32,7 +32,7 @@ def _clamp01(e: Expr) -> Expr:
 def _mod(a: Expr, b: Expr, fmod: bool, rem: str) -> Expr:
     """fmod (the sign of the dividend), or the remainder with the sign of the divisor."""
     r = Binary(rem, a, b)
-    if fmod:
+    if fmod or (a.dtype or "").startswith("u"):  # unsigned: both signs agree (-Wtype-limits)
         return r
     zero = Const(0, rem == "fmod")
     wrong_sign = Binary("&&", Binary("!=", r, zero), Binary("!=", Binary("<", r, zero), Binary("<", b, zero)))
@@ -169,7 +169,8 @@ def elementwise(op: str, formula: Formula):
         chosen = formula if is_float(dtype) else INTEGER_FORMULAS.get(op, formula)
 
         def body(idx):
-            operands = [Load(a.name, broadcast_index(idx, shape, a.type.shape)) for a in args.inputs if a]
+            operands = [Load(a.name, broadcast_index(idx, shape, a.type.shape), dtype=a.type.dtype)
+                        for a in args.inputs if a]
             value = chosen(operands, attrs)
             if out.type.dtype == dtype and not is_float(dtype):
                 value = wrapping(value, dtype)
