@@ -301,7 +301,10 @@ class Renderer:
                     lines.append(f"{pad}{BUFFER_PREFIX}{s.buffer}[{self.expr(s.index)}] = "
                                  f"{self.expr(s.value)};")
             elif isinstance(s, Local):
-                lines.append(f"{pad}{self.type_name(s.dtype, s.width)} {s.name} = {self.expr(s.init)};")
+                init = self.expr(s.init)
+                if s.dtype in HALF_ROUND and s.width == 1 and not isinstance(s.init, (Load, Var, Const)):
+                    init = f"{HALF_ROUND[s.dtype]}({init})"  # a value of a storage type, as stored
+                lines.append(f"{pad}{self.type_name(s.dtype, s.width)} {s.name} = {init};")
             elif isinstance(s, Assign):
                 v = s.value
                 if isinstance(v, Binary) and v.op in _COMPOUND and isinstance(v.a, Var) and v.a.name == s.name:
