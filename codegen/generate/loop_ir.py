@@ -26,9 +26,12 @@ from typing import Sequence, Union
 
 # --- element types --------------------------------------------------------------------------
 INDEX = "index"  # loop indices, offsets and counters; C++ `int`
-# float16 and bfloat16 are computed in float32: a Load converts, a Store rounds to nearest even.
-FLOAT_DTYPES = frozenset({"float32", "float64", "float16", "bfloat16"})
-INT_DTYPES = frozenset({"int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", INDEX})
+# float16, bfloat16 and the narrower types are storage types, computed in float or int: a Load converts,
+# a Store rounds (codegen/generate/storage_types.py).
+FLOAT_DTYPES = frozenset({"float32", "float64", "float16", "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz",
+                          "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn"})
+INT_DTYPES = frozenset({"int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", INDEX,
+                        "int4", "uint4", "int2", "uint2"})
 DTYPES = FLOAT_DTYPES | INT_DTYPES | {"bool"}
 # Spellings older functors used; accepted where a dtype is expected and normalised to the dtype.
 _SPELLINGS = {"float": "float32", "int": INDEX, "bool": "bool", "std::int64_t": "int64",

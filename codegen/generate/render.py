@@ -13,6 +13,7 @@ from typing import Mapping
 import numpy as np
 
 from codegen.escape import c_comment
+from codegen.generate.storage_types import STORAGE_TYPES
 from codegen.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Call, Cast, Comment, Const, Expr,
                                       For, Kernel, Lane, Load, Local, ReduceLanes, Select, Stmt, Store, Unary, Var)
 
@@ -32,56 +33,11 @@ BUFFER_PREFIX = "t_"  # kernel parameters are t_<value>: never clashes with loop
 TYPE_NAMES: Mapping[str, str] = {
     "float32": "float", INDEX: "int", "bool": "bool", "int64": "std::int64_t", "int32": "std::int32_t",
     "int16": "std::int16_t", "int8": "std::int8_t", "uint8": "std::uint8_t", "uint16": "std::uint16_t",
-    "uint32": "std::uint32_t", "uint64": "std::uint64_t", "float64": "double",
-    # storage types: kernels compute with their values in float (see STORAGE_NAMES)
-    "float16": "float", "bfloat16": "float"}
-# Element types whose buffers hold other bits than the C++ type kernels compute with: a Load converts
-# (HALF_LOAD), a Store rounds to nearest even, NaN and infinities kept (HALF_STORE).
-STORAGE_NAMES: Mapping[str, str] = {"float16": "std::uint16_t", "bfloat16": "std::uint16_t"}
-HALF_LOAD = {"float16": "f16_to_f32", "bfloat16": "bf16_to_f32"}
-HALF_STORE = {"float16": "f32_to_f16", "bfloat16": "f32_to_bf16"}
-# The conversions, emitted once into a file whose kernels use a storage type. float16: IEEE 754
-# binary16 (exponent bias 15, 10 mantissa bits); bfloat16: the high half of a float32.
-HALF_HELPERS = (
-    "inline float f16_to_f32(std::uint16_t h) noexcept {",
-    "  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;",
-    "  const std::uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;",
-    "  if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24, exact in float",
-    "    const float magnitude = static_cast<float>(mantissa) * 5.9604644775390625e-8f;",
-    "    return sign ? -magnitude : magnitude;",
-    "  }",
-    "  const std::uint32_t bits = sign | (exponent == 0x1fu ? 0x7f800000u | (mantissa << 13)",
-    "                                                        : ((exponent + 112u) << 23) | (mantissa << 13));",
-    "  float f; std::memcpy(&f, &bits, sizeof f); return f;",
-    "}",
-    "inline std::uint16_t f32_to_f16(float f) noexcept {",
-    "  std::uint32_t x; std::memcpy(&x, &f, sizeof x);",
-    "  const std::uint32_t sign = (x >> 16) & 0x8000u;",
-    "  x &= 0x7fffffffu;",
-    "  if (x > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u | ((x >> 13) & 0x3ffu));  // NaN stays NaN",
-    "  if (x >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // 65520 and above round to infinity",
-    "  if (x < 0x38800000u) {  // below 2^-14: a subnormal, in units of 2^-24 (scaling by 2^24 is exact)",
-    "    float magnitude; std::memcpy(&magnitude, &x, sizeof magnitude);",
-    "    return static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(std::nearbyint(magnitude * 16777216.0f)));",
-    "  }",
-    "  // drop 13 mantissa bits, rounding to nearest even; a carry moves into the exponent",
-    "  const std::uint32_t rounded = x + 0xfffu + ((x >> 13) & 1u) - (112u << 23);",
-    "  return static_cast<std::uint16_t>(sign | (rounded >> 13));",
-    "}",
-    "inline float bf16_to_f32(std::uint16_t h) noexcept {",
-    "  const std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;",
-    "  float f; std::memcpy(&f, &bits, sizeof f); return f;",
-    "}",
-    "inline std::uint16_t f32_to_bf16(float f) noexcept {",
-    "  std::uint32_t x; std::memcpy(&x, &f, sizeof x);",
-    "  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40u);  // quiet NaN",
-    "  return static_cast<std::uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);  // nearest, ties to even",
-    "}",
-    # a float rounded to a storage type and back: what a Cast to float16 or bfloat16 computes
-    "inline float round_f16(float f) noexcept { return f16_to_f32(f32_to_f16(f)); }",
-    "inline float round_bf16(float f) noexcept { return bf16_to_f32(f32_to_bf16(f)); }",
-)
-HALF_ROUND = {"float16": "round_f16", "bfloat16": "round_bf16"}
+    "uint32": "std::uint32_t", "uint64": "std::uint64_t", "float64": "double"}
+# Element types whose buffers hold other bits than the C++ type kernels compute with (storage_types.py):
+# a Load converts, a Store converts back (rounding), a Cast rounds as the store will.
+TYPE_NAMES = {**TYPE_NAMES, **{t: st.compute for t, st in STORAGE_TYPES.items()}}
+STORAGE_NAMES: Mapping[str, str] = {t: st.storage for t, st in STORAGE_TYPES.items()}
 # Short names for vector types: f32x8 is 8 float32 lanes.
 _LANE_NAMES = {"float32": "f32", "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", INDEX: "i32"}
 
@@ -179,8 +135,8 @@ class Renderer:
     def prelude(self, kernels) -> str:
         """C++ the kernels need before them: headers, vector typedefs and their load/store helpers."""
         lines = [f"#include <{h}>" for h in self.headers]
-        if _uses_storage_types(kernels):
-            lines += HALF_HELPERS
+        for dtype in _storage_types_used(kernels):
+            lines += STORAGE_TYPES[dtype].helpers
         if self.helpers and _calls_intrinsics(kernels):
             lines += self.helpers
         if self.inline_minmax:
@@ -235,8 +191,8 @@ class Renderer:
                 load = "load" if e.stride == 1 else f"load{e.stride}"
                 return f"{load}_{self.type_name(e.dtype or 'float32', e.width)}(&{BUFFER_PREFIX}{e.buffer}" \
                        f"[{self.expr(e.index)}])"
-            if e.dtype in HALF_LOAD:
-                return f"{HALF_LOAD[e.dtype]}({BUFFER_PREFIX}{e.buffer}[{self.expr(e.index)}])"
+            if e.dtype in STORAGE_TYPES:
+                return f"{STORAGE_TYPES[e.dtype].load}({BUFFER_PREFIX}{e.buffer}[{self.expr(e.index)}])"
             return f"{BUFFER_PREFIX}{e.buffer}[{self.expr(e.index)}]"
         if isinstance(e, Broadcast):
             return f"splat_{self.type_name(e.dtype or 'float32', e.width)}({self.expr(e.a)})"
@@ -258,8 +214,8 @@ class Renderer:
             return f"{_UNARY_CPP[e.op]}({self.expr(e.a)})"
         if isinstance(e, Cast):
             cast = f"static_cast<{self.type_names[e.dtype]}>({self.expr(e.a)})"
-            if e.dtype in HALF_ROUND and e.a.dtype != e.dtype:
-                return f"{HALF_ROUND[e.dtype]}({cast})"
+            if e.dtype in STORAGE_TYPES and e.a.dtype != e.dtype:
+                return f"{STORAGE_TYPES[e.dtype].round}({cast})"
             return cast
         if isinstance(e, Select):
             text = f"{self.expr(e.cond, 1)} ? {self.expr(e.a)} : {self.expr(e.b)}"
@@ -296,14 +252,14 @@ class Renderer:
                                  f"{self.expr(s.value)});")
                 elif s.buffer in storage:
                     lines.append(f"{pad}{BUFFER_PREFIX}{s.buffer}[{self.expr(s.index)}] = "
-                                 f"{HALF_STORE[storage[s.buffer]]}({self.expr(s.value)});")
+                                 f"{STORAGE_TYPES[storage[s.buffer]].store}({self.expr(s.value)});")
                 else:
                     lines.append(f"{pad}{BUFFER_PREFIX}{s.buffer}[{self.expr(s.index)}] = "
                                  f"{self.expr(s.value)};")
             elif isinstance(s, Local):
                 init = self.expr(s.init)
-                if s.dtype in HALF_ROUND and s.width == 1 and not isinstance(s.init, (Load, Var, Const)):
-                    init = f"{HALF_ROUND[s.dtype]}({init})"  # a value of a storage type, as stored
+                if s.dtype in STORAGE_TYPES and s.width == 1 and not isinstance(s.init, (Load, Var, Const)):
+                    init = f"{STORAGE_TYPES[s.dtype].round}({init})"  # a value of a storage type, as stored
                 lines.append(f"{pad}{self.type_name(s.dtype, s.width)} {s.name} = {init};")
             elif isinstance(s, Assign):
                 v = s.value
@@ -335,18 +291,18 @@ class Renderer:
         return "\n".join(lines)
 
 
-def _uses_storage_types(kernels) -> bool:
-    """True when some kernel reads, writes or casts to float16 or bfloat16."""
+def _storage_types_used(kernels) -> list[str]:
+    """The storage types some kernel reads, writes or casts to, in STORAGE_TYPES' order."""
     from codegen.generate.loop_ir import map_stmts
-    found = [p for k in kernels for p in (*k.params, *k.scratch) if p.dtype in STORAGE_NAMES]
+    found = {p.dtype for k in kernels for p in (*k.params, *k.scratch)}
 
     def note(e):
-        if isinstance(e, Cast) and e.dtype in STORAGE_NAMES:
-            found.append(e)
+        if isinstance(e, Cast):
+            found.add(e.dtype)
         return e
     for k in kernels:
         map_stmts(k.body, note)
-    return bool(found)
+    return [t for t in STORAGE_TYPES if t in found]
 
 
 def _calls_intrinsics(kernels) -> bool:

@@ -9,23 +9,35 @@ import numpy as np
 
 from codegen.errors import SourceLoc
 
-def _bfloat16() -> dict:
-    """bfloat16 needs ml_dtypes (installed with onnx) for its NumPy spelling; without it, no bfloat16."""
+def _ml_dtypes() -> dict:
+    """bfloat16, the float8 formats, float4 and the 4- and 2-bit integers need ml_dtypes (installed
+    with onnx) for their NumPy spelling; without it, Tinsmith has none of them."""
     try:
         import ml_dtypes
     except ImportError:  # pragma: no cover - ml_dtypes comes with onnx
         return {}
-    return {"bfloat16": (np.dtype(ml_dtypes.bfloat16), "std::uint16_t", "uint16_t")}
+    types = {"bfloat16": (np.dtype(ml_dtypes.bfloat16), "std::uint16_t", "uint16_t")}
+    # one element per byte, as NumPy holds them (not packed as in an ONNX file)
+    for name in NARROW_DTYPES:
+        if hasattr(ml_dtypes, name):
+            types[name] = (np.dtype(getattr(ml_dtypes, name)), "std::uint8_t", "uint8_t")
+    return types
+
+
+# Types of fewer than 16 bits that only Cast, CastLike and copies compute with.
+NARROW_DTYPES = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn",
+                 "int4", "uint4", "int2", "uint2")
 
 
 # Element types Tinsmith knows, with their NumPy and C++ spellings (the generated API's types).
 # float16 and bfloat16 are storage types: the API holds their bits in uint16_t and kernels compute
-# with them in float, rounding to nearest even on every store (docs/KERNELS.md).
+# with them in float, rounding to nearest even on every store (docs/KERNELS.md); so are the NARROW
+# ones, a byte per element.
 DTYPES: Mapping[str, tuple[np.dtype, str, str]] = {
     "float32": (np.dtype(np.float32), "float", "float"),
     "float64": (np.dtype(np.float64), "double", "double"),
     "float16": (np.dtype(np.float16), "std::uint16_t", "uint16_t"),
-    **_bfloat16(),
+    **_ml_dtypes(),
     "int64": (np.dtype(np.int64), "std::int64_t", "int64_t"),
     # C spells it `bool` through <stdbool.h> (C99 `_Bool`); one byte, 0 or 1, as NumPy and ONNX store it.
     "bool": (np.dtype(np.bool_), "bool", "bool"),
@@ -40,8 +52,16 @@ DTYPES: Mapping[str, tuple[np.dtype, str, str]] = {
 }
 # Families of element types, as ONNX's type constraints name them.
 FLOAT_DTYPES = tuple(t for t in ("float32", "float64", "float16", "bfloat16") if t in DTYPES)
-HALF_DTYPES = tuple(t for t in ("float16", "bfloat16") if t in DTYPES)  # 16-bit storage, float compute
+NARROW_DTYPES = tuple(t for t in NARROW_DTYPES if t in DTYPES)
 INTEGER_DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
+def largest_finite(dtype: str) -> float | None:
+    """The largest finite value of a float8 format (what Cast's saturate clamps to), else None."""
+    if not dtype.startswith("float8") or dtype not in DTYPES:
+        return None
+    import ml_dtypes
+    return float(ml_dtypes.finfo(DTYPES[dtype][0]).max)
+
+
 QUANTIZED_DTYPES = ("int8", "uint8", "int16", "int32")
 
 

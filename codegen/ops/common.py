@@ -6,7 +6,7 @@ from typing import Sequence
 import numpy as np
 
 from codegen.ir import TensorType
-from codegen.ir.graph import DTYPES, FLOAT_DTYPES, INTEGER_DTYPES
+from codegen.ir.graph import DTYPES, FLOAT_DTYPES, INTEGER_DTYPES, NARROW_DTYPES
 from codegen.ops.registry import ATTR_KINDS, InferArgs, OpError
 
 
@@ -62,6 +62,7 @@ FLOAT = FLOAT_DTYPES
 INTEGER = INTEGER_DTYPES
 NUMERIC = FLOAT + INTEGER
 ANY = NUMERIC + ("bool",)
+CASTABLE = ANY + NARROW_DTYPES  # what Cast converts between (and copies move)
 INDICES = ("int64", "int32")  # ONNX's Tind: what index operands may be
 
 
@@ -93,7 +94,9 @@ def constant_ints(args: InferArgs, i: int, what: str, rank: int | None = 1) -> t
 
 # ONNX TensorProto element type numbers and the Tinsmith type of each.
 ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
-               9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 16: "bfloat16"}
+               9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 16: "bfloat16",
+               17: "float8_e4m3fn", 18: "float8_e4m3fnuz", 19: "float8_e5m2", 20: "float8_e5m2fnuz",
+               21: "uint4", 22: "int4", 23: "float4_e2m1fn", 25: "uint2", 26: "int2"}
 ONNX_DTYPES = {k: v for k, v in ONNX_DTYPES.items() if v in DTYPES}
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from codegen.ir import TensorType
-from codegen.ops.common import ANY, FLOAT, INTEGER, NUMERIC, broadcast_shapes, require_dtypes
+from codegen.ir.graph import largest_finite
+from codegen.ops.common import ANY, CASTABLE, FLOAT, INTEGER, NUMERIC, broadcast_shapes, require_dtypes
 from codegen.ops.elementwise import Rule, define_table
 from codegen.ops.registry import Attr, InferArgs, Pattern, define
 
@@ -75,24 +76,30 @@ define("Where", pattern=Pattern.BROADCAST, inputs=3, infer=_infer_where,
 
 
 # --- Cast, CastLike: C++'s static_cast (float to integer truncates toward zero) ------------------
-def _cast(x: np.ndarray, dtype: str) -> np.ndarray:
+def _cast(x: np.ndarray, dtype: str, saturate: int) -> np.ndarray:
+    """ml_dtypes' conversions (what ONNX's reference does); to a float8 format with saturate, values
+    past the largest (infinities too) clamp to it first, NaN stays NaN."""
+    limit = largest_finite(dtype)
     with np.errstate(invalid="ignore", over="ignore"):
+        if limit is not None and saturate:
+            x = np.clip(x.astype(np.float32), -limit, limit)
         return x.astype(TensorType(dtype, ()).numpy_dtype)
 
 
 def _infer_cast(args: InferArgs) -> list[TensorType]:
-    require_dtypes(args, ANY)
+    require_dtypes(args, CASTABLE)
     return [TensorType(args.attrs["to"], args.types[0].shape)]
 
 
 def _infer_cast_like(args: InferArgs) -> list[TensorType]:
-    require_dtypes(args, ANY)
+    require_dtypes(args, CASTABLE)
+    require_dtypes(args, CASTABLE, [1])
     return [TensorType(args.types[1].dtype, args.types[0].shape)]
 
 
-# saturate and round_mode only concern float8 and narrower types, which Tinsmith has not.
+# saturate concerns the float8 formats; round_mode float8_e8m0, which Tinsmith has not.
 _FLOAT8_ATTRS = [Attr("saturate", "int", 1, (0, 1)), Attr("round_mode", "string", "up")]
 define("Cast", pattern=Pattern.ELEMENTWISE, inputs=1, attrs=[Attr("to", "dtype"), *_FLOAT8_ATTRS], infer=_infer_cast,
-       reference=lambda xs, attrs: [_cast(xs[0], attrs["to"])])
+       reference=lambda xs, attrs: [_cast(xs[0], attrs["to"], attrs["saturate"])])
 define("CastLike", pattern=Pattern.ELEMENTWISE, inputs=2, attrs=_FLOAT8_ATTRS, infer=_infer_cast_like,
-       reference=lambda xs, attrs: [_cast(xs[0], xs[1].dtype.name)])
+       reference=lambda xs, attrs: [_cast(xs[0], xs[1].dtype.name, attrs["saturate"])])

@@ -6,7 +6,7 @@ from typing import Any, Mapping
 from codegen.generate.backend import CPP
 from codegen.generate.functors.elementwise import Formula, elementwise
 from codegen.generate.loop_ir import (Binary, Cast, Const, Expr, Load, Select, Store, Unary, const, nest)
-from codegen.ir.graph import DTYPES
+from codegen.ir.graph import DTYPES, largest_finite
 
 
 def _isinf(x: Expr, a: Mapping[str, Any]) -> Expr:
@@ -69,11 +69,16 @@ for _op, _formula in BITWISE_FORMULAS.items():
 def cast(graph, node_id, cluster_id, args, attrs):
     """static_cast element by element (a copy when the types agree). To float16 and bfloat16 the
     value rounds to nearest even, NaN and infinities kept; from a float to an integer it truncates
-    toward zero (what ONNX's reference does for values in range)."""
+    toward zero (what ONNX's reference does for values in range); to a float8 format with saturate
+    (the default) values past its range clamp to the largest finite value."""
     x, y = args.inputs[0], args.outputs[0]
     same = x.type.dtype == y.type.dtype
+    limit = largest_finite(y.type.dtype) if attrs["saturate"] else None
 
     def body(idx):
-        load = Load(x.name, idx[0])
-        return [Store(y.name, idx[0], load if same else Cast(y.type.dtype, load))]
+        value: Expr = Load(x.name, idx[0], dtype=x.type.dtype)
+        if limit is not None and not same:  # saturate: clamp into the float8 range (NaN compares false)
+            value = Select(Binary(">", value, const(limit)), const(limit),
+                           Select(Binary("<", value, const(-limit)), const(-limit), value))
+        return [Store(y.name, idx[0], value if same else Cast(y.type.dtype, value))]
     return nest((y.type.size,), "i", body)[0]
