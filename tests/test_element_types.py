@@ -348,3 +348,70 @@ def test_string_onnx_inputs_are_declined_with_a_clear_error(tmp_path):
     from codegen.load.onnx_model import read_onnx
     with pytest.raises(TinsmithError, match="has element type string"):
         read_onnx(tmp_path / "s.onnx")
+
+
+# --- float8, float4 and the 4- and 2-bit integers: Cast only, one element per byte ---------------
+NARROW_FLOATS = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn")
+NARROW_INTS = ("int4", "uint4", "int2", "uint2")
+
+
+@pytest.mark.parametrize("dtype", NARROW_FLOATS + NARROW_INTS)
+def test_every_code_of_a_narrow_type_reads_back_exactly(dtype, tmp_path):
+    npt = np.dtype(getattr(ml_dtypes, dtype))
+    bits = 2 if dtype.endswith("int2") else 4 if "4" in dtype.split("_")[0] or dtype.startswith("float4") else 8
+    codes = np.arange(2 ** bits, dtype=np.uint8).view(npt)
+    got = run(unary_graph("Cast", dtype, codes.size, attrs=", attrs: {to: float32}"), {"x": codes}, tmp_path)["y"]
+    same(got, codes.astype(np.float32))
+
+
+@pytest.mark.parametrize("saturate", [1, 0])
+@pytest.mark.parametrize("dtype", NARROW_FLOATS)
+def test_cast_to_small_floats_rounds_ties_to_even_and_saturates(dtype, saturate, tmp_path):
+    """Every midpoint between neighbouring codes (a tie), values just off them, the largest value and
+    past it, subnormals, NaN and infinities; with saturate (ONNX's default) values past the largest
+    finite clamp to it, without they become infinity or NaN as ml_dtypes says (float4_e2m1fn, which
+    has neither, always saturates)."""
+    npt = np.dtype(getattr(ml_dtypes, dtype))
+    bits = 4 if dtype.startswith("float4") else 8
+    values = np.sort(np.unique(np.arange(2 ** bits, dtype=np.uint8).view(npt).astype(np.float32)))
+    values = values[np.isfinite(values)]
+    mids = (values[:-1] + values[1:]) / 2
+    x = np.concatenate([mids, np.nextafter(mids, np.float32(np.inf)), np.nextafter(mids, np.float32(-np.inf)),
+                        values[-1:] * 1.03, values[-1:] * 1.2, -values[-1:] * 2, [1e30, -1e30],
+                        [np.nan, np.inf, -np.inf, -0.0, 1e-30, -1e-30]]).astype(np.float32)
+    graph = unary_graph("Cast", "float32", x.size, attrs=f", attrs: {{to: {dtype}, saturate: {saturate}}}")
+    got = run(graph, {"x": x}, tmp_path)["y"]
+    with np.errstate(over="ignore", invalid="ignore"):
+        if saturate and dtype.startswith("float8"):
+            limit = float(ml_dtypes.finfo(npt).max)
+            want = np.clip(x, -limit, limit).astype(npt)  # NaN stays NaN
+        else:
+            want = x.astype(npt)
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))  # the same codes
+
+
+@pytest.mark.parametrize("dtype", NARROW_INTS)
+def test_cast_to_narrow_integers_wraps_around(dtype, tmp_path):
+    x = np.arange(-20, 21, dtype=np.float32) + np.float32(0.5)
+    got = run(unary_graph("Cast", "float32", x.size, attrs=f", attrs: {{to: {dtype}}}"), {"x": x}, tmp_path)["y"]
+    npt = np.dtype(getattr(ml_dtypes, dtype))
+    np.testing.assert_array_equal(got.view(np.uint8), x.astype(npt).view(np.uint8))
+    i = np.arange(-20, 21, dtype=np.int32)
+    got = run(unary_graph("Cast", "int32", i.size, attrs=f", attrs: {{to: {dtype}}}"), {"x": i}, tmp_path / "i")["y"]
+    np.testing.assert_array_equal(got.view(np.uint8), i.astype(npt).view(np.uint8))
+
+
+def test_cast_like_takes_the_type_of_its_second_input(tmp_path):
+    graph = """\
+        graph: g
+        inputs:
+          x: {dtype: float32, shape: [4]}
+          like: {dtype: float8_e5m2, shape: [1]}
+        outputs: [y]
+        nodes:
+          - {op: CastLike, inputs: [x, like], outputs: [y]}
+        """
+    x = np.array([1.1, 60000, -np.inf, np.nan], np.float32)
+    got = run(graph, {"x": x, "like": np.zeros(1, ml_dtypes.float8_e5m2)}, tmp_path)["y"]
+    limit = float(ml_dtypes.finfo(ml_dtypes.float8_e5m2).max)
+    same(got, np.clip(x, -limit, limit).astype(ml_dtypes.float8_e5m2))

@@ -78,7 +78,7 @@ _BF16_HELPERS = (
 
 def _float_literal(v: float) -> str:
     if np.isnan(v):
-        return "NAN"
+        return "-NAN" if np.signbit(v) else "NAN"  # the sign of a NaN survives a round trip
     if np.isinf(v):
         return "-INFINITY" if v < 0 else "INFINITY"
     return repr(float(v)) + "f"  # every value of these formats is exact in float
