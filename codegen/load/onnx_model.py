@@ -219,7 +219,7 @@ def to_array(tensor, loc: SourceLoc, what: str) -> np.ndarray:
     target = storage_dtype(data.dtype)
     if target is None:
         raise GraphError(loc, f"{what} holds {data.dtype} data, which Tinsmith cannot compute with",
-                         "Tinsmith computes with numbers (float32 and integers) and booleans")
+                         "Tinsmith computes with numbers (floating point and integers) and booleans, not strings")
     return np.require(data.astype(target), requirements="C")
 
 
