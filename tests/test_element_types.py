@@ -415,3 +415,22 @@ def test_cast_like_takes_the_type_of_its_second_input(tmp_path):
     got = run(graph, {"x": x, "like": np.zeros(1, ml_dtypes.float8_e5m2)}, tmp_path)["y"]
     limit = float(ml_dtypes.finfo(ml_dtypes.float8_e5m2).max)
     same(got, np.clip(x, -limit, limit).astype(ml_dtypes.float8_e5m2))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+def test_max_pool_of_8_bit_integers(dtype, tmp_path):
+    """Padding never wins: a window of the type's lowest values stays at the lowest value."""
+    info = np.iinfo(dtype)
+    x = np.array([info.min, info.max, 3, info.min, 0, 7, 1, info.min, 5, 2, 9, info.min], dtype).reshape(1, 1, 3, 4)
+    graph = f"""\
+        graph: g
+        inputs:
+          x: {{dtype: {dtype}, shape: [1, 1, 3, 4]}}
+        outputs: [y]
+        nodes:
+          - {{op: MaxPool, inputs: [x], outputs: [y], attrs: {{kernel_shape: [2, 2], pads: [1, 1, 1, 1], strides: [2, 2]}}}}
+        """
+    got = run(graph, {"x": x}, tmp_path)["y"]
+    padded = np.pad(x[0, 0], 1, constant_values=info.min)
+    want = np.array([[padded[i:i + 2, j:j + 2].max() for j in range(0, 5, 2)] for i in range(0, 4, 2)], dtype)
+    same(got, want.reshape(1, 1, 2, 3))
