@@ -5,17 +5,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+import ml_dtypes
 import numpy as np
 
 from codegen.errors import SourceLoc
 
+
 def _ml_dtypes() -> dict:
-    """bfloat16, the float8 formats, float4 and the 4- and 2-bit integers need ml_dtypes (installed
-    with onnx) for their NumPy spelling; without it, Tinsmith has none of them."""
-    try:
-        import ml_dtypes
-    except ImportError:  # pragma: no cover - ml_dtypes comes with onnx
-        return {}
+    """bfloat16, the float8 formats, float4 and the 4- and 2-bit integers: NumPy spells them
+    through ml_dtypes."""
     types = {"bfloat16": (np.dtype(ml_dtypes.bfloat16), "std::uint16_t", "uint16_t")}
     # one element per byte, as NumPy holds them (not packed as in an ONNX file)
     for name in NARROW_DTYPES:
@@ -24,7 +22,7 @@ def _ml_dtypes() -> dict:
     return types
 
 
-# Types of fewer than 16 bits that only Cast, CastLike and copies compute with.
+# Types of fewer than 16 bits, which only Cast and CastLike convert to and from.
 NARROW_DTYPES = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn",
                  "int4", "uint4", "int2", "uint2")
 
@@ -58,7 +56,6 @@ def largest_finite(dtype: str) -> float | None:
     """The largest finite value of a float8 format (what Cast's saturate clamps to), else None."""
     if not dtype.startswith("float8") or dtype not in DTYPES:
         return None
-    import ml_dtypes
     return float(ml_dtypes.finfo(DTYPES[dtype][0]).max)
 
 
