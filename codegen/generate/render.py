@@ -13,9 +13,9 @@ from typing import Mapping
 import numpy as np
 
 from codegen.escape import c_comment
-from codegen.generate.storage_types import STORAGE_TYPES
 from codegen.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Call, Cast, Comment, Const, Expr,
                                       For, Kernel, Lane, Load, Local, ReduceLanes, Select, Stmt, Store, Unary, Var)
+from codegen.generate.storage_types import STORAGE_TYPES
 
 # C++ spelling of each math function, float overloads from <cmath>. nearbyint rounds ties to even in
 # the default rounding mode, and unlike rint never raises the inexact flag.
@@ -29,14 +29,14 @@ _CALL_CPP = {"max": "std::fmax", "min": "std::fmin", "pow": "std::pow", "fmod": 
 
 BUFFER_PREFIX = "t_"  # kernel parameters are t_<value>: never clashes with loop indices or locals
 
-# C++ names of the element types every renderer knows.
+# C++ names of the element types every renderer knows, as kernels compute with them. Storage types
+# (storage_types.py) compute in float or int, while their buffers hold other bits (STORAGE_NAMES):
+# a Load converts, a Store converts back (rounding), a Cast rounds as the store will.
 TYPE_NAMES: Mapping[str, str] = {
     "float32": "float", INDEX: "int", "bool": "bool", "int64": "std::int64_t", "int32": "std::int32_t",
     "int16": "std::int16_t", "int8": "std::int8_t", "uint8": "std::uint8_t", "uint16": "std::uint16_t",
-    "uint32": "std::uint32_t", "uint64": "std::uint64_t", "float64": "double"}
-# Element types whose buffers hold other bits than the C++ type kernels compute with (storage_types.py):
-# a Load converts, a Store converts back (rounding), a Cast rounds as the store will.
-TYPE_NAMES = {**TYPE_NAMES, **{t: st.compute for t, st in STORAGE_TYPES.items()}}
+    "uint32": "std::uint32_t", "uint64": "std::uint64_t", "float64": "double",
+    **{t: st.compute for t, st in STORAGE_TYPES.items()}}
 STORAGE_NAMES: Mapping[str, str] = {t: st.storage for t, st in STORAGE_TYPES.items()}
 # Short names for vector types: f32x8 is 8 float32 lanes.
 _LANE_NAMES = {"float32": "f32", "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", INDEX: "i32"}
