@@ -355,7 +355,7 @@ NARROW_FLOATS = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2
 NARROW_INTS = ("int4", "uint4", "int2", "uint2")
 
 
-@pytest.mark.parametrize("dtype", NARROW_FLOATS + NARROW_INTS)
+@pytest.mark.parametrize("dtype", NARROW_FLOATS + NARROW_INTS + ("float8_e8m0fnu",))
 def test_every_code_of_a_narrow_type_reads_back_exactly(dtype, tmp_path):
     npt = np.dtype(getattr(ml_dtypes, dtype))
     bits = 2 if dtype.endswith("int2") else 4 if "4" in dtype.split("_")[0] or dtype.startswith("float4") else 8
@@ -434,3 +434,13 @@ def test_max_pool_of_8_bit_integers(dtype, tmp_path):
     padded = np.pad(x[0, 0], 1, constant_values=info.min)
     want = np.array([[padded[i:i + 2, j:j + 2].max() for j in range(0, 5, 2)] for i in range(0, 4, 2)], dtype)
     same(got, want.reshape(1, 1, 2, 3))
+
+
+def test_cast_to_float8_e8m0_rounds_up_as_onnx_does(tmp_path):
+    """The oracle is onnx's own to_float8e8m0 (round_mode "up", saturate): exponent bits, plus one
+    for any fraction, not past 0xfe; NaN and infinities give 0xff; the sign is dropped."""
+    from onnx.numpy_helper import to_float8e8m0
+    x = np.array([0.0, 0.124, 0.25, 0.5, 1.1, 2.0, 4.0, 8.0, -3.0, 1e-40, 3e38, 1.7e38, np.inf, -np.inf, np.nan,
+                  2.0 ** 127, 2.0 ** 127 * 1.5, 2.0 ** -126], np.float32)
+    got = run(unary_graph("Cast", "float32", x.size, attrs=", attrs: {to: float8_e8m0fnu}"), {"x": x}, tmp_path)["y"]
+    np.testing.assert_array_equal(got.view(np.uint8), to_float8e8m0(x).view(np.uint8))

@@ -29,7 +29,7 @@ INDEX = "index"  # loop indices, offsets and counters; C++ `int`
 # float16, bfloat16 and the narrower types are storage types, computed in float or int: a Load converts,
 # a Store rounds (codegen/generate/storage_types.py).
 FLOAT_DTYPES = frozenset({"float32", "float64", "float16", "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz",
-                          "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn"})
+                          "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn"})
 INT_DTYPES = frozenset({"int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", INDEX,
                         "int4", "uint4", "int2", "uint2"})
 DTYPES = FLOAT_DTYPES | INT_DTYPES | {"bool"}

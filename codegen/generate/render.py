@@ -214,7 +214,7 @@ class Renderer:
             return f"{_UNARY_CPP[e.op]}({self.expr(e.a)})"
         if isinstance(e, Cast):
             cast = f"static_cast<{self.type_names[e.dtype]}>({self.expr(e.a)})"
-            if e.dtype in STORAGE_TYPES and e.a.dtype != e.dtype:
+            if e.dtype in STORAGE_TYPES and STORAGE_TYPES[e.dtype].round and e.a.dtype != e.dtype:
                 return f"{STORAGE_TYPES[e.dtype].round}({cast})"
             return cast
         if isinstance(e, Select):
@@ -258,7 +258,8 @@ class Renderer:
                                  f"{self.expr(s.value)};")
             elif isinstance(s, Local):
                 init = self.expr(s.init)
-                if s.dtype in STORAGE_TYPES and s.width == 1 and not isinstance(s.init, (Load, Var, Const)):
+                if s.dtype in STORAGE_TYPES and STORAGE_TYPES[s.dtype].round and s.width == 1 and \
+                        not isinstance(s.init, (Load, Var, Const)):
                     init = f"{STORAGE_TYPES[s.dtype].round}({init})"  # a value of a storage type, as stored
                 lines.append(f"{pad}{self.type_name(s.dtype, s.width)} {s.name} = {init};")
             elif isinstance(s, Assign):

@@ -30,7 +30,7 @@ class StorageType:
     compute: str  # C++ type of values in kernels
     load: str     # bits -> value
     store: str    # value -> bits
-    round: str    # value -> value as stored
+    round: str    # value -> value as stored ("" where only the store converts)
     helpers: tuple[str, ...]
 
 
@@ -139,6 +139,27 @@ def _small_float_helpers(name: str, dtype: np.dtype) -> tuple[str, ...]:
     )
 
 
+# float8_e8m0fnu: a power of two 2^(code - 127), or NaN (0xff). ONNX converts by the float32 exponent
+# bits, rounding up any fraction (round_mode "up", the default) and saturating at 0xfe; an infinity
+# or NaN is 0xff. The value of code 0, 2^-127, is a float32 subnormal that this rule maps to 1, so
+# a Cast to the type does not round the value: the store alone converts it, once.
+_E8M0_HELPERS = (
+    "inline float f8e8m0_to_f32(std::uint8_t b) noexcept {",
+    "  if (b == 0xffu) return NAN;",
+    "  if (b == 0) return 5.877471754111438e-39f;  // 2^-127, a float32 subnormal",
+    "  const std::uint32_t bits = static_cast<std::uint32_t>(b) << 23;",
+    "  float f; std::memcpy(&f, &bits, sizeof f); return f;",
+    "}",
+    "inline std::uint8_t f32_to_f8e8m0(float f) noexcept {",
+    "  std::uint32_t x; std::memcpy(&x, &f, sizeof x);",
+    "  const std::uint32_t exponent = (x >> 23) & 0xffu;",
+    "  if (exponent == 0xffu) return 0xffu;  // NaN and the infinities",
+    "  const bool fraction = (x & 0x7fffffu) != 0;",
+    "  return static_cast<std::uint8_t>(exponent + (fraction && exponent != 0xfeu ? 1u : 0u));",
+    "}",
+)
+
+
 def _narrow_int_helpers(name: str, bits: int, signed: bool) -> tuple[str, ...]:
     mask, half = 2 ** bits - 1, 2 ** (bits - 1)
     load = f"(static_cast<int>(b & {mask}u) ^ {half}) - {half}" if signed else f"static_cast<int>(b & {mask}u)"
@@ -160,6 +181,9 @@ def _storage_types() -> dict[str, StorageType]:
         if dtype in DTYPES:
             types[dtype] = StorageType("std::uint8_t", "float", f"{short}_to_f32", f"f32_to_{short}",
                                        f"round_{short}", _small_float_helpers(short, DTYPES[dtype][0]))
+    if "float8_e8m0fnu" in DTYPES:
+        types["float8_e8m0fnu"] = StorageType("std::uint8_t", "float", "f8e8m0_to_f32", "f32_to_f8e8m0", "",
+                                              _E8M0_HELPERS)
     for dtype, bits, signed in (("int4", 4, True), ("uint4", 4, False), ("int2", 2, True), ("uint2", 2, False)):
         if dtype in DTYPES:
             types[dtype] = StorageType("std::uint8_t", "int", f"{dtype}_to_int", f"int_to_{dtype}",

@@ -23,8 +23,8 @@ def _ml_dtypes() -> dict:
 
 
 # Types of fewer than 16 bits, which only Cast and CastLike convert to and from.
-NARROW_DTYPES = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn",
-                 "int4", "uint4", "int2", "uint2")
+NARROW_DTYPES = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu",
+                 "float4_e2m1fn", "int4", "uint4", "int2", "uint2")
 
 
 # Element types Tinsmith knows, with their NumPy and C++ spellings (the generated API's types).
@@ -53,8 +53,9 @@ FLOAT_DTYPES = tuple(t for t in ("float32", "float64", "float16", "bfloat16") if
 NARROW_DTYPES = tuple(t for t in NARROW_DTYPES if t in DTYPES)
 INTEGER_DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
 def largest_finite(dtype: str) -> float | None:
-    """The largest finite value of a float8 format (what Cast's saturate clamps to), else None."""
-    if not dtype.startswith("float8") or dtype not in DTYPES:
+    """The largest finite value of a float8 format with a sign (what Cast's saturate clamps to),
+    else None (float8_e8m0fnu saturates by its own rule)."""
+    if not dtype.startswith("float8") or dtype == "float8_e8m0fnu" or dtype not in DTYPES:
         return None
     return float(ml_dtypes.finfo(DTYPES[dtype][0]).max)
 
