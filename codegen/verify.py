@@ -22,6 +22,7 @@ from clang import cindex
 from clang.cindex import CursorKind, Diagnostic, ExceptionSpecificationKind, TypeKind
 
 from codegen.escape import one_line
+from codegen.ir.graph import NARROW_DTYPES
 from codegen.paths import RUNTIME_INCLUDE
 
 
@@ -41,6 +42,9 @@ _DTYPES = {
     "bool": (frozenset({TypeKind.BOOL}), 1, "bool"),
     **{f"int{8 * n}": (_SIGNED, n, f"int{8 * n}_t") for n in (1, 2, 4, 8)},
     **{f"uint{8 * n}": (_UNSIGNED, n, f"uint{8 * n}_t") for n in (1, 2, 4, 8)},
+    # storage types: their bits, in unsigned integers (codegen/generate/storage_types.py)
+    **{t: (_UNSIGNED, 2, "uint16_t") for t in ("float16", "bfloat16")},
+    **{t: (_UNSIGNED, 1, "uint8_t") for t in NARROW_DTYPES},
 }
 
 

@@ -34,6 +34,8 @@ def mismatch(index: int, name: str, got: np.ndarray, want: np.ndarray, rtol: flo
         return f"{what} has shape {list(got.shape)}, expected {list(want.shape)}"
     if got.dtype != want.dtype:
         return f"{what} is {got.dtype}, expected {want.dtype}"
+    if want.dtype.kind == "V":  # ml_dtypes (bfloat16, float8, int4, ...): compare the values as float32
+        got, want = got.astype(np.float32), want.astype(np.float32)
     if want.dtype.kind in "fc":
         close = np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
     else:

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from codegen.cli import main
+from codegen.load.graph_file import SUPPORTED_DTYPES
 
 ROOT = Path(__file__).resolve().parents[1]
 BAD = "tests/data/bad"
@@ -88,8 +89,8 @@ CASES = [
         'names become C and C++ identifiers in the generated code'),
     Bad('graph_name_number.yaml', '1:8', 'invalid graph name: a name must be a string, not 5',
         'names become C and C++ identifiers in the generated code'),
-    Bad('input_dtype.yaml', '3:14', "unsupported dtype 'float16' for input 'x'",
-        'supported: float32, int8, uint8, int16, int32'),
+    Bad('input_dtype.yaml', '3:14', "unsupported dtype 'string' for input 'x'",
+        'supported: ' + ', '.join(SUPPORTED_DTYPES)),
     Bad('input_no_shape.yaml', '3:6', "input 'x' has no 'shape'",
         'add e.g. shape: [1, 16]'),
     Bad('input_type_not_mapping.yaml', '3:6', "the type of input 'x' must be a mapping, not a list",

@@ -176,7 +176,19 @@ def _constant_bias(q_len: int, kv_len: int, batch: int, attrs, past: int,
 def attention(g, inputs, attrs):
     """softmax(Q K^T * scale (softcapped) + mask) V, with past keys and values appended,
     grouped-query heads repeated, causal and local-window masks; outputs Y, present key,
-    present value and the chosen QK product."""
+    present value and the chosen QK product. float16 and bfloat16 (and float64) operands are
+    computed in float32: cast on the way in, and the outputs cast back."""
+    dtype = g.type_of(inputs[0]).dtype
+    if dtype == "float32":
+        return _attention_float32(g, inputs, attrs)
+
+    def wide(v: str) -> str:
+        return g.add("Cast", [v], {"to": "float32"})[0] if v and g.type_of(v).dtype == dtype else v
+    outputs = _attention_float32(g, [wide(v) for v in inputs], attrs)
+    return [g.add("Cast", [o], {"to": dtype})[0] for o in outputs]
+
+
+def _attention_float32(g, inputs, attrs):
     q, k, v = inputs[:3]
     mask, past_key, past_value, nonpad = (_present(inputs, i) for i in (3, 4, 5, 6))
     if (past_key is None) != (past_value is None):

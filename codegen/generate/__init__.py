@@ -14,7 +14,7 @@ from codegen.generate.epilogue import NotFusable, elementwise_template, fuse_epi
 from codegen.generate.functors.inplace import variant_functor
 from codegen.generate.functors.row_pipeline import pipeline_kernel
 from codegen.generate.loop_ir import Comment, For, Kernel, Load, Param, Stmt, Store, annotate
-from codegen.generate.render import TYPE_NAMES
+from codegen.generate.render import STORAGE_NAMES, TYPE_NAMES
 from codegen.generate.simplify import simplify
 import numpy as np
 
@@ -135,7 +135,7 @@ def _call_arg(graph: Graph, plan_offsets: dict[str, int], value: str, dtype: str
         return f"constants::{value}"
     if value in plan_offsets:
         offset = plan_offsets[value]
-        ctype = TYPE_NAMES[dtype] if dtype else graph.types[value].cpp_type
+        ctype = (STORAGE_NAMES.get(dtype) or TYPE_NAMES[dtype]) if dtype else graph.types[value].cpp_type
         return f"reinterpret_cast<{ctype}*>(ws{f' + {offset}' if offset else ''})"
     return value  # a graph input or output: the caller's pointer
 

@@ -26,13 +26,18 @@ from typing import Sequence, Union
 
 # --- element types --------------------------------------------------------------------------
 INDEX = "index"  # loop indices, offsets and counters; C++ `int`
-FLOAT_DTYPES = frozenset({"float32"})
-INT_DTYPES = frozenset({"int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", INDEX})
+# float16, bfloat16 and the narrower types are storage types, computed in float or int: a Load converts,
+# a Store rounds (codegen/generate/storage_types.py).
+FLOAT_DTYPES = frozenset({"float32", "float64", "float16", "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz",
+                          "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn"})
+INT_DTYPES = frozenset({"int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", INDEX,
+                        "int4", "uint4", "int2", "uint2"})
 DTYPES = FLOAT_DTYPES | INT_DTYPES | {"bool"}
 # Spellings older functors used; accepted where a dtype is expected and normalised to the dtype.
 _SPELLINGS = {"float": "float32", "int": INDEX, "bool": "bool", "std::int64_t": "int64",
               "std::int32_t": "int32", "std::int16_t": "int16", "std::int8_t": "int8",
-              "std::uint8_t": "uint8", "std::uint16_t": "uint16", "std::uint32_t": "uint32"}
+              "std::uint8_t": "uint8", "std::uint16_t": "uint16", "std::uint32_t": "uint32",
+              "std::uint64_t": "uint64", "double": "float64"}
 
 
 def as_dtype(t: str | bool) -> str:
@@ -221,12 +226,12 @@ Expr = Union[Const, Var, Load, Binary, Unary, Select, Cast, Broadcast, ReduceLan
 # max and min are the float functions (fmax, fmin); integer kernels compare with Select.
 BINARY_OPS = frozenset({"+", "-", "*", "/", "%", "<", "<=", ">", ">=", "==", "!=", "&&", "||",
                         "max", "min", "pow", "fmod",
-                        "<<", ">>", "&"})  # shifts and bitwise and: integers only (fixed-point arithmetic)
+                        "<<", ">>", "&", "|", "^"})  # shifts and bitwise ops: integers only
 COMPARISONS = frozenset({"<", "<=", ">", ">=", "==", "!="})
 # round is to nearest, ties to even (the default floating-point rounding mode); not is logical.
 UNARY_OPS = frozenset({"neg", "exp", "log", "tanh", "erf", "sqrt", "abs", "floor", "ceil", "round",
                        "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
-                       "atanh", "log1p", "not", "isnan", "isinf"})
+                       "atanh", "log1p", "not", "isnan", "isinf", "bitnot"})
 
 
 def dtype_of(e: Expr) -> str | None:

@@ -15,6 +15,7 @@ import numpy as np
 from codegen.escape import c_comment
 from codegen.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Call, Cast, Comment, Const, Expr,
                                       For, Kernel, Lane, Load, Local, ReduceLanes, Select, Stmt, Store, Unary, Var)
+from codegen.generate.storage_types import STORAGE_TYPES
 
 # C++ spelling of each math function, float overloads from <cmath>. nearbyint rounds ties to even in
 # the default rounding mode, and unlike rint never raises the inexact flag.
@@ -28,11 +29,15 @@ _CALL_CPP = {"max": "std::fmax", "min": "std::fmin", "pow": "std::pow", "fmod": 
 
 BUFFER_PREFIX = "t_"  # kernel parameters are t_<value>: never clashes with loop indices or locals
 
-# C++ names of the element types every renderer knows.
+# C++ names of the element types every renderer knows, as kernels compute with them. Storage types
+# (storage_types.py) compute in float or int, while their buffers hold other bits (STORAGE_NAMES):
+# a Load converts, a Store converts back (rounding), a Cast rounds as the store will.
 TYPE_NAMES: Mapping[str, str] = {
     "float32": "float", INDEX: "int", "bool": "bool", "int64": "std::int64_t", "int32": "std::int32_t",
     "int16": "std::int16_t", "int8": "std::int8_t", "uint8": "std::uint8_t", "uint16": "std::uint16_t",
-    "uint32": "std::uint32_t"}
+    "uint32": "std::uint32_t", "uint64": "std::uint64_t", "float64": "double",
+    **{t: st.compute for t, st in STORAGE_TYPES.items()}}
+STORAGE_NAMES: Mapping[str, str] = {t: st.storage for t, st in STORAGE_TYPES.items()}
 # Short names for vector types: f32x8 is 8 float32 lanes.
 _LANE_NAMES = {"float32": "f32", "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", INDEX: "i32"}
 
@@ -55,13 +60,24 @@ def float_literal(v: float) -> str:
     return text + "f"
 
 
+def double_literal(v: float) -> str:
+    """The shortest literal that reads back as the double `v`."""
+    v = float(v)
+    if v != v:
+        return "static_cast<double>(NAN)"
+    if v in (float("inf"), float("-inf")):
+        return "-HUGE_VAL" if v < 0 else "HUGE_VAL"
+    text = repr(v)
+    return text if any(c in text for c in ".en") else text + ".0"
+
+
 # Binding strength of infix operators; higher binds tighter (C++ precedence).
 _PRECEDENCE = {"*": 6, "/": 6, "%": 6, "+": 5, "-": 5, "<": 4, "<=": 4, ">": 4, ">=": 4,
                "==": 3, "!=": 3, "&&": 2, "||": 1,
                # C++ binds shifts between + and <, and & between == and &&
-               "<<": 4.5, ">>": 4.5, "&": 2.5}
+               "<<": 4.5, ">>": 4.5, "&": 2.5, "^": 2.4, "|": 2.3}
 _COMPARISONS = frozenset({"<", "<=", ">", ">=", "==", "!="})
-_BITWISE = frozenset({"<<", ">>", "&"})  # -Wparentheses wants their operands parenthesised
+_BITWISE = frozenset({"<<", ">>", "&", "^", "|"})  # -Wparentheses wants their operands parenthesised
 _COMPOUND = frozenset({"+", "-", "*", "/"})  # x = x op e  ->  x op= e
 
 
@@ -89,6 +105,10 @@ class Renderer:
     noinline_macs: int | None = None
 
     # --- types ---
+    def storage_name(self, dtype: str) -> str:
+        """The C++ type of a buffer's elements (uint16_t for float16 and bfloat16)."""
+        return STORAGE_NAMES.get(dtype) or self.type_names[dtype]
+
     def type_name(self, dtype: str, width: int = 1) -> str:
         if width == 1:
             return self.type_names[dtype]
@@ -115,6 +135,8 @@ class Renderer:
     def prelude(self, kernels) -> str:
         """C++ the kernels need before them: headers, vector typedefs and their load/store helpers."""
         lines = [f"#include <{h}>" for h in self.headers]
+        for dtype in _storage_types_used(kernels):
+            lines += STORAGE_TYPES[dtype].helpers
         if self.helpers and _calls_intrinsics(kernels):
             lines += self.helpers
         if self.inline_minmax:
@@ -155,7 +177,10 @@ class Renderer:
         """C++ text of an expression; parentheses only where C++ precedence would regroup it, so the
         evaluation order of float arithmetic is exactly the IR's."""
         if isinstance(e, Const):
-            text = float_literal(e.value) if e.is_float else str(int(e.value))
+            if e.dtype == "float64":
+                text = double_literal(e.value)
+            else:
+                text = float_literal(e.value) if e.is_float else str(int(e.value))
             if e.width > 1:
                 return f"splat_{self.type_name(e.dtype, e.width)}({text})"
             return f"({text})" if text.startswith("-") and context > 0 else text
@@ -166,6 +191,8 @@ class Renderer:
                 load = "load" if e.stride == 1 else f"load{e.stride}"
                 return f"{load}_{self.type_name(e.dtype or 'float32', e.width)}(&{BUFFER_PREFIX}{e.buffer}" \
                        f"[{self.expr(e.index)}])"
+            if e.dtype in STORAGE_TYPES:
+                return f"{STORAGE_TYPES[e.dtype].load}({BUFFER_PREFIX}{e.buffer}[{self.expr(e.index)}])"
             return f"{BUFFER_PREFIX}{e.buffer}[{self.expr(e.index)}]"
         if isinstance(e, Broadcast):
             return f"splat_{self.type_name(e.dtype or 'float32', e.width)}({self.expr(e.a)})"
@@ -179,14 +206,17 @@ class Renderer:
                 raise KeyError(f"the {self.name} renderer has no intrinsic '{e.fn}'")
             return self.intrinsics[e.fn].format(*[self.expr(a) for a in e.args])
         if isinstance(e, Unary):
-            if e.op in ("neg", "not"):
-                sign = "-" if e.op == "neg" else "!"
+            if e.op in ("neg", "not", "bitnot"):
+                sign = {"neg": "-", "not": "!", "bitnot": "~"}[e.op]
                 inner = self.expr(e.a, 7)
                 # "--x" would be C++'s decrement operator
                 return f"{sign}({inner})" if inner.startswith("-") else f"{sign}{inner}"
             return f"{_UNARY_CPP[e.op]}({self.expr(e.a)})"
         if isinstance(e, Cast):
-            return f"static_cast<{self.type_names[e.dtype]}>({self.expr(e.a)})"
+            cast = f"static_cast<{self.type_names[e.dtype]}>({self.expr(e.a)})"
+            if e.dtype in STORAGE_TYPES and STORAGE_TYPES[e.dtype].round and e.a.dtype != e.dtype:
+                return f"{STORAGE_TYPES[e.dtype].round}({cast})"
+            return cast
         if isinstance(e, Select):
             text = f"{self.expr(e.cond, 1)} ? {self.expr(e.a)} : {self.expr(e.b)}"
             return f"({text})" if context > 0 else text
@@ -203,26 +233,35 @@ class Renderer:
         raise TypeError(f"not a loop IR expression: {e!r}")
 
     # --- statements ---
-    def stmts(self, stmts: tuple[Stmt, ...], indent: int) -> list[str]:
-        """C++ lines of a statement list at the given indent (in spaces)."""
+    def stmts(self, stmts: tuple[Stmt, ...], indent: int, storage: Mapping[str, str] | None = None) -> list[str]:
+        """C++ lines of a statement list at the given indent (in spaces). `storage` maps the buffers
+        of a storage type (float16, bfloat16) to it: stores to them round."""
+        storage = storage or {}
         pad = " " * indent
         lines: list[str] = []
         for s in stmts:
             if isinstance(s, For):
                 step = f"++{s.var}" if s.step == 1 else f"{s.var} += {s.step}"
                 lines.append(f"{pad}for (int {s.var} = 0; {s.var} < {s.extent}; {step}) {{")
-                lines += self.stmts(s.body, indent + 2)
+                lines += self.stmts(s.body, indent + 2, storage)
                 lines.append(f"{pad}}}")
             elif isinstance(s, Store):
                 if s.value.width > 1:
                     t = self.type_name(s.value.dtype or "float32", s.value.width)
                     lines.append(f"{pad}store_{t}(&{BUFFER_PREFIX}{s.buffer}[{self.expr(s.index)}], "
                                  f"{self.expr(s.value)});")
+                elif s.buffer in storage:
+                    lines.append(f"{pad}{BUFFER_PREFIX}{s.buffer}[{self.expr(s.index)}] = "
+                                 f"{STORAGE_TYPES[storage[s.buffer]].store}({self.expr(s.value)});")
                 else:
                     lines.append(f"{pad}{BUFFER_PREFIX}{s.buffer}[{self.expr(s.index)}] = "
                                  f"{self.expr(s.value)};")
             elif isinstance(s, Local):
-                lines.append(f"{pad}{self.type_name(s.dtype, s.width)} {s.name} = {self.expr(s.init)};")
+                init = self.expr(s.init)
+                if s.dtype in STORAGE_TYPES and STORAGE_TYPES[s.dtype].round and s.width == 1 and \
+                        not isinstance(s.init, (Load, Var, Const)):
+                    init = f"{STORAGE_TYPES[s.dtype].round}({init})"  # a value of a storage type, as stored
+                lines.append(f"{pad}{self.type_name(s.dtype, s.width)} {s.name} = {init};")
             elif isinstance(s, Assign):
                 v = s.value
                 if isinstance(v, Binary) and v.op in _COMPOUND and isinstance(v.a, Var) and v.a.name == s.name:
@@ -238,17 +277,33 @@ class Renderer:
     def signature(self, kernel: Kernel, aliased: frozenset[str] = frozenset(), macs: int = 0) -> str:
         """The kernel's C++ parameter list; the `aliased` tensors share bytes, so they are not __restrict.
         Scratch buffers come last."""
-        params = [f"{'' if p.writes else 'const '}{self.type_names[p.dtype]}* "
+        params = [f"{'' if p.writes else 'const '}{self.storage_name(p.dtype)}* "
                   f"{'' if p.buffer in aliased else '__restrict '}{BUFFER_PREFIX}{p.buffer}" for p in kernel.params]
-        params += [f"{self.type_names[s.dtype]}* __restrict {BUFFER_PREFIX}{s.name}" for s in kernel.scratch]
+        params += [f"{self.storage_name(s.dtype)}* __restrict {BUFFER_PREFIX}{s.name}" for s in kernel.scratch]
         standalone = self.noinline_macs is not None and macs >= self.noinline_macs
         return f"{'__attribute__((noinline)) ' if standalone else ''}void {kernel.name}({', '.join(params)}) noexcept"
 
     def kernel(self, kernel: Kernel, aliased: frozenset[str] = frozenset(), macs: int = 0) -> str:
         """C++ definition of one kernel (`aliased`: parameters pointing at the same bytes; `macs`: its
         work, see noinline_macs)."""
-        lines = [f"{self.signature(kernel, aliased, macs)} {{"] + self.stmts(kernel.body, 2) + ["}"]
+        storage = {b.buffer: b.dtype for b in kernel.params if b.dtype in STORAGE_NAMES}
+        storage |= {b.name: b.dtype for b in kernel.scratch if b.dtype in STORAGE_NAMES}
+        lines = [f"{self.signature(kernel, aliased, macs)} {{"] + self.stmts(kernel.body, 2, storage) + ["}"]
         return "\n".join(lines)
+
+
+def _storage_types_used(kernels) -> list[str]:
+    """The storage types some kernel reads, writes or casts to, in STORAGE_TYPES' order."""
+    from codegen.generate.loop_ir import map_stmts
+    found = {p.dtype for k in kernels for p in (*k.params, *k.scratch)}
+
+    def note(e):
+        if isinstance(e, Cast):
+            found.add(e.dtype)
+        return e
+    for k in kernels:
+        map_stmts(k.body, note)
+    return [t for t in STORAGE_TYPES if t in found]
 
 
 def _calls_intrinsics(kernels) -> bool:

@@ -5,22 +5,61 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+import ml_dtypes
 import numpy as np
 
 from codegen.errors import SourceLoc
 
-# Element types Tinsmith knows, with their NumPy and C++ spellings.
+
+def _ml_dtypes() -> dict:
+    """bfloat16, the float8 formats, float4 and the 4- and 2-bit integers: NumPy spells them
+    through ml_dtypes."""
+    types = {"bfloat16": (np.dtype(ml_dtypes.bfloat16), "std::uint16_t", "uint16_t")}
+    # one element per byte, as NumPy holds them (not packed as in an ONNX file)
+    for name in NARROW_DTYPES:
+        if hasattr(ml_dtypes, name):
+            types[name] = (np.dtype(getattr(ml_dtypes, name)), "std::uint8_t", "uint8_t")
+    return types
+
+
+# Types of fewer than 16 bits, which only Cast and CastLike convert to and from.
+NARROW_DTYPES = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu",
+                 "float4_e2m1fn", "int4", "uint4", "int2", "uint2")
+
+
+# Element types Tinsmith knows, with their NumPy and C++ spellings (the generated API's types).
+# float16 and bfloat16 are storage types: the API holds their bits in uint16_t and kernels compute
+# with them in float, rounding to nearest even on every store (docs/KERNELS.md); so are the NARROW
+# ones, a byte per element.
 DTYPES: Mapping[str, tuple[np.dtype, str, str]] = {
     "float32": (np.dtype(np.float32), "float", "float"),
+    "float64": (np.dtype(np.float64), "double", "double"),
+    "float16": (np.dtype(np.float16), "std::uint16_t", "uint16_t"),
+    **_ml_dtypes(),
     "int64": (np.dtype(np.int64), "std::int64_t", "int64_t"),
     # C spells it `bool` through <stdbool.h> (C99 `_Bool`); one byte, 0 or 1, as NumPy and ONNX store it.
     "bool": (np.dtype(np.bool_), "bool", "bool"),
-    # Quantized data and its accumulators (see Quant and docs/INT8.md).
+    # Quantized data and its accumulators (see Quant and docs/INT8.md), and integer data.
     "int8": (np.dtype(np.int8), "std::int8_t", "int8_t"),
     "uint8": (np.dtype(np.uint8), "std::uint8_t", "uint8_t"),
     "int16": (np.dtype(np.int16), "std::int16_t", "int16_t"),
     "int32": (np.dtype(np.int32), "std::int32_t", "int32_t"),
+    "uint16": (np.dtype(np.uint16), "std::uint16_t", "uint16_t"),
+    "uint32": (np.dtype(np.uint32), "std::uint32_t", "uint32_t"),
+    "uint64": (np.dtype(np.uint64), "std::uint64_t", "uint64_t"),
 }
+# Families of element types, as ONNX's type constraints name them.
+FLOAT_DTYPES = tuple(t for t in ("float32", "float64", "float16", "bfloat16") if t in DTYPES)
+NARROW_DTYPES = tuple(t for t in NARROW_DTYPES if t in DTYPES)
+INTEGER_DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
+def largest_finite(dtype: str) -> float | None:
+    """The largest finite value of a float8 format with a sign (what Cast's saturate clamps to),
+    else None (float8_e8m0fnu saturates by its own rule)."""
+    if not dtype.startswith("float8") or dtype == "float8_e8m0fnu" or dtype not in DTYPES:
+        return None
+    return float(ml_dtypes.finfo(DTYPES[dtype][0]).max)
+
+
 QUANTIZED_DTYPES = ("int8", "uint8", "int16", "int32")
 
 

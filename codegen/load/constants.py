@@ -14,7 +14,7 @@ import numpy as np
 from codegen import limits
 from codegen.escape import one_line
 from codegen.files import irregular_file
-from codegen.ir.graph import QUANTIZED_DTYPES
+from codegen.ir.graph import FLOAT_DTYPES, INTEGER_DTYPES
 from codegen.load.located_yaml import LocatedDict
 
 
@@ -220,8 +220,8 @@ register_loader(Loader("onnx", frozenset({"onnx", "initializer"}), _load_onnx,
                        lambda s: f"{s['onnx']} initializer '{s['initializer']}'",
                        lambda s: [s["onnx"]] if isinstance(s.get("onnx"), str) else []))
 
-# Element types a constant may ask for: the two Tinsmith computes with, and quantized data.
-STORED_DTYPES = ("float32", "int64", *QUANTIZED_DTYPES)
+# Element types a constant may ask for: the floating-point and integer types.
+STORED_DTYPES = (*FLOAT_DTYPES, *INTEGER_DTYPES)
 # Stored element types map onto the two Tinsmith computes with.
 _DTYPE_OF_KIND = {"f": "float32", "i": "int64", "u": "int64"}
 
@@ -257,7 +257,7 @@ def load_constant(spec: LocatedDict, base: Path) -> tuple[np.ndarray, str]:
         raise LoaderError("an int64 constant must hold whole numbers", selected[0])
     if target == "int64" and not np.all((data >= -2.0 ** 63) & (data < 2.0 ** 63)):
         raise LoaderError("the data holds a number too large for int64", selected[0])
-    if target in QUANTIZED_DTYPES:
+    if target in INTEGER_DTYPES:
         info = np.iinfo(target)
         if not np.all(whole) or not np.all((data >= info.min) & (data <= info.max)):
             raise LoaderError(f"an {target} constant must hold whole numbers in {info.min}..{info.max}",

@@ -13,14 +13,14 @@ from typing import Any, Mapping
 from codegen import limits
 from codegen.errors import GraphError, SourceLoc
 from codegen.ir import Constant, TensorType
-from codegen.ir.graph import QUANTIZED_DTYPES, Quant
+from codegen.ir.graph import DTYPES, QUANTIZED_DTYPES, Quant
 from codegen.load.constants import LoaderError, load_constant, referenced_files
 from codegen.load.identifiers import identifier_hint, identifier_problem
 from codegen.load.located_yaml import LocatedDict, LocatedList, read_yaml
 
 TOP_LEVEL_KEYS = ("graph", "version", "inputs", "outputs", "constants", "nodes")
 NODE_KEYS = ("op", "name", "inputs", "outputs", "attrs")
-SUPPORTED_DTYPES = ("float32", *QUANTIZED_DTYPES)  # element types a graph input may have
+SUPPORTED_DTYPES = tuple(DTYPES)  # element types a graph input may have
 QUANT_KEYS = ("scale", "zero_point", "axis")
 
 

@@ -219,7 +219,7 @@ def to_array(tensor, loc: SourceLoc, what: str) -> np.ndarray:
     target = storage_dtype(data.dtype)
     if target is None:
         raise GraphError(loc, f"{what} holds {data.dtype} data, which Tinsmith cannot compute with",
-                         "Tinsmith computes with numbers (float32 and integers) and booleans")
+                         "Tinsmith computes with numbers (floating point and integers) and booleans, not strings")
     return np.require(data.astype(target), requirements="C")
 
 
@@ -399,7 +399,8 @@ class _Reader:
             loc = self.loc(f"input '{printable(v.name)}'")
             dtype = _elem_dtype(v)
             if dtype not in SUPPORTED_DTYPES:
-                raise GraphError(loc, f"input '{printable(v.name)}' has element type {dtype or 'unknown'}",
+                shown = "string" if dtype == "object" else dtype or "unknown"  # NumPy holds strings as objects
+                raise GraphError(loc, f"input '{printable(v.name)}' has element type {shown}",
                                  f"Tinsmith compiles models whose inputs are {', '.join(SUPPORTED_DTYPES)}")
             shape, was_batched = _static_shape(v, printable(v.name), self.batch, loc)
             if was_batched:

@@ -6,7 +6,7 @@ from typing import Sequence
 import numpy as np
 
 from codegen.ir import TensorType
-from codegen.ir.graph import DTYPES
+from codegen.ir.graph import DTYPES, FLOAT_DTYPES, INTEGER_DTYPES, NARROW_DTYPES
 from codegen.ops.registry import ATTR_KINDS, InferArgs, OpError
 
 
@@ -58,9 +58,12 @@ def float_like_first(args: InferArgs) -> list[TensorType]:
 
 
 # Element-type families an op accepts (ONNX's type constraints, cut down to Tinsmith's DTYPES).
-FLOAT = ("float32",)
-NUMERIC = ("float32", "int64")
-ANY = ("float32", "int64", "bool")
+FLOAT = FLOAT_DTYPES
+INTEGER = INTEGER_DTYPES
+NUMERIC = FLOAT + INTEGER
+ANY = NUMERIC + ("bool",)
+CASTABLE = ANY + NARROW_DTYPES  # what Cast converts between (and copies move)
+INDICES = ("int64", "int32")  # ONNX's Tind: what index operands may be
 
 
 def require_dtypes(args: InferArgs, allowed: Sequence[str], inputs: Sequence[int] = (0,)) -> str:
@@ -83,18 +86,18 @@ def constant_ints(args: InferArgs, i: int, what: str, rank: int | None = 1) -> t
         return None
     t, data = args.types[i], args.values[i]
     ranks = (0, 1) if rank is None else (rank,)
-    if t.dtype != "int64" or t.rank not in ranks or data is None:
+    if t.dtype not in INDICES or t.rank not in ranks or data is None:
         shape = {0: "a scalar", 1: "a 1-D"}[ranks[0]] if len(ranks) == 1 else "a scalar or 1-D"
         raise OpError(f"{what} must be {shape} int64 constant, got {t}", input=i)
     return tuple(int(v) for v in np.asarray(data).reshape(-1))
 
 
-# ONNX TensorProto element type numbers and the Tinsmith type that holds each: as for constants,
-# wider or narrower floats are kept in float32 and integers in int64.
-ONNX_DTYPES = {1: "float32", 10: "float32", 11: "float32", 16: "float32",  # float, float16, double, bfloat16
-               2: "int64", 3: "int64", 4: "int64", 5: "int64", 6: "int64", 7: "int64", 12: "int64",
-               13: "int64",  # uint8, int8, uint16, int16, int32, int64, uint32, uint64
-               9: "bool"}
+# ONNX TensorProto element type numbers and the Tinsmith type of each.
+ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
+               9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 16: "bfloat16",
+               17: "float8_e4m3fn", 18: "float8_e4m3fnuz", 19: "float8_e5m2", 20: "float8_e5m2fnuz",
+               21: "uint4", 22: "int4", 23: "float4_e2m1fn", 24: "float8_e8m0fnu", 25: "uint2", 26: "int2"}
+ONNX_DTYPES = {k: v for k, v in ONNX_DTYPES.items() if v in DTYPES}
 
 
 def _as_dtype(v) -> str:
@@ -103,6 +106,8 @@ def _as_dtype(v) -> str:
         return v
     if isinstance(v, (int, np.integer)) and not isinstance(v, bool) and int(v) in ONNX_DTYPES:
         return ONNX_DTYPES[int(v)]
+    if isinstance(v, (int, np.integer)) and int(v) == 8:
+        raise TypeError("not a string (ONNX type 8): Tinsmith computes with numbers and booleans only")
     raise TypeError(f"an element type Tinsmith supports ({', '.join(DTYPES)}), or the number of an ONNX "
                     f"numeric type")
 

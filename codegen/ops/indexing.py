@@ -13,7 +13,7 @@ from typing import Mapping
 import numpy as np
 
 from codegen.ir import TensorType
-from codegen.ops.common import ANY, constant_ints, normalize_axis, require_dtypes
+from codegen.ops.common import ANY, INDICES, NUMERIC, constant_ints, normalize_axis, require_dtypes
 from codegen.ops.registry import Attr, InferArgs, OpError, Pattern, define
 
 
@@ -119,8 +119,8 @@ define("Split", pattern=Pattern.INJECTIVE, inputs=(1, 2), outputs=-1, infer=_inf
 # --- Gather, GatherElements ----------------------------------------------------------------------
 def _check_indices(args: InferArgs, n: int, what: str) -> None:
     t = args.types[1]
-    if t.dtype != "int64":
-        raise OpError(f"{what}'s indices must be int64, got {t}", input=1)
+    if t.dtype not in INDICES:
+        raise OpError(f"{what}'s indices must be int64 or int32, got {t}", input=1)
     if args.values[1] is not None:
         bad = [int(i) for i in np.asarray(args.values[1]).reshape(-1) if not -n <= int(i) < n]
         if bad:
@@ -177,7 +177,7 @@ def _wrap_clip(indices: np.ndarray, n: int) -> np.ndarray:
 def _infer_gather_nd(args: InferArgs) -> list[TensorType]:
     data, indices = args.types
     b = args.attrs["batch_dims"]
-    if indices.dtype != "int64" or indices.rank < 1:
+    if indices.dtype not in INDICES or indices.rank < 1:
         raise OpError(f"GatherND's indices must be int64 of rank 1 or more, got {indices}", input=1)
     q = indices.shape[-1]
     if not 0 <= b < min(data.rank, indices.rank) or b + q > data.rank or data.shape[:b] != indices.shape[:b]:
@@ -209,7 +209,7 @@ def _infer_scatter_elements(args: InferArgs) -> list[TensorType]:
     data, indices, updates = args.types
     require_dtypes(args, ANY, [0, 2])
     normalize_axis(args.attrs["axis"], data.rank)
-    if indices.dtype != "int64" or indices.shape != updates.shape or indices.rank != data.rank:
+    if indices.dtype not in INDICES or indices.shape != updates.shape or indices.rank != data.rank:
         raise OpError(f"ScatterElements needs int64 indices of the updates' shape {list(updates.shape)} and the "
                       f"data's rank {data.rank}, got {indices}", input=1)
     return [data]
@@ -235,7 +235,7 @@ def _infer_scatter_nd(args: InferArgs) -> list[TensorType]:
     data, indices, updates = args.types
     require_dtypes(args, ANY, [0, 2])
     q = indices.shape[-1] if indices.rank else 0
-    if indices.dtype != "int64" or indices.rank < 1 or q > data.rank or \
+    if indices.dtype not in INDICES or indices.rank < 1 or q > data.rank or \
             updates.shape != indices.shape[:-1] + data.shape[q:]:
         raise OpError(f"ScatterND cannot write updates {list(updates.shape)} into data {list(data.shape)} at "
                       f"indices {indices}", input=2)
@@ -270,7 +270,7 @@ def onehot_depth(args: InferArgs) -> int:
 
 def _infer_onehot(args: InferArgs) -> list[TensorType]:
     indices, _, values = args.types
-    require_dtypes(args, ("float32", "int64"), [0])
+    require_dtypes(args, NUMERIC, [0])
     if values.size != 2:
         raise OpError(f"OneHot's values must be two numbers (off, on), got {values}", input=2)
     axis = args.attrs["axis"]

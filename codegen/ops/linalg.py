@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from codegen.ir import TensorType
-from codegen.ops.common import broadcast_shapes, require_dtype
+from codegen.ops.common import FLOAT, broadcast_shapes, require_dtype, require_dtypes
 from codegen.ops.registry import Attr, InferArgs, OpError, define
 
 
@@ -29,9 +29,9 @@ def matmul_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _infer_matmul(args: InferArgs) -> list[TensorType]:
-    require_dtype(args)
+    dtype = require_dtypes(args, FLOAT, [0, 1])
     a, b = args.types
-    return [TensorType("float32", matmul_shapes(a.shape, b.shape))]
+    return [TensorType(dtype, matmul_shapes(a.shape, b.shape))]
 
 
 def _matmul_macs(args: InferArgs, outs) -> int:
@@ -39,7 +39,7 @@ def _matmul_macs(args: InferArgs, outs) -> int:
 
 
 define("MatMul", inputs=2, infer=_infer_matmul, macs=_matmul_macs,
-       reference=lambda xs, attrs: [np.matmul(xs[0], xs[1]).astype(np.float32)])
+       reference=lambda xs, attrs: [np.matmul(xs[0].astype(np.float64), xs[1]).astype(xs[0].dtype)])
 
 
 def _gemm_dims(args: InferArgs) -> tuple[int, int, int]:

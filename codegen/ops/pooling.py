@@ -2,6 +2,7 @@
 spatial position. Window geometry (pads, auto_pad, ceil_mode, dilations) is conv.windows."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -12,8 +13,15 @@ from codegen.ops.conv import AUTO_PAD, Window, gather_taps, kernel_from, spatial
 from codegen.ops.registry import Attr, InferArgs, OpError, define
 
 
+# MaxPool also takes 8-bit integers (ONNX's T); the other pools average or sum, in float32 only.
+MAX_POOL_INTEGERS = ("int8", "uint8")
+
+
 def pool_windows(args: InferArgs, op: str) -> tuple[Window, ...]:
     """The windows of a pool node, after checking it."""
+    x = args.types[0]
+    if op == "MaxPool" and x is not None and x.dtype in MAX_POOL_INTEGERS:
+        args = dataclasses.replace(args, types=(TensorType("float32", x.shape), *args.types[1:]))
     n = spatial_rank(args, op)
     return windows(args.types[0].shape[2:], kernel_from(args.attrs, None, n), args.attrs,
                    bool(args.attrs["ceil_mode"]))
@@ -37,18 +45,20 @@ def _infer_pool(op: str):
         if op == "LpPool" and args.attrs["p"] < 1:
             raise OpError(f"p must be 1 or more, got {args.attrs['p']}", attr="p")
         x = args.types[0]
-        return [TensorType("float32", x.shape[:2] + tuple(w.out_size for w in wins))]
+        return [TensorType(x.dtype, x.shape[:2] + tuple(w.out_size for w in wins))]
     return infer
 
 
 def _pool_reference(op: str):
     def reference(xs, attrs):
+        dtype = xs[0].dtype
         x = xs[0].astype(np.float64)
         wins = windows(x.shape[2:], attrs["kernel_shape"], attrs, bool(attrs["ceil_mode"]))
         out_shape = x.shape[:2] + tuple(w.out_size for w in wins)
         # MaxPool starts from the lowest float32, as ONNX Runtime does: a window wholly in the
         # padding (or holding only NaN and -inf) gives -3.4028235e38, not -inf.
-        acc = np.full(out_shape, float(np.finfo(np.float32).min) if op == "MaxPool" else 0.0)
+        lowest = float(np.iinfo(dtype).min if dtype.kind in "iu" else np.finfo(np.float32).min)
+        acc = np.full(out_shape, lowest if op == "MaxPool" else 0.0)
         for taps in itertools.product(*[range(w.kernel) for w in wins]):
             v, real = gather_taps(x, wins, taps)
             if op == "MaxPool":  # NaN never wins, as in ONNX Runtime
@@ -62,7 +72,7 @@ def _pool_reference(op: str):
                 acc = acc / window_counts(wins, bool(attrs["count_include_pad"]))
         elif op == "LpPool":
             acc = acc ** (1.0 / attrs["p"])
-        return [acc.astype(np.float32)]
+        return [acc.astype(dtype)]
     return reference
 
 
@@ -95,6 +105,7 @@ def _infer_global(op: str):
 
 def _global_reference(op: str):
     def reference(xs, attrs):
+        dtype = xs[0].dtype
         x = xs[0].astype(np.float64)
         axes = tuple(range(2, x.ndim))
         if op == "GlobalAveragePool":

@@ -42,7 +42,7 @@ ALONG_AXIS: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {
 }
 
 def _along_axis_reference(fn: Callable[[np.ndarray, int], np.ndarray]):
-    return lambda xs, attrs: [fn(xs[0].astype(np.float64), attrs["axis"]).astype(np.float32)]
+    return lambda xs, attrs: [fn(xs[0].astype(np.float64), attrs["axis"]).astype(xs[0].dtype)]
 
 
 for _name, _fn in ALONG_AXIS.items():

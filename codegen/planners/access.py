@@ -29,7 +29,8 @@ UNREAD = -1  # last read (or write) of an element never read (written)
 
 def itemsize(dtype: str) -> int:
     """Bytes of one element of a loop IR dtype (INDEX is C++ int)."""
-    return {"int8": 1, "uint8": 1, "bool": 1, "int16": 2, "uint16": 2, "int64": 8}.get(dtype, 4)
+    return {"int8": 1, "uint8": 1, "bool": 1, "int16": 2, "uint16": 2, "float16": 2, "bfloat16": 2,
+            "int64": 8, "uint64": 8, "float64": 8}.get(dtype, 4)
 
 
 class Untraceable(Exception):

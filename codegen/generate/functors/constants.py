@@ -7,7 +7,7 @@ import numpy as np
 
 from codegen.escape import c_comment
 from codegen.generate.backend import CPP
-from codegen.generate.render import float_literal
+from codegen.generate.render import double_literal, float_literal
 from codegen.ir import Constant
 
 _PER_LINE = 8
@@ -20,8 +20,18 @@ def emit_constant(constant: Constant, in_ram: bool = False) -> str:
     flat = constant.data.reshape(-1)
     if flat.dtype == np.float32:
         items = [float_literal(float(v)) for v in flat]
+    elif flat.dtype == np.float64:
+        items = [double_literal(float(v)) for v in flat]
+    elif flat.dtype.kind == "f" or flat.dtype.name == "bfloat16":  # float16, bfloat16: their bits
+        items = [f"0x{int(v):04x}u" for v in flat.view(np.uint16)]
     elif flat.dtype == np.int64:
-        items = [f"INT64_C({int(v)})" for v in flat]
+        items = ["INT64_MIN" if int(v) == -2 ** 63 else f"INT64_C({int(v)})" for v in flat]
+    elif flat.dtype == np.uint64:
+        items = [f"UINT64_C({int(v)})" for v in flat]
+    elif flat.dtype == np.uint32:
+        items = [f"{int(v)}u" for v in flat]
+    elif flat.dtype == np.int32:  # -2^31 is no literal: 2^31 does not fit an int
+        items = ["INT32_MIN" if int(v) == -2 ** 31 else str(int(v)) for v in flat]
     else:  # quantized data and int32 biases: every value fits an int literal
         items = [str(int(v)) for v in flat]
     rows = [", ".join(items[i:i + _PER_LINE]) for i in range(0, len(items), _PER_LINE)]

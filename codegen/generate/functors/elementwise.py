@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Sequence
 
 from codegen.generate.backend import CPP
-from codegen.generate.loop_ir import (Binary, Const, Expr, Load, Select, Store, Unary, broadcast_index, const,
-                                      flat_index, index, nest)
+from codegen.generate.loop_ir import (FLOAT_DTYPES, Binary, Cast, Const, Expr, Load, Select, Store, Unary,
+                                      broadcast_index, const, flat_index, index, nest)
 
 Formula = Callable[[Sequence[Expr], Mapping[str, Any]], Expr]
 
@@ -32,7 +32,7 @@ def _clamp01(e: Expr) -> Expr:
 def _mod(a: Expr, b: Expr, fmod: bool, rem: str) -> Expr:
     """fmod (the sign of the dividend), or the remainder with the sign of the divisor."""
     r = Binary(rem, a, b)
-    if fmod:
+    if fmod or (a.dtype or "").startswith("u"):  # unsigned: both signs agree (-Wtype-limits)
         return r
     zero = Const(0, rem == "fmod")
     wrong_sign = Binary("&&", Binary("!=", r, zero), Binary("!=", Binary("<", r, zero), Binary("<", b, zero)))
@@ -123,6 +123,7 @@ NARY_FORMULAS: dict[str, Formula] = {
 }
 
 INTEGER_FORMULAS: dict[str, Formula] = {
+    "Relu": lambda xs, a: _select_max(xs[0], index(0)),
     "Abs": lambda xs, a: _select_negative(xs[0], Unary("neg", xs[0])),
     "Sign": lambda xs, a: Select(Binary(">", xs[0], index(0)), index(1),
                                  Select(Binary("<", xs[0], index(0)), index(-1), index(0))),
@@ -132,19 +133,48 @@ INTEGER_FORMULAS: dict[str, Formula] = {
 }
 
 
+# Integer arithmetic wraps around on overflow (ONNX follows NumPy): C++ promotes int8, uint8 and int16
+# to int, where nothing overflows, and stores the low bits; wider types (and uint16, whose product
+# overflows int) compute in the unsigned type of their width, where overflow is defined to wrap.
+_WRAPPING = {"uint16": "uint32", "int32": "uint32", "int64": "uint64"}
+_WRAPPED_OPS = frozenset({"+", "-", "*"})
+
+
+def wrapping(e: Expr, dtype: str) -> Expr:
+    """`e` with its +, - and * on `dtype` data computed modulo 2^bits (no signed overflow)."""
+    if dtype not in _WRAPPING:
+        return e
+    unsigned = _WRAPPING[dtype]
+
+    def wrap(x: Expr) -> Expr:
+        if isinstance(x, Binary) and x.op in _WRAPPED_OPS:
+            return Cast(dtype, Binary(x.op, Cast(unsigned, wrap(x.a)), Cast(unsigned, wrap(x.b))))
+        if isinstance(x, Unary) and x.op == "neg":
+            return Cast(dtype, Binary("-", Const(0, unsigned), Cast(unsigned, wrap(x.a))))
+        return x
+    return wrap(e)
+
+
+def is_float(dtype: str) -> bool:
+    return dtype in FLOAT_DTYPES
+
+
 def elementwise(op: str, formula: Formula):
     """A functor applying `formula` (or op's INTEGER_FORMULAS row, for integer or bool data) to the
     inputs at every output element."""
     def functor(graph, node_id, cluster_id, args, attrs):
         out = args.outputs[0]
         shape = out.type.shape
-        chosen = formula
-        if args.inputs[0].type.dtype != "float32":
-            chosen = INTEGER_FORMULAS.get(op, formula)
+        dtype = args.inputs[0].type.dtype
+        chosen = formula if is_float(dtype) else INTEGER_FORMULAS.get(op, formula)
 
         def body(idx):
-            operands = [Load(a.name, broadcast_index(idx, shape, a.type.shape)) for a in args.inputs if a]
-            return [Store(out.name, flat_index(idx, shape), chosen(operands, attrs), tuple(idx))]
+            operands = [Load(a.name, broadcast_index(idx, shape, a.type.shape), dtype=a.type.dtype)
+                        for a in args.inputs if a]
+            value = chosen(operands, attrs)
+            if out.type.dtype == dtype and not is_float(dtype):
+                value = wrapping(value, dtype)
+            return [Store(out.name, flat_index(idx, shape), value, tuple(idx))]
         return nest(shape, "i", body)[0]
     return functor
 
@@ -157,13 +187,13 @@ for _op, _formula in {**UNARY_FORMULAS, **BINARY_FORMULAS, **NARY_FORMULAS}.item
 def clip(graph, node_id, cluster_id, args, attrs):
     """min(max(x, lo), hi): each bound a scalar input, an attribute, or absent."""
     x, out = args.inputs[0], args.outputs[0]
-    is_float = x.type.dtype == "float32"
+    floating = is_float(x.type.dtype)
     bounds = []
     for i, name in ((1, "min"), (2, "max")):
         if i < len(args.inputs) and args.inputs[i] is not None:
             bounds.append(Load(args.inputs[i].name, index(0)))
         elif attrs[name] is not None:
-            bounds.append(Const(attrs[name] if is_float else int(attrs[name]), is_float))
+            bounds.append(Const(attrs[name] if floating else int(attrs[name]), floating))
         else:
             bounds.append(None)
     lo, hi = bounds
@@ -171,9 +201,9 @@ def clip(graph, node_id, cluster_id, args, attrs):
     def body(idx):
         y: Expr = Load(x.name, flat_index(idx, x.type.shape))
         if lo is not None:
-            y = Binary("max", y, lo) if is_float else _select_max(y, lo)
+            y = Binary("max", y, lo) if floating else _select_max(y, lo)
         if hi is not None:
-            y = Binary("min", y, hi) if is_float else _select_min(y, hi)
+            y = Binary("min", y, hi) if floating else _select_min(y, hi)
         return [Store(out.name, flat_index(idx, out.type.shape), y, tuple(idx))]
     return nest(out.type.shape, "i", body)[0]
 

@@ -8,8 +8,8 @@ import itertools
 from typing import Callable
 
 from codegen.generate.backend import CPP
-from codegen.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store,
-                                      Unary, Var, const, flat_index, index, nest)
+from codegen.generate.loop_ir import (FLOAT_DTYPES, Assign, Binary, Cast, Const, Expr, For, Load, Local, Select,
+                                      Stmt, Store, Unary, Var, const, flat_index, index, nest)
 from codegen.ops.common import normalize_axis
 from codegen.ops.indexing import (ResizeAxis, cubic_weights, pad_amounts, resize_axes, resize_inputs,
                                   slice_args, source_coordinate, split_sizes, trilu_k)
@@ -130,7 +130,7 @@ SCATTER_IR: dict[str, Callable[[Expr, Expr, bool], Expr]] = {  # reduction -> (o
 def _scatter(x, y, updates, target: Callable[[list[Expr]], list[Expr]], reduction: str) -> tuple[Stmt, ...]:
     """Copy x to y, then combine each update into y at target(update position), in order."""
     copy = nest((y.type.size,), "c", lambda idx: [Store(y.name, idx[0], Load(x.name, idx[0]))])[0]
-    is_float = y.type.dtype == "float32"
+    is_float = y.type.dtype in FLOAT_DTYPES
 
     def body(idx):
         at = flat_index(target(idx), y.type.shape)
@@ -200,7 +200,7 @@ def pad(graph, node_id, cluster_id, args, attrs):
     amounts = pad_amounts(_infer_args(graph, node_id, args, attrs))
     mode = attrs["mode"]
     shape = y.type.shape
-    is_float = x.type.dtype == "float32"
+    is_float = x.type.dtype in FLOAT_DTYPES
     value = args.inputs[2] if len(args.inputs) > 2 else None
     fill: Expr = Load(value.name, index(0)) if value is not None else Const(0, is_float)
 
@@ -237,7 +237,7 @@ def trilu(graph, node_id, cluster_id, args, attrs):
     x, y = args.inputs[0], args.outputs[0]
     k = trilu_k(_infer_args(graph, node_id, args, attrs))
     shape = y.type.shape
-    zero = Const(0, x.type.dtype == "float32")
+    zero = Const(0, x.type.dtype in FLOAT_DTYPES)
 
     def body(idx):
         diagonal = Binary("-", idx[-1], idx[-2])
@@ -251,7 +251,7 @@ def trilu(graph, node_id, cluster_id, args, attrs):
 def eye_like(graph, node_id, cluster_id, args, attrs):
     """Ones on the k-th diagonal: the input's values are never read."""
     y = args.outputs[0]
-    is_float = y.type.dtype == "float32"
+    is_float = y.type.dtype in FLOAT_DTYPES
 
     def body(idx):
         on = Binary("==", Binary("-", idx[1], idx[0]), index(attrs["k"]))

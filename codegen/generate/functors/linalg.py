@@ -23,7 +23,8 @@ def matmul(graph, node_id, cluster_id, args, attrs):
         *bidx, m, n = idx
         a_at = broadcast_index(bidx + [m, k], batch + a_shape[-2:], a_shape)
         b_at = broadcast_index(bidx + [k, n], batch + b_shape[-2:], b_shape)
-        return [Local("acc", const(0)),
+        # float64 sums in double; float16 and bfloat16 in float32, rounded once on the store
+        return [Local("acc", const(0), "float64" if out.type.dtype == "float64" else "float32"),
                 For("k", k_extent, (Assign("acc", Binary("+", Var("acc"),
                                                          Binary("*", Load(a.name, a_at), Load(b.name, b_at)))),)),
                 Store(out.name, flat_index(idx, shape), Var("acc"), tuple(idx))]

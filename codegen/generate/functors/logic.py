@@ -6,6 +6,7 @@ from typing import Any, Mapping
 from codegen.generate.backend import CPP
 from codegen.generate.functors.elementwise import Formula, elementwise
 from codegen.generate.loop_ir import (Binary, Cast, Const, Expr, Load, Select, Store, Unary, const, nest)
+from codegen.ir.graph import DTYPES, largest_finite
 
 
 def _isinf(x: Expr, a: Mapping[str, Any]) -> Expr:
@@ -33,17 +34,51 @@ LOGIC_FORMULAS: dict[str, Formula] = {
     "Where": lambda xs, a: Select(*xs),
 }
 
+def _bit_shift(x: Expr, count: Expr, direction: str) -> Expr:
+    """ONNX's BitShift without C++'s undefined cases: a left shift runs on an unsigned type of at
+    least int's width (bits shifted out are lost, the store keeps the low bits), and a count that is
+    negative or not below the width gives 0, or -1 for a right shift of a negative value."""
+    dtype, count_dtype = x.dtype, count.dtype
+    bits = 8 * DTYPES[dtype][0].itemsize
+    out_of_range = Binary(">=", count, Const(bits, count_dtype))
+    if not count_dtype.startswith("u"):  # an unsigned count is never negative (-Wtype-limits)
+        out_of_range = Binary("||", Binary("<", count, Const(0, count_dtype)), out_of_range)
+    signed = not dtype.startswith("u")
+    if direction == "LEFT":
+        wide = "uint64" if bits == 64 else "uint32"
+        return Select(out_of_range, Const(0, dtype), Cast(dtype, Binary("<<", Cast(wide, x), count)))
+    beyond = Select(Binary("<", x, Const(0, dtype)), Const(-1, dtype), Const(0, dtype)) if signed else Const(0, dtype)
+    return Select(out_of_range, beyond, Binary(">>", x, count))
+
+
+BITWISE_FORMULAS: dict[str, Formula] = {
+    "BitwiseNot": lambda xs, a: Unary("bitnot", xs[0]),
+    "BitwiseAnd": lambda xs, a: Binary("&", *xs),
+    "BitwiseOr": lambda xs, a: Binary("|", *xs),
+    "BitwiseXor": lambda xs, a: Binary("^", *xs),
+    "BitShift": lambda xs, a: _bit_shift(*xs, a["direction"]),
+}
+
 for _op, _formula in LOGIC_FORMULAS.items():
     CPP.register(_op)(elementwise(_op, _formula))
+for _op, _formula in BITWISE_FORMULAS.items():
+    CPP.register(_op, epilogue=True)(elementwise(_op, _formula))
 
 
 @CPP.register("Cast", "CastLike")
 def cast(graph, node_id, cluster_id, args, attrs):
-    """static_cast element by element (a copy when the types agree)."""
+    """static_cast element by element (a copy when the types agree). To float16 and bfloat16 the
+    value rounds to nearest even, NaN and infinities kept; from a float to an integer it truncates
+    toward zero (what ONNX's reference does for values in range); to a float8 format with saturate
+    (the default) values past its range clamp to the largest finite value."""
     x, y = args.inputs[0], args.outputs[0]
     same = x.type.dtype == y.type.dtype
+    limit = largest_finite(y.type.dtype) if attrs["saturate"] else None
 
     def body(idx):
-        load = Load(x.name, idx[0])
-        return [Store(y.name, idx[0], load if same else Cast(y.type.cpp_type, load))]
+        value: Expr = Load(x.name, idx[0], dtype=x.type.dtype)
+        if limit is not None and not same:  # saturate: clamp into the float8 range (NaN compares false)
+            value = Select(Binary(">", value, const(limit)), const(limit),
+                           Select(Binary("<", value, const(-limit)), const(-limit), value))
+        return [Store(y.name, idx[0], value if same else Cast(y.type.dtype, value))]
     return nest((y.type.size,), "i", body)[0]

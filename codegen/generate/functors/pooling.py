@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from codegen.generate.backend import CPP
 from codegen.generate.functors.conv import (Affine, Axis, TileLoops, accumulate, dot, infer_args, loops,
                                             row_major_strides, tiles, window_nests)
-from codegen.generate.loop_ir import (Assign, Binary, Expr, For, Load, Local, Select, Stmt, Store, Unary, Var,
+from codegen.generate.loop_ir import (Assign, Binary, Const, Expr, For, Load, Local, Select, Stmt, Store, Unary, Var,
                                       const, index)
-from codegen.ops.pooling import pool_windows
+from codegen.ops.pooling import MAX_POOL_INTEGERS, pool_windows
 
 
 def _power(v: Expr, p: int) -> Expr:
@@ -50,6 +52,7 @@ def _pool(op: str, graph, args, attrs) -> list[Stmt]:
     in_strides, out_strides = row_major_strides(x.type.shape[2:]), row_major_strides(y.type.shape[2:])
     plane = Affine.var("i")  # one (batch, channel) plane: N and C are a single loop
     average = op == "AveragePool"
+    integer = x.type.dtype in MAX_POOL_INTEGERS
     # AveragePool's divisor differs between exact segments, so it never tests bounds at run time.
     tile_list = tiles(wins, exact_only=average, include_pad=average and bool(attrs["count_include_pad"]))
 
@@ -59,6 +62,8 @@ def _pool(op: str, graph, args, attrs) -> list[Stmt]:
         coords = (*plane_coords(batch, channels), *(p.expr() for p in tl.out_pos))
         acc = f"acc{suffix}"
         start: Expr = const(LOWEST_FLOAT) if op == "MaxPool" else const(0)  # (as ONNX Runtime starts)
+        if integer:  # MaxPool of int8 or uint8 data: the type's lowest value
+            start = Const(int(np.iinfo(x.type.dtype).min), x.type.dtype)
         if tl.empty:  # a window that lies wholly in the padding
             return [Store(y.name, out_at, start if op != "AveragePool" or tl.counted else const(math.nan), coords)]
         v = Load(x.name, (plane * in_size + dot(tl.in_pos, in_strides)).expr())
@@ -77,7 +82,8 @@ def _pool(op: str, graph, args, attrs) -> list[Stmt]:
                 result = Binary("/", Var(acc), const(tl.counted))
             else:
                 result = _root(Var(acc), attrs["p"])
-        return [Local(acc, start), *step, Store(y.name, out_at, result, coords)]
+        return [Local(acc, start, x.type.dtype if integer else "float32"), *step,
+                Store(y.name, out_at, result, coords)]
     return [For("i", batch * channels, tuple(window_nests([Axis(w) for w in wins], tile_list, body)))]
 
 

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from codegen.generate.backend import CPP
-from codegen.generate.loop_ir import (Assign, Binary, Const, Expr, For, Load, Local, Select, Stmt, Store,
-                                      Unary, Var, const, flat_index, index, nest)
-from codegen.ir.graph import DTYPES
+from codegen.generate.loop_ir import (FLOAT_DTYPES, Assign, Binary, Const, Expr, For, Load, Local, Select, Stmt,
+                                      Store, Unary, Var, const, flat_index, index, nest)
 from codegen.ops.common import normalize_axis
 from codegen.ops.reduce import cumsum_axis, reduce_axes, topk_k
 from codegen.ops.registry import InferArgs
@@ -34,11 +33,11 @@ def _along_axis(shape: tuple[int, ...], axis: int, body: Callable[[Callable[[Exp
 
 
 def _max(a: Expr, b: Expr, dtype: str) -> Expr:
-    return Binary("max", a, b) if dtype == "float32" else Select(Binary(">", b, a), b, a)
+    return Binary("max", a, b) if dtype in FLOAT_DTYPES else Select(Binary(">", b, a), b, a)
 
 
 def _min(a: Expr, b: Expr, dtype: str) -> Expr:
-    return Binary("min", a, b) if dtype == "float32" else Select(Binary("<", b, a), b, a)
+    return Binary("min", a, b) if dtype in FLOAT_DTYPES else Select(Binary("<", b, a), b, a)
 
 
 # --- Softmax, LogSoftmax, Hardmax ------------------------------------------------------------
@@ -91,7 +90,7 @@ def _arg_extreme(x: str, at, n: int, better: str, dtype: str) -> list[Stmt]:
     the best so far when `better` holds (">" keeps the first maximum, ">=" the last)."""
     j = Var("j")
     wins = Binary(better, Load(x, at(j)), Var("best_v"))
-    return [Local("best_v", Load(x, at(index(0))), DTYPES[dtype][1]),
+    return [Local("best_v", Load(x, at(index(0))), dtype),
             Local("best_i", index(0), "int"),
             # the index first: its condition reads best_v before it changes
             For("j", n, (Assign("best_i", Select(wins, j, Var("best_i"))),
@@ -140,13 +139,13 @@ def cumsum(graph, node_id, cluster_id, args, attrs):
     shape = x.type.shape
     axis = cumsum_axis(_infer_args(graph, node_id, args, attrs))
     n, j = shape[axis], Var("j")
-    is_float = x.type.dtype == "float32"
+    is_float = x.type.dtype in FLOAT_DTYPES
 
     def body(at):
         pos = Binary("-", index(n - 1), j) if attrs["reverse"] else j
         add = Assign("acc", Binary("+", Var("acc"), Load(x.name, at(pos))))
         store = Store(y.name, at(pos), Var("acc"))
-        return [Local("acc", Const(0, is_float), y.type.cpp_type),
+        return [Local("acc", Const(0, is_float), y.type.dtype),
                 For("j", n, (store, add) if attrs["exclusive"] else (add, store))]
     return _along_axis(shape, axis, body)
 
@@ -164,7 +163,7 @@ class ReduceRule:
 
 
 def _zero(dtype: str) -> Expr:
-    return Const(0, dtype == "float32")
+    return Const(0, dtype in FLOAT_DTYPES)
 
 
 def _add(acc: Expr, x: Expr, dtype: str) -> Expr:
@@ -176,7 +175,7 @@ REDUCE_RULES: dict[str, ReduceRule] = {
     "ReduceMean": ReduceRule(_zero, _add, lambda acc, n: Binary("/", acc, const(n)), math.nan),
     "ReduceMax": ReduceRule(lambda t: None, _max, empty=-math.inf),
     "ReduceMin": ReduceRule(lambda t: None, _min, empty=math.inf),
-    "ReduceProd": ReduceRule(lambda t: Const(1, t == "float32"), lambda acc, x, t: Binary("*", acc, x),
+    "ReduceProd": ReduceRule(lambda t: Const(1, t in FLOAT_DTYPES), lambda acc, x, t: Binary("*", acc, x),
                              empty=1.0),
     "ReduceL1": ReduceRule(_zero, lambda acc, x, t: Binary("+", acc, Unary("abs", x))),
     "ReduceL2": ReduceRule(_zero, lambda acc, x, t: Binary("+", acc, Binary("*", x, x)),
@@ -194,8 +193,8 @@ def _first_at(x_name: str, shape, axes, outer) -> Expr:
 def _reduce_functor(rule: ReduceRule):
     def functor(graph, node_id, cluster_id, args, attrs):
         x, y = args.inputs[0], args.outputs[0]
-        dtype, ctype = x.type.dtype, y.type.cpp_type
-        is_float = dtype == "float32"
+        dtype, ctype = x.type.dtype, y.type.dtype
+        is_float = dtype in FLOAT_DTYPES
         axes = reduce_axes(_infer_args(graph, node_id, args, attrs))
         shape = x.type.shape
         if not axes:  # noop_with_empty_axes: a copy
@@ -266,7 +265,7 @@ def topk(graph, node_id, cluster_id, args, attrs):
     k = topk_k(_infer_args(graph, node_id, args, attrs))
     out_shape = shape[:axis] + (k,) + shape[axis + 1:]
     beats = ">" if attrs["largest"] else "<"
-    ctype = DTYPES[x.type.dtype][1]
+    ctype = x.type.dtype
     r, j = Var("r"), Var("j")
 
     def precedes(v: Expr, i: Expr, w: Expr, m: Expr) -> Expr:
