@@ -1,0 +1,208 @@
+"""ONNX quantized models against ONNX Runtime: the quantized operators one by one (zero points at
+both ends of their range, per-axis scales orders of magnitude apart, ties that round to even),
+QDQ patterns folded and not, and the kws DS-CNN quantized by onnxruntime's quantize_static
+(models/make_qdq.py) on the host and on the emulated Cortex-M4. Every integer output is within
+1 LSB of ONNX Runtime's (float outputs of a DequantizeLinear: within one step of its scale).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from codegen.cli import run_compiled  # noqa: E402
+from codegen.pipeline import lower  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "models"))
+ONNX_TYPES = {"int8": TensorProto.INT8, "uint8": TensorProto.UINT8, "int16": TensorProto.INT16,
+              "int32": TensorProto.INT32, "float32": TensorProto.FLOAT}
+RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767)}
+
+
+def ort_outputs(path: Path, feeds: dict, optimized: bool = True) -> list[np.ndarray]:
+    options = ort.SessionOptions()
+    if not optimized:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def tinsmith_outputs(path: Path, feeds: dict, build: Path, target: str = "host") -> list[np.ndarray]:
+    graph = lower(path)
+    got = run_compiled(path, {name: feeds[name] for name in graph.inputs}, build, graph, target)
+    return [got[name] for name in graph.outputs]
+
+
+def lsb_distance(got: np.ndarray, want: np.ndarray, scale: float = 1.0) -> float:
+    """The largest difference in steps of `scale` (1 for integers)."""
+    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, got.dtype, want.shape, want.dtype)
+    return float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max() / scale) if got.size else 0.0
+
+
+def save(tmp_path: Path, nodes, inputs, outputs, initializers, opset: int = 21, name: str = "q") -> Path:
+    graph = helper.make_graph(nodes, name, inputs, outputs, initializer=initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)  # (outputs declared without shapes)
+    onnx.checker.check_model(model, full_check=True)
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
+def tensor(name: str, data) -> "onnx.TensorProto":
+    return numpy_helper.from_array(np.asarray(data), name)
+
+
+def value(name: str, dtype: str, shape) -> "onnx.ValueInfoProto":
+    return helper.make_tensor_value_info(name, ONNX_TYPES[dtype], list(shape))
+
+
+def ints(rng, dtype: str, shape) -> np.ndarray:
+    lo, hi = RANGES[dtype]
+    return rng.integers(lo, hi + 1, shape).astype(dtype)
+
+
+def check(tmp_path: Path, path: Path, feeds: dict, scales=None, lsb: float = 1.0) -> None:
+    """Tinsmith's outputs within `lsb` of ONNX Runtime's, default and unoptimized sessions alike."""
+    got = tinsmith_outputs(path, feeds, tmp_path / "build")
+    for optimized in (True, False):
+        want = ort_outputs(path, feeds, optimized)
+        for k, (g, w) in enumerate(zip(got, want)):
+            d = lsb_distance(g, w, 1.0 if scales is None else scales[k])
+            assert d <= lsb, f"output {k}: {d} LSB from ONNX Runtime ({'default' if optimized else 'unoptimized'})"
+
+
+# --- QuantizeLinear / DequantizeLinear ---------------------------------------------------------
+SCALES_APART = np.array([1e-4, 3e-3, 0.25, 7.0, 120.0], np.float32)  # six orders of magnitude
+
+
+@pytest.mark.parametrize("dtype,zp_at", [("int8", 0), ("int8", 1), ("uint8", 0), ("uint8", 1),
+                                         ("int16", 0), ("int16", 1)])
+def test_quantize_linear_per_axis_ties_and_saturation(tmp_path, dtype, zp_at):
+    rng = np.random.default_rng(1)
+    shape = (2, 5, 3, 1)  # axis 1 carries one scale per channel
+    lo, hi = RANGES[dtype]
+    zp = np.array([lo, hi, (lo + hi) // 2, lo + 1, hi - 1][::1 if zp_at == 0 else -1], dtype)
+    scale = SCALES_APART.reshape(5, 1, 1)
+    # ties (k + 0.5) * scale round to even; values far past the range saturate
+    x = ((rng.integers(-400, 400, shape) + 0.5 * rng.integers(0, 2, shape)) * scale).astype(np.float32)
+    x[0, :, 0, 0] = np.float32(1e9)
+    x[1, :, 0, 0] = np.float32(-1e9)
+    path = save(tmp_path, [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1)],
+                [value("x", "float32", shape)], [value("y", dtype, shape)],
+                [tensor("s", SCALES_APART), tensor("z", zp)])
+    check(tmp_path, path, {"x": x}, lsb=0)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "int32"])
+def test_dequantize_linear_per_tensor_and_per_axis(tmp_path, dtype):
+    rng = np.random.default_rng(2)
+    x = ints(rng, dtype, (3, 5)) if dtype != "int32" else rng.integers(-2**24, 2**24, (3, 5)).astype(np.int32)
+    zp = np.array([0] * 5, dtype) if dtype == "int32" else np.array([*RANGES[dtype], 0, 1, RANGES[dtype][1] - 2],
+                                                                     dtype)
+    path = save(tmp_path, [helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"], axis=1),
+                           helper.make_node("DequantizeLinear", ["x", "s1", "z1"], ["y1"])],
+                [value("x", dtype, x.shape)], [value("y", "float32", x.shape), value("y1", "float32", x.shape)],
+                [tensor("s", SCALES_APART), tensor("z", zp), tensor("s1", np.float32(0.0625)),
+                 tensor("z1", np.array(zp[0], dtype))])
+    check(tmp_path, path, {"x": x}, lsb=0)
+
+
+def test_dynamic_quantize_linear(tmp_path):
+    x = np.random.default_rng(3).normal(0.5, 3.0, (4, 7)).astype(np.float32)
+    path = save(tmp_path, [helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])],
+                [value("x", "float32", x.shape)],
+                [value("y", "uint8", x.shape), value("s", "float32", []), value("z", "uint8", [])], [])
+    check(tmp_path, path, {"x": x})
+
+
+# --- QLinearConv, ConvInteger ------------------------------------------------------------------
+CONV_CASES = {
+    # name: (x dtype, x zp, input shape (N, C, H, W), weights (M, C/group, KH, KW), attrs)
+    "int8_zp_low_pads_stride": ("int8", -128, (1, 3, 7, 6), (5, 3, 3, 3), dict(pads=[1, 0, 2, 1], strides=[2, 1])),
+    "int8_zp_high_dilated": ("int8", 127, (2, 4, 6, 7), (3, 4, 2, 3), dict(dilations=[2, 1], pads=[1, 1, 1, 1])),
+    "uint8_zp_0_depthwise": ("uint8", 0, (1, 5, 5, 5), (5, 1, 3, 3), dict(group=5, pads=[1, 1, 1, 1])),
+    "uint8_zp_255_1x1_input": ("uint8", 255, (1, 7, 1, 1), (5, 7, 1, 1), {}),
+    "int8_groups_odd": ("int8", 3, (1, 6, 4, 5), (9, 2, 3, 2), dict(group=3, auto_pad="SAME_UPPER")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONV_CASES))
+def test_qlinear_conv(tmp_path, case):
+    dtype, x_zp, x_shape, w_shape, attrs = CONV_CASES[case]
+    rng = np.random.default_rng(4)
+    m = w_shape[0]
+    w_scale = np.resize(SCALES_APART * 1e-2, m).astype(np.float32)  # per output channel, orders apart
+    x_scale, y_scale = np.float32(0.05), np.float32(0.02)
+    bias = rng.integers(-3000, 3000, m).astype(np.int32)
+    y_zp = {"int8": -5, "uint8": 128}[dtype]
+    path = save(tmp_path, [helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], ["y"],
+                                            **attrs)],
+                [value("x", dtype, x_shape)], [helper.make_tensor_value_info("y", ONNX_TYPES[dtype], None)],
+                [tensor("xs", x_scale), tensor("xz", np.array(x_zp, dtype)), tensor("w", ints(rng, "int8", w_shape)),
+                 tensor("ws", w_scale), tensor("wz", np.zeros(m, np.int8)), tensor("ys", y_scale),
+                 tensor("yz", np.array(y_zp, dtype)), tensor("b", bias)], opset=10 + 11)
+    check(tmp_path, path, {"x": ints(rng, dtype, x_shape)})
+
+
+@pytest.mark.parametrize("dtype,x_zp,w_zp", [("uint8", 0, 255), ("uint8", 255, 0), ("int8", -128, 127)])
+def test_conv_integer(tmp_path, dtype, x_zp, w_zp):
+    rng = np.random.default_rng(5)
+    x_shape, w_shape = (1, 3, 5, 6), (4, 3, 3, 2)
+    if dtype == "int8" and not _ort_has("ConvInteger", "int8"):
+        pytest.skip("ONNX Runtime has no int8 ConvInteger")
+    path = save(tmp_path, [helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], pads=[1, 0, 1, 1])],
+                [value("x", dtype, x_shape)], [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
+                [tensor("w", ints(rng, dtype, w_shape)), tensor("xz", np.array(x_zp, dtype)),
+                 tensor("wz", np.array(w_zp, dtype))])
+    check(tmp_path, path, {"x": ints(rng, dtype, x_shape)}, lsb=0)
+
+
+def _ort_has(op: str, dtype: str) -> bool:
+    x = value("x", dtype, [1, 1, 2, 2])
+    try:
+        model = helper.make_model(helper.make_graph(
+            [helper.make_node(op, ["x", "w"], ["y"])], "probe", [x],
+            [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
+            initializer=[tensor("w", np.ones((1, 1, 1, 1), dtype))]), opset_imports=[helper.make_opsetid("", 21)],
+            ir_version=10)
+        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        return True
+    except Exception:
+        return False
+
+
+# --- QLinearMatMul, MatMulInteger ---------------------------------------------------------------
+@pytest.mark.parametrize("dtype,a_zp,a_shape,b_shape", [("int8", -128, (3, 5), (5, 4)),
+                                                         ("int8", 127, (2, 3, 7), (7, 5)),
+                                                         ("uint8", 0, (1, 9), (9, 3)),
+                                                         ("uint8", 255, (2, 2, 3), (2, 3, 6))])
+def test_qlinear_matmul(tmp_path, dtype, a_zp, a_shape, b_shape):
+    rng = np.random.default_rng(6)
+    n = b_shape[-1]
+    b_scale = np.resize(SCALES_APART * 1e-2, n).astype(np.float32) if len(b_shape) == 2 else np.float32(0.004)
+    y_zp = {"int8": 7, "uint8": 120}[dtype]
+    path = save(tmp_path, [helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], ["y"])],
+                [value("a", dtype, a_shape)], [helper.make_tensor_value_info("y", ONNX_TYPES[dtype], None)],
+                [tensor("as", np.float32(0.03)), tensor("az", np.array(a_zp, dtype)), tensor("b", ints(rng, dtype, b_shape)),
+                 tensor("bs", b_scale), tensor("bz", np.zeros(np.shape(b_scale), dtype) if dtype == "int8"
+                                               else np.full(np.shape(b_scale), 128, dtype)),
+                 tensor("ys", np.float32(0.05)), tensor("yz", np.array(y_zp, dtype))])
+    check(tmp_path, path, {"a": ints(rng, dtype, a_shape)})
+
+
+@pytest.mark.parametrize("dtype,a_zp,b_zp", [("uint8", 0, [255, 0, 17]), ("uint8", 255, [0, 128, 255]),
+                                              ("int8", -128, [127, -128, 0])])
+def test_matmul_integer(tmp_path, dtype, a_zp, b_zp):
+    rng = np.random.default_rng(7)
+    path = save(tmp_path, [helper.make_node("MatMulInteger", ["a", "b", "az", "bz"], ["y"])],
+                [value("a", dtype, (2, 4, 5))], [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
+                [tensor("b", ints(rng, dtype, (5, 3))), tensor("az", np.array(a_zp, dtype)),
+                 tensor("bz", np.array(b_zp, dtype))])
+    check(tmp_path, path, {"a": ints(rng, dtype, (2, 4, 5))}, lsb=0)
