@@ -206,3 +206,123 @@ def test_matmul_integer(tmp_path, dtype, a_zp, b_zp):
                 [tensor("b", ints(rng, dtype, (5, 3))), tensor("az", np.array(a_zp, dtype)),
                  tensor("bz", np.array(b_zp, dtype))])
     check(tmp_path, path, {"a": ints(rng, dtype, (2, 4, 5))}, lsb=0)
+
+
+# --- QDQ patterns ----------------------------------------------------------------------------
+def _qdq(tmp_path, float_nodes, x_shape, consts, out_name="y", x_scale=0.04, x_zp=-3, y_scale=0.05, y_zp=-128,
+         dtype="int8", weight_dq=(), name="qdq"):
+    """x (int8) -> DequantizeLinear -> float_nodes -> QuantizeLinear -> y, weights given as
+    DequantizeLinear of integer constants (`weight_dq`: (float name, int data, scales, axis))."""
+    nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xf"])]
+    inits = [tensor("xs", np.float32(x_scale)), tensor("xz", np.array(x_zp, dtype)), tensor("ys", np.float32(y_scale)),
+             tensor("yz", np.array(y_zp, dtype)), *consts]
+    for fname, data, scales, axis in weight_dq:
+        nodes.append(helper.make_node("DequantizeLinear", [f"{fname}_q", f"{fname}_s", f"{fname}_z"], [fname],
+                                      axis=axis))
+        inits += [tensor(f"{fname}_q", data), tensor(f"{fname}_s", np.asarray(scales, np.float32)),
+                  tensor(f"{fname}_z", np.zeros(np.shape(scales), data.dtype))]
+    nodes += float_nodes + [helper.make_node("QuantizeLinear", [out_name, "ys", "yz"], ["y_q"])]
+    return save(tmp_path, nodes, [value("x", dtype, x_shape)],
+                [helper.make_tensor_value_info("y_q", ONNX_TYPES[dtype], None)], inits, name=name)
+
+
+def _folded_ops(path: Path) -> set[str]:
+    return {n.op for n in lower(path).nodes}
+
+
+@pytest.mark.parametrize("activation", ["none", "relu", "clip"])
+def test_qdq_conv_folds_with_its_activation(tmp_path, activation):
+    rng = np.random.default_rng(8)
+    w_scale = np.resize(SCALES_APART * 1e-2, 6).astype(np.float32)
+    bias_scale = (np.float32(0.04) * w_scale).astype(np.float32)
+    act = {"none": [], "relu": [helper.make_node("Relu", ["c"], ["a"])],
+           "clip": [helper.make_node("Clip", ["c", "lo", "hi"], ["a"])]}[activation]
+    path = _qdq(tmp_path, [helper.make_node("Conv", ["xf", "wf", "bf"], ["c"], pads=[1, 1, 1, 1])] + act,
+                (1, 3, 5, 4), [tensor("lo", np.float32(-0.3)), tensor("hi", np.float32(2.0))],
+                out_name="a" if act else "c", y_zp=-20,
+                weight_dq=[("wf", ints(rng, "int8", (6, 3, 3, 3)), w_scale, 0),
+                           ("bf", rng.integers(-5000, 5000, 6).astype(np.int32), bias_scale, 0)])
+    ops = _folded_ops(path)
+    assert "QLinearConv" in ops and "Conv" not in ops and not ops & {"Relu", "Clip"}, ops
+    check(tmp_path, path, {"x": ints(rng, "int8", (1, 3, 5, 4))})
+
+
+def test_qdq_gemm_and_matmul_fold(tmp_path):
+    rng = np.random.default_rng(9)
+    w_scale = np.resize(SCALES_APART * 1e-2, 5).astype(np.float32)
+    path = _qdq(tmp_path, [helper.make_node("Gemm", ["xf", "wf", "bf"], ["g"], transB=1),
+                           helper.make_node("QuantizeLinear", ["g", "gs", "gz"], ["gq"]),
+                           helper.make_node("DequantizeLinear", ["gq", "gs", "gz"], ["gd"]),
+                           helper.make_node("MatMul", ["gd", "vf"], ["y"])],
+                (3, 7), [tensor("gs", np.float32(0.1)), tensor("gz", np.array(4, np.int8))], y_zp=127,
+                weight_dq=[("wf", ints(rng, "int8", (5, 7)), w_scale, 0),
+                           ("bf", rng.integers(-900, 900, 5).astype(np.int32),
+                            (np.float32(0.04) * w_scale).astype(np.float32), 0),
+                           ("vf", ints(rng, "int8", (5, 2)), np.array([0.02, 0.0007], np.float32), 1)])
+    ops = _folded_ops(path)
+    assert ops & {"Gemm", "MatMul"} == set() and "QLinearMatMul" in ops, ops
+    check(tmp_path, path, {"x": ints(rng, "int8", (3, 7))})
+
+
+def test_qdq_add_and_global_pool_fold_and_pools_run_through_qdq(tmp_path):
+    rng = np.random.default_rng(10)
+    nodes = [helper.make_node("MaxPool", ["xf"], ["m"], kernel_shape=[2, 2], pads=[1, 0, 0, 1]),
+             helper.make_node("QuantizeLinear", ["m", "xs", "xz"], ["mq"]),
+             helper.make_node("DequantizeLinear", ["mq", "xs", "xz"], ["md"]),
+             helper.make_node("AveragePool", ["xf"], ["p"], kernel_shape=[2, 2], pads=[1, 0, 0, 1]),
+             helper.make_node("QuantizeLinear", ["p", "ps", "pz"], ["pq"]),
+             helper.make_node("DequantizeLinear", ["pq", "ps", "pz"], ["pd"]),
+             helper.make_node("Add", ["md", "pd"], ["s"]),
+             helper.make_node("QuantizeLinear", ["s", "ss", "sz"], ["sq"]),
+             helper.make_node("DequantizeLinear", ["sq", "ss", "sz"], ["sd"]),
+             helper.make_node("GlobalAveragePool", ["sd"], ["y"])]
+    path = _qdq(tmp_path, nodes, (1, 3, 5, 6), [tensor("ps", np.float32(0.03)), tensor("pz", np.array(-128, np.int8)),
+                                                 tensor("ss", np.float32(0.07)), tensor("sz", np.array(127, np.int8))],
+                x_zp=127, y_zp=-128, y_scale=0.06)
+    ops = _folded_ops(path)
+    assert {"QLinearAdd", "QLinearGlobalAveragePool"} <= ops and not ops & {"Add", "GlobalAveragePool"}, ops
+    check(tmp_path, path, {"x": ints(rng, "int8", (1, 3, 5, 6))})
+
+
+# --- the kws DS-CNN quantized by onnxruntime ----------------------------------------------------
+@pytest.fixture(scope="module")
+def kws_qdq(tmp_path_factory) -> Path:
+    """models/make_qdq.py's kws_dscnn, with the int8 logits and pooled features as outputs too."""
+    import make_qdq
+    folder = tmp_path_factory.mktemp("kws_qdq")
+    path = make_qdq.quantize("kws_dscnn", folder / "kws_dscnn_qdq.onnx")
+    model = onnx.load(str(path))
+    for name in ("fc_out_QuantizeLinear_Output", "pool_out_QuantizeLinear_Output"):
+        model.graph.output.append(helper.make_tensor_value_info(name, TensorProto.INT8, None))
+    model = onnx.shape_inference.infer_shapes(model)
+    onnx.save(model, str(path))
+    return path
+
+
+def _kws_check(path: Path, build: Path, seeds, target: str) -> None:
+    import make_models
+    net = make_models.build("kws_dscnn")
+    inits = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(path)).graph.initializer}
+    scales = [float(inits["probs_scale"]), 1.0, 1.0]  # probs is float (a DequantizeLinear's output)
+    for seed in seeds:
+        feeds = {"mfcc": make_models.sample_input(net, seed=seed)}
+        got = tinsmith_outputs(path, feeds, build, target)
+        for optimized in (True, False):
+            want = ort_outputs(path, feeds, optimized)
+            for k, (g, w) in enumerate(zip(got, want)):
+                d = lsb_distance(g, w, scales[k])
+                assert d <= 1.0 + 1e-6, f"seed {seed}, output {k}: {d} LSB ({'default' if optimized else 'unoptimized'})"
+
+
+def test_kws_qdq_folds_into_integer_operators(kws_qdq):
+    ops = [n.op for n in lower(kws_qdq).nodes]
+    assert ops.count("QLinearConv") == 9 and "QLinearMatMul" in ops and "QLinearGlobalAveragePool" in ops
+    assert not {"Conv", "Gemm", "GlobalAveragePool"} & set(ops), ops
+
+
+def test_kws_qdq_matches_onnxruntime_on_the_host(kws_qdq, tmp_path):
+    _kws_check(kws_qdq, tmp_path, range(3), "host")
+
+
+def test_kws_qdq_matches_onnxruntime_on_the_cortex_m4(kws_qdq, tmp_path):
+    _kws_check(kws_qdq, tmp_path, [7], "cortex-m4")
