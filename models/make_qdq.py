@@ -4,8 +4,8 @@
     python models/make_qdq.py -o DIR kws_dscnn vww_mobilenet
 
 Each float model of make_models.py is quantized by onnxruntime.quantization.quantize_static:
-QDQ format (QuantizeLinear / DequantizeLinear pairs around the float operators), int8
-activations and int8 per-channel weights, calibrated (MinMax) on seeded random inputs drawn as
+QDQ format (QuantizeLinear / DequantizeLinear pairs around the float operators), int8 (or, with
+--activations uint8, uint8) activations and int8 per-channel weights, calibrated (MinMax) on seeded random inputs drawn as
 make_models.sample_input draws them. ONNX Runtime is a test dependency, so tests make the file
 on the fly; the script also writes it for inspection.
 """
@@ -35,8 +35,9 @@ class _Seeded:
         return next(self.feeds, None)
 
 
-def quantize(name: str, out: Path, samples: int = CALIBRATION_SAMPLES) -> Path:
-    """Write the QDQ int8 model of architecture `name` to `out`; returns `out`."""
+def quantize(name: str, out: Path, samples: int = CALIBRATION_SAMPLES, activations: str = "int8") -> Path:
+    """Write the QDQ model of architecture `name` to `out` (activations int8 or uint8, weights int8
+    per channel); returns `out`."""
     import onnx
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -50,7 +51,7 @@ def quantize(name: str, out: Path, samples: int = CALIBRATION_SAMPLES) -> Path:
         prepared = Path(tmp) / f"{name}_prepared.onnx"
         quant_pre_process(str(float_path), str(prepared), skip_symbolic_shape=True)
         quantize_static(str(prepared), str(out), _Seeded(net, samples), quant_format=QuantFormat.QDQ,
-                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=True,
+                        activation_type=QuantType.QInt8 if activations == "int8" else QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True,
                         calibrate_method=CalibrationMethod.MinMax)
     onnx.checker.check_model(onnx.load(str(out)), full_check=True)
     return out
@@ -60,10 +61,11 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("names", nargs="*", default=["kws_dscnn"], choices=sorted(make_models.ARCHITECTURES))
     p.add_argument("-o", "--out-dir", type=Path, default=HERE)
+    p.add_argument("--activations", choices=("int8", "uint8"), default="int8")
     args = p.parse_args(argv)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     for name in args.names:
-        print(quantize(name, args.out_dir / f"{name}_qdq.onnx"))
+        print(quantize(name, args.out_dir / f"{name}_qdq.onnx", activations=args.activations))
     return 0
 
 

@@ -326,3 +326,16 @@ def test_kws_qdq_matches_onnxruntime_on_the_host(kws_qdq, tmp_path):
 
 def test_kws_qdq_matches_onnxruntime_on_the_cortex_m4(kws_qdq, tmp_path):
     _kws_check(kws_qdq, tmp_path, [7], "cortex-m4")
+
+
+def test_kws_qdq_with_uint8_activations_matches_onnxruntime(tmp_path):
+    import make_qdq
+    path = make_qdq.quantize("kws_dscnn", tmp_path / "kws_dscnn_qdq_u8.onnx", activations="uint8")
+    model = onnx.load(str(path))
+    model.graph.output.append(helper.make_tensor_value_info("fc_out_QuantizeLinear_Output", TensorProto.UINT8, None))
+    model.graph.output.append(helper.make_tensor_value_info("pool_out_QuantizeLinear_Output", TensorProto.UINT8, None))
+    onnx.save(onnx.shape_inference.infer_shapes(model), str(path))
+    graph = lower(path)
+    assert [n.op for n in graph.nodes].count("QLinearConv") == 9
+    assert graph.types[graph.outputs[1]].dtype == "uint8"
+    _kws_check(path, tmp_path / "build", range(2), "host")
