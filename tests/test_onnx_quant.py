@@ -339,3 +339,19 @@ def test_kws_qdq_with_uint8_activations_matches_onnxruntime(tmp_path):
     assert [n.op for n in graph.nodes].count("QLinearConv") == 9
     assert graph.types[graph.outputs[1]].dtype == "uint8"
     _kws_check(path, tmp_path / "build", range(2), "host")
+
+
+@pytest.mark.parametrize("name,folded", [("ic_resnet8", {"QLinearConv", "QLinearAdd", "QLinearMatMul"}),
+                                         ("ad_autoencoder", {"QLinearMatMul"})])
+def test_other_mlperf_tiny_models_in_qdq_match_onnxruntime(tmp_path, name, folded):
+    """Residual adds folded (ic_resnet8); BatchNormalization on dense layers, which ONNX Runtime's
+    pre-processing leaves in, running between Q/DQ pairs (ad_autoencoder)."""
+    import make_models
+    import make_qdq
+    path = make_qdq.quantize(name, tmp_path / f"{name}_qdq.onnx")
+    assert folded <= {n.op for n in lower(path).nodes}
+    model = onnx.load(str(path))
+    out = model.graph.output[0].name
+    scale = float(next(numpy_helper.to_array(t) for t in model.graph.initializer if t.name == f"{out}_scale"))
+    net = make_models.build(name)
+    check(tmp_path, path, {net.input_name: make_models.sample_input(net, seed=11)}, scales=[scale])
