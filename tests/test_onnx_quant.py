@@ -355,3 +355,33 @@ def test_other_mlperf_tiny_models_in_qdq_match_onnxruntime(tmp_path, name, folde
     scale = float(next(numpy_helper.to_array(t) for t in model.graph.initializer if t.name == f"{out}_scale"))
     net = make_models.build(name)
     check(tmp_path, path, {net.input_name: make_models.sample_input(net, seed=11)}, scales=[scale])
+
+
+def test_a_pattern_that_does_not_qualify_runs_through_quantize_and_dequantize(tmp_path):
+    """A bias whose scale is not input scale x weight scale cannot be added to the int32 sums: the
+    Conv stays a float Conv between DequantizeLinear and QuantizeLinear, and still matches."""
+    rng = np.random.default_rng(12)
+    w_scale = np.full(4, 0.01, np.float32)
+    path = _qdq(tmp_path, [helper.make_node("Conv", ["xf", "wf", "bf"], ["y"])], (1, 2, 4, 4), [], y_zp=0,
+                weight_dq=[("wf", ints(rng, "int8", (4, 2, 2, 2)), w_scale, 0),
+                           ("bf", rng.integers(-50, 50, 4).astype(np.int32), np.full(4, 0.003, np.float32), 0)])
+    ops = _folded_ops(path)
+    assert "Conv" in ops and "QLinearConv" not in ops, ops
+    check(tmp_path, path, {"x": ints(rng, "int8", (1, 2, 4, 4))})
+
+
+def test_unsupported_quantization_forms_are_named(tmp_path):
+    from codegen.errors import GraphError
+    blocked = save(tmp_path, [helper.make_node("DequantizeLinear", ["x", "s"], ["y"], axis=1, block_size=2)],
+                   [value("x", "int8", (2, 4))], [value("y", "float32", (2, 4))],
+                   [tensor("s", np.ones((2, 2), np.float32))], name="blocked")
+    with pytest.raises(GraphError, match="blocked quantization"):
+        lower(blocked)
+    computed = save(tmp_path, [helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"],
+                                                ["y"])],
+                    [value("a", "int8", (2, 3)), value("as", "float32", [])], [value("y", "int8", (2, 2))],
+                    [tensor("az", np.int8(0)), tensor("b", np.ones((3, 2), np.int8)), tensor("bs", np.float32(1)),
+                     tensor("bz", np.int8(0)), tensor("ys", np.float32(1)), tensor("yz", np.int8(0))],
+                    name="computed")
+    with pytest.raises(GraphError, match="must be a constant"):
+        lower(computed)
