@@ -6,6 +6,8 @@ so per-channel output scales are computed in the kernel exactly as ONNX Runtime 
 (x_scale * w_scale[m]) / y_scale in float32."""
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from codegen.generate.backend import CPP
@@ -104,7 +106,7 @@ def dynamic_quantize_linear(graph, node_id, cluster_id, args, attrs):
 
 
 # --- convolutions --------------------------------------------------------------------------
-def _conv(graph, args, attrs, w_at: int, epilogue):
+def _conv(graph, args, attrs, w_at: int, epilogue, per_channel: Sequence[Stmt] = ()):
     """Loops over (n, m, output positions), summing (x - x_zp) * (w - w_zp[m]) over the group's
     channels and the kernel taps; taps in the padding are skipped (they would add 0)."""
     x, w, y = args.inputs[0], args.inputs[w_at], args.outputs[0]
@@ -140,7 +142,7 @@ def _conv(graph, args, attrs, w_at: int, epilogue):
     body = (Local("acc", _bias(args, w_at), "int32"), For("c", ws[1], (step,)), *body)
     for k in reversed(range(len(wins))):
         body = (For(out_pos[k].name, ys[2 + k], body),)
-    return [For("n", ys[0], (For("m", ys[1], body),))]
+    return [For("n", ys[0], (For("m", ys[1], (*per_channel, *body)),))]
 
 
 def _bias(args, w_at: int) -> Expr:
@@ -149,11 +151,11 @@ def _bias(args, w_at: int) -> Expr:
 
 
 def _requantize(graph, args, attrs, a_scale_at: int, b_scale_at: int, channel: Expr, zp_at: int):
-    """The epilogue: float32(acc) * ((a_scale * b_scale[channel]) / y_scale), rounded, + y_zp, clamped."""
+    """The channel's multiplier (a_scale * b_scale[channel]) / y_scale as a float32 expression,
+    and the epilogue: float32(acc) * multiplier, rounded, plus the output zero point, clamped."""
     y = args.outputs[0]
     a_s, b_s, y_s = (_data(graph, args.inputs[i]) for i in (a_scale_at, b_scale_at, 6))
-    count = b_s.size
-    scales = qo.output_scales(a_s, b_s, y_s, count)
+    scales = qo.output_scales(a_s, b_s, y_s, b_s.size)
     if (scales == scales[0]).all():
         scale: Expr = f32(scales[0])
     else:  # the same float32 steps as ONNX Runtime, in the kernel: (a * b[c]) / y
@@ -162,15 +164,20 @@ def _requantize(graph, args, attrs, a_scale_at: int, b_scale_at: int, channel: E
     zp = 0 if zp_data is None else int(zp_data[0])
     lo, hi = qo.act_range(attrs, y.type.dtype)
 
-    def epilogue(at, coords):
-        return [_round_store(y, at, coords, Binary("*", Cast("float32", Var("acc")), scale), zp, lo, hi)]
-    return epilogue
+    def epilogue(at, coords, multiplier: Expr = scale):
+        return [_round_store(y, at, coords, Binary("*", Cast("float32", Var("acc")), multiplier), zp, lo, hi)]
+    return scale, epilogue
 
 
 @CPP.register("QLinearConv")
 def qlinear_conv(graph, node_id, cluster_id, args, attrs):
-    """Integer convolution, then ONNX's float requantization per output channel."""
-    return _conv(graph, args, attrs, 3, _requantize(graph, args, attrs, 1, 4, Var("m"), 7))
+    """Integer convolution, then ONNX's float requantization per output channel (the channel's
+    multiplier computed once, before its output positions)."""
+    scale, epilogue = _requantize(graph, args, attrs, 1, 4, Var("m"), 7)
+    if isinstance(scale, Const):
+        return _conv(graph, args, attrs, 3, epilogue)
+    return _conv(graph, args, attrs, 3, lambda at, coords: epilogue(at, coords, Var("multiplier")),
+                 [Local("multiplier", scale, "float32")])
 
 
 @CPP.register("ConvInteger")
@@ -207,7 +214,7 @@ def qlinear_matmul(graph, node_id, cluster_id, args, attrs):
     bias = args.inputs[8] if len(args.inputs) > 8 else None
 
     def epilogue(at, coords, j):
-        return _requantize(graph, args, attrs, 1, 4, j, 7)(at, coords)
+        return _requantize(graph, args, attrs, 1, 4, j, 7)[1](at, coords)
     return _matmul(graph, args, a_zp, lambda j: _per_axis(graph, args.inputs[5], j, False), epilogue,
                    (lambda j: Load(bias.name, j)) if bias is not None else None)
 
