@@ -318,6 +318,8 @@ def test_kws_qdq_folds_into_integer_operators(kws_qdq):
     ops = [n.op for n in lower(kws_qdq).nodes]
     assert ops.count("QLinearConv") == 9 and "QLinearMatMul" in ops and "QLinearGlobalAveragePool" in ops
     assert not {"Conv", "Gemm", "GlobalAveragePool"} & set(ops), ops
+    # left: the input's QuantizeLinear, and DequantizeLinear -> Softmax -> QuantizeLinear -> DequantizeLinear
+    assert ops.count("QuantizeLinear") == 2 and ops.count("DequantizeLinear") == 2, ops
 
 
 def test_kws_qdq_matches_onnxruntime_on_the_host(kws_qdq, tmp_path):
@@ -385,3 +387,22 @@ def test_unsupported_quantization_forms_are_named(tmp_path):
                     name="computed")
     with pytest.raises(GraphError, match="must be a constant"):
         lower(computed)
+
+
+def test_qdq_moves_run_on_the_integers(tmp_path):
+    """Transpose and Reshape between Q/DQ of one scale and zero point move the int8 values; a
+    Reshape between different quantizations stays in float."""
+    rng = np.random.default_rng(13)
+    nodes = [helper.make_node("Transpose", ["xf"], ["t"], perm=[0, 2, 1]),
+             helper.make_node("QuantizeLinear", ["t", "xs", "xz"], ["tq"]),
+             helper.make_node("DequantizeLinear", ["tq", "xs", "xz"], ["td"]),
+             helper.make_node("Reshape", ["td", "shape"], ["y"])]
+    path = _qdq(tmp_path, nodes, (2, 3, 4), [tensor("shape", np.array([2, 12], np.int64))], x_zp=127,
+                y_scale=0.04, y_zp=127)
+    ops = [n.op for n in lower(path).nodes]
+    assert ops == ["Transpose", "Reshape"], ops
+    check(tmp_path, path, {"x": ints(rng, "int8", (2, 3, 4))}, lsb=0)
+    requantized = _qdq(tmp_path, [helper.make_node("Reshape", ["xf", "shape"], ["y"])], (2, 3, 4),
+                       [tensor("shape", np.array([6, 4], np.int64))], y_scale=0.03, name="requantized")
+    assert "DequantizeLinear" in {n.op for n in lower(requantized).nodes}
+    check(tmp_path, requantized, {"x": ints(rng, "int8", (2, 3, 4))})

@@ -6,6 +6,8 @@ around float operators, as onnxruntime.quantization writes them) become integer 
     DequantizeLinear -> Gemm   [-> Relu | Clip] -> QuantizeLinear  =>  QLinearMatMul (+ int32 bias)
     DequantizeLinear -> Add    [-> Relu | Clip] -> QuantizeLinear  =>  QLinearAdd
     DequantizeLinear -> GlobalAveragePool       -> QuantizeLinear  =>  QLinearGlobalAveragePool
+    DequantizeLinear -> Reshape | Flatten | Transpose -> QuantizeLinear (same scale and zero point)
+                                                       =>  the same operator on the integers
 
 as ONNX Runtime fuses them, with the same float requantization (codegen/ops/quantized_onnx.py).
 A pattern folds only when every scale and zero point is a constant, the activations are
@@ -31,7 +33,8 @@ from codegen.ir import Constant
 from codegen.load.graph_file import NodeSpec
 from codegen.quant.fixed_point import DTYPE_RANGES
 
-FOLDED_OPS = ("Conv", "MatMul", "Gemm", "Add", "GlobalAveragePool")
+MOVES = ("Reshape", "Flatten", "Transpose")  # data movement: the integers move as they are
+FOLDED_OPS = ("Conv", "MatMul", "Gemm", "Add", "GlobalAveragePool", *MOVES)
 ACTIVATIONS = ("Relu", "Clip")
 BIAS_RTOL = 1e-5  # bias scale vs input scale x weight scale: float32 products, rounded once
 
@@ -171,6 +174,8 @@ class _Folder:
         if after is None:
             return
         passed, q, clamp = after
+        if node.op in MOVES and len(passed) > 1:
+            return
         y_dtype = self.g.data(q.inputs[2]).dtype.name
         ins = [_dequantized(self.g, v) if v else None for v in node.inputs]
         folded = getattr(self, f"_{node.op.lower()}")(node, ins, q, clamp, y_dtype)
@@ -253,6 +258,19 @@ class _Folder:
         attrs = {"x_scale": float(x.scale[0]), "x_zero_point": _zp(x), "y_scale": float(np.float32(ys.reshape(-1)[0])),
                  "y_zero_point": int(yz.reshape(-1)[0]), "dtype": y_dtype}
         return self._node(node, "QLinearGlobalAveragePool", [x.q], q, attrs)
+
+
+    def _move(self, node, ins, q, clamp, y_dtype):
+        """Q(DQ(v)) is v when both use one scale and zero point ((k * s) / s rounds back to k), so
+        a reshape or transpose between them can move the integers themselves."""
+        x = ins[0]
+        ys, yz = self.g.data(q.inputs[1]), self.g.data(q.inputs[2])
+        if not self._activation(x, y_dtype) or np.float32(ys.reshape(-1)[0]) != x.scale[0] \
+                or int(yz.reshape(-1)[0]) != _zp(x):
+            return None
+        return self._node(node, node.op, [x.q, *node.inputs[1:]], q, dict(node.attrs))
+
+    _reshape = _flatten = _transpose = _move
 
 
 def _zp(dq: _Dq) -> int:
