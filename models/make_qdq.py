@@ -5,9 +5,9 @@
 
 Each float model of make_models.py is quantized by onnxruntime.quantization.quantize_static:
 QDQ format (QuantizeLinear / DequantizeLinear pairs around the float operators), int8 (or, with
---activations uint8, uint8) activations and int8 per-channel weights, calibrated (MinMax) on seeded random inputs drawn as
-make_models.sample_input draws them. ONNX Runtime is a test dependency, so tests make the file
-on the fly; the script also writes it for inspection.
+--activations uint8, uint8) activations and int8 per-channel weights, calibrated (MinMax) on
+seeded random inputs drawn as make_models.sample_input draws them. ONNX Runtime is a test
+dependency, so tests make the files on the fly; the script writes them for inspection.
 """
 from __future__ import annotations
 
@@ -51,7 +51,8 @@ def quantize(name: str, out: Path, samples: int = CALIBRATION_SAMPLES, activatio
         prepared = Path(tmp) / f"{name}_prepared.onnx"
         quant_pre_process(str(float_path), str(prepared), skip_symbolic_shape=True)
         quantize_static(str(prepared), str(out), _Seeded(net, samples), quant_format=QuantFormat.QDQ,
-                        activation_type=QuantType.QInt8 if activations == "int8" else QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True,
+                        activation_type=QuantType.QInt8 if activations == "int8" else QuantType.QUInt8,
+                        weight_type=QuantType.QInt8, per_channel=True,
                         calibrate_method=CalibrationMethod.MinMax)
     onnx.checker.check_model(onnx.load(str(out)), full_check=True)
     return out

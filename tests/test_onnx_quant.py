@@ -190,7 +190,8 @@ def test_qlinear_matmul(tmp_path, dtype, a_zp, a_shape, b_shape):
     y_zp = {"int8": 7, "uint8": 120}[dtype]
     path = save(tmp_path, [helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], ["y"])],
                 [value("a", dtype, a_shape)], [helper.make_tensor_value_info("y", ONNX_TYPES[dtype], None)],
-                [tensor("as", np.float32(0.03)), tensor("az", np.array(a_zp, dtype)), tensor("b", ints(rng, dtype, b_shape)),
+                [tensor("as", np.float32(0.03)), tensor("az", np.array(a_zp, dtype)),
+                 tensor("b", ints(rng, dtype, b_shape)),
                  tensor("bs", b_scale), tensor("bz", np.zeros(np.shape(b_scale), dtype) if dtype == "int8"
                                                else np.full(np.shape(b_scale), 128, dtype)),
                  tensor("ys", np.float32(0.05)), tensor("yz", np.array(y_zp, dtype))])
@@ -264,7 +265,7 @@ def test_qdq_gemm_and_matmul_fold(tmp_path):
     check(tmp_path, path, {"x": ints(rng, "int8", (3, 7))})
 
 
-def test_qdq_add_and_global_pool_fold_and_pools_run_through_qdq(tmp_path):
+def test_qdq_add_and_average_pools_fold_and_max_pool_runs_through_qdq(tmp_path):
     rng = np.random.default_rng(10)
     nodes = [helper.make_node("MaxPool", ["xf"], ["m"], kernel_shape=[2, 2], pads=[1, 0, 0, 1]),
              helper.make_node("QuantizeLinear", ["m", "xs", "xz"], ["mq"]),
@@ -280,7 +281,8 @@ def test_qdq_add_and_global_pool_fold_and_pools_run_through_qdq(tmp_path):
                                                  tensor("ss", np.float32(0.07)), tensor("sz", np.array(127, np.int8))],
                 x_zp=127, y_zp=-128, y_scale=0.06)
     ops = _folded_ops(path)
-    assert {"QLinearAdd", "QLinearGlobalAveragePool"} <= ops and not ops & {"Add", "GlobalAveragePool"}, ops
+    assert {"QLinearAdd", "QLinearAveragePool", "QLinearGlobalAveragePool", "MaxPool"} <= ops, ops
+    assert not ops & {"Add", "AveragePool", "GlobalAveragePool"}, ops
     check(tmp_path, path, {"x": ints(rng, "int8", (1, 3, 5, 6))})
 
 
@@ -311,7 +313,8 @@ def _kws_check(path: Path, build: Path, seeds, target: str) -> None:
             want = ort_outputs(path, feeds, optimized)
             for k, (g, w) in enumerate(zip(got, want)):
                 d = lsb_distance(g, w, scales[k])
-                assert d <= 1.0 + 1e-6, f"seed {seed}, output {k}: {d} LSB ({'default' if optimized else 'unoptimized'})"
+                session = "default" if optimized else "unoptimized"
+                assert d <= 1.0 + 1e-6, f"seed {seed}, output {k}: {d} LSB ({session})"
 
 
 def test_kws_qdq_folds_into_integer_operators(kws_qdq):
@@ -343,8 +346,9 @@ def test_kws_qdq_with_uint8_activations_matches_onnxruntime(tmp_path):
     _kws_check(path, tmp_path / "build", range(2), "host")
 
 
-@pytest.mark.parametrize("name,folded", [("ic_resnet8", {"QLinearConv", "QLinearAdd", "QLinearMatMul"}),
-                                         ("ad_autoencoder", {"QLinearMatMul"})])
+@pytest.mark.parametrize("name,folded", [
+    ("ic_resnet8", {"QLinearConv", "QLinearAdd", "QLinearAveragePool", "QLinearMatMul"}),
+    ("ad_autoencoder", {"QLinearMatMul"})])
 def test_other_mlperf_tiny_models_in_qdq_match_onnxruntime(tmp_path, name, folded):
     """Residual adds folded (ic_resnet8); BatchNormalization on dense layers, which ONNX Runtime's
     pre-processing leaves in, running between Q/DQ pairs (ad_autoencoder)."""
@@ -406,3 +410,13 @@ def test_qdq_moves_run_on_the_integers(tmp_path):
                        [tensor("shape", np.array([6, 4], np.int64))], y_scale=0.03, name="requantized")
     assert "DequantizeLinear" in {n.op for n in lower(requantized).nodes}
     check(tmp_path, requantized, {"x": ints(rng, "int8", (2, 3, 4))})
+
+
+@pytest.mark.parametrize("dtype,x_zp", [("int8", -128), ("uint8", 255)])
+def test_qdq_strided_average_pool_folds(tmp_path, dtype, x_zp):
+    rng = np.random.default_rng(14)
+    path = _qdq(tmp_path, [helper.make_node("AveragePool", ["xf"], ["y"], kernel_shape=[3, 2], strides=[2, 3],
+                                            pads=[1, 0, 2, 1])],
+                (2, 3, 7, 8), [], dtype=dtype, x_zp=x_zp, y_zp={"int8": 5, "uint8": 0}[dtype], y_scale=0.013)
+    assert "QLinearAveragePool" in _folded_ops(path)
+    check(tmp_path, path, {"x": ints(rng, dtype, (2, 3, 7, 8))})

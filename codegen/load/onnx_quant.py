@@ -5,6 +5,7 @@ around float operators, as onnxruntime.quantization writes them) become integer 
     DequantizeLinear -> MatMul [-> Relu | Clip] -> QuantizeLinear  =>  QLinearMatMul
     DequantizeLinear -> Gemm   [-> Relu | Clip] -> QuantizeLinear  =>  QLinearMatMul (+ int32 bias)
     DequantizeLinear -> Add    [-> Relu | Clip] -> QuantizeLinear  =>  QLinearAdd
+    DequantizeLinear -> AveragePool             -> QuantizeLinear  =>  QLinearAveragePool
     DequantizeLinear -> GlobalAveragePool       -> QuantizeLinear  =>  QLinearGlobalAveragePool
     DequantizeLinear -> Reshape | Flatten | Transpose -> QuantizeLinear (same scale and zero point)
                                                        =>  the same operator on the integers
@@ -34,7 +35,7 @@ from codegen.load.graph_file import NodeSpec
 from codegen.quant.fixed_point import DTYPE_RANGES
 
 MOVES = ("Reshape", "Flatten", "Transpose")  # data movement: the integers move as they are
-FOLDED_OPS = ("Conv", "MatMul", "Gemm", "Add", "GlobalAveragePool", *MOVES)
+FOLDED_OPS = ("Conv", "MatMul", "Gemm", "Add", "AveragePool", "GlobalAveragePool", *MOVES)
 ACTIVATIONS = ("Relu", "Clip")
 BIAS_RTOL = 1e-5  # bias scale vs input scale x weight scale: float32 products, rounded once
 
@@ -252,13 +253,27 @@ class _Folder:
 
     def _globalaveragepool(self, node, ins, q, clamp, y_dtype):
         x = ins[0]
-        if not self._activation(x, y_dtype):
+        if not self._activation(x, y_dtype) or clamp != (None, None):
             return None
         ys, yz = self.g.data(q.inputs[1]), self.g.data(q.inputs[2])
         attrs = {"x_scale": float(x.scale[0]), "x_zero_point": _zp(x), "y_scale": float(np.float32(ys.reshape(-1)[0])),
                  "y_zero_point": int(yz.reshape(-1)[0]), "dtype": y_dtype}
         return self._node(node, "QLinearGlobalAveragePool", [x.q], q, attrs)
 
+
+    def _averagepool(self, node, ins, q, clamp, y_dtype):
+        """2-D and up, padding not counted (count_include_pad=0), no ceil mode or dilations."""
+        a = node.attrs
+        if a.get("count_include_pad", 0) or a.get("ceil_mode", 0) or any(d != 1 for d in a.get("dilations") or ()) \
+                or a.get("auto_pad", "NOTSET") != "NOTSET" or clamp != (None, None):
+            return None
+        folded = self._globalaveragepool(node, ins, q, clamp, y_dtype)
+        if folded is None:
+            return None
+        pool = {k: a[k] for k in ("kernel_shape", "pads", "strides") if k in a}
+        return replace(folded, op="QLinearAveragePool", attrs={**folded.attrs, **pool},
+                       attr_locs={k: node.loc for k in {**folded.attrs, **pool}},
+                       attr_key_locs={k: node.loc for k in {**folded.attrs, **pool}})
 
     def _move(self, node, ins, q, clamp, y_dtype):
         """Q(DQ(v)) is v when both use one scale and zero point ((k * s) / s rounds back to k), so

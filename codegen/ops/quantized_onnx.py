@@ -10,9 +10,9 @@ says what the integers stand for.
 
 Extensions for the QDQ folding pass (codegen/load/onnx_quant.py), absent from ONNX models:
 QLinearConv and QLinearMatMul take `act_min` / `act_max` (a ReLU or Clip folded into the output
-clamp), QLinearMatMul an int32 bias as a ninth input (a folded Gemm's), and QLinearAdd and
-QLinearGlobalAveragePool (ONNX Runtime's com.microsoft operators of the same names) exist as
-primitives.
+clamp), QLinearMatMul an int32 bias as a ninth input (a folded Gemm's), and QLinearAdd,
+QLinearAveragePool (padding never counted) and QLinearGlobalAveragePool (ONNX Runtime's
+com.microsoft operators of the same names) exist as primitives.
 """
 from __future__ import annotations
 
@@ -494,3 +494,40 @@ def _global_pool_reference(xs, attrs):
 
 define("QLinearGlobalAveragePool", inputs=1, infer=_infer_global_pool, reference=_global_pool_reference,
        attrs=POOL_ATTRS, pattern=Pattern.REDUCTION)
+
+
+AVERAGE_POOL_ATTRS = POOL_ATTRS + [Attr("kernel_shape", "ints"), Attr("pads", "ints", None),
+                                   Attr("strides", "ints", None)]
+
+
+def average_pool_windows(shape: Sequence[int], attrs):
+    return windows(shape[2:], attrs["kernel_shape"], attrs)
+
+
+def _infer_average_pool(args: InferArgs) -> list[TensorType]:
+    x = _typed_input(args, 0, args.attrs["dtype"])
+    if x.rank < 3 or len(args.attrs["kernel_shape"]) != x.rank - 2:
+        raise OpError(f"the input must be (N, C, D1, ...) with a kernel per spatial axis, got {list(x.shape)}",
+                      input=0)
+    wins = average_pool_windows(x.shape, args.attrs)
+    return [_y_type(args, x.shape[:2] + tuple(w.out_size for w in wins))]
+
+
+def _average_pool_reference(xs, attrs):
+    """The mean of (x - x_zp) over each window's taps inside the input (padding does not count),
+    times x_scale / y_scale in float32, rounded half to even."""
+    x = xs[0].astype(np.int64) - attrs["x_zero_point"]
+    wins = average_pool_windows(x.shape, attrs)
+    acc = np.zeros(x.shape[:2] + tuple(w.out_size for w in wins), np.int64)
+    count = np.zeros(tuple(w.out_size for w in wins), np.int64)
+    for taps in itertools.product(*[range(w.kernel) for w in wins]):
+        patch, mask = gather_taps(x, wins, taps)
+        acc += patch.astype(np.int64)
+        count += mask
+    ratio = np.float32(np.float32(attrs["x_scale"]) / np.float32(attrs["y_scale"]))
+    v = ((acc.astype(np.float32) * ratio).astype(np.float32) / count.astype(np.float32)).astype(np.float32)
+    return [round_half_even_saturate(v, attrs["y_zero_point"], attrs["dtype"])]
+
+
+define("QLinearAveragePool", inputs=1, infer=_infer_average_pool, reference=_average_pool_reference,
+       attrs=AVERAGE_POOL_ATTRS)

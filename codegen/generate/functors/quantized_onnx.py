@@ -130,7 +130,8 @@ def _conv(graph, args, attrs, w_at: int, epilogue, per_channel: Sequence[Stmt] =
                          Select(Binary(">=", pos, index(win.in_size)), index(win.in_size - 1), pos))
         at.append(pos)
     channel = Binary("+", Binary("*", Binary("/", Var("m"), index(per_group)), index(ws[1])), Var("c"))
-    xv = _minus(widen(Load(x.name, flat_index([Var("n"), channel, *at], xs))), _per_axis(graph, x_zp_v, index(0), False))
+    x_zp = _per_axis(graph, x_zp_v, index(0), False)
+    xv = _minus(widen(Load(x.name, flat_index([Var("n"), channel, *at], xs))), x_zp)
     wv = _minus(widen(Load(w.name, flat_index([Var("m"), Var("c"), *taps], ws))),
                 _per_axis(graph, w_zp_v, Var("m"), False))
     prod = Binary("*", xv, wv)
@@ -263,3 +264,45 @@ def qlinear_global_average_pool(graph, node_id, cluster_id, args, attrs):
     body = (Local("acc", i32(0), "int32"), For("p", count, (Assign("acc", Binary("+", Var("acc"), v)),)),
             _round_store(y, at, coords, scaled, attrs["y_zero_point"], lo, hi))
     return [For("n", n, (For("c", c, body),))]
+
+
+@CPP.register("QLinearAveragePool")
+def qlinear_average_pool(graph, node_id, cluster_id, args, attrs):
+    """The sum of (x - x_zp) over each window's taps inside the input, times x_scale / y_scale,
+    divided by their count, in float32, rounded."""
+    x, y = args.inputs[0], args.outputs[0]
+    xs, ys = x.type.shape, y.type.shape
+    wins = qo.average_pool_windows(xs, attrs)
+    out_pos = [Var(f"o{k}") for k in range(len(wins))]
+    taps = [Var(f"k{k}") for k in range(len(wins))]
+    inside: Expr | None = None
+    at = []
+    for k, win in enumerate(wins):
+        pos = Binary("+", Binary("-", Binary("*", out_pos[k], index(win.stride)), index(win.pad_begin)), taps[k])
+        if win.pad_begin or win.pad_end:
+            test = Binary("&&", Binary(">=", pos, index(0)), Binary("<", pos, index(win.in_size)))
+            inside = test if inside is None else Binary("&&", inside, test)
+            pos = Select(Binary("<", pos, index(0)), index(0),
+                         Select(Binary(">=", pos, index(win.in_size)), index(win.in_size - 1), pos))
+        at.append(pos)
+    v = Binary("-", widen(Load(x.name, flat_index([Var("n"), Var("c"), *at], xs))), i32(attrs["x_zero_point"]))
+    if inside is None:
+        steps: tuple[Stmt, ...] = (Assign("acc", Binary("+", Var("acc"), v)),)
+        count: Expr = f32(float(np.prod([w.kernel for w in wins])))
+        start: tuple[Stmt, ...] = (Local("acc", i32(0), "int32"),)
+    else:
+        steps = (Assign("acc", Binary("+", Var("acc"), Select(inside, v, i32(0)))),
+                 Assign("count", Binary("+", Var("count"), Select(inside, i32(1), i32(0)))))
+        count = Cast("float32", Var("count"))
+        start = (Local("acc", i32(0), "int32"), Local("count", i32(0), "int32"))
+    for k in reversed(range(len(wins))):
+        steps = (For(taps[k].name, wins[k].kernel, steps),)
+    ratio = f32(np.float32(np.float32(attrs["x_scale"]) / np.float32(attrs["y_scale"])))
+    mean = Binary("/", Binary("*", Cast("float32", Var("acc")), ratio), count)
+    coords = (Var("n"), Var("c"), *out_pos)
+    lo, hi = DTYPE_RANGES[y.type.dtype]
+    body: tuple[Stmt, ...] = (*start, *steps, _round_store(y, flat_index(coords, ys), coords, mean,
+                                                            attrs["y_zero_point"], lo, hi))
+    for k in reversed(range(len(wins))):
+        body = (For(out_pos[k].name, ys[2 + k], body),)
+    return [For("n", ys[0], (For("c", ys[1], body),))]
