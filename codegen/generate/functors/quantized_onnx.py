@@ -1,7 +1,7 @@
 """Functors of ONNX's quantized operators (codegen/ops/quantized_onnx.py): plain loops over NCHW
 data, int32 accumulators, and ONNX's float requantization: float32(acc) * scale, rounded to
-nearest with ties to even (the loop IR's `round`, std::nearbyint in the default rounding mode),
-plus the zero point, saturated. Per-axis scales and zero points are loaded from their constants,
+nearest with ties to even (float32 addition of 1.5 * 2^23, in the default rounding mode), plus
+the zero point, saturated. Per-axis scales and zero points are loaded from their constants,
 so per-channel output scales are computed in the kernel exactly as ONNX Runtime does,
 (x_scale * w_scale[m]) / y_scale in float32."""
 from __future__ import annotations
@@ -42,14 +42,27 @@ def _minus(v: Expr, zp: Expr | None) -> Expr:
     return v if zp is None else Binary("-", v, zp)
 
 
+# 1.5 * 2^23: added to a float32 of magnitude below 2^22, it leaves no fraction bits, so the
+# addition itself rounds to the nearest integer, ties to even; subtracting it back is exact
+ROUNDING_MAGIC = 12582912.0
+
+
 def _round_store(out, at, coords, v: Expr, zp: int | Expr | None, lo: int, hi: int) -> Store:
-    """Store round(v) + zp saturated to lo..hi; the clamp is done in float, so a value past
-    int32's range never reaches the conversion."""
-    r: Expr = Unary("round", v)
-    if zp is not None:
-        r = Binary("+", r, Cast("float32", zp) if not isinstance(zp, int) else f32(zp))
-    clamped = Binary("max", Binary("min", r, f32(hi)), f32(lo))
-    return Store(out.name, at, Cast(out.type.dtype, Cast("int32", clamped)), coords)
+    """Store round(v) + zp saturated to lo..hi, ties to even. v is clamped to lo - zp .. hi - zp
+    first (integers, so clamping and rounding commute): no value past int32's range reaches the
+    conversion, and the rounding needs no libm call (soft-float nearbyint on Cortex-M)."""
+    if zp is None or isinstance(zp, int):
+        z = zp or 0
+        low, high = f32(lo - z), f32(hi - z)
+        zf: Expr | None = f32(z) if z else None
+    else:
+        zf = Cast("float32", zp)
+        low, high = Binary("-", f32(lo), zf), Binary("-", f32(hi), zf)
+    clamped = Binary("max", Binary("min", v, high), low)
+    r: Expr = Binary("-", Binary("+", clamped, f32(ROUNDING_MAGIC)), f32(ROUNDING_MAGIC))
+    if zf is not None:
+        r = Binary("+", r, zf)
+    return Store(out.name, at, Cast(out.type.dtype, Cast("int32", r)), coords)
 
 
 @CPP.register("QuantizeLinear")
@@ -108,7 +121,7 @@ def dynamic_quantize_linear(graph, node_id, cluster_id, args, attrs):
 # --- convolutions --------------------------------------------------------------------------
 def _conv(graph, args, attrs, w_at: int, epilogue, per_channel: Sequence[Stmt] = ()):
     """Loops over (n, m, output positions), summing (x - x_zp) * (w - w_zp[m]) over the group's
-    channels and the kernel taps; taps in the padding are skipped (they would add 0)."""
+    channels and the kernel taps; taps in the padding count as x_zp (a real 0)."""
     x, w, y = args.inputs[0], args.inputs[w_at], args.outputs[0]
     xs, ws, ys = x.type.shape, w.type.shape, y.type.shape
     x_zp_v, w_zp_v = (args.inputs[2], args.inputs[5]) if w_at == 3 else \
@@ -131,16 +144,28 @@ def _conv(graph, args, attrs, w_at: int, epilogue, per_channel: Sequence[Stmt] =
         at.append(pos)
     channel = Binary("+", Binary("*", Binary("/", Var("m"), index(per_group)), index(ws[1])), Var("c"))
     x_zp = _per_axis(graph, x_zp_v, index(0), False)
-    xv = _minus(widen(Load(x.name, flat_index([Var("n"), channel, *at], xs))), x_zp)
     wv = _minus(widen(Load(w.name, flat_index([Var("m"), Var("c"), *taps], ws))),
                 _per_axis(graph, w_zp_v, Var("m"), False))
-    prod = Binary("*", xv, wv)
-    step: Stmt = Assign("acc", Binary("+", Var("acc"), prod if inside is None else Select(inside, prod, i32(0))))
-    for k in reversed(range(len(wins))):
-        step = For(taps[k].name, ws[2 + k], (step,))
+
+    def over_taps(stmt: Stmt) -> Stmt:
+        for k in reversed(range(len(wins))):
+            stmt = For(taps[k].name, ws[2 + k], (stmt,))
+        return For("c", ws[1], (stmt,))
+
+    # sum((x - x_zp) * w) = sum(x' * w) - x_zp * sum(w), x' being x inside the input and x_zp in
+    # the padding: the channel's weight sum, once, takes the zero point out of the inner loop
+    xv = widen(Load(x.name, flat_index([Var("n"), channel, *at], xs)))
+    start = _bias(args, w_at)
+    if x_zp is not None:
+        per_channel = (*per_channel, Local("w_sum", i32(0), "int32"),
+                       over_taps(Assign("w_sum", Binary("+", Var("w_sum"), wv))))
+        start = Binary("-", start, Binary("*", x_zp, Var("w_sum")))
+        prod: Expr = Binary("*", xv if inside is None else Select(inside, xv, x_zp), wv)
+    else:
+        prod = Binary("*", xv, wv) if inside is None else Select(inside, Binary("*", xv, wv), i32(0))
     coords = (Var("n"), Var("m"), *out_pos)
-    body: tuple[Stmt, ...] = (*epilogue(flat_index(coords, ys), coords), )
-    body = (Local("acc", _bias(args, w_at), "int32"), For("c", ws[1], (step,)), *body)
+    body: tuple[Stmt, ...] = (Local("acc", start, "int32"), over_taps(Assign("acc", Binary("+", Var("acc"), prod))),
+                              *epilogue(flat_index(coords, ys), coords))
     for k in reversed(range(len(wins))):
         body = (For(out_pos[k].name, ys[2 + k], body),)
     return [For("n", ys[0], (For("m", ys[1], (*per_channel, *body)),))]
