@@ -62,14 +62,16 @@ int main() {{
 """
 
 
-def build_harness(graph: str, target_name: str, folder: Path) -> tuple[subprocess.Popen, np.ndarray, dict]:
-    """Generate and compile `graph` for the target; start its timing harness. Returns the process,
-    the output of its first inference and the report."""
-    compiled = compile_graph(ROOT / "graphs" / f"{graph}.yaml", target=target_name)
+def build_harness(graph: str, target_name: str, folder: Path, source: Path | None = None,
+                  harness: str = HARNESS, backend=None) -> tuple[subprocess.Popen, np.ndarray, dict]:
+    """Generate and compile `graph` (graphs/GRAPH.yaml, or `source`) for the target, with the
+    target's backend or `backend`; start its timing harness (`harness`). Returns the process, the
+    graph and the compiled model."""
+    compiled = compile_graph(source or ROOT / "graphs" / f"{graph}.yaml", target=target_name, backend=backend)
     g = compiled.graph
     (x,), (y,) = g.inputs, g.outputs
     write_files(compiled.files, folder)
-    (folder / "bench.cpp").write_text(HARNESS.format(name=g.name, NAME=g.name.upper(),
+    (folder / "bench.cpp").write_text(harness.format(name=g.name, NAME=g.name.upper(),
                                                      in_size=g.types[x].size, out_size=g.types[y].size))
     target = load_target(target_name)
     exe = folder / "bench"

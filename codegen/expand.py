@@ -21,6 +21,7 @@ from codegen import limits
 from codegen.builders import BUILDERS
 from codegen.errors import GraphError, SourceLoc
 from codegen.ir import Constant, Graph, Node, TensorType
+from codegen.ir.names import numbered
 from codegen.load import GraphSpec, NodeSpec
 from codegen.ops import PRIMITIVES, Attr, InferArgs, OpError, check_attrs
 from codegen.ops.shape_ops import BUILD_TIME_OPS
@@ -85,10 +86,7 @@ class GraphBuilder:
         """A value or node name not used anywhere in the graph, derived from `hint`
         (and prefixed with the name of the node being expanded, if `scoped`)."""
         base = f"{self._scope[-1][0]}_{hint}" if self._scope and scoped else hint
-        name, n = base, 1
-        while name in self._taken:
-            n += 1
-            name = f"{base}_{n}"
+        name = numbered(base, self._taken)
         self._taken.add(name)
         return name
 
@@ -362,10 +360,7 @@ def _node_names(spec: GraphSpec, values: Mapping[str, SourceLoc]) -> list[str]:
     for node, name in zip(spec.nodes, names):
         if name is None:
             base = f"{node.op.lower()}_{node.outputs[0]}" if node.outputs else node.op.lower()
-            name, n = base, 1
-            while name in taken:
-                n += 1
-                name = f"{base}_{n}"
+            name = numbered(base, taken)
             taken.add(name)
         result.append(name)
     return result

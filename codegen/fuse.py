@@ -18,27 +18,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from codegen.generate.backend import Backend, Capabilities, KernelArgs, PORTABLE_CAPS, TensorArg
-from codegen.ir import Graph, Node
-from codegen.ops import PRIMITIVES, InferArgs
-from codegen.ops.registry import Pattern, Prepared
+from codegen.generate.backend import Backend, Capabilities, PORTABLE_CAPS, kernel_args
+from codegen.ir import Graph
+from codegen.ops import PRIMITIVES
+from codegen.ops.registry import Pattern
 from codegen.schedule import Schedule
 
 FUSABLE = frozenset({Pattern.ELEMENTWISE, Pattern.BROADCAST})
-
-
-def prepare_node(graph: Graph, node: Node) -> Prepared:
-    """The primitive's Prepared facts for one node."""
-    args = InferArgs(tuple(graph.types[n] if n else None for n in node.inputs), node.attrs,
-                     tuple(graph.constants[n].data if n in graph.constants else None for n in node.inputs))
-    return PRIMITIVES[node.op].prepare(args, [graph.types[o] for o in node.outputs])
-
-
-def kernel_args(graph: Graph, node: Node, caps: Capabilities = PORTABLE_CAPS) -> KernelArgs:
-    """What a functor receives for one node."""
-    return KernelArgs(tuple(TensorArg(n, graph.types[n]) if n else None for n in node.inputs),
-                      tuple(TensorArg(n, graph.types[n]) for n in node.outputs),
-                      prepare_node(graph, node), caps)
 
 
 def fuse(graph: Graph, sched: Schedule, backend: Backend, caps: Capabilities = PORTABLE_CAPS) -> Schedule:

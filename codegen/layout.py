@@ -22,6 +22,7 @@ from dataclasses import replace
 import numpy as np
 
 from codegen.ir import Constant, Graph, Node, TensorType
+from codegen.ir.names import numbered
 from codegen.ops import PRIMITIVES, check_attrs
 from codegen.ops.channels_last import perm_to_first, perm_to_last, to_last, weights_to_hwio
 from codegen.ops.registry import Pattern
@@ -41,9 +42,7 @@ class _Rewriter:
         self.back: set[str] = set()  # NHWC values whose NCHW original has been made again
 
     def fresh(self, base: str) -> str:
-        name, k = base, 2
-        while name in self.taken:
-            name, k = f"{base}_{k}", k + 1
+        name = numbered(base, self.taken)
         self.taken.add(name)
         return name
 

@@ -7,6 +7,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from codegen.ir import Constant, Graph, Node, TensorType
+from codegen.ir.names import numbered
 from codegen.ops import PRIMITIVES
 
 Pass = Callable[[Graph], Graph]
@@ -61,9 +62,7 @@ def _new_constant(graph: Graph, consts: dict[str, Constant], types: dict[str, Te
                   data: np.ndarray, like: np.dtype, source: str, bn: Node) -> str:
     """Add a constant named after `base` (numbered if taken) holding `data` cast to `like`."""
     taken = set(types) | set(consts) | {n.name for n in graph.nodes}
-    name, k = base, 2
-    while name in taken:
-        name, k = f"{base}_{k}", k + 1
+    name = numbered(base, taken)
     consts[name] = Constant(name, np.ascontiguousarray(data.astype(like)), source, bn.loc)
     types[name] = consts[name].type
     return name

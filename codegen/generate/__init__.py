@@ -8,8 +8,8 @@ from codegen.errors import GenerateError
 from codegen.generate import functors  # noqa: F401  (registers the C++ backend's functors)
 from typing import Sequence
 
-from codegen.fuse import kernel_args, prepare_node
-from codegen.generate.backend import CPP, PORTABLE_CAPS, Backend, Capabilities, KernelArgs, TensorArg
+from codegen.generate.backend import (CPP, PORTABLE_CAPS, Backend, Capabilities, KernelArgs, TensorArg, kernel_args,
+                                      prepare_node)
 from codegen.generate.epilogue import NotFusable, elementwise_template, fuse_epilogue
 from codegen.generate.functors.inplace import variant_functor
 from codegen.generate.functors.row_pipeline import pipeline_kernel
@@ -213,7 +213,7 @@ def generate(graph: Graph, sched: Schedule, plan: MemoryPlan, backend: Backend =
     order, fuse, simplify and render (the constants too, unless not `with_constants`: the memory plan
     needs only the kernels)."""
     original = graph
-    from codegen.planners.rows import pipeline_of  # here: it imports codegen.fuse, which imports this package
+    from codegen.planners.rows import pipeline_of  # here: the row planner uses this package (scratch_bytes)
     variants = plan.variant_of()  # kernels running an in-place variant of their functor
     pipelines = {n.name: p for n, _ in sched.kernel_heads() if (p := pipeline_of(graph, sched, n.name))}
     graph = _pack_constants(graph, sched, backend, caps, frozenset(variants) | frozenset(pipelines))

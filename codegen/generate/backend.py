@@ -20,7 +20,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from codegen.generate.loop_ir import Scratch, Stmt
 from codegen.generate.render import PORTABLE, Renderer
-from codegen.ir import Constant, Graph, TensorType
+from codegen.ir import Constant, Graph, Node, TensorType
+from codegen.ops import PRIMITIVES, InferArgs
 from codegen.ops.registry import Prepared
 from codegen.targets import Capabilities  # what kernels may use, from the target file
 
@@ -45,6 +46,20 @@ class KernelArgs:
     outputs: tuple[TensorArg, ...]
     prepared: Prepared | None = None
     caps: Capabilities = PORTABLE_CAPS
+
+
+def prepare_node(graph: Graph, node: Node) -> Prepared:
+    """The primitive's Prepared facts for one node."""
+    args = InferArgs(tuple(graph.types[n] if n else None for n in node.inputs), node.attrs,
+                     tuple(graph.constants[n].data if n in graph.constants else None for n in node.inputs))
+    return PRIMITIVES[node.op].prepare(args, [graph.types[o] for o in node.outputs])
+
+
+def kernel_args(graph: Graph, node: Node, caps: Capabilities = PORTABLE_CAPS) -> KernelArgs:
+    """What a functor receives for one node."""
+    return KernelArgs(tuple(TensorArg(n, graph.types[n]) if n else None for n in node.inputs),
+                      tuple(TensorArg(n, graph.types[n]) for n in node.outputs),
+                      prepare_node(graph, node), caps)
 
 
 Functor = Callable[[Graph, int, int, KernelArgs, Mapping[str, Any]], Sequence[Stmt]]

@@ -21,6 +21,7 @@ from codegen.ir import Constant, TensorType
 from codegen.ir.graph import Quant
 from codegen.load.graph_file import GraphSpec, NodeSpec, ValueSpec, display_path
 from codegen.load.onnx_model import graph_name_of, unique_names
+from codegen.quant import activations
 from codegen.quant import fixed_point as fp
 
 TFLITE_SUFFIXES = (".tflite",)
@@ -289,6 +290,23 @@ def _concat(r: _Reader, op, inputs, outputs) -> None:
     r.emit("QConcat", [r.value(i) for i in inputs], [r.names[int(outputs[0])]], {"axis": int(opts.Axis())})
 
 
+def _table_function(function: str):
+    def read(r: _Reader, op, inputs, outputs) -> None:
+        """TFLite's int8 LOGISTIC / TANH: TFLite Micro's fixed-point function of every int8 input,
+        tabulated at import (codegen/quant/activations.py) and looked up per element."""
+        x, y = int(inputs[0]), int(outputs[0])
+        if r.dtype(x) != "int8":
+            raise _Unsupported(f"{function.upper()} on {r.dtype(x)} data (only int8)")
+        (x_s, x_zp), (y_s, y_zp) = r.scale_zp(x), r.scale_zp(y)
+        want = activations.OUTPUT_QUANT[function]
+        if (np.float32(y_s), y_zp) != (np.float32(want[0]), want[1]):
+            raise _Unsupported(f"{function.upper()} with output scale {y_s} and zero point {y_zp} (TFLite "
+                               f"requires {want[0]} and {want[1]})")
+        table = r.add_constant(f"{r.names[y]}_table", activations.int8_table(function, x_s, x_zp))
+        r.emit("QLookup", [r.value(x), table], [r.names[y]], {"y_scale": y_s, "y_zero_point": y_zp})
+    return read
+
+
 class _Unsupported(Exception):
     """An operator (or a form of one) the importer cannot map."""
 
@@ -304,6 +322,7 @@ OPERATORS: dict[str, Callable] = {
     # (TFLite Micro's int8 RELU6 clamps the input's integers without rescaling them to the output's
     # quantization, which a typed graph cannot say: it stays unsupported)
     "RELU": _relu("relu"),
+    "LOGISTIC": _table_function("logistic"), "TANH": _table_function("tanh"),
 }
 
 

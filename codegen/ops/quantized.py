@@ -438,3 +438,20 @@ define("QSoftmax", inputs=1, infer=_infer_softmax, pattern=Pattern.REDUCTION,
        reference=lambda xs, a: [fp.softmax_int8(xs[0], a["beta"], a["x_scale"])],
        attrs=[Attr("beta", "float", 1.0), Attr("x_scale", "float"), Attr("y_scale", "float", 1.0 / 256),
               Attr("y_zero_point", "int", -128)])
+
+
+# --- QLookup (a function of one int8 input as a 256-entry table: TFLite's LOGISTIC and TANH) ---
+def _infer_lookup(args: InferArgs) -> list[TensorType]:
+    x = _quantized_input(args, 0, None, dtypes=("int8",))
+    table = args.types[1]
+    if table.dtype != "int8" or table.shape != (256,):
+        raise OpError(f"the table must be int8[256] (the output for inputs -128..127), got {table}", input=1)
+    if args.values[1] is None:
+        raise OpError("the table must be a constant", input=1)
+    a = {**args.attrs, "act_min": -128, "act_max": 127}
+    return [_out_type(InferArgs(args.types, a, args.values), x.shape)]
+
+
+define("QLookup", inputs=2, infer=_infer_lookup, constant_inputs=(1,),
+       reference=lambda xs, a: [xs[1][xs[0].astype(np.int64) + 128]],
+       attrs=[Attr("y_scale", "float"), Attr("y_zero_point", "int", 0)])

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import codegen.generate  # noqa: F401  (before codegen.fuse, which imports it)
-from codegen.fuse import prepare_node
+from codegen.generate.backend import prepare_node
 from codegen.generate.functors.row_pipeline import Layer, Pipeline
 from codegen.ir import Graph, Node
 from codegen.schedule import Schedule

@@ -63,6 +63,15 @@ class Affine:
     def __mul__(self, k: int) -> Affine:
         return Affine(tuple((n, c * k) for n, c in self.terms if c * k), self.const * k)
 
+    def shifted(self, var: str, by: int) -> Affine:
+        """This index with loop variable `var` replaced by var + by."""
+        return self + dict(self.terms).get(var, 0) * by
+
+    def substituted(self, var: str, new: Affine) -> Affine:
+        """This index with loop variable `var` replaced by the index `new`."""
+        coeff = dict(self.terms).get(var, 0)
+        return Affine(tuple((n, c) for n, c in self.terms if n != var), self.const) + new * coeff
+
     def _sum(self, const: int = 0) -> Expr | None:
         """The terms (added ones first, so no expression starts with a minus) plus `const`."""
         ordered = sorted(self.terms, key=lambda t: t[1] < 0)
@@ -242,6 +251,16 @@ class TileLoops:
     counted: int  # AveragePool's divisor (product of the segments' counted taps)
     label: str
 
+    def position(self, var: str, at: Affine) -> tuple[tuple[Affine, ...], tuple[Affine, ...]]:
+        """(input, output) positions with output loop variable `var` replaced by `at`."""
+        return (tuple(p.substituted(var, at) for p in self.in_pos), tuple(p.substituted(var, at) for p in self.out_pos))
+
+    def neighbours(self, var: str, count: int, step: int = 1) -> list[tuple[tuple[Affine, ...], tuple[Affine, ...]]]:
+        """(input, output) positions of `count` outputs `step` apart along output loop variable `var`,
+        the first at var itself: the positions one register block computes."""
+        return [(tuple(p.shifted(var, j * step) for p in self.in_pos), tuple(p.shifted(var, j * step) for p in self.out_pos))
+                for j in range(count)]
+
 
 def tile_loops(axes: Sequence[Axis], tile: Sequence[Segment]) -> TileLoops:
     """Loop variables o<d> (outputs) and k<d> (taps), omitted where the extent is one."""
@@ -273,6 +292,21 @@ def tile_loops(axes: Sequence[Axis], tile: Sequence[Segment]) -> TileLoops:
     return TileLoops(tuple(outer), tuple(taps), tuple(out_pos), tuple(in_pos), tuple(tap_pos),
                      all_of(conds), any(s.taps == 0 for s in tile), math.prod(s.counted for s in tile),
                      f"outputs [{', '.join(ranges)}]: {what}")
+
+
+def is_pointwise(wins: Sequence[Window]) -> bool:
+    """A 1x1 window with stride 1 and no padding: the convolution is a matrix product over positions."""
+    return all(w.kernel == 1 and w.stride == 1 and w.pad_begin == 0 and w.in_size == w.out_size for w in wins)
+
+
+def channel_blocks(channels: int, block: int) -> list[tuple[Affine, int, int]]:
+    """Output channels in blocks of `block` and one narrower block for the rest: (first channel,
+    channels in the block, how many such blocks run in an `mb` loop)."""
+    full = channels - channels % block
+    parts = [(Affine.var("mb") * block if full > block else Affine(), block, full // block)] if full else []
+    if channels - full:
+        parts.append((Affine((), full), channels - full, 1))
+    return parts
 
 
 def loops(extents: Sequence[tuple[str, int]], body: Sequence[Stmt]) -> tuple[Stmt, ...]:

@@ -28,10 +28,9 @@ from typing import Mapping
 
 from codegen.generate.backend import KernelArgs
 from codegen.generate.backends import CORTEX_M
-from codegen.generate.functors.conv import (Affine, Axis, plan_axis, row_major_strides, tile_loops, tiles,
-                                            whole_axis)
-from codegen.generate.functors.fast import (FLOAT, _dot, _is_float_2d_conv, _is_gemv, _loops, _pointwise,
-                                            _shift, _substitute, gemv)
+from codegen.generate.functors.conv import (Affine, Axis, channel_blocks, dot, is_pointwise, loops, plan_axis,
+                                            row_major_strides, tile_loops, tiles, whole_axis)
+from codegen.generate.functors.fast import FLOAT, _is_float_2d_conv, _is_gemv, gemv
 from codegen.generate.loop_ir import (INDEX, Assign, Binary, Comment, Const, Expr, For, Load, Local, Stmt,
                                       Store, Var, const, index)
 from codegen.ops.conv import Window
@@ -57,7 +56,7 @@ def _pack_taps_by_channel(args: KernelArgs, attrs: Mapping) -> dict:
     grows; a pointwise convolution keeps the model's layout (packed, it measured slower)."""
     w = args.inputs[1]
     if (not _has_fpu_conv(args, attrs) or args.prepared["group"] != 1 or w.type.rank != 4
-            or _pointwise(args.prepared["windows"])):
+            or is_pointwise(args.prepared["windows"])):
         return {}
     m = w.type.shape[0]
     return {1: lambda a: a.reshape(m, -1).T}
@@ -78,7 +77,7 @@ def conv_scalar_blocked(graph, node_id, cluster_id, args, attrs):
     in_size, out_size = x.type.size // (batch * channels), y.type.size // (batch * out_channels)
     in_strides, out_strides = row_major_strides(x.type.shape[2:]), row_major_strides(y.type.shape[2:])
     k_strides = row_major_strides(k_shape)
-    pointwise = _pointwise(wins)
+    pointwise = is_pointwise(wins)
     if pointwise:  # one axis over all positions
         wins = [Window(in_size, out_size, 1)]
         in_strides, out_strides, k_strides = (1,), (1,), (0,)
@@ -96,7 +95,7 @@ def conv_scalar_blocked(graph, node_id, cluster_id, args, attrs):
         return (n.expr(), *(p.expr() for p in out_pos))
 
     def store(oc: Affine, out_pos, value: Expr) -> Store:
-        at = n * (out_channels * out_size) + oc * out_size + _dot(out_pos, out_strides)
+        at = n * (out_channels * out_size) + oc * out_size + dot(out_pos, out_strides)
         coords = out_coords(out_pos)
         return Store(y.name, at.expr(), value, (coords[0], oc.expr(), *coords[1:]))
 
@@ -117,28 +116,28 @@ def conv_scalar_blocked(graph, node_id, cluster_id, args, attrs):
         x_names: dict = {}
         for tv in (range(taps[-1][1]) if unroll else [None]):
             def at_tap(a: Affine) -> Affine:
-                return a if tv is None else _substitute(a, taps[-1][0], Affine((), tv))
+                return a if tv is None else a.substituted(taps[-1][0], Affine((), tv))
             xs = []
             for in_pos, _ in positions:
                 col = at_tap(in_pos[-1])
                 if not col.terms and not 0 <= col.const < row_in:  # a narrow row's tap in the padding
                     xs.append(None)
                     continue
-                x_at = n * (channels * in_size) + g * (cg * in_size) + c * in_size + _dot(
+                x_at = n * (channels * in_size) + g * (cg * in_size) + c * in_size + dot(
                     tuple(at_tap(p) for p in in_pos), in_strides)
                 key = (tuple(sorted(x_at.terms)), x_at.const)
                 if key not in x_names:
                     x_names[key] = f"x{t}_{len(x_names)}"
                     body.append(Local(x_names[key], Load(x.name, x_at.expr()), FLOAT))
                 xs.append(x_names[key])
-            tap = _dot(tuple(at_tap(p) for p in tl.tap), k_strides)
+            tap = dot(tuple(at_tap(p) for p in tl.tap), k_strides)
             for i, oc in enumerate(ocs):
                 w_at = (c * k_size + tap) * out_channels + oc if packed else oc * (cg * k_size) + c * k_size + tap
                 wname = f"w{t}_{i}" if tv is None else f"w{t}_{i}_{tv}"
                 body.append(Local(wname, Load(w.name, w_at.expr()), FLOAT))
                 body += [Assign(accs[i][j], Binary("+", Var(accs[i][j]), Binary("*", Var(wname), Var(xs[j]))))
                          for j in range(len(positions)) if xs[j] is not None]
-        stmts += _loops((("c", cg),) + (taps[:-1] if unroll else taps), body)
+        stmts += loops((("c", cg),) + (taps[:-1] if unroll else taps), body)
         stmts += [store(oc, out_pos, Var(accs[i][j]))
                   for i, oc in enumerate(ocs) for j, (_, out_pos) in enumerate(positions)]
         return stmts
@@ -147,30 +146,25 @@ def conv_scalar_blocked(graph, node_id, cluster_id, args, attrs):
         tl = tile_loops(axes, tile)
         stmts: list[Stmt] = [Comment(tl.label)]
         if tl.empty:  # the window lies in the padding: the bias
-            return stmts + list(_loops(tl.outer, [
+            return stmts + list(loops(tl.outer, [
                 store(g * mg + m0 + i, tl.out_pos, Load(b.name, (g * mg + m0 + i).expr()) if b is not None
                       else const(0)) for i in range(mb)]))
         last = f"o{len(axes) - 1}"
         if narrow:  # the whole row is one block, its taps in the padding left out (block())
             count = dict(tl.outer).get(last, 1)
-            at = [Affine((), j) for j in range(count)]
-            positions = [(tuple(_substitute(p, last, a) for p in tl.in_pos),
-                          tuple(_substitute(p, last, a) for p in tl.out_pos)) for a in at]
-            return stmts + list(_loops([o for o in tl.outer if o[0] != last], block(tl, m0, mb, positions)))
+            positions = [tl.position(last, Affine((), j)) for j in range(count)]
+            return stmts + list(loops([o for o in tl.outer if o[0] != last], block(tl, m0, mb, positions)))
         assert tl.in_bounds is None  # exact tiles clip their taps instead
         if not tl.outer or tl.outer[-1][0] != last:  # one position along the row
-            return stmts + list(_loops(tl.outer, block(tl, m0, mb, [(tl.in_pos, tl.out_pos)])))
+            return stmts + list(loops(tl.outer, block(tl, m0, mb, [(tl.in_pos, tl.out_pos)])))
         count = tl.outer[-1][1]
         blocks = min(nb, count)  # a short row takes fewer positions per block
         main = count - count % blocks
-        positions = [(tuple(_shift(p, last, j) for p in tl.in_pos), tuple(_shift(p, last, j) for p in tl.out_pos))
-                     for j in range(blocks)]
-        stmts += _loops(tl.outer[:-1], [For(last, main, tuple(block(tl, m0, mb, positions)), blocks)])
+        positions = tl.neighbours(last, blocks)
+        stmts += loops(tl.outer[:-1], [For(last, main, tuple(block(tl, m0, mb, positions)), blocks)])
         if count - main:  # the positions left over: one smaller block
-            at = [Affine((), main + j) for j in range(count - main)]
-            positions = [(tuple(_substitute(p, last, a) for p in tl.in_pos),
-                          tuple(_substitute(p, last, a) for p in tl.out_pos)) for a in at]
-            stmts += _loops(tl.outer[:-1], block(tl, m0, mb, positions))
+            positions = [tl.position(last, Affine((), main + j)) for j in range(count - main)]
+            stmts += loops(tl.outer[:-1], block(tl, m0, mb, positions))
         return stmts
 
     # A narrow row (at most NARROW_ROW outputs) is one block: its edge positions share the inputs
@@ -179,17 +173,13 @@ def conv_scalar_blocked(graph, node_id, cluster_id, args, attrs):
     narrow = not pointwise and wins[-1].out_size <= NARROW_ROW and wins[-1].kernel <= 8
     tile_list = ([lead + (whole_axis(wins[-1], plan_axis(wins[-1], exact_only=True)),)
                   for lead in tiles(wins[:-1], exact_only=True)] if narrow else tiles(wins, exact_only=True))
-    full = mg - mg % mb_full
-    parts = [(Affine.var("mb") * mb_full if full > mb_full else Affine(), mb_full, full // mb_full)] if full else []
-    if mg - full:
-        parts.append((Affine((), full), mg - full, 1))
     stmts: list[Stmt] = []
-    for m0, mb, count in parts:
+    for m0, mb, count in channel_blocks(mg, mb_full):
         # the channel-block loop inside each tile: what the compiler hoists out of it (pointers)
         # then lives in that tile's loops only, not across all of them (spills, stack)
         for tile in tile_list:
-            stmts += _loops((("mb", count),) if count > 1 else (), [For("n", batch, tuple(tile_code(tile, m0, mb)))])
-    return list(_loops((("g", group),), stmts))
+            stmts += loops((("mb", count),) if count > 1 else (), [For("n", batch, tuple(tile_code(tile, m0, mb)))])
+    return list(loops((("g", group),), stmts))
 
 
 def _is_scalar_gemv(args: KernelArgs, attrs: Mapping) -> bool:

@@ -1,10 +1,10 @@
-"""Fast kernels: the overrides the host and cortex-m backends register over the portable ones.
+"""Fast kernels: the overrides the host backend registers over the portable ones (the Cortex-M
+backend's are in cortex_m.py, the channels-last ones in host_conv.py and host_pool.py).
 
 Convolution is register-blocked: a block of MB output channels times NB groups of V output
 positions along the last spatial axis keeps MB * NB accumulators (V lanes each) in registers;
 every input vector loaded feeds MB accumulators and every weight feeds NB. V is the target's
-vector width (GCC vector extensions on the host; 1 on a Cortex-M, whose FPv4/FPv5 register file
-then holds the MB * NB scalar accumulators). Each accumulator adds its terms in the portable
+vector width in GCC vector extensions (1 on a target without vectors). Each accumulator adds its terms in the portable
 kernel's order (bias, then input channels, then taps), so results are those of the scalar code.
 
 Where the window meets padding the tiles of conv.tiles test or clip taps; those edge tiles
@@ -23,7 +23,8 @@ from typing import Mapping
 
 from codegen.generate.backend import KernelArgs
 from codegen.generate.backends import HOST
-from codegen.generate.functors.conv import (Affine, Axis, row_major_strides, tile_loops, tiles)
+from codegen.generate.functors.conv import (Affine, Axis, channel_blocks, dot, is_pointwise, loops, row_major_strides,
+                                            tile_loops, tiles)
 from codegen.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Comment, Const, Expr, For, Lane, Load,
                                       Local, ReduceLanes, Select, Stmt, Store, Var, const, index)
 from codegen.ops.conv import Window
@@ -31,15 +32,11 @@ from codegen.ops.conv import Window
 FLOAT = "float32"
 
 
-def _blocking(caps, depthwise: bool, pointwise: bool) -> tuple[int, int, int]:
+def _blocking(caps, depthwise: bool) -> tuple[int, int, int]:
     """(MB, NB, V): output channels, vectors of positions, lanes per vector."""
     v = caps.lanes(4)
     if v > 1:  # 16 vector registers: MB * NB accumulators, NB inputs, one weight
         return (1, 4, v) if depthwise else (4, 2, v)
-    if caps.float_registers >= 32:  # FPv4/FPv5: 32 single-precision registers
-        # A window's taps also keep NB + kw - 1 inputs live, and GCC -Os then spills at 4 x 4
-        # (measured: the stack grows); a pointwise kernel has no taps to hold.
-        return (1, 4, 1) if depthwise else (4, 4 if pointwise else 3, 1)
     return (1, 1, 1) if depthwise else (2, 2, 1)
 
 
@@ -63,7 +60,7 @@ def _pack_conv(args: KernelArgs, attrs: Mapping) -> dict:
     """Weights [M, C, kh, kw] as [C * kh * kw, M]: one tap's weights for consecutive output
     channels are consecutive, a vector load. Not for a pointwise convolution: its positions form
     one long axis, and vectors along it load and store whole vectors (measured faster)."""
-    if not _channel_vectors(args, attrs) or args.inputs[1].type.rank != 4 or _pointwise(args.prepared["windows"]):
+    if not _channel_vectors(args, attrs) or args.inputs[1].type.rank != 4 or is_pointwise(args.prepared["windows"]):
         return {}
     m = args.inputs[1].type.shape[0]
     return {1: lambda w: w.reshape(m, -1).T}
@@ -107,23 +104,23 @@ def conv_channel_vectors(graph, node_id, cluster_id, args, attrs):
         c = Affine.var("c")
         body: list[Stmt] = []
         for j, (in_pos, _) in enumerate(positions):
-            value: Expr = Load(x.name, (n * (channels * in_size) + c * in_size + _dot(in_pos, in_strides)).expr())
+            value: Expr = Load(x.name, (n * (channels * in_size) + c * in_size + dot(in_pos, in_strides)).expr())
             if tl.in_bounds is not None:
                 value = Select(tl.in_bounds, value, const(0))
             body.append(Local(f"x{t}_{j}", Broadcast(value, v), FLOAT, v))
-        tap = _dot(tl.tap, k_strides)
+        tap = dot(tl.tap, k_strides)
         for i in range(vectors):
             w_at = (c * k_size + tap) * out_channels + m0 + i * v
             body.append(Local(f"w{t}_{i}", Load(w.name, w_at.expr(), v), FLOAT, v))
             for j in range(len(positions)):
                 body.append(Assign(accs[i][j], Binary("+", Var(accs[i][j]), Binary(
                     "*", Var(f"w{t}_{i}"), Var(f"x{t}_{j}")))))
-        stmts += _loops((("c", channels),) + tl.taps, body)
+        stmts += loops((("c", channels),) + tl.taps, body)
         for i in range(vectors):
             for j, (_, out_pos) in enumerate(positions):
                 for lane in range(v):
                     oc = m0 + i * v + lane
-                    out_at = n * (out_channels * out_size) + oc * out_size + _dot(out_pos, out_strides)
+                    out_at = n * (out_channels * out_size) + oc * out_size + dot(out_pos, out_strides)
                     stmts.append(Store(y.name, out_at.expr(), Lane(Var(accs[i][j], FLOAT, v), index(lane)),
                                        (n.expr(), oc.expr(), *(p.expr() for p in out_pos))))
         return stmts
@@ -137,64 +134,35 @@ def conv_channel_vectors(graph, node_id, cluster_id, args, attrs):
                 oc = m0 + i
                 init = Load(b.name, oc.expr()) if b is not None else const(0)
                 inner.append(Store(y.name, (n * (out_channels * out_size) + oc * out_size
-                                            + _dot(tl.out_pos, out_strides)).expr(),
+                                            + dot(tl.out_pos, out_strides)).expr(),
                                    init, (n.expr(), oc.expr(), *(p.expr() for p in tl.out_pos))))
-            return stmts + list(_loops(tl.outer, inner))
+            return stmts + list(loops(tl.outer, inner))
         last = f"o{len(axes) - 1}"
         loop_vars = [name for name, _ in tl.outer]
         # a tested tile's bounds test is written for its own position: one position at a time
         if not loop_vars or loop_vars[-1] != last or tl.in_bounds is not None:
-            return stmts + list(_loops(tl.outer, block(tl, m0, vectors, [(tl.in_pos, tl.out_pos)])))
+            return stmts + list(loops(tl.outer, block(tl, m0, vectors, [(tl.in_pos, tl.out_pos)])))
         count = tl.outer[-1][1]
         blocks = max(1, min(nb, count))
         main = count - count % blocks
         if main:
-            positions = row_block(tl, last, blocks)
-            stmts += _loops(tl.outer[:-1], [For(last, main, tuple(block(tl, m0, vectors, positions)), blocks)])
+            positions = tl.neighbours(last, blocks)
+            stmts += loops(tl.outer[:-1], [For(last, main, tuple(block(tl, m0, vectors, positions)), blocks)])
         if count - main:
             r = Affine.var(last + "r", main)
-            positions = [(tuple(_substitute(p, last, r) for p in tl.in_pos),
-                          tuple(_substitute(p, last, r) for p in tl.out_pos))]
-            stmts += _loops(tl.outer[:-1], [For(last + "r", count - main, tuple(block(tl, m0, vectors, positions)))])
+            positions = [tl.position(last, r)]
+            stmts += loops(tl.outer[:-1], [For(last + "r", count - main, tuple(block(tl, m0, vectors, positions)))])
         return stmts
 
     tile_list = tiles(wins)
-    per_block = mbv * v
-    full = out_channels - out_channels % per_block
-    parts = []
-    if full:
-        parts.append((Affine.var("mb") * per_block if full > per_block else Affine(), mbv, full // per_block))
-    if out_channels - full:
-        parts.append((Affine((), full), (out_channels - full) // v, 1))
     stmts: list[Stmt] = []
-    for m0, vectors, count in parts:
+    for m0, width, count in channel_blocks(out_channels, mbv * v):
+        vectors = width // v
         nests: list[Stmt] = []
         for tile in tile_list:
             nests += tile_code(tile, m0, vectors)
-        stmts += _loops((("mb", count),) if count > 1 else (), [For("n", batch, tuple(nests))])
+        stmts += loops((("mb", count),) if count > 1 else (), [For("n", batch, tuple(nests))])
     return stmts
-
-
-def row_block(tl, var: str, count: int) -> list[tuple[tuple[Affine, ...], tuple[Affine, ...]]]:
-    """(input, output) positions of `count` neighbours along loop variable `var` of a tile."""
-    return [(tuple(_shift(p, var, j) for p in tl.in_pos), tuple(_shift(p, var, j) for p in tl.out_pos))
-            for j in range(count)]
-
-
-def _pointwise(wins) -> bool:
-    return all(w.kernel == 1 and w.stride == 1 and w.pad_begin == 0 and w.in_size == w.out_size for w in wins)
-
-
-def _shift(a: Affine, var: str, by: int) -> Affine:
-    """`a` with loop variable `var` replaced by var + by."""
-    return a + dict(a.terms).get(var, 0) * by
-
-
-def _substitute(a: Affine, var: str, new: Affine) -> Affine:
-    """`a` with loop variable `var` replaced by the affine `new`."""
-    coeff = dict(a.terms).get(var, 0)
-    rest = Affine(tuple((n, c) for n, c in a.terms if n != var), a.const)
-    return rest + new * coeff
 
 
 def conv_blocked(graph, node_id, cluster_id, args, attrs):
@@ -210,11 +178,11 @@ def conv_blocked(graph, node_id, cluster_id, args, attrs):
     in_size, out_size = x.type.size // (batch * channels), y.type.size // (batch * out_channels)
     in_strides, out_strides = row_major_strides(x.type.shape[2:]), row_major_strides(y.type.shape[2:])
     k_strides = row_major_strides(k_shape)
-    pointwise = _pointwise(wins)
+    pointwise = is_pointwise(wins)
     if pointwise:  # one axis over all positions
         wins = [Window(in_size, out_size, 1)]
         in_strides, out_strides, k_strides = (1,), (1,), (0,)
-    mb_full, nb, v = _blocking(args.caps, cg == 1 and mg == 1, pointwise)
+    mb_full, nb, v = _blocking(args.caps, cg == 1 and mg == 1)
     axes = [Axis(win) for win in wins]
     n, g = Affine.var("n"), Affine.var("g")
     spatial = y.type.shape[2:]
@@ -242,7 +210,7 @@ def conv_blocked(graph, node_id, cluster_id, args, attrs):
         x_names: dict = {}
         for tv in (range(taps[-1][1]) if unroll else [None]):
             def at_tap(a: Affine) -> Affine:
-                return a if tv is None else _substitute(a, taps[-1][0], Affine((), tv))
+                return a if tv is None else a.substituted(taps[-1][0], Affine((), tv))
             xs = []
             for in_pos, _ in positions:
                 x_at = n * (channels * in_size) + g * (cg * in_size) + c * in_size + outer_in(
@@ -257,7 +225,7 @@ def conv_blocked(graph, node_id, cluster_id, args, attrs):
                     body.append(Local(x_names[key], value, FLOAT, width))
                 xs.append(x_names[key])
             for i, oc in enumerate(ocs):
-                w_at = oc * (cg * k_size) + c * k_size + _dot(tuple(at_tap(p) for p in tl.tap), k_strides)
+                w_at = oc * (cg * k_size) + c * k_size + dot(tuple(at_tap(p) for p in tl.tap), k_strides)
                 wv: Expr = Load(w.name, w_at.expr())
                 wname = f"w{t}_{i}" if tv is None else f"w{t}_{i}_{tv}"
                 body.append(Local(wname, Broadcast(wv, width) if width > 1 else wv, FLOAT, width))
@@ -265,7 +233,7 @@ def conv_blocked(graph, node_id, cluster_id, args, attrs):
                     body.append(Assign(accs[i][j], Binary("+", Var(accs[i][j]), Binary(
                         "*", Var(wname), Var(xs[j])))))
         reduce_loops = (("c", cg),) + loop_taps
-        stmts += _loops(reduce_loops, body)
+        stmts += loops(reduce_loops, body)
         for i, oc in enumerate(ocs):
             for j, (_, out_pos) in enumerate(positions):
                 out_at = n * (out_channels * out_size) + oc * out_size + outer_out(out_pos)
@@ -283,8 +251,8 @@ def conv_blocked(graph, node_id, cluster_id, args, attrs):
     def tile_code(tile, m0: Affine, mb: int) -> list[Stmt]:
         tl = tile_loops(axes, tile)
         stmts: list[Stmt] = [Comment(tl.label)]
-        in_flat = lambda pos: _dot(pos, in_strides)
-        out_flat = lambda pos: _dot(pos, out_strides)
+        in_flat = lambda pos: dot(pos, in_strides)
+        out_flat = lambda pos: dot(pos, out_strides)
         if tl.empty:
             ocs = [g * mg + m0 + i for i in range(mb)]
             inner = []
@@ -292,12 +260,12 @@ def conv_blocked(graph, node_id, cluster_id, args, attrs):
                 init = Load(b.name, oc.expr()) if b is not None else const(0)
                 inner.append(Store(y.name, (n * (out_channels * out_size) + oc * out_size + out_flat(tl.out_pos)).expr(),
                                    init, (n.expr(), oc.expr(), *outer_coords(tl.out_pos))))
-            return stmts + list(_loops(tl.outer, inner))
+            return stmts + list(loops(tl.outer, inner))
         last = f"o{len(axes) - 1}"
         loop_vars = [name for name, _ in tl.outer]
         stride_last = dict(tl.in_pos[-1].terms).get(last, 0)
         if tl.in_bounds is not None or not loop_vars or loop_vars[-1] != last:
-            return stmts + list(_loops(tl.outer, block(tl, m0, mb, [(tl.in_pos, tl.out_pos)], 1, in_flat, out_flat)))
+            return stmts + list(loops(tl.outer, block(tl, m0, mb, [(tl.in_pos, tl.out_pos)], 1, in_flat, out_flat)))
         count = tl.outer[-1][1]
         width = v if stride_last in (1, 2) and count >= v else 1
         blocks = max(1, min(nb, count // width))  # a short row takes fewer vectors per block
@@ -305,48 +273,26 @@ def conv_blocked(graph, node_id, cluster_id, args, attrs):
         main = count - count % step
         result: list[Stmt] = []
         if main:
-            positions = [(tuple(_shift(p, last, j * width) for p in tl.in_pos),  # lanes: o, o+1, ...
-                          tuple(_shift(p, last, j * width) for p in tl.out_pos)) for j in range(blocks)]
+            positions = tl.neighbours(last, blocks, width)  # lanes: o, o+1, ...
             inner = block(tl, m0, mb, positions, width, in_flat, out_flat)
-            result += _loops(tl.outer[:-1], [For(last, main, tuple(inner), step)])
+            result += loops(tl.outer[:-1], [For(last, main, tuple(inner), step)])
         if count - main:  # the positions after the last full block, one at a time
             r = Affine.var(last + "r", main)
-            positions = [(tuple(_substitute(p, last, r) for p in tl.in_pos),
-                          tuple(_substitute(p, last, r) for p in tl.out_pos))]
+            positions = [tl.position(last, r)]
             inner = block(tl, m0, mb, positions, 1, in_flat, out_flat)
-            result += _loops(tl.outer[:-1], [For(last + "r", count - main, tuple(inner))])
+            result += loops(tl.outer[:-1], [For(last + "r", count - main, tuple(inner))])
         return stmts + result
 
     tile_list = tiles(wins)
     serial = [0]
     stmts: list[Stmt] = []
-    full = mg - mg % mb_full
-    parts = []
-    if full:
-        parts.append((Affine.var("mb") * mb_full if full > mb_full else Affine(), mb_full, full // mb_full))
-    if mg - full:
-        parts.append((Affine((), full), mg - full, 1))
-    for m0, mb, blocks in parts:
+    for m0, mb, blocks in channel_blocks(mg, mb_full):
         nests: list[Stmt] = []
         for tile in tile_list:
             nests += tile_code(tile, m0, mb)
         inner = [For("n", batch, tuple(nests))]
-        stmts += _loops((("mb", blocks),) if blocks > 1 else (), inner)
-    return list(_loops((("g", group),), stmts))
-
-
-def _dot(positions, strides) -> Affine:
-    total = Affine()
-    for p, s in zip(positions, strides):
-        total = total + p * s
-    return total
-
-
-def _loops(extents, body) -> tuple[Stmt, ...]:
-    stmts = tuple(body)
-    for var, extent in reversed(list(extents)):
-        stmts = (For(var, extent, stmts),)
-    return stmts
+        stmts += loops((("mb", blocks),) if blocks > 1 else (), inner)
+    return list(loops((("g", group),), stmts))
 
 
 # --- Gemm with one row ---------------------------------------------------------------------

@@ -25,8 +25,8 @@ from __future__ import annotations
 import math
 
 from codegen.generate.backend import CPP
-from codegen.generate.functors.conv import Affine, Axis, dot, loops, row_major_strides, tile_loops, tiles
-from codegen.generate.functors.fast import _pointwise, _substitute, row_block
+from codegen.generate.functors.conv import (Affine, Axis, dot, is_pointwise, loops, row_major_strides, tile_loops,
+                                            tiles)
 from codegen.generate.loop_ir import Assign, Binary, Broadcast, Comment, Const, Expr, Load, Local, Stmt, Store, Var
 from codegen.generate.loop_ir import For, const, index
 from codegen.ops.conv import Window
@@ -87,7 +87,7 @@ def conv_nhwc(graph, node_id, cluster_id, args, attrs):
     in_size, out_size = math.prod(in_spatial), math.prod(out_spatial)
     in_strides, out_strides = row_major_strides(in_spatial), row_major_strides(out_spatial)
     k_strides = row_major_strides(k_shape)
-    flat = _pointwise(wins) and len(wins) > 1
+    flat = is_pointwise(wins) and len(wins) > 1
     if flat:  # one axis of every position: a matrix product
         wins = [Window(in_size, out_size, 1)]
         in_strides = out_strides = (1,)
@@ -127,7 +127,7 @@ def conv_nhwc(graph, node_id, cluster_id, args, attrs):
         x_names: dict = {}
         for tv in (range(taps[-1][1]) if unroll else [None]):
             def at_tap(a: Affine) -> Affine:
-                return a if tv is None else _substitute(a, taps[-1][0], Affine((), tv))
+                return a if tv is None else a.substituted(taps[-1][0], Affine((), tv))
             tap = dot(tuple(at_tap(p) for p in tl.tap), k_strides)
             suffix = "" if tv is None else f"_{tv}"
             for i, (off, width) in enumerate(vectors if depthwise else [(0, 1)]):
@@ -175,12 +175,10 @@ def conv_nhwc(graph, node_id, cluster_id, args, attrs):
         blocks = max(1, min(nb, count))
         main = count - count % blocks
         if main:
-            positions = row_block(tl, last, blocks)
+            positions = tl.neighbours(last, blocks)
             stmts += loops(tl.outer[:-1], [For(last, main, tuple(block(tl, m0, vectors, positions)), blocks)])
         if count - main:  # the rest of the row as one narrower block: independent accumulators
-            positions = [(tuple(_substitute(p, last, Affine((), main + j)) for p in tl.in_pos),
-                          tuple(_substitute(p, last, Affine((), main + j)) for p in tl.out_pos))
-                         for j in range(count - main)]
+            positions = [tl.position(last, Affine((), main + j)) for j in range(count - main)]
             stmts += loops(tl.outer[:-1], block(tl, m0, vectors, positions))
         return stmts
 

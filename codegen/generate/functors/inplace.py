@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from codegen.generate.backend import KernelArgs, Traits
+from codegen.generate.backend import KernelArgs, Traits, kernel_args
 from codegen.generate.functors.conv import Affine
 from codegen.generate.loop_ir import Assign, Binary, For, Load, Local, Scratch, Store, Var, const, index
 
@@ -109,7 +109,6 @@ def pointwise_per_pixel(graph, node_id, cluster_id, args, attrs):
 
 def applicable_variants(graph, sched, backend, caps) -> dict[str, str]:
     """Kernel head -> the first registered variant that applies to it."""
-    from codegen.fuse import kernel_args  # the generator's own view of a node
     found = {}
     for node, _ in sched.kernel_heads():
         for v in VARIANTS.values():

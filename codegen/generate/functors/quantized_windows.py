@@ -10,7 +10,7 @@ from codegen.generate.functors import quantized as q
 from codegen.generate.functors.conv import Affine, Axis, TileLoops, dot, loops, tiles, window_nests
 from codegen.generate.functors.quantized_math import i32, widen
 from codegen.generate.backend import CPP
-from codegen.generate.loop_ir import Assign, Binary, Expr, For, Load, Local, Stmt, Var, index
+from codegen.generate.loop_ir import Assign, Binary, Comment, Expr, For, Load, Local, Stmt, Var, index
 from codegen.ops.conv import windows
 
 # dot(x, x_at, w, w_at, count, x_zero_point, var) -> statements adding to local `acc`
@@ -28,6 +28,37 @@ def scalar_dot(x: str, x_at: Expr, w: str, w_at: Expr, count: int, x_zero_point:
 def _windows(args, attrs, kh: int, kw: int):
     a = {"strides": attrs["strides"], "dilations": attrs.get("dilations", (1, 1)), "pads": attrs["pads"]}
     return windows(args.inputs[0].type.shape[1:3], (kh, kw), a)
+
+
+def row_major(tile_nests: list[Stmt]) -> list[Stmt]:
+    """The tiles' nests in raster order: tiles that share their output rows (the left edge, the
+    interior and the right edge of a band of rows) run inside one loop over those rows instead of
+    one after the other. The outputs and their arithmetic are the same; but every output row is
+    now finished before the next begins, so an input row is dead a fixed distance behind the
+    output being written and the memory plan can put the output over the input it consumes
+    (codegen/planners/overlap.py finds the offset, the plan checker proves it). Each tile's body
+    gets a loop of one around it, which scopes its locals apart from its neighbours'."""
+    out: list[Stmt] = []
+    i = 0
+    while i < len(tile_nests):
+        band: list[tuple[Stmt, For]] = []
+        while (i + 1 < len(tile_nests) and isinstance(tile_nests[i], Comment)
+               and isinstance(tile_nests[i + 1], For) and tile_nests[i + 1].var == "o0"
+               and (not band or tile_nests[i + 1].extent == band[0][1].extent)):
+            band.append((tile_nests[i], tile_nests[i + 1]))
+            i += 2
+        if len(band) > 1:
+            body: list[Stmt] = []
+            for t, (comment, nest) in enumerate(band):
+                scoped = len(nest.body) == 1 and isinstance(nest.body[0], For)
+                body += [comment, *(nest.body if scoped else (For(f"t{t}", 1, nest.body),))]
+            out.append(For("o0", band[0][1].extent, tuple(body)))
+        else:
+            out += [s for pair in band for s in pair]
+            if i < len(tile_nests) and not band:
+                out.append(tile_nests[i])
+                i += 1
+    return out
 
 
 # pair_dot(x, x_at, w, w_at0, w_at1, count, x_zero_point, var) -> statements adding to `acc0`, `acc1`
@@ -72,7 +103,7 @@ def conv_nests(graph, args, attrs, channel_dot: Dot, pair_dot: PairDot | None = 
                 *loops(tl.taps, channel_dot(x.name, x_at, w.name, w_at(last), c, attrs["x_zero_point"], "ic")),
                 *q._finish(graph, args, attrs, last, Binary("+", out_at, last), (*coords, last)))))
         return stmts
-    return [For("n", n, tuple(window_nests([Axis(win) for win in wins], tiles(wins, exact_only=True), body)))]
+    return [For("n", n, tuple(row_major(window_nests([Axis(win) for win in wins], tiles(wins, exact_only=True), body))))]
 
 
 def depthwise_nests(graph, args, attrs) -> list[Stmt]:
@@ -97,7 +128,7 @@ def depthwise_nests(graph, args, attrs) -> list[Stmt]:
         mac = Assign("acc", Binary("+", Var("acc"), Binary("*", xv, widen(Load(w.name, w_at)))))
         return [For("oc", oc_count, (Local("acc", q._bias(args, Var("oc")), "int32"), *loops(tl.taps, [mac]),
                                      *finish))]
-    return [For("n", n, tuple(window_nests([Axis(win) for win in wins], tiles(wins, exact_only=True), body)))]
+    return [For("n", n, tuple(row_major(window_nests([Axis(win) for win in wins], tiles(wins, exact_only=True), body))))]
 
 
 @CPP.register("QConv2D")

@@ -1,0 +1,135 @@
+"""Time the int8 TFLite models (models/*_int8.tflite) compiled by Tinsmith for the host against
+TensorFlow Lite's interpreter on this machine.
+
+    python benchmarks/int8_host.py                    # targets host and host-native, 15 rounds
+    python benchmarks/int8_host.py --rounds 5 --models ic_resnet8
+
+The interpreter is LiteRT (`ai_edge_litert`, TensorFlow Lite's runtime with its XNNPACK CPU
+kernels, one thread) where it is installed, else the TensorFlow Lite Micro interpreter (the test
+oracle, reference kernels); the table says which. Both run one inference after another on the
+same seeded input, interleaved: each round times a batch of inferences of every compiled build (a
+resident harness process driven over a pipe, so start-up is not counted) and then the same batch
+in the interpreter. The figure per model is the median over rounds of the time per inference; the
+ratio is Tinsmith's over the interpreter's. Each build is also timed with the portable kernels
+(the cpp backend, same compiler flags), which is what the host ran before its int8 vector
+kernels. Outputs are compared with the interpreter's first (LSB: the largest difference).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from codegen.generate.backend import CPP  # noqa: E402
+from host import HARNESS as FLOAT_HARNESS, build_harness as host_harness, timed  # noqa: E402  (benchmarks/host.py)
+
+MODELS = ("kws_dscnn", "vww_mobilenet", "ic_resnet8", "ad_autoencoder")
+
+# benchmarks/host.py's resident timing harness, reading and writing int8 tensors
+HARNESS = FLOAT_HARNESS.replace("static float in[", "static std::int8_t in[").replace(
+    "static float out[", "static std::int8_t out[")
+
+
+class Interpreter:
+    """One inference at a time in LiteRT (XNNPACK, one thread) or, without it, TFLite Micro."""
+
+    def __init__(self, path: Path):
+        try:
+            from ai_edge_litert.interpreter import Interpreter as LiteRT
+        except ImportError:
+            from tflite_micro.python.tflite_micro import runtime
+            self.name = "TFLite Micro (reference kernels)"
+            self.tflm = runtime.Interpreter.from_file(str(path))
+            self.litert = None
+        else:
+            self.name = "LiteRT (XNNPACK, 1 thread)"
+            self.litert = LiteRT(model_path=str(path), num_threads=1)
+            self.litert.allocate_tensors()
+
+    def run(self, x: np.ndarray) -> np.ndarray:
+        if self.litert is None:
+            self.tflm.set_input(x, 0)
+            self.tflm.invoke()
+            return self.tflm.get_output(0)
+        self.litert.set_tensor(self.litert.get_input_details()[0]["index"], x)
+        self.litert.invoke()
+        return self.litert.get_tensor(self.litert.get_output_details()[0]["index"])
+
+
+def build_harness(model: Path, target_name: str, folder: Path, portable: bool):
+    """Compile the model for the target (with the portable kernels if `portable`) into a resident
+    timing harness; returns the process and the graph."""
+    proc, g, _ = host_harness(model.stem, target_name, folder, model, HARNESS, CPP if portable else None)
+    return proc, g
+
+
+def first_output(proc: subprocess.Popen, x: np.ndarray, out_size: int) -> np.ndarray:
+    proc.stdin.write(x.astype(np.int8).tobytes())
+    proc.stdin.flush()
+    return np.frombuffer(proc.stdout.read(out_size), np.int8).copy()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--seconds", type=float, default=0.2, help="rough time per batch and runner [0.2]")
+    p.add_argument("--targets", nargs="+", default=["host", "host-native"])
+    p.add_argument("--models", nargs="+", default=list(MODELS))
+    args = p.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in args.models:
+            path = ROOT / "models" / f"{model}_int8.tflite"
+            interp = Interpreter(path)
+            runners = {}
+            for t in args.targets:
+                for portable in (False, True):
+                    proc, g = build_harness(path, t, Path(tmp) / t / model / ("portable" if portable else "vector"),
+                                            portable)
+                    runners[(t, portable)] = proc
+            x = np.random.default_rng(0).integers(-128, 128, g.types[g.inputs[0]].shape).astype(np.int8)
+            want = interp.run(x).reshape(-1)
+            lsb = {k: int(np.max(np.abs(first_output(proc, x, want.size).astype(int) - want.astype(int))))
+                   for k, proc in runners.items()}
+            t0 = time.perf_counter()
+            interp.run(x)
+            n = max(1, int(args.seconds / max(time.perf_counter() - t0, 1e-6)))
+            times = {k: [] for k in runners}
+            ref = []
+            for _ in range(args.rounds):
+                for k, proc in runners.items():
+                    times[k].append(timed(proc, n))
+                t0 = time.perf_counter()
+                for _ in range(n):
+                    interp.run(x)
+                ref.append((time.perf_counter() - t0) / n)
+            ref_median = statistics.median(ref)
+            for t in args.targets:
+                vec, port = statistics.median(times[(t, False)]), statistics.median(times[(t, True)])
+                rows.append((model, t, vec * 1e6, port * 1e6, ref_median * 1e6, vec / ref_median, lsb[(t, False)]))
+                print(f"{model:15s} {t:12s} tinsmith {vec * 1e6:9.1f} us  portable {port * 1e6:9.1f} us  "
+                      f"{interp.name} {ref_median * 1e6:9.1f} us  ratio {vec / ref_median:5.2f}  "
+                      f"max diff {lsb[(t, False)]} LSB", flush=True)
+            for proc in runners.values():
+                proc.stdin.close()
+                proc.wait()
+    print()
+    print(f"Interpreter: {interp.name}")
+    print("| model | target | Tinsmith µs | portable kernels µs | interpreter µs | ratio | max difference |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for model, t, vec, port, ref, ratio, lsb in rows:
+        print(f"| {model} | {t} | {vec:,.1f} | {port:,.1f} | {ref:,.1f} | {ratio:.2f} | {lsb} LSB |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
