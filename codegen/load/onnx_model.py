@@ -26,6 +26,7 @@ from codegen.load.constants import LoaderError
 from codegen.load.graph_file import (SUPPORTED_DTYPES, GraphSpec, NodeSpec, ValueSpec, check_node_count,
                                      display_path)
 from codegen.load.identifiers import identifier_problem, valid_identifier
+from codegen.load.onnx_quant import fold_qdq
 from codegen.ops.shape_ops import storage_dtype
 
 MIN_OPSET = 18  # older models are upgraded to this opset of the default domain
@@ -461,7 +462,10 @@ def read_onnx(path: str | Path, batch: int = 1) -> OnnxModel:
     reader.initializers()
     inputs, batched = reader.inputs()
     nodes, originals = reader.nodes()
-    spec = GraphSpec(graph_name_of(path), where, inputs, reader.outputs(), tuple(reader.constants),
+    # QDQ patterns (DequantizeLinear -> Conv -> QuantizeLinear, ...) become integer operators
+    nodes, originals, constants = fold_qdq(nodes, originals, reader.constants, {v.name: v.type.dtype for v in inputs},
+                                           [v.name for v in reader.outputs()], reader.filler)
+    spec = GraphSpec(graph_name_of(path), where, inputs, reader.outputs(), constants,
                      nodes, reader.loc("graph"))
     renamed = {new: old for old, new in reader.values.items() if old != new}
     producer = " ".join(p for p in (model.producer_name, model.producer_version) if p)

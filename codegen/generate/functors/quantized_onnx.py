@@ -1,0 +1,333 @@
+"""Functors of ONNX's quantized operators (codegen/ops/quantized_onnx.py): plain loops over NCHW
+data, int32 accumulators, and ONNX's float requantization: float32(acc) * scale, rounded to
+nearest with ties to even (float32 addition of 1.5 * 2^23, in the default rounding mode), plus
+the zero point, saturated. Per-axis scales and zero points are loaded from their constants,
+so per-channel output scales are computed in the kernel exactly as ONNX Runtime does,
+(x_scale * w_scale[m]) / y_scale in float32."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from codegen.generate.backend import CPP
+from codegen.generate.functors.quantized_math import i32, widen
+from codegen.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store, Unary,
+                                      Var, broadcast_index, flat_index, index, nest)
+from codegen.ops import quantized_onnx as qo
+from codegen.ops.conv import windows
+from codegen.quant.fixed_point import DTYPE_RANGES
+
+
+def f32(v: float) -> Const:
+    return Const(float(np.float32(v)), "float32")
+
+
+def _data(graph, value) -> np.ndarray | None:
+    return None if value is None else np.asarray(graph.constants[value.name].data).reshape(-1)
+
+
+def _per_axis(graph, value, at: Expr, as_float: bool) -> Expr | None:
+    """A scale or zero point: a constant when it has one value (None for an omitted or all-zero
+    zero point), else loaded at `at`."""
+    data = _data(graph, value)
+    if data is None or (not as_float and not data.any()):
+        return None
+    if data.size == 1 or (data == data[0]).all():
+        return f32(data[0]) if as_float else i32(int(data[0]))
+    return Load(value.name, at) if as_float else widen(Load(value.name, at))
+
+
+def _minus(v: Expr, zp: Expr | None) -> Expr:
+    return v if zp is None else Binary("-", v, zp)
+
+
+# 1.5 * 2^23: added to a float32 of magnitude below 2^22, it leaves no fraction bits, so the
+# addition itself rounds to the nearest integer, ties to even; subtracting it back is exact
+ROUNDING_MAGIC = 12582912.0
+
+
+def _round_store(out, at, coords, v: Expr, zp: int | Expr | None, lo: int, hi: int) -> Store:
+    """Store round(v) + zp saturated to lo..hi, ties to even. v is clamped to lo - zp .. hi - zp
+    first (integers, so clamping and rounding commute): no value past int32's range reaches the
+    conversion, and the rounding needs no libm call (soft-float nearbyint on Cortex-M)."""
+    if zp is None or isinstance(zp, int):
+        z = zp or 0
+        low, high = f32(lo - z), f32(hi - z)
+        zf: Expr | None = f32(z) if z else None
+    else:
+        zf = Cast("float32", zp)
+        low, high = Binary("-", f32(lo), zf), Binary("-", f32(hi), zf)
+    clamped = Binary("max", Binary("min", v, high), low)
+    r: Expr = Binary("-", Binary("+", clamped, f32(ROUNDING_MAGIC)), f32(ROUNDING_MAGIC))
+    if zf is not None:
+        r = Binary("+", r, zf)
+    return Store(out.name, at, Cast(out.type.dtype, Cast("int32", r)), coords)
+
+
+@CPP.register("QuantizeLinear")
+def quantize_linear(graph, node_id, cluster_id, args, attrs):
+    """saturate(round(x / scale) + zero point), ties to even; per-axis parameters loaded."""
+    x, y = args.inputs[0], args.outputs[0]
+    scale_v, zp_v = args.inputs[1], args.inputs[2] if len(args.inputs) > 2 else None
+    lo, hi = DTYPE_RANGES[y.type.dtype]
+    axis = attrs["axis"] % max(x.type.rank, 1)
+
+    def body(idx):
+        at = idx[axis] if x.type.rank else index(0)
+        v = Binary("/", Load(x.name, flat_index(idx, x.type.shape)), _per_axis(graph, scale_v, at, True))
+        return [_round_store(y, flat_index(idx, y.type.shape), tuple(idx), v, _per_axis(graph, zp_v, at, False),
+                             lo, hi)]
+    return nest(y.type.shape, "i", body)[0]
+
+
+@CPP.register("DequantizeLinear")
+def dequantize_linear(graph, node_id, cluster_id, args, attrs):
+    """float32(x - zero point) * scale; per-axis parameters loaded."""
+    x, y = args.inputs[0], args.outputs[0]
+    scale_v, zp_v = args.inputs[1], args.inputs[2] if len(args.inputs) > 2 else None
+    axis = attrs["axis"] % max(x.type.rank, 1)
+
+    def body(idx):
+        at = idx[axis] if x.type.rank else index(0)
+        v = _minus(widen(Load(x.name, flat_index(idx, x.type.shape))), _per_axis(graph, zp_v, at, False))
+        out = Binary("*", Cast("float32", v), _per_axis(graph, scale_v, at, True))
+        return [Store(y.name, flat_index(idx, y.type.shape), out, tuple(idx))]
+    return nest(y.type.shape, "i", body)[0]
+
+
+@CPP.register("DynamicQuantizeLinear")
+def dynamic_quantize_linear(graph, node_id, cluster_id, args, attrs):
+    """The range of x widened to include 0 sets scale = range / 255 and the zero point; then x is
+    quantized to uint8 with them (ties to even)."""
+    x, y, y_scale, y_zp = args.inputs[0], *args.outputs
+    flat = x.type.size
+    v = Load(x.name, Var("i"))
+    stmts: list[Stmt] = [Local("lo", f32(0.0), "float32"), Local("hi", f32(0.0), "float32"),
+                         For("i", flat, (Assign("lo", Binary("min", Var("lo"), v)),
+                                         Assign("hi", Binary("max", Var("hi"), v)))),
+                         Local("scale", Binary("/", Binary("-", Var("hi"), Var("lo")), f32(255.0)), "float32")]
+    # a zero range (x all 0) quantizes to zero point 0 without dividing by the scale
+    safe = Select(Binary(">", Var("scale"), f32(0.0)), Var("scale"), f32(1.0))
+    zp = Binary("max", Binary("min", Unary("round", Binary("/", Unary("neg", Var("lo")), safe)), f32(255.0)),
+                f32(0.0))
+    stmts += [Local("zp", Cast("int32", zp), "int32"),
+              Store(y_scale.name, index(0), Var("scale"), ()),
+              Store(y_zp.name, index(0), Cast("uint8", Var("zp")), ()),
+              For("i", flat, (_round_store(y, Var("i"), None, Binary("/", v, safe), Var("zp"), 0, 255),))]
+    return stmts
+
+
+# --- convolutions --------------------------------------------------------------------------
+def _conv(graph, args, attrs, w_at: int, epilogue, per_channel: Sequence[Stmt] = ()):
+    """Loops over (n, m, output positions), summing (x - x_zp) * (w - w_zp[m]) over the group's
+    channels and the kernel taps; taps in the padding count as x_zp (a real 0)."""
+    x, w, y = args.inputs[0], args.inputs[w_at], args.outputs[0]
+    xs, ws, ys = x.type.shape, w.type.shape, y.type.shape
+    x_zp_v, w_zp_v = (args.inputs[2], args.inputs[5]) if w_at == 3 else \
+        (args.inputs[2] if len(args.inputs) > 2 else None, args.inputs[3] if len(args.inputs) > 3 else None)
+    wins = windows(xs[2:], ws[2:], attrs)
+    per_group = ws[0] // attrs["group"]
+    out_pos = [Var(f"o{k}") for k in range(len(wins))]
+    taps = [Var(f"k{k}") for k in range(len(wins))]
+    inside: Expr | None = None
+    at = []
+    for k, win in enumerate(wins):
+        pos = Binary("+", Binary("-", Binary("*", out_pos[k], index(win.stride)), index(win.pad_begin)),
+                     Binary("*", taps[k], index(win.dilation)))
+        if win.pad_begin or win.pad_end or (win.out_size - 1) * win.stride + (win.kernel - 1) * win.dilation \
+                - win.pad_begin >= win.in_size:
+            test = Binary("&&", Binary(">=", pos, index(0)), Binary("<", pos, index(win.in_size)))
+            inside = test if inside is None else Binary("&&", inside, test)
+            pos = Select(Binary("<", pos, index(0)), index(0),
+                         Select(Binary(">=", pos, index(win.in_size)), index(win.in_size - 1), pos))
+        at.append(pos)
+    channel = Binary("+", Binary("*", Binary("/", Var("m"), index(per_group)), index(ws[1])), Var("c"))
+    x_zp = _per_axis(graph, x_zp_v, index(0), False)
+    wv = _minus(widen(Load(w.name, flat_index([Var("m"), Var("c"), *taps], ws))),
+                _per_axis(graph, w_zp_v, Var("m"), False))
+
+    def over_taps(stmt: Stmt) -> Stmt:
+        for k in reversed(range(len(wins))):
+            stmt = For(taps[k].name, ws[2 + k], (stmt,))
+        return For("c", ws[1], (stmt,))
+
+    # sum((x - x_zp) * w) = sum(x' * w) - x_zp * sum(w), x' being x inside the input and x_zp in
+    # the padding: the channel's weight sum, once, takes the zero point out of the inner loop
+    xv = widen(Load(x.name, flat_index([Var("n"), channel, *at], xs)))
+    start = _bias(args, w_at)
+    if x_zp is not None:
+        per_channel = (*per_channel, Local("w_sum", i32(0), "int32"),
+                       over_taps(Assign("w_sum", Binary("+", Var("w_sum"), wv))))
+        start = Binary("-", start, Binary("*", x_zp, Var("w_sum")))
+        prod: Expr = Binary("*", xv if inside is None else Select(inside, xv, x_zp), wv)
+    else:
+        prod = Binary("*", xv, wv) if inside is None else Select(inside, Binary("*", xv, wv), i32(0))
+    coords = (Var("n"), Var("m"), *out_pos)
+    body: tuple[Stmt, ...] = (Local("acc", start, "int32"), over_taps(Assign("acc", Binary("+", Var("acc"), prod))),
+                              *epilogue(flat_index(coords, ys), coords))
+    for k in reversed(range(len(wins))):
+        body = (For(out_pos[k].name, ys[2 + k], body),)
+    return [For("n", ys[0], (For("m", ys[1], (*per_channel, *body)),))]
+
+
+def _bias(args, w_at: int) -> Expr:
+    b = args.inputs[8] if w_at == 3 and len(args.inputs) > 8 else None
+    return Load(b.name, Var("m")) if b is not None else i32(0)
+
+
+def _requantize(graph, args, attrs, a_scale_at: int, b_scale_at: int, channel: Expr, zp_at: int):
+    """The channel's multiplier (a_scale * b_scale[channel]) / y_scale as a float32 expression,
+    and the epilogue: float32(acc) * multiplier, rounded, plus the output zero point, clamped."""
+    y = args.outputs[0]
+    a_s, b_s, y_s = (_data(graph, args.inputs[i]) for i in (a_scale_at, b_scale_at, 6))
+    scales = qo.output_scales(a_s, b_s, y_s, b_s.size)
+    if (scales == scales[0]).all():
+        scale: Expr = f32(scales[0])
+    else:  # the same float32 steps as ONNX Runtime, in the kernel: (a * b[c]) / y
+        scale = Binary("/", Binary("*", f32(a_s[0]), Load(args.inputs[b_scale_at].name, channel)), f32(y_s[0]))
+    zp_data = _data(graph, args.inputs[zp_at])
+    zp = 0 if zp_data is None else int(zp_data[0])
+    lo, hi = qo.act_range(attrs, y.type.dtype)
+
+    def epilogue(at, coords, multiplier: Expr = scale):
+        return [_round_store(y, at, coords, Binary("*", Cast("float32", Var("acc")), multiplier), zp, lo, hi)]
+    return scale, epilogue
+
+
+@CPP.register("QLinearConv")
+def qlinear_conv(graph, node_id, cluster_id, args, attrs):
+    """Integer convolution, then ONNX's float requantization per output channel (the channel's
+    multiplier computed once, before its output positions)."""
+    scale, epilogue = _requantize(graph, args, attrs, 1, 4, Var("m"), 7)
+    if isinstance(scale, Const):
+        return _conv(graph, args, attrs, 3, epilogue)
+    return _conv(graph, args, attrs, 3, lambda at, coords: epilogue(at, coords, Var("multiplier")),
+                 [Local("multiplier", scale, "float32")])
+
+
+@CPP.register("ConvInteger")
+def conv_integer(graph, node_id, cluster_id, args, attrs):
+    """Integer convolution; the int32 sums are the output."""
+    y = args.outputs[0]
+    return _conv(graph, args, attrs, 1, lambda at, coords: [Store(y.name, at, Var("acc"), coords)])
+
+
+# --- matrix products -------------------------------------------------------------------------
+def _matmul(graph, args, a_zp: Expr | None, b_zp, epilogue, bias: Expr | None = None):
+    """Loops over the output [..., M, N], summing (a - a_zp) * (b - b_zp) over K."""
+    a, b_at = args.inputs[0], 3 if len(args.inputs) >= 8 else 1
+    b, y = args.inputs[b_at], args.outputs[0]
+    shape = y.type.shape
+    k = a.type.shape[-1]
+    batch = shape[:-2]
+
+    def body(idx):
+        lead, i, j = list(idx[:-2]), idx[-2], idx[-1]
+        av = widen(Load(a.name, broadcast_index(lead + [i, Var("k")], batch + (shape[-2], k), a.type.shape)))
+        bv = widen(Load(b.name, broadcast_index(lead + [Var("k"), j], batch + (k, shape[-1]), b.type.shape)))
+        prod = Binary("*", _minus(av, a_zp(i) if callable(a_zp) else a_zp), _minus(bv, b_zp(j)))
+        return [Local("acc", bias(j) if bias else i32(0), "int32"),
+                For("k", k, (Assign("acc", Binary("+", Var("acc"), prod)),)),
+                *epilogue(flat_index(idx, shape), tuple(idx), j)]
+    return nest(shape, "i", body)[0]
+
+
+@CPP.register("QLinearMatMul")
+def qlinear_matmul(graph, node_id, cluster_id, args, attrs):
+    """Integer matrix product (plus a folded Gemm's int32 bias), then ONNX's float requantization."""
+    a_zp = _per_axis(graph, args.inputs[2], index(0), False)
+    bias = args.inputs[8] if len(args.inputs) > 8 else None
+
+    def epilogue(at, coords, j):
+        return _requantize(graph, args, attrs, 1, 4, j, 7)[1](at, coords)
+    return _matmul(graph, args, a_zp, lambda j: _per_axis(graph, args.inputs[5], j, False), epilogue,
+                   (lambda j: Load(bias.name, j)) if bias is not None else None)
+
+
+@CPP.register("MatMulInteger")
+def matmul_integer(graph, node_id, cluster_id, args, attrs):
+    """Integer matrix product; a's zero point may be per row, b's per column."""
+    y = args.outputs[0]
+    a_zp_v = args.inputs[2] if len(args.inputs) > 2 else None
+    b_zp_v = args.inputs[3] if len(args.inputs) > 3 else None
+    return _matmul(graph, args, lambda i: _per_axis(graph, a_zp_v, i, False),
+                   lambda j: _per_axis(graph, b_zp_v, j, False),
+                   lambda at, coords, j: [Store(y.name, at, Var("acc"), coords)])
+
+
+# --- folded QDQ patterns ------------------------------------------------------------------------
+@CPP.register("QLinearAdd")
+def qlinear_add(graph, node_id, cluster_id, args, attrs):
+    """(a - a_zp) * a_scale / y_scale + (b - b_zp) * b_scale / y_scale in float32, rounded."""
+    a, b, y = args.inputs[0], args.inputs[1], args.outputs[0]
+    shape = y.type.shape
+    ra, rb = qo.add_ratios(attrs)
+    lo, hi = qo.act_range(attrs, y.type.dtype)
+
+    def body(idx):
+        av = Binary("-", widen(Load(a.name, broadcast_index(idx, shape, a.type.shape))), i32(attrs["a_zero_point"]))
+        bv = Binary("-", widen(Load(b.name, broadcast_index(idx, shape, b.type.shape))), i32(attrs["b_zero_point"]))
+        v = Binary("+", Binary("*", Cast("float32", av), f32(ra)), Binary("*", Cast("float32", bv), f32(rb)))
+        return [_round_store(y, flat_index(idx, shape), tuple(idx), v, attrs["y_zero_point"], lo, hi)]
+    return nest(shape, "i", body)[0]
+
+
+@CPP.register("QLinearGlobalAveragePool")
+def qlinear_global_average_pool(graph, node_id, cluster_id, args, attrs):
+    """The sum of (x - x_zp) over each channel's positions, times x_scale / (y_scale * count), rounded."""
+    x, y = args.inputs[0], args.outputs[0]
+    n, c = x.type.shape[:2]
+    count = int(np.prod(x.type.shape[2:]))
+    lo, hi = DTYPE_RANGES[y.type.dtype]
+    v = widen(Load(x.name, Binary("+", Binary("*", Binary("+", Binary("*", Var("n"), index(c)), Var("c")),
+                                              index(count)), Var("p"))))
+    at = Binary("+", Binary("*", Var("n"), index(c)), Var("c"))
+    coords = (Var("n"), Var("c")) + (index(0),) * (x.type.rank - 2)
+    scaled = Binary("*", Cast("float32", Binary("-", Var("acc"), i32(count * attrs["x_zero_point"]))),
+                    f32(qo.pool_scale(attrs, count)))
+    body = (Local("acc", i32(0), "int32"), For("p", count, (Assign("acc", Binary("+", Var("acc"), v)),)),
+            _round_store(y, at, coords, scaled, attrs["y_zero_point"], lo, hi))
+    return [For("n", n, (For("c", c, body),))]
+
+
+@CPP.register("QLinearAveragePool")
+def qlinear_average_pool(graph, node_id, cluster_id, args, attrs):
+    """The sum of (x - x_zp) over each window's taps inside the input, times x_scale / y_scale,
+    divided by their count, in float32, rounded."""
+    x, y = args.inputs[0], args.outputs[0]
+    xs, ys = x.type.shape, y.type.shape
+    wins = qo.average_pool_windows(xs, attrs)
+    out_pos = [Var(f"o{k}") for k in range(len(wins))]
+    taps = [Var(f"k{k}") for k in range(len(wins))]
+    inside: Expr | None = None
+    at = []
+    for k, win in enumerate(wins):
+        pos = Binary("+", Binary("-", Binary("*", out_pos[k], index(win.stride)), index(win.pad_begin)), taps[k])
+        if win.pad_begin or win.pad_end:
+            test = Binary("&&", Binary(">=", pos, index(0)), Binary("<", pos, index(win.in_size)))
+            inside = test if inside is None else Binary("&&", inside, test)
+            pos = Select(Binary("<", pos, index(0)), index(0),
+                         Select(Binary(">=", pos, index(win.in_size)), index(win.in_size - 1), pos))
+        at.append(pos)
+    v = Binary("-", widen(Load(x.name, flat_index([Var("n"), Var("c"), *at], xs))), i32(attrs["x_zero_point"]))
+    if inside is None:
+        steps: tuple[Stmt, ...] = (Assign("acc", Binary("+", Var("acc"), v)),)
+        count: Expr = f32(float(np.prod([w.kernel for w in wins])))
+        start: tuple[Stmt, ...] = (Local("acc", i32(0), "int32"),)
+    else:
+        steps = (Assign("acc", Binary("+", Var("acc"), Select(inside, v, i32(0)))),
+                 Assign("count", Binary("+", Var("count"), Select(inside, i32(1), i32(0)))))
+        count = Cast("float32", Var("count"))
+        start = (Local("acc", i32(0), "int32"), Local("count", i32(0), "int32"))
+    for k in reversed(range(len(wins))):
+        steps = (For(taps[k].name, wins[k].kernel, steps),)
+    ratio = f32(np.float32(np.float32(attrs["x_scale"]) / np.float32(attrs["y_scale"])))
+    mean = Binary("/", Binary("*", Cast("float32", Var("acc")), ratio), count)
+    coords = (Var("n"), Var("c"), *out_pos)
+    lo, hi = DTYPE_RANGES[y.type.dtype]
+    body: tuple[Stmt, ...] = (*start, *steps, _round_store(y, flat_index(coords, ys), coords, mean,
+                                                            attrs["y_zero_point"], lo, hi))
+    for k in reversed(range(len(wins))):
+        body = (For(out_pos[k].name, ys[2 + k], body),)
+    return [For("n", ys[0], (For("c", ys[1], body),))]
