@@ -25,6 +25,10 @@ DSP_INTRINSICS = {
 # what the DSP intrinsics need: ACLE's header, and an unaligned 32-bit read of four int8 values
 # (one LDR on the cores with the DSP extension)
 DSP_HELPERS = ("#include <arm_acle.h>",
+               # the int8 kernels' blocked SMLAD loops keep a dozen values live; -Os's register
+               # allocation spills them inside the loop, -O2's does not (measured: the kernels that
+               # follow are the int8 ones)
+               '#pragma GCC optimize ("O2")',
                "inline std::int32_t read_i8x4(const std::int8_t* p) noexcept "
                "{ std::int32_t w; std::memcpy(&w, p, 4); return w; }")
 
@@ -35,7 +39,7 @@ BACKENDS = {"cpp": CPP, "host": HOST, "cortex-m": CORTEX_M}
 
 from codegen.generate.functors import fast  # noqa: E402,F401  (registers the overrides)
 from codegen.generate.functors import cortex_m  # noqa: E402,F401  (the cortex-m backend's float kernels)
-from codegen.generate.functors import quantized_dsp  # noqa: E402,F401  (the int8 DSP kernels)
+from codegen.generate.functors import quantized_dsp, quantized_dsp_conv  # noqa: E402,F401  (the int8 DSP kernels)
 
 
 def backend_for(target: Target) -> tuple[Backend, Capabilities]:

@@ -16,6 +16,10 @@ from codegen.generate.functors.quantized_windows import conv_nests
 from codegen.generate.functors.quantized_math import i32, widen
 from codegen.generate.loop_ir import Assign, Binary, Call, Expr, For, Load, Local, Select, Stmt, Var, index
 
+
+def pair(v: int) -> int:
+    return _pair(v)
+
 def _pair(v: int) -> int:
     """v in both int16 lanes of an int32."""
     h = v & 0xFFFF
@@ -93,14 +97,6 @@ def pair_dot_dsp(x: str, x_at: Expr, w: str, w_at0: Expr, w_at1: Expr, count: in
 
 def _dsp(args, attrs) -> bool:
     return args.caps.dsp
-
-
-@CORTEX_M.register("QConv2D", when=_dsp)
-def qconv2d_dsp(graph, node_id, cluster_id, args, attrs):
-    """QConv2D with the channel dot products on SMLAD (see the module doc)."""
-    def channel_dot(x, x_at, w, w_at, count, x_zero_point, var):
-        return dot_dsp(x, x_at, w, w_at, count, x_zero_point, None, var)
-    return conv_nests(graph, args, attrs, channel_dot, pair_dot_dsp)
 
 
 @CORTEX_M.register("QFullyConnected", when=_dsp)

@@ -1,0 +1,211 @@
+"""Cortex-M DSP-extension QConv2D: register-blocked dot products on SMLAD.
+
+Each inner step reads one 32-bit word (four int8 values) per output pixel and one per output
+channel, splits every word once into two int16 lane pairs (SXTAB16 folding the input zero point
+into the input's lanes, SXTB16 for the weights) and feeds 2 pixels x 2 channels accumulators:
+16 multiply-accumulates in 4 loads, 8 extends and 8 SMLADs, each input word serving both
+channels and each weight word both pixels (the register blocking of CMSIS-NN's and TinyEngine's
+convolutions, written here from their papers). A pointwise convolution with stride 1 and no
+padding is a matrix product over the flattened pixels, so pixels pair up across rows too.
+
+Along the innermost spatial axis the taps of one window row are contiguous in the input (NHWC,
+dilation 1) and in the weights ([O, KH, KW, C]), so a row of kw taps over C channels is one run
+of kw*C values: a first convolution with three (or one) input channels still runs on SMLAD.
+Runs not a multiple of four end in a scalar tail. The sums are the scalar kernel's exactly
+(integer arithmetic). Windows are split into tiles whose taps all lie inside the input
+(quantized_windows.py), so no tap tests a bound.
+"""
+from __future__ import annotations
+
+from codegen.generate.backends import CORTEX_M
+from codegen.generate.functors import quantized as scalar
+from codegen.generate.functors.conv import Affine, Axis, dot, loops, tile_loops, tiles
+from codegen.generate.functors.quantized_dsp import pair
+from codegen.generate.functors.quantized_math import i32, widen
+from codegen.generate.functors.quantized_windows import _windows
+from codegen.generate.loop_ir import Assign, Binary, Call, Comment, Expr, For, Load, Local, Stmt, Var, index
+
+
+def _plus(e: Expr, k: int) -> Expr:
+    return e if k == 0 else Binary("+", e, index(k))
+
+
+def _ror8(v: Expr) -> Expr:
+    return Call("ror8", (v,), "int32")
+
+
+def block_dot(x: str, x_ats: list[Expr], w: str, w_ats: list[Expr], count: int, x_zero_point: int,
+              var: str) -> list[Stmt]:
+    """acc<p><c> += sum over i < count of (x[x_ats[p] + i] - zero point) * w[w_ats[c] + i] for every
+    pixel p and channel c: each input word is loaded and split once for all channels, each weight
+    word once for all pixels."""
+    stmts: list[Stmt] = []
+    quads, tail = divmod(count, 4)
+    offset = i32(pair(-x_zero_point))
+
+    def quad(at: Expr, tag: str) -> list[Stmt]:
+        body: list[Stmt] = []
+        for p, x_at in enumerate(x_ats):
+            xv = f"{tag}_x{p}"
+            body += [Local(xv, Call("read_i8x4", (Load(x, Binary("+", x_at, at)),), "int32"), "int32"),
+                     Local(f"{xv}_lo", Call("sxtab16", (offset, Var(xv)), "int32"), "int32"),
+                     Local(f"{xv}_hi", Call("sxtab16", (offset, _ror8(Var(xv))), "int32"), "int32")]
+        for c, w_at in enumerate(w_ats):
+            wv = f"{tag}_w{c}"
+            body += [Local(wv, Call("read_i8x4", (Load(w, Binary("+", w_at, at)),), "int32"), "int32"),
+                     Local(f"{wv}_lo", Call("sxtb16", (Var(wv),), "int32"), "int32"),
+                     Local(f"{wv}_hi", Call("sxtb16", (_ror8(Var(wv)),), "int32"), "int32")]
+            for p in range(len(x_ats)):
+                acc = f"acc{p}{c}"
+                body += [Assign(acc, Call("smlad", (Var(f"{tag}_x{p}_lo"), Var(f"{wv}_lo"), Var(acc)), "int32")),
+                         Assign(acc, Call("smlad", (Var(f"{tag}_x{p}_hi"), Var(f"{wv}_hi"), Var(acc)), "int32"))]
+        return body
+    if quads == 1:  # straight-line: a loop of one costs its counter
+        stmts += quad(index(0), f"{var}q")
+    elif quads:
+        stmts.append(For(var, quads, tuple(quad(Binary("*", Var(var), index(4)), var))))
+    for t in range(tail):
+        at = 4 * quads + t
+        xs = [Binary("-", widen(Load(x, _plus(x_at, at))), i32(x_zero_point)) for x_at in x_ats]
+        for c, w_at in enumerate(w_ats):
+            wv = widen(Load(w, _plus(w_at, at)))
+            for p in range(len(x_ats)):
+                acc = f"acc{p}{c}"
+                stmts.append(Assign(acc, Binary("+", Var(acc), Binary("*", xs[p], wv))))
+    return stmts
+
+
+def _subst(a: Affine, var: str, value: int) -> Affine:
+    """`a` with loop variable `var` replaced by the constant `value`."""
+    coef = dict(a.terms).get(var, 0)
+    return Affine(tuple(t for t in a.terms if t[0] != var), a.const + coef * value)
+
+
+def _shift(a: Affine, var: str, by: int) -> Affine:
+    """`a` with loop variable `var` replaced by var + by."""
+    return a + dict(a.terms).get(var, 0) * by
+
+
+def _block(graph, args, attrs, pixels: list[tuple[Expr, Expr, tuple | None]], channel_base: Expr, n_chan: int,
+           tap_loops, w_tap: Expr, count: int) -> list[Stmt]:
+    """Accumulators for len(pixels) pixels x n_chan channels (channel_base + c): bias, the taps'
+    dot products, then each requantized and stored. pixels: (input offset, output offset, coords)."""
+    w = args.inputs[1]
+    k_size = w.type.size // w.type.shape[0]
+    chans = [_plus(channel_base, c) for c in range(n_chan)]
+    stmts: list[Stmt] = []
+    for p in range(len(pixels)):
+        for c, ch in enumerate(chans):
+            stmts.append(Local(f"acc{p}{c}", scalar._bias(args, ch), "int32"))
+    # one weight pointer for the block, the channels at constant offsets from it
+    w_base = Binary("+", Binary("*", channel_base, index(k_size)), w_tap)
+    w_ats = [_plus(w_base, c * k_size) for c in range(n_chan)]
+    stmts += loops(tap_loops, block_dot(args.inputs[0].name, [px[0] for px in pixels], w.name, w_ats, count,
+                                        attrs["x_zero_point"], "ic"))
+    for p, (_, out_at, coords) in enumerate(pixels):
+        for c, ch in enumerate(chans):
+            at = coords + (ch,) if coords is not None else None
+            stmts += scalar._finish(graph, args, attrs, ch, Binary("+", out_at, ch), at, f"acc{p}{c}")
+    return stmts
+
+
+def _channels(graph, args, attrs, pixels, tap_loops, w_tap, count, per: int = 2) -> list[Stmt]:
+    """The output channels in blocks of `per` (the last few alone) for the given pixels."""
+    o = args.inputs[1].type.shape[0]
+    stmts: list[Stmt] = []
+    if o // per:
+        stmts.append(For("ocb", o // per, tuple(_block(graph, args, attrs, pixels, Binary("*", Var("ocb"), index(per)),
+                                                       per, tap_loops, w_tap, count))))
+    for r in range(o - o % per, o):  # a loop of one scopes the locals
+        stmts.append(For("ol", 1, tuple(_block(graph, args, attrs, pixels, _plus(Var("ol"), r), 1, tap_loops,
+                                               w_tap, count))))
+    return stmts
+
+
+def _empty(graph, args, attrs, out_at: Expr, coords) -> list[Stmt]:
+    """A window wholly in the padding: the bias alone, requantized."""
+    o = args.inputs[1].type.shape[0]
+    oc = Var("oc")
+    return [For("oc", o, (Local("acc", scalar._bias(args, oc), "int32"),
+                          *scalar._finish(graph, args, attrs, oc, Binary("+", out_at, oc), coords + (oc,))))]
+
+
+PIXELS, CHANNELS = 1, 4
+
+
+def _pointwise(graph, args, attrs) -> list[Stmt]:
+    """1x1, stride 1, no padding: rows of C inputs against rows of C weights, pixels in pairs."""
+    x, y = args.inputs[0], args.outputs[0]
+    c, o = x.type.shape[3], y.type.shape[3]
+    pixels = x.type.size // c
+    pv = Var("px")
+    pair_px = [(Binary("*", pv, index(c)), Binary("*", pv, index(o)), None),
+               (_plus(Binary("*", pv, index(c)), c), _plus(Binary("*", pv, index(o)), o), None)]
+    if PIXELS == 1:
+        return [For("px", pixels, tuple(_channels(graph, args, attrs, pair_px[:1], (), index(0), c, CHANNELS)))]
+    stmts: list[Stmt] = [For("px", pixels - pixels % 2, tuple(_channels(graph, args, attrs, pair_px, (), index(0), c)),
+                             step=2)]
+    if pixels % 2:
+        last = pixels - 1
+        stmts.append(For("pl", 1, tuple(_channels(graph, args, attrs, [(index(last * c), index(last * o), None)],
+                                                  (), index(0), c))))
+    return stmts
+
+
+def _is_pointwise(args, attrs) -> bool:
+    w = args.inputs[1]
+    return (tuple(w.type.shape[1:3]) == (1, 1) and tuple(attrs["strides"]) == (1, 1)
+            and not any(attrs["pads"]))
+
+
+@CORTEX_M.register("QConv2D", when=lambda args, attrs: args.caps.dsp)
+def qconv2d_dsp(graph, node_id, cluster_id, args, attrs):
+    """QConv2D, 2 pixels x 2 channels per SMLAD step (see the module doc)."""
+    if _is_pointwise(args, attrs):
+        return _pointwise(graph, args, attrs)
+    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
+    o, kh, kw, c = w.type.shape
+    n, h, wd, _ = x.type.shape
+    wins = _windows(args, attrs, kh, kw)
+    axes = [Axis(win) for win in wins]
+    runs_merge = wins[1].dilation == 1
+    batch = Affine.var("n")
+    stmts: list[Stmt] = []
+    for tile in tiles(wins, exact_only=True):
+        tl = tile_loops(axes, tile)
+        stmts.append(Comment(tl.label))
+        out_pos, in_pos, tap = list(tl.out_pos), list(tl.in_pos), list(tl.tap)
+        tap_loops = list(tl.taps)
+        count = c
+        if runs_merge:  # the row's taps and channels as one contiguous run
+            k1 = dict(tap_loops).get("k1")
+            if k1 is not None:
+                tap_loops = [t for t in tap_loops if t[0] != "k1"]
+                in_pos[1], tap[1] = _subst(in_pos[1], "k1", 0), _subst(tap[1], "k1", 0)
+                count = k1 * c
+        w_tap = dot(tap, (kw * c, c)).expr()
+
+        def at(ip, op):
+            x_at = (batch * (h * wd * c) + dot(ip, (wd * c, c))).expr()
+            out_at = (batch * (y.type.size // n) + dot(op, (y.type.shape[2] * o, o))).expr()
+            coords = tuple(p.expr() for p in (batch, *op))
+            return x_at, out_at, coords
+        outer = list(tl.outer)
+        if tl.empty:
+            x_at, out_at, coords = at(in_pos, out_pos)
+            body = _empty(graph, args, attrs, out_at, coords)
+            stmts += loops(outer, body)
+            continue
+        if outer and outer[-1][0] == "o1" and outer[-1][1] >= 2:  # pixels in pairs along the row
+            e = outer[-1][1]
+            pixel_pair = [at(in_pos, out_pos), at([_shift(a, "o1", 1) for a in in_pos],
+                                                  [_shift(a, "o1", 1) for a in out_pos])]
+            inner: list[Stmt] = [For("o1", e - e % 2, tuple(_channels(graph, args, attrs, pixel_pair, tap_loops,
+                                                                        w_tap, count)), step=2)]
+            if e % 2:
+                last = [at([_shift(a, "o1", e - 1) for a in in_pos], [_shift(a, "o1", e - 1) for a in out_pos])]
+                inner.append(For("o1", 1, tuple(_channels(graph, args, attrs, last, tap_loops, w_tap, count))))
+            stmts += loops(outer[:-1], inner)
+        else:
+            stmts += loops(outer, _channels(graph, args, attrs, [at(in_pos, out_pos)], tap_loops, w_tap, count))
+    return [For("n", n, tuple(stmts))]
