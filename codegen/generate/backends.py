@@ -19,6 +19,8 @@ DSP_INTRINSICS = {
     "sxtb16": "static_cast<std::int32_t>(__sxtb16({0}))",
     "sxtab16": "static_cast<std::int32_t>(__sxtab16({0}, {1}))",
     "smlad": "static_cast<std::int32_t>(__smlad({0}, {1}, {2}))",
+    "smlabb": "static_cast<std::int32_t>(__smlabb({0}, {1}, {2}))",
+    "smlatt": "static_cast<std::int32_t>(__smlatt({0}, {1}, {2}))",
     "ror8": "static_cast<std::int32_t>((static_cast<std::uint32_t>({0}) >> 8) | "
             "(static_cast<std::uint32_t>({0}) << 24))",
 }

@@ -31,19 +31,24 @@ def _both(a: Expr | None, b: Expr | None) -> Expr | None:
     return Binary("&&", a, b)
 
 
-def _requant_params(graph, args, channel: Expr) -> tuple[Expr | int, Expr | int]:
-    """(multiplier, shift): build-time ints when one pair serves every channel, else loads."""
+def _requant_params(graph, args, channel: Expr) -> tuple[Expr | int, Expr | int, int]:
+    """(multiplier, shift, sign of every shift): build-time ints when one pair serves every
+    channel, else loads, with the shifts' common sign (0: mixed) read from the constant."""
     mult, shift = args.inputs[3], args.inputs[4]
     if mult.type.size == 1 and shift.type.size == 1:
         return (int(graph.constants[mult.name].data.reshape(-1)[0]),
-                int(graph.constants[shift.name].data.reshape(-1)[0]))
-    return Load(mult.name, channel), Load(shift.name, channel)
+                int(graph.constants[shift.name].data.reshape(-1)[0]), 0)
+    sign = 0
+    if shift.name in graph.constants:
+        shifts = graph.constants[shift.name].data
+        sign = -1 if (shifts <= 0).all() else 1 if (shifts >= 0).all() else 0
+    return Load(mult.name, channel), Load(shift.name, channel), sign
 
 
 def _finish(graph, args, attrs, channel: Expr, out_at: Expr, coords, acc: str = "acc") -> list[Stmt]:
     """Requantize local `acc`, add the output zero point, clamp, and store."""
-    mult, shift = _requant_params(graph, args, channel)
-    stmts, scaled = multiply_by_quantized_multiplier(f"{acc}_scaled", Var(acc), mult, shift)
+    mult, shift, sign = _requant_params(graph, args, channel)
+    stmts, scaled = multiply_by_quantized_multiplier(f"{acc}_scaled", Var(acc), mult, shift, sign)
     y = clamp(Binary("+", scaled, i32(attrs["y_zero_point"])), attrs["act_min"], attrs["act_max"])
     return [*stmts, Store(args.outputs[0].name, out_at, Cast(args.outputs[0].type.dtype, y), coords)]
 

@@ -209,3 +209,65 @@ def qconv2d_dsp(graph, node_id, cluster_id, args, attrs):
         else:
             stmts += loops(outer, _channels(graph, args, attrs, [at(in_pos, out_pos)], tap_loops, w_tap, count))
     return [For("n", n, tuple(stmts))]
+
+
+def _depthwise_quads(graph, args, attrs, x_at: Expr, w_at: Expr, out_at: Expr, coords, tap_loops) -> list[Stmt]:
+    """Four channels per step: one input word and one weight word per tap, split into lanes
+    (channels 0 and 2 in one register, 1 and 3 in the other) and multiplied lane by lane with
+    SMLABB / SMLATT into four accumulators."""
+    x, w = args.inputs[0], args.inputs[1]
+    c = w.type.shape[3]
+    offset = i32(pair(-attrs["x_zero_point"]))
+    base = Binary("*", Var("cq"), index(4))
+    chans = [_plus(base, j) for j in range(4)]
+    xw = Call("read_i8x4", (Load(x.name, Binary("+", x_at, base)),), "int32")
+    ww = Call("read_i8x4", (Load(w.name, Binary("+", w_at, base)),), "int32")
+    taps = [Local("dx", xw, "int32"), Local("dw", ww, "int32"),
+            Local("dx_lo", Call("sxtab16", (offset, Var("dx")), "int32"), "int32"),
+            Local("dx_hi", Call("sxtab16", (offset, _ror8(Var("dx"))), "int32"), "int32"),
+            Local("dw_lo", Call("sxtb16", (Var("dw"),), "int32"), "int32"),
+            Local("dw_hi", Call("sxtb16", (_ror8(Var("dw")),), "int32"), "int32")]
+    for j, (fn, lanes) in enumerate((("smlabb", "lo"), ("smlabb", "hi"), ("smlatt", "lo"), ("smlatt", "hi"))):
+        taps.append(Assign(f"acc{j}", Call(fn, (Var(f"dx_{lanes}"), Var(f"dw_{lanes}"), Var(f"acc{j}")), "int32")))
+    body: list[Stmt] = [Local(f"acc{j}", scalar._bias(args, ch), "int32") for j, ch in enumerate(chans)]
+    body += loops(tap_loops, taps)
+    for j, ch in enumerate(chans):
+        at = coords + (ch,) if coords is not None else None
+        body += scalar._finish(graph, args, attrs, ch, Binary("+", out_at, ch), at, f"acc{j}")
+    stmts: list[Stmt] = [For("cq", c // 4, tuple(body))]
+    for r in range(c - c % 4, c):  # the channels past a multiple of four, one by one
+        ch = _plus(Var("cl"), r)
+        xv = Binary("-", widen(Load(x.name, Binary("+", x_at, ch))), i32(attrs["x_zero_point"]))
+        mac = Assign("acc", Binary("+", Var("acc"), Binary("*", xv, widen(Load(w.name, Binary("+", w_at, ch))))))
+        at = coords + (ch,) if coords is not None else None
+        stmts.append(For("cl", 1, (Local("acc", scalar._bias(args, ch), "int32"), *loops(tap_loops, [mac]),
+                                   *scalar._finish(graph, args, attrs, ch, Binary("+", out_at, ch), at))))
+    return stmts
+
+
+@CORTEX_M.register("QDepthwise", when=lambda args, attrs: args.caps.dsp and attrs["depth_multiplier"] == 1
+                   and args.inputs[1].type.shape[3] >= 4)
+def qdepthwise_dsp(graph, node_id, cluster_id, args, attrs):
+    """QDepthwise (depth multiplier 1), four channels per step on SMLABB / SMLATT."""
+    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
+    _, kh, kw, c = w.type.shape
+    n, h, wd, _ = x.type.shape
+    wins = _windows(args, attrs, kh, kw)
+    axes = [Axis(win) for win in wins]
+    batch = Affine.var("n")
+    stmts: list[Stmt] = []
+    for tile in tiles(wins, exact_only=True):
+        tl = tile_loops(axes, tile)
+        stmts.append(Comment(tl.label))
+        out_at = (batch * (y.type.size // n) + dot(tl.out_pos, (y.type.shape[2] * c, c))).expr()
+        coords = tuple(p.expr() for p in (batch, *tl.out_pos))
+        if tl.empty:
+            oc = Var("oc")
+            body = [For("oc", c, (Local("acc", scalar._bias(args, oc), "int32"),
+                                  *scalar._finish(graph, args, attrs, oc, Binary("+", out_at, oc), coords + (oc,))))]
+        else:
+            x_at = (batch * (h * wd * c) + dot(tl.in_pos, (wd * c, c))).expr()
+            w_at = dot(tl.tap, (kw * c, c)).expr()
+            body = _depthwise_quads(graph, args, attrs, x_at, w_at, out_at, coords, tl.taps)
+        stmts += loops(tl.outer, body)
+    return [For("n", n, tuple(stmts))]
