@@ -97,17 +97,3 @@ def pair_dot_dsp(x: str, x_at: Expr, w: str, w_at0: Expr, w_at1: Expr, count: in
 
 def _dsp(args, attrs) -> bool:
     return args.caps.dsp
-
-
-@CORTEX_M.register("QFullyConnected", when=_dsp)
-def qfully_connected_dsp(graph, node_id, cluster_id, args, attrs):
-    """QFullyConnected with the row dot products on SMLAD."""
-    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
-    rows, o = y.type.shape
-    k = w.type.shape[1]
-    taps = dot_dsp(x.name, Binary("*", Var("r"), index(k)), w.name, Binary("*", Var("o"), index(k)), k,
-                   attrs["x_zero_point"], None, "k")
-    at = Binary("+", Binary("*", Var("r"), index(o)), Var("o"))
-    body = [Local("acc", scalar._bias(args, Var("o")), "int32"), *taps,
-            *scalar._finish(graph, args, attrs, Var("o"), at, (Var("r"), Var("o")))]
-    return [For("r", rows, (For("o", o, tuple(body)),))]

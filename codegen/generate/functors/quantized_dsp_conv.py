@@ -17,9 +17,12 @@ Runs not a multiple of four end in a scalar tail. The sums are the scalar kernel
 """
 from __future__ import annotations
 
+import itertools
+import math
+
 from codegen.generate.backends import CORTEX_M
 from codegen.generate.functors import quantized as scalar
-from codegen.generate.functors.conv import Affine, Axis, dot, loops, tile_loops, tiles
+from codegen.generate.functors.conv import Affine, Axis, TileLoops, dot, loops, tile_loops, tiles
 from codegen.generate.functors.quantized_dsp import pair
 from codegen.generate.functors.quantized_math import i32, widen
 from codegen.generate.functors.quantized_windows import _windows
@@ -211,24 +214,50 @@ def qconv2d_dsp(graph, node_id, cluster_id, args, attrs):
     return [For("n", n, tuple(stmts))]
 
 
-def _depthwise_quads(graph, args, attrs, x_at: Expr, w_at: Expr, out_at: Expr, coords, tap_loops) -> list[Stmt]:
+# windows of at most this many taps run straight-line (measured: a 3x3 window unrolled is slower, its
+# loads hoisted and spilled)
+UNROLL_TAPS = 3
+
+
+def _tap_offsets(tl: TileLoops) -> list[tuple[list[Affine], list[Affine]]] | None:
+    """(input offset, weight offset) of every tap of the tile with the tap loops unrolled, or
+    None when the window has more than UNROLL_TAPS taps."""
+    if math.prod(e for _, e in tl.taps) > UNROLL_TAPS:
+        return None
+    result = []
+    for values in itertools.product(*(range(e) for _, e in tl.taps)):
+        in_pos, tap = list(tl.in_pos), list(tl.tap)
+        for (var, _), v in zip(tl.taps, values):
+            in_pos = [_subst(a, var, v) for a in in_pos]
+            tap = [_subst(a, var, v) for a in tap]
+        result.append((in_pos, tap))
+    return result
+
+
+def _depthwise_quads(graph, args, attrs, taps_at: list[tuple[Expr, Expr]], tap_loops, out_at: Expr,
+                     coords) -> list[Stmt]:
     """Four channels per step: one input word and one weight word per tap, split into lanes
     (channels 0 and 2 in one register, 1 and 3 in the other) and multiplied lane by lane with
-    SMLABB / SMLATT into four accumulators."""
+    SMLABB / SMLATT into four accumulators. `taps_at`: the (input, weight) offsets of each
+    straight-line tap, inside `tap_loops`."""
     x, w = args.inputs[0], args.inputs[1]
     c = w.type.shape[3]
     offset = i32(pair(-attrs["x_zero_point"]))
     base = Binary("*", Var("cq"), index(4))
     chans = [_plus(base, j) for j in range(4)]
-    xw = Call("read_i8x4", (Load(x.name, Binary("+", x_at, base)),), "int32")
-    ww = Call("read_i8x4", (Load(w.name, Binary("+", w_at, base)),), "int32")
-    taps = [Local("dx", xw, "int32"), Local("dw", ww, "int32"),
-            Local("dx_lo", Call("sxtab16", (offset, Var("dx")), "int32"), "int32"),
-            Local("dx_hi", Call("sxtab16", (offset, _ror8(Var("dx"))), "int32"), "int32"),
-            Local("dw_lo", Call("sxtb16", (Var("dw"),), "int32"), "int32"),
-            Local("dw_hi", Call("sxtb16", (_ror8(Var("dw")),), "int32"), "int32")]
-    for j, (fn, lanes) in enumerate((("smlabb", "lo"), ("smlabb", "hi"), ("smlatt", "lo"), ("smlatt", "hi"))):
-        taps.append(Assign(f"acc{j}", Call(fn, (Var(f"dx_{lanes}"), Var(f"dw_{lanes}"), Var(f"acc{j}")), "int32")))
+    taps: list[Stmt] = []
+    for t, (x_at, w_at) in enumerate(taps_at):
+        xw = Call("read_i8x4", (Load(x.name, Binary("+", x_at, base)),), "int32")
+        ww = Call("read_i8x4", (Load(w.name, Binary("+", w_at, base)),), "int32")
+        dx, dw = f"dx{t}", f"dw{t}"
+        taps += [Local(dx, xw, "int32"), Local(dw, ww, "int32"),
+                 Local(f"{dx}_lo", Call("sxtab16", (offset, Var(dx)), "int32"), "int32"),
+                 Local(f"{dx}_hi", Call("sxtab16", (offset, _ror8(Var(dx))), "int32"), "int32"),
+                 Local(f"{dw}_lo", Call("sxtb16", (Var(dw),), "int32"), "int32"),
+                 Local(f"{dw}_hi", Call("sxtb16", (_ror8(Var(dw)),), "int32"), "int32")]
+        for j, (fn, lanes) in enumerate((("smlabb", "lo"), ("smlabb", "hi"), ("smlatt", "lo"), ("smlatt", "hi"))):
+            taps.append(Assign(f"acc{j}", Call(fn, (Var(f"{dx}_{lanes}"), Var(f"{dw}_{lanes}"), Var(f"acc{j}")),
+                                               "int32")))
     body: list[Stmt] = [Local(f"acc{j}", scalar._bias(args, ch), "int32") for j, ch in enumerate(chans)]
     body += loops(tap_loops, taps)
     for j, ch in enumerate(chans):
@@ -237,10 +266,12 @@ def _depthwise_quads(graph, args, attrs, x_at: Expr, w_at: Expr, out_at: Expr, c
     stmts: list[Stmt] = [For("cq", c // 4, tuple(body))]
     for r in range(c - c % 4, c):  # the channels past a multiple of four, one by one
         ch = _plus(Var("cl"), r)
-        xv = Binary("-", widen(Load(x.name, Binary("+", x_at, ch))), i32(attrs["x_zero_point"]))
-        mac = Assign("acc", Binary("+", Var("acc"), Binary("*", xv, widen(Load(w.name, Binary("+", w_at, ch))))))
+        macs: list[Stmt] = []
+        for x_at, w_at in taps_at:
+            xv = Binary("-", widen(Load(x.name, Binary("+", x_at, ch))), i32(attrs["x_zero_point"]))
+            macs.append(Assign("acc", Binary("+", Var("acc"), Binary("*", xv, widen(Load(w.name, Binary("+", w_at, ch)))))))
         at = coords + (ch,) if coords is not None else None
-        stmts.append(For("cl", 1, (Local("acc", scalar._bias(args, ch), "int32"), *loops(tap_loops, [mac]),
+        stmts.append(For("cl", 1, (Local("acc", scalar._bias(args, ch), "int32"), *loops(tap_loops, macs),
                                    *scalar._finish(graph, args, attrs, ch, Binary("+", out_at, ch), at))))
     return stmts
 
@@ -266,8 +297,21 @@ def qdepthwise_dsp(graph, node_id, cluster_id, args, attrs):
             body = [For("oc", c, (Local("acc", scalar._bias(args, oc), "int32"),
                                   *scalar._finish(graph, args, attrs, oc, Binary("+", out_at, oc), coords + (oc,))))]
         else:
-            x_at = (batch * (h * wd * c) + dot(tl.in_pos, (wd * c, c))).expr()
-            w_at = dot(tl.tap, (kw * c, c)).expr()
-            body = _depthwise_quads(graph, args, attrs, x_at, w_at, out_at, coords, tl.taps)
+            unrolled = _tap_offsets(tl)
+            positions = unrolled if unrolled is not None else [(tl.in_pos, tl.tap)]
+            taps_at = [((batch * (h * wd * c) + dot(ip, (wd * c, c))).expr(), dot(tp, (kw * c, c)).expr())
+                       for ip, tp in positions]
+            body = _depthwise_quads(graph, args, attrs, taps_at, () if unrolled is not None else tl.taps,
+                                    out_at, coords)
         stmts += loops(tl.outer, body)
     return [For("n", n, tuple(stmts))]
+
+
+@CORTEX_M.register("QFullyConnected", when=lambda args, attrs: args.caps.dsp)
+def qfully_connected_dsp(graph, node_id, cluster_id, args, attrs):
+    """QFullyConnected: four weight rows per step share each input word (then the last few alone)."""
+    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
+    rows, o = y.type.shape
+    k = w.type.shape[1]
+    row = [(Binary("*", Var("r"), index(k)), Binary("*", Var("r"), index(o)), (Var("r"),))]
+    return [For("r", rows, tuple(_channels(graph, args, attrs, row, (), index(0), k, 4)))]
