@@ -21,6 +21,7 @@ DSP_INTRINSICS = {
     "smlad": "static_cast<std::int32_t>(__smlad({0}, {1}, {2}))",
     "smlabb": "static_cast<std::int32_t>(__smlabb({0}, {1}, {2}))",
     "smlatt": "static_cast<std::int32_t>(__smlatt({0}, {1}, {2}))",
+    "ssat8": "static_cast<std::int32_t>(__ssat({0}, 8))",
     "ror8": "static_cast<std::int32_t>((static_cast<std::uint32_t>({0}) >> 8) | "
             "(static_cast<std::uint32_t>({0}) << 24))",
 }

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from codegen.generate.backend import CPP
 from codegen.generate.functors.quantized_math import (clamp, i32, multiply_by_quantized_multiplier,
-                                                      rounded_divide, select_max, widen)
-from codegen.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store, Var,
+                                                      rounded_divide, select_max, select_min, widen)
+from codegen.generate.loop_ir import (Assign, Binary, Call, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store, Var,
                                       Unary, broadcast_index, flat_index, index, nest)
 from codegen.ops import quantized as q
 
@@ -49,8 +49,21 @@ def _finish(graph, args, attrs, channel: Expr, out_at: Expr, coords, acc: str = 
     """Requantize local `acc`, add the output zero point, clamp, and store."""
     mult, shift, sign = _requant_params(graph, args, channel)
     stmts, scaled = multiply_by_quantized_multiplier(f"{acc}_scaled", Var(acc), mult, shift, sign)
-    y = clamp(Binary("+", scaled, i32(attrs["y_zero_point"])), attrs["act_min"], attrs["act_max"])
+    y = _saturate(args, Binary("+", scaled, i32(attrs["y_zero_point"])), attrs["act_min"], attrs["act_max"])
     return [*stmts, Store(args.outputs[0].name, out_at, Cast(args.outputs[0].type.dtype, y), coords)]
+
+
+def _saturate(args, v: Expr, lo: int, hi: int) -> Expr:
+    """v clamped to lo..hi: on the DSP extension an int8 output saturates in one SSAT, and only a
+    fused activation's tighter bound is tested."""
+    if not (args.caps.dsp and args.outputs[0].type.dtype == "int8"):
+        return clamp(v, lo, hi)
+    y: Expr = Call("ssat8", (v,), "int32")
+    if lo > -128:
+        y = select_max(y, i32(lo))
+    if hi < 127:
+        y = select_min(y, i32(hi))
+    return y
 
 
 def _bias(args, channel: Expr) -> Expr:
