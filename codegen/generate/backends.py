@@ -31,7 +31,7 @@ DSP_HELPERS = ("#include <arm_acle.h>",
                # the int8 kernels' blocked SMLAD loops keep a dozen values live; -Os's register
                # allocation spills them inside the loop, -O2's does not (measured: the kernels that
                # follow are the int8 ones)
-               '#pragma GCC optimize ("O2")',
+               '#pragma GCC optimize ("O2", "no-schedule-insns")',
                "inline std::int32_t read_i8x4(const std::int8_t* p) noexcept "
                "{ std::int32_t w; std::memcpy(&w, p, 4); return w; }")
 

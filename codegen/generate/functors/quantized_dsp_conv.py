@@ -17,8 +17,6 @@ Runs not a multiple of four end in a scalar tail. The sums are the scalar kernel
 """
 from __future__ import annotations
 
-import itertools
-import math
 
 from codegen.generate.backends import CORTEX_M
 from codegen.generate.functors import quantized as scalar
@@ -35,6 +33,9 @@ def _plus(e: Expr, k: int) -> Expr:
 
 def _ror8(v: Expr) -> Expr:
     return Call("ror8", (v,), "int32")
+
+
+WEIGHTS_FIRST = False
 
 
 def block_dot(x: str, x_ats: list[Expr], w: str, w_ats: list[Expr], count: int, x_zero_point: int,
@@ -57,29 +58,25 @@ def block_dot(x: str, x_ats: list[Expr], w: str, w_ats: list[Expr], count: int, 
                 Assign(acc, Call("smlad", (Var(f"{tag}_x{p}_hi"), Var(f"{tag}_w{c}_hi"), Var(acc)), "int32"))]
 
     def quad(at: Expr, tag: str) -> list[Stmt]:
+        xs = [split(f"{tag}_x{p}", Call("read_i8x4", (Load(x, Binary("+", x_at, at)),), "int32"), "sxtab16")
+              for p, x_at in enumerate(x_ats)]
+        ws = [split(f"{tag}_w{c}", Call("read_i8x4", (Load(w, Binary("+", w_at, at)),), "int32"), "sxtb16")
+              for c, w_at in enumerate(w_ats)]
         body: list[Stmt] = []
-        if len(x_ats) > len(w_ats):  # the weights' lanes first, then each pixel's word in turn
-            for c, w_at in enumerate(w_ats):
-                body += split(f"{tag}_w{c}", Call("read_i8x4", (Load(w, Binary("+", w_at, at)),), "int32"), "sxtb16")
-            for p, x_at in enumerate(x_ats):
-                body += split(f"{tag}_x{p}", Call("read_i8x4", (Load(x, Binary("+", x_at, at)),), "int32"), "sxtab16")
+        if len(x_ats) > len(w_ats) or WEIGHTS_FIRST:  # the weights' lanes first, then each pixel's in turn
+            for split_w in ws:
+                body += split_w
+            for p, split_x in enumerate(xs):
+                body += split_x
                 for c in range(len(w_ats)):
                     body += macs(tag, p, c)
             return body
-        for p, x_at in enumerate(x_ats):
-            xv = f"{tag}_x{p}"
-            body += [Local(xv, Call("read_i8x4", (Load(x, Binary("+", x_at, at)),), "int32"), "int32"),
-                     Local(f"{xv}_lo", Call("sxtab16", (offset, Var(xv)), "int32"), "int32"),
-                     Local(f"{xv}_hi", Call("sxtab16", (offset, _ror8(Var(xv))), "int32"), "int32")]
-        for c, w_at in enumerate(w_ats):
-            wv = f"{tag}_w{c}"
-            body += [Local(wv, Call("read_i8x4", (Load(w, Binary("+", w_at, at)),), "int32"), "int32"),
-                     Local(f"{wv}_lo", Call("sxtb16", (Var(wv),), "int32"), "int32"),
-                     Local(f"{wv}_hi", Call("sxtb16", (_ror8(Var(wv)),), "int32"), "int32")]
+        for split_x in xs:  # the pixels' lanes first, then each weight word's in turn
+            body += split_x
+        for c, split_w in enumerate(ws):
+            body += split_w
             for p in range(len(x_ats)):
-                acc = f"acc{p}{c}"
-                body += [Assign(acc, Call("smlad", (Var(f"{tag}_x{p}_lo"), Var(f"{wv}_lo"), Var(acc)), "int32")),
-                         Assign(acc, Call("smlad", (Var(f"{tag}_x{p}_hi"), Var(f"{wv}_hi"), Var(acc)), "int32"))]
+                body += macs(tag, p, c)
         return body
     if quads == 1:  # straight-line: a loop of one costs its counter
         stmts += quad(index(0), f"{var}q")
@@ -234,24 +231,19 @@ def qconv2d_dsp(graph, node_id, cluster_id, args, attrs):
     return [For("n", n, tuple(stmts))]
 
 
-# windows of at most this many taps run straight-line (measured: a 3x3 window unrolled is slower, its
-# loads hoisted and spilled)
-UNROLL_TAPS = 3
+# the innermost tap loop runs straight-line up to this many taps (measured: a 3x3 window wholly
+# unrolled is slower, its loads hoisted and spilled; its rows of three unrolled are faster)
+UNROLL_ROW = 4
 
 
-def _tap_offsets(tl: TileLoops) -> list[tuple[list[Affine], list[Affine]]] | None:
-    """(input offset, weight offset) of every tap of the tile with the tap loops unrolled, or
-    None when the window has more than UNROLL_TAPS taps."""
-    if math.prod(e for _, e in tl.taps) > UNROLL_TAPS:
-        return None
-    result = []
-    for values in itertools.product(*(range(e) for _, e in tl.taps)):
-        in_pos, tap = list(tl.in_pos), list(tl.tap)
-        for (var, _), v in zip(tl.taps, values):
-            in_pos = [_subst(a, var, v) for a in in_pos]
-            tap = [_subst(a, var, v) for a in tap]
-        result.append((in_pos, tap))
-    return result
+def _tap_offsets(tl: TileLoops) -> tuple[list[tuple[list[Affine], list[Affine]]], list[tuple[str, int]]]:
+    """(input positions, weight positions) of each straight-line tap, and the tap loops left
+    around them: the innermost tap loop unrolled when it is short."""
+    if not tl.taps or tl.taps[-1][1] > UNROLL_ROW:
+        return [(list(tl.in_pos), list(tl.tap))], list(tl.taps)
+    var, extent = tl.taps[-1]
+    return ([([_subst(a, var, v) for a in tl.in_pos], [_subst(a, var, v) for a in tl.tap]) for v in range(extent)],
+            list(tl.taps[:-1]))
 
 
 def _depthwise_quads(graph, args, attrs, taps_at: list[tuple[Expr, Expr]], tap_loops, out_at: Expr,
@@ -317,12 +309,10 @@ def qdepthwise_dsp(graph, node_id, cluster_id, args, attrs):
             body = [For("oc", c, (Local("acc", scalar._bias(args, oc), "int32"),
                                   *scalar._finish(graph, args, attrs, oc, Binary("+", out_at, oc), coords + (oc,))))]
         else:
-            unrolled = _tap_offsets(tl)
-            positions = unrolled if unrolled is not None else [(tl.in_pos, tl.tap)]
+            positions, tap_loops = _tap_offsets(tl)
             taps_at = [((batch * (h * wd * c) + dot(ip, (wd * c, c))).expr(), dot(tp, (kw * c, c)).expr())
                        for ip, tp in positions]
-            body = _depthwise_quads(graph, args, attrs, taps_at, () if unrolled is not None else tl.taps,
-                                    out_at, coords)
+            body = _depthwise_quads(graph, args, attrs, taps_at, tap_loops, out_at, coords)
         stmts += loops(tl.outer, body)
     return [For("n", n, tuple(stmts))]
 
