@@ -150,7 +150,8 @@ def _empty(graph, args, attrs, out_at: Expr, coords) -> list[Stmt]:
 
 # pixels x channels of a pointwise block (measured on the M4: 2 x 2 beats 1 x 4, 3 x 2 and 4 x 1;
 # more accumulators spill)
-PIXELS, CHANNELS = 2, 2
+PIXELS, CHANNELS = 2, 4
+CONV_CHANNELS = 4
 
 
 def _pointwise(graph, args, attrs) -> list[Stmt]:
@@ -221,29 +222,33 @@ def qconv2d_dsp(graph, node_id, cluster_id, args, attrs):
             pixel_pair = [at(in_pos, out_pos), at([_shift(a, "o1", 1) for a in in_pos],
                                                   [_shift(a, "o1", 1) for a in out_pos])]
             inner: list[Stmt] = [For("o1", e - e % 2, tuple(_channels(graph, args, attrs, pixel_pair, tap_loops,
-                                                                        w_tap, count)), step=2)]
+                                                                        w_tap, count, CONV_CHANNELS)), step=2)]
             if e % 2:
                 last = [at([_shift(a, "o1", e - 1) for a in in_pos], [_shift(a, "o1", e - 1) for a in out_pos])]
-                inner.append(For("o1", 1, tuple(_channels(graph, args, attrs, last, tap_loops, w_tap, count))))
+                inner.append(For("o1", 1, tuple(_channels(graph, args, attrs, last, tap_loops, w_tap, count,
+                                                          CONV_CHANNELS))))
             stmts += loops(outer[:-1], inner)
         else:
-            stmts += loops(outer, _channels(graph, args, attrs, [at(in_pos, out_pos)], tap_loops, w_tap, count))
+            stmts += loops(outer, _channels(graph, args, attrs, [at(in_pos, out_pos)], tap_loops, w_tap, count,
+                                            CONV_CHANNELS))
     return [For("n", n, tuple(stmts))]
 
 
-# the innermost tap loop runs straight-line up to this many taps (measured: a 3x3 window wholly
-# unrolled is slower, its loads hoisted and spilled; its rows of three unrolled are faster)
-UNROLL_ROW = 4
+# a depthwise window of up to this many taps runs straight-line (measured: 3x3 unrolled is faster
+# than its loops)
+UNROLL_TAPS = 9
 
 
 def _tap_offsets(tl: TileLoops) -> tuple[list[tuple[list[Affine], list[Affine]]], list[tuple[str, int]]]:
     """(input positions, weight positions) of each straight-line tap, and the tap loops left
-    around them: the innermost tap loop unrolled when it is short."""
-    if not tl.taps or tl.taps[-1][1] > UNROLL_ROW:
-        return [(list(tl.in_pos), list(tl.tap))], list(tl.taps)
-    var, extent = tl.taps[-1]
-    return ([([_subst(a, var, v) for a in tl.in_pos], [_subst(a, var, v) for a in tl.tap]) for v in range(extent)],
-            list(tl.taps[:-1]))
+    around them: tap loops unrolled from the innermost while the taps number at most UNROLL_TAPS."""
+    positions = [(list(tl.in_pos), list(tl.tap))]
+    left = list(tl.taps)
+    while left and left[-1][1] * len(positions) <= UNROLL_TAPS:
+        var, extent = left.pop()
+        positions = [([_subst(a, var, v) for a in ip], [_subst(a, var, v) for a in tp])
+                     for ip, tp in positions for v in range(extent)]
+    return positions, left
 
 
 def _depthwise_quads(graph, args, attrs, taps_at: list[tuple[Expr, Expr]], tap_loops, out_at: Expr,
