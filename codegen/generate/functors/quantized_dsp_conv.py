@@ -152,6 +152,7 @@ def _empty(graph, args, attrs, out_at: Expr, coords) -> list[Stmt]:
 # more accumulators spill)
 PIXELS, CHANNELS = 2, 4
 CONV_CHANNELS = 4
+FC_ROWS = 8
 
 
 def _pointwise(graph, args, attrs) -> list[Stmt]:
@@ -329,4 +330,4 @@ def qfully_connected_dsp(graph, node_id, cluster_id, args, attrs):
     rows, o = y.type.shape
     k = w.type.shape[1]
     row = [(Binary("*", Var("r"), index(k)), Binary("*", Var("r"), index(o)), (Var("r"),))]
-    return [For("r", rows, tuple(_channels(graph, args, attrs, row, (), index(0), k, 4)))]
+    return [For("r", rows, tuple(_channels(graph, args, attrs, row, (), index(0), k, FC_ROWS)))]
