@@ -42,7 +42,7 @@ BACKENDS = {"cpp": CPP, "host": HOST, "cortex-m": CORTEX_M}
 
 from codegen.generate.functors import fast  # noqa: E402,F401  (registers the overrides)
 from codegen.generate.functors import cortex_m  # noqa: E402,F401  (the cortex-m backend's float kernels)
-from codegen.generate.functors import quantized_dsp, quantized_dsp_conv  # noqa: E402,F401  (the int8 DSP kernels)
+from codegen.generate.functors import quantized_dsp  # noqa: E402,F401  (the int8 DSP kernels)
 
 
 def backend_for(target: Target) -> tuple[Backend, Capabilities]:

@@ -7,8 +7,8 @@ from __future__ import annotations
 from codegen.generate.backend import CPP
 from codegen.generate.functors.quantized_math import (clamp, i32, multiply_by_quantized_multiplier,
                                                       rounded_divide, select_max, select_min, widen)
-from codegen.generate.loop_ir import (Assign, Binary, Call, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store, Var,
-                                      Unary, broadcast_index, flat_index, index, nest)
+from codegen.generate.loop_ir import (Assign, Binary, Call, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store,
+                                      Var, Unary, broadcast_index, flat_index, index, nest)
 from codegen.ops import quantized as q
 
 
