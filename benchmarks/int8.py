@@ -2,6 +2,7 @@
 
     python benchmarks/int8.py            # builds build/int8/..., runs QEMU, prints a Markdown table
     python benchmarks/int8.py --per-kernel [MODEL ...]   # also each kernel's instructions
+    python benchmarks/int8.py --write docs/BENCHMARKS.md  # the table into its int8 section
 
 With --per-kernel the firmware is built once more with the kernel hook (TINSMITH_KERNEL_HOOK) and
 each kernel's instructions are printed, largest first, with its op and MACs.
@@ -95,14 +96,40 @@ def main() -> int:
                 print(f"| {r['name']} | {r['op']} | {r.get('macs') or 0:,} | {r['instructions']:,} | "
                       f"{r['instructions'] / max(total, 1):.1%} | {per_mac} |")
         return 0
-    print("| model | instructions | TFLM + CMSIS-NN | ratio | workspace | TFLM arena | ratio | stack |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    lines = ["| model | instructions | TFLM + CMSIS-NN | ratio | workspace | TFLM arena | ratio | stack | MACs "
+             "| instr./MAC |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name in MODELS:
         r = measure(name)
         instr, arena = TFLM_CMSIS_NN[name]
-        print(f"| {name} | {r['instructions'] / 1e6:.2f} M | {instr / 1e6:.2f} M | {r['instructions'] / instr:.2f} | "
-              f"{r['workspace'] / 1e3:.1f} KB | {arena / 1e3:.1f} KB | {r['workspace'] / arena:.2f} | {r['stack']} |")
+        lines.append(f"| {name} | {r['instructions'] / 1e6:.2f} M | {instr / 1e6:.2f} M | {r['instructions'] / instr:.2f} "
+                     f"| {r['workspace'] / 1e3:.1f} KB | {arena / 1e3:.1f} KB | {r['workspace'] / arena:.2f} | {r['stack']} "
+                     f"| {r['macs']:,} | {r['instructions'] / r['macs']:.2f} |")
+    print("\n".join(lines))
+    if "--write" in args:
+        write_section(Path(args[args.index("--write") + 1]), lines)
     return 0
+
+
+SECTION = "## Cortex-M4: int8 models against TFLite Micro with CMSIS-NN"
+
+
+def write_section(doc: Path, table: list[str]) -> None:
+    """Replace (or add, before the host comparison) the int8 section of the benchmarks document;
+    the rest of it is left as it is (benchmarks/firmware.py keeps what follows its own table)."""
+    section = [SECTION, "",
+               "Written by `python benchmarks/int8.py --write docs/BENCHMARKS.md`: the int8 `.tflite` models of",
+               "`models/` (float32 versions in the table above) on the emulated Cortex-M4, one inference on",
+               "QEMU with `-icount`. The TFLM + CMSIS-NN columns are reference measurements of the same",
+               "architectures as int8 `.tflite` files on the same emulated core, not re-run by the script.",
+               "", *table, ""]
+    old = doc.read_text().splitlines()
+    if SECTION in old:
+        start = old.index(SECTION)
+        end = next((i for i in range(start + 1, len(old)) if old[i].startswith("## ")), len(old))
+    else:
+        start = end = next((i for i, line in enumerate(old) if line.startswith("## ")), len(old))
+    doc.write_text("\n".join(old[:start] + section + old[end:]) + "\n")
 
 
 if __name__ == "__main__":
