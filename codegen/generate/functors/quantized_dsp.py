@@ -32,7 +32,8 @@ from codegen.generate.functors import quantized as scalar
 from codegen.generate.functors.conv import Affine, Axis, TileLoops, dot, loops, tile_loops, tiles
 from codegen.generate.functors.quantized_math import i32, widen
 from codegen.generate.functors.quantized_windows import _windows
-from codegen.generate.loop_ir import Assign, Binary, Call, Comment, Expr, For, Load, Local, Stmt, Var, index
+from codegen.generate.loop_ir import (Assign, Binary, Call, Comment, Expr, For, Load, Local, Scratch, Stmt, Store,
+                                      Var, index)
 
 
 def pair(v: int) -> int:
@@ -51,10 +52,11 @@ def _ror8(v: Expr) -> Expr:
 
 
 def block_dot(x: str, x_ats: list[Expr], w: str, w_ats: list[Expr], count: int, x_zero_point: int,
-              var: str) -> list[Stmt]:
+              var: str, lanes: tuple[str, list[Expr]] | None = None) -> list[Stmt]:
     """acc<p><c> += sum over i < count of (x[x_ats[p] + i] - zero point) * w[w_ats[c] + i] for every
     pixel p and channel c: each input word is loaded and split once for all channels, each weight
-    word once for all pixels."""
+    word once for all pixels. With `lanes` (a scratch buffer and each pixel's offset in it) the
+    input words come already split: word q's two lane pairs at offset + 2q and + 2q + 1."""
     stmts: list[Stmt] = []
     quads, tail = divmod(count, 4)
     offset = i32(pair(-x_zero_point))
@@ -69,13 +71,20 @@ def block_dot(x: str, x_ats: list[Expr], w: str, w_ats: list[Expr], count: int, 
         return [Assign(acc, Call("smlad", (Var(f"{tag}_x{p}_lo"), Var(f"{tag}_w{c}_lo"), Var(acc)), "int32")),
                 Assign(acc, Call("smlad", (Var(f"{tag}_x{p}_hi"), Var(f"{tag}_w{c}_hi"), Var(acc)), "int32"))]
 
-    def quad(at: Expr, tag: str) -> list[Stmt]:
-        xs = [split(f"{tag}_x{p}", Call("read_i8x4", (Load(x, Binary("+", x_at, at)),), "int32"), "sxtab16")
-              for p, x_at in enumerate(x_ats)]
+    def presplit(name: str, buffer: str, at: Expr) -> list[Stmt]:
+        return [Local(f"{name}_lo", Load(buffer, at), "int32"), Local(f"{name}_hi", Load(buffer, _plus(at, 1)), "int32")]
+
+    def quad(at: Expr, pairs_at: Expr, tag: str) -> list[Stmt]:
+        """Word `at` / 4 of every pixel and channel; its lane pairs at `pairs_at` in `lanes`."""
+        if lanes is not None:
+            xs = [presplit(f"{tag}_x{p}", lanes[0], Binary("+", base, pairs_at)) for p, base in enumerate(lanes[1])]
+        else:
+            xs = [split(f"{tag}_x{p}", Call("read_i8x4", (Load(x, Binary("+", x_at, at)),), "int32"), "sxtab16")
+                  for p, x_at in enumerate(x_ats)]
         ws = [split(f"{tag}_w{c}", Call("read_i8x4", (Load(w, Binary("+", w_at, at)),), "int32"), "sxtb16")
               for c, w_at in enumerate(w_ats)]
         body: list[Stmt] = []
-        if len(x_ats) > len(w_ats):  # the weights' lanes first, then each pixel's in turn
+        if len(x_ats) > len(w_ats) or lanes is not None:  # the weights' lanes first, then each pixel's
             for split_w in ws:
                 body += split_w
             for p, split_x in enumerate(xs):
@@ -91,9 +100,10 @@ def block_dot(x: str, x_ats: list[Expr], w: str, w_ats: list[Expr], count: int, 
                 body += macs(tag, p, c)
         return body
     if quads == 1:  # straight-line: a loop of one costs its counter
-        stmts += quad(index(0), f"{var}q")
+        stmts += quad(index(0), index(0), f"{var}q")
     elif quads:
-        stmts.append(For(var, quads, tuple(quad(Binary("*", Var(var), index(4)), var))))
+        v = Var(var)
+        stmts.append(For(var, quads, tuple(quad(Binary("*", v, index(4)), Binary("*", v, index(2)), var))))
     for t in range(tail):
         at = 4 * quads + t
         xs = [Binary("-", widen(Load(x, _plus(x_at, at))), i32(x_zero_point)) for x_at in x_ats]
@@ -117,7 +127,7 @@ def _shift(a: Affine, var: str, by: int) -> Affine:
 
 
 def _block(graph, args, attrs, pixels: list[tuple[Expr, Expr, tuple | None]], channel_base: Expr, n_chan: int,
-           tap_loops, w_tap: Expr, count: int) -> list[Stmt]:
+           tap_loops, w_tap: Expr, count: int, lanes=None) -> list[Stmt]:
     """Accumulators for len(pixels) pixels x n_chan channels (channel_base + c): bias, the taps'
     dot products, then each requantized and stored. pixels: (input offset, output offset, coords)."""
     w = args.inputs[1]
@@ -131,7 +141,7 @@ def _block(graph, args, attrs, pixels: list[tuple[Expr, Expr, tuple | None]], ch
     w_base = Binary("+", Binary("*", channel_base, index(k_size)), w_tap)
     w_ats = [_plus(w_base, c * k_size) for c in range(n_chan)]
     stmts += loops(tap_loops, block_dot(args.inputs[0].name, [px[0] for px in pixels], w.name, w_ats, count,
-                                        attrs["x_zero_point"], "ic"))
+                                        attrs["x_zero_point"], "ic", lanes))
     for p, (_, out_at, coords) in enumerate(pixels):
         for c, ch in enumerate(chans):
             at = coords + (ch,) if coords is not None else None
@@ -139,19 +149,19 @@ def _block(graph, args, attrs, pixels: list[tuple[Expr, Expr, tuple | None]], ch
     return stmts
 
 
-def _channels(graph, args, attrs, pixels, tap_loops, w_tap, count, per: int) -> list[Stmt]:
+def _channels(graph, args, attrs, pixels, tap_loops, w_tap, count, per: int, lanes=None) -> list[Stmt]:
     """The output channels in blocks of `per` for the given pixels; the last few in blocks of half
     as many, and so on, so they too share their input reads."""
     o = args.inputs[1].type.shape[0]
     stmts: list[Stmt] = []
     if o // per:
         stmts.append(For("ocb", o // per, tuple(_block(graph, args, attrs, pixels, Binary("*", Var("ocb"), index(per)),
-                                                       per, tap_loops, w_tap, count))))
+                                                       per, tap_loops, w_tap, count, lanes))))
     done, size = o - o % per, per // 2
     while done < o:
         if o - done >= size:  # a loop of one scopes the locals
             stmts.append(For("ol", 1, tuple(_block(graph, args, attrs, pixels, _plus(Var("ol"), done), size,
-                                                   tap_loops, w_tap, count))))
+                                                   tap_loops, w_tap, count, lanes))))
             done += size
         size //= 2
     return stmts
@@ -168,27 +178,60 @@ def _empty(graph, args, attrs, out_at: Expr, coords) -> list[Stmt]:
 # Block sizes, measured on the emulated M4 (kws / vww instructions): a pointwise block of 2 pixels
 # x 4 channels beats 1 x 4, 2 x 2, 4 x 1, 4 x 2 and equals 3 x 4; other convolutions take 2 pixels
 # x 4 channels too; a fully connected layer 8 rows (ad: 0.52 M against 0.54 M with 4)
-PIXELS, CHANNELS = 2, 4
+PIXELS, CHANNELS = 2, 2
 CONV_CHANNELS = 4
 FC_ROWS = 8
 
 
+def _split_inputs(x: str, x_ats: list[Expr], c: int, x_zero_point: int) -> list[Stmt]:
+    """The input words of each pixel split once into `lanes` (SXTAB16, the zero point subtracted),
+    two int32 per word, pixel after pixel: every output channel then loads them ready to use."""
+    offset = i32(pair(-x_zero_point))
+    quads = c // 4
+    body: list[Stmt] = []
+    for p, x_at in enumerate(x_ats):
+        word = f"sx{p}"
+        at = Binary("+", index(2 * p * quads), Binary("*", Var("sq"), index(2)))
+        body += [Local(word, Call("read_i8x4", (Load(x, Binary("+", x_at, Binary("*", Var("sq"), index(4)))),), "int32"),
+                       "int32"),
+                 Store("lanes", at, Call("sxtab16", (offset, Var(word)), "int32")),
+                 Store("lanes", _plus(at, 1), Call("sxtab16", (offset, _ror8(Var(word))), "int32"))]
+    return [For("sq", quads, tuple(body))] if quads else []
+
+
+def _has_lanes(x_shape, w_shape, y_shape) -> bool:
+    """Whether the kernel gets a `lanes` scratch buffer: what the types say of a pointwise
+    convolution with at least one input word (the scratch rule does not see strides and pads)."""
+    return tuple(w_shape[1:3]) == (1, 1) and tuple(x_shape[1:3]) == tuple(y_shape[1:3]) and x_shape[3] >= 4
+
+
+def _lanes_scratch(prepared, caps) -> list[Scratch]:
+    """The split input words of a pointwise block (what _pointwise stores in `lanes`)."""
+    x, w, y = prepared.inputs[0], prepared.inputs[1], prepared.outputs[0]
+    if not _has_lanes(x.shape, w.shape, y.shape):
+        return []
+    return [Scratch("lanes", "int32", PIXELS * 2 * (x.shape[3] // 4))]
+
+
 def _pointwise(graph, args, attrs) -> list[Stmt]:
     """1x1, stride 1, no padding: rows of C inputs against rows of C weights over the flattened
-    pixels, PIXELS x CHANNELS at a time."""
+    pixels, PIXELS x CHANNELS at a time, each block's input words split once into `lanes`."""
     x, y = args.inputs[0], args.outputs[0]
     c, o = x.type.shape[3], y.type.shape[3]
     pixels = x.type.size // c
-    pv = Var("px")
-    block = [(_plus(Binary("*", pv, index(c)), p * c), _plus(Binary("*", pv, index(o)), p * o), None)
-             for p in range(PIXELS)]
+    quads = c // 4
+
+    def run(first: Expr, count: int) -> list[Stmt]:
+        block = [(_plus(Binary("*", first, index(c)), p * c), _plus(Binary("*", first, index(o)), p * o), None)
+                 for p in range(count)]
+        lanes = ("lanes", [index(2 * p * quads) for p in range(count)])
+        return [*_split_inputs(x.name, [b[0] for b in block], c, attrs["x_zero_point"]),
+                *_channels(graph, args, attrs, block, (), index(0), c, CHANNELS, lanes)]
     stmts: list[Stmt] = []
     if pixels // PIXELS:
-        stmts.append(For("px", pixels - pixels % PIXELS, tuple(_channels(graph, args, attrs, block, (), index(0), c,
-                                                                         CHANNELS)), step=PIXELS))
-    for last in range(pixels - pixels % PIXELS, pixels):
-        stmts.append(For("pl", 1, tuple(_channels(graph, args, attrs, [(index(last * c), index(last * o), None)],
-                                                  (), index(0), c, CHANNELS))))
+        stmts.append(For("px", pixels - pixels % PIXELS, tuple(run(Var("px"), PIXELS)), step=PIXELS))
+    if pixels % PIXELS:
+        stmts.append(For("pl", 1, tuple(run(_plus(Var("pl"), pixels - pixels % PIXELS), pixels % PIXELS))))
     return stmts
 
 
@@ -198,11 +241,15 @@ def _is_pointwise(args, attrs) -> bool:
             and not any(attrs["pads"]))
 
 
-@CORTEX_M.register("QConv2D", when=lambda args, attrs: args.caps.dsp)
+@CORTEX_M.register("QConv2D", when=lambda args, attrs: args.caps.dsp, scratch=_lanes_scratch)
 def qconv2d_dsp(graph, node_id, cluster_id, args, attrs):
-    """QConv2D, 2 pixels x 2 channels per SMLAD step (see the module doc)."""
+    """QConv2D on SMLAD in blocks of pixels x channels (see the module doc)."""
     if _is_pointwise(args, attrs):
         return _pointwise(graph, args, attrs)
+    stmts: list[Stmt] = []
+    if _has_lanes(args.inputs[0].type.shape, args.inputs[1].type.shape, args.outputs[0].type.shape):
+        # a 1x1 window with strides and padding that keep the size: the scratch is not needed
+        stmts.append(Store("lanes", index(0), i32(0)))
     x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
     o, kh, kw, c = w.type.shape
     n, h, wd, _ = x.type.shape
@@ -210,7 +257,6 @@ def qconv2d_dsp(graph, node_id, cluster_id, args, attrs):
     axes = [Axis(win) for win in wins]
     runs_merge = wins[1].dilation == 1
     batch = Affine.var("n")
-    stmts: list[Stmt] = []
     for tile in tiles(wins, exact_only=True):
         tl = tile_loops(axes, tile)
         stmts.append(Comment(tl.label))
