@@ -153,12 +153,14 @@ CONV_CASES = [
     # the Cortex-M blocks' edges: dilation across the row (taps not one run), 11 channels (two
     # words and a tail of three), 6 outputs (a block of four and two alone), positive shifts
     ((1, 6, 9, 11), (3, 3), 6, (1, 2), (1, 2), (1, 1, 1, 1), 127),
-    # pointwise over an odd number of pixels, 9 channels, 7 outputs, every shift a left shift
-    ((1, 3, 5, 9), (1, 1), 7, (1, 1), (1, 1), (0, 0, 0, 0), -128),
+    # pointwise over 20 pixels (blocks of 3 and 2 left), 9 channels, 7 outputs, only left shifts
+    ((1, 4, 5, 9), (1, 1), 7, (1, 1), (1, 1), (0, 0, 0, 0), -128),
     # 5x5 windows: runs of 40 values, depthwise rows unrolled inside a loop over the window's rows
     ((1, 8, 9, 8), (5, 5), 8, (1, 1), (1, 1), (2, 2, 2, 2), 0),
     # three input channels (a first convolution): runs of 9, and of 6 at the borders
     ((1, 7, 12, 3), (3, 3), 10, (2, 2), (1, 1), (1, 1, 1, 1), -128),
+    # a 1x1 window whose stride and padding keep the size: not a pointwise product
+    ((1, 3, 3, 4), (1, 1), 3, (2, 2), (1, 1), (1, 1, 1, 1), 5),
 ]
 # per-channel weight scales: 10^lo .. 10^hi (default five orders of magnitude, all right shifts)
 SCALE_RANGES = {6: (-3, 2), 7: (1, 3)}
@@ -175,7 +177,7 @@ def test_conv_and_depthwise_match_the_specification(tmp_path, tinsmith_cmd, targ
     case = Case()
     for i, (shape, (kh, kw), oc, strides, dil, pads, x_zp) in enumerate(CONV_CASES):
         x_scale, y_scale = 0.05, 0.1
-        y_zp = (-128, 127, 0, 3, -5, 60, -128, 127, 1, -60)[i]
+        y_zp = (-128, 127, 0, 3, -5, 60, -128, 127, 1, -60, 42)[i]
         # per-channel weight scales spread over orders of magnitude
         w_scales = 10.0 ** rng.uniform(*SCALE_RANGES.get(i, (-5, 0)), oc)
         case.inputs[f"x{i}"] = q_input(shape, x_scale, x_zp)

@@ -175,10 +175,11 @@ def _empty(graph, args, attrs, out_at: Expr, coords) -> list[Stmt]:
                           *scalar._finish(graph, args, attrs, oc, Binary("+", out_at, oc), coords + (oc,))))]
 
 
-# Block sizes, measured on the emulated M4 (kws / vww instructions): a pointwise block of 2 pixels
-# x 4 channels beats 1 x 4, 2 x 2, 4 x 1, 4 x 2 and equals 3 x 4; other convolutions take 2 pixels
-# x 4 channels too; a fully connected layer 8 rows (ad: 0.52 M against 0.54 M with 4)
-PIXELS, CHANNELS = 2, 2
+# Block sizes, measured on the emulated M4 (kws / vww instructions): a pointwise block of 3 pixels
+# x 2 channels, its input words split once into `lanes` (5.78 / 17.25 M), beats 2 x 2 (6.06 / 17.92),
+# 4 x 2 (5.93 / 17.59) and 4 x 1 (6.26 / 18.51); other convolutions take 2 pixels x 4 channels,
+# splitting their input words in the loop; a fully connected layer 8 rows (ad: 0.52 M, 0.54 with 4)
+PIXELS, CHANNELS = 3, 2
 CONV_CHANNELS = 4
 FC_ROWS = 8
 
