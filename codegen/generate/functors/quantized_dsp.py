@@ -3,15 +3,15 @@ register-blocked dot products on SMLAD, lane-wise products on SMLABB / SMLATT. T
 ACLE's, from GCC's arm_acle.h (codegen/generate/backends.py spells them).
 
 Each inner step of a convolution reads one 32-bit word (four int8 values) per output pixel and
-one per output channel, splits every word once into two int16 lane pairs (SXTAB16 adding the
-negated input zero point to the input's lanes in the same instruction, SXTB16 for the weights;
-bytes 1 and 3 after a rotate by 8) and feeds a block of 2 pixels x 4 channels accumulators: 32
-multiply-accumulates for 6 loads, 12 extends and 16 SMLADs, each input word serving four
-channels and each weight word two pixels (the register blocking of CMSIS-NN's and TinyEngine's
-convolutions, written here from their papers; the block sizes are measured, see PIXELS). A
-pointwise convolution with stride 1 and no padding is a matrix product over the flattened
-pixels, so pixels pair up across rows too; a fully connected layer takes eight weight rows per
-input word.
+one per output channel, splits every word into two int16 lane pairs (SXTAB16 adding the negated
+input zero point to the input's lanes in the same instruction, SXTB16 for the weights; bytes 1
+and 3 after a rotate by 8) and feeds a block of pixels x channels accumulators with SMLAD, each
+input word serving every channel of the block and each weight word every pixel (the register
+blocking of CMSIS-NN's and TinyEngine's convolutions, written here from their papers; the block
+sizes are measured, see PIXELS). A pointwise convolution with stride 1 and no padding is a
+matrix product over the flattened pixels: each block's input words are split once into a
+scratch buffer (`lanes`) that every output channel then reads ready. A fully connected layer
+takes eight weight rows per input word.
 
 Along the innermost spatial axis the taps of one window row are contiguous in the input (NHWC,
 dilation 1) and in the weights ([O, KH, KW, C]), so a row of kw taps over C channels is one run
