@@ -83,21 +83,15 @@ def block_dot(x: str, x_ats: list[Expr], w: str, w_ats: list[Expr], count: int, 
                   for p, x_at in enumerate(x_ats)]
         ws = [split(f"{tag}_w{c}", Call("read_i8x4", (Load(w, Binary("+", w_at, at)),), "int32"), "sxtb16")
               for c, w_at in enumerate(w_ats)]
-        body: list[Stmt] = []
-        if len(x_ats) > len(w_ats) or lanes is not None:  # the weights' lanes first, then each pixel's
-            for split_w in ws:
-                body += split_w
-            for p, split_x in enumerate(xs):
-                body += split_x
-                for c in range(len(w_ats)):
-                    body += macs(tag, p, c)
-            return body
-        for split_x in xs:  # the pixels' lanes first, then each weight word's in turn
-            body += split_x
-        for c, split_w in enumerate(ws):
-            body += split_w
-            for p in range(len(x_ats)):
-                body += macs(tag, p, c)
+        # the weights' lanes first, then each pixel's in turn (or the other way round), so only
+        # one word of the second kind is split and live at a time
+        weights_first = len(x_ats) > len(w_ats) or lanes is not None
+        first, second = (ws, xs) if weights_first else (xs, ws)
+        body: list[Stmt] = [stmt for words in first for stmt in words]
+        for j, words in enumerate(second):
+            body += words
+            for i in range(len(first)):
+                body += macs(tag, *((j, i) if weights_first else (i, j)))
         return body
     if quads == 1:  # straight-line: a loop of one costs its counter
         stmts += quad(index(0), index(0), f"{var}q")
