@@ -1,6 +1,11 @@
 """Measure the int8 TFLite models (models/*_int8.tflite) on the emulated Cortex-M4.
 
     python benchmarks/int8.py            # builds build/int8/..., runs QEMU, prints a Markdown table
+    python benchmarks/int8.py --per-kernel [MODEL ...]   # also each kernel's instructions
+    python benchmarks/int8.py --write docs/BENCHMARKS.md  # the table into its int8 section
+
+With --per-kernel the firmware is built once more with the kernel hook (TINSMITH_KERNEL_HOOK) and
+each kernel's instructions are printed, largest first, with its op and MACs.
 
 Per model: instructions one inference executes (QEMU -icount, deterministic), workspace and
 stack from the build report, against TensorFlow Lite Micro with CMSIS-NN on the same emulated
@@ -9,6 +14,7 @@ core (the reference figures below, measured on the same models' MLPerf Tiny arch
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -20,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from codegen.cli import _input_bytes, _scons_build  # noqa: E402
 from codegen.pipeline import lower  # noqa: E402
 from codegen.targets import load_target  # noqa: E402
-from codegen.targets.qemu import run_on_emulator  # noqa: E402
+from codegen.targets.qemu import kernel_instructions, run_on_emulator  # noqa: E402
 
 TARGET = "cortex-m4"
 MODELS = ("kws_dscnn", "vww_mobilenet", "ic_resnet8", "ad_autoencoder")
@@ -29,29 +35,101 @@ TFLM_CMSIS_NN = {"kws_dscnn": (7.7e6, 22.8e3), "vww_mobilenet": (24.1e6, 100.7e3
                  "ic_resnet8": (29.9e6, 55.0e3), "ad_autoencoder": (0.60e6, 20.5e3)}
 
 
-def measure(name: str) -> dict:
-    path = ROOT / "models" / f"{name}_int8.tflite"
-    graph = lower(path)
-    build_dir = ROOT / "build" / "int8"
-    program = _scons_build(path, build_dir, TARGET, graph=graph)
+BUILD = ROOT / "build" / "int8"
+
+
+def _seeded_input(graph) -> bytes:
     rng = np.random.default_rng(0)
     inputs = {n: rng.integers(-128, 128, graph.types[n].shape).astype(graph.types[n].numpy_dtype)
               for n in graph.inputs}
-    run = run_on_emulator(load_target(TARGET), program, _input_bytes(graph, inputs), timeout=600)
+    return _input_bytes(graph, inputs)
+
+
+def measure(name: str) -> dict:
+    path = ROOT / "models" / f"{name}_int8.tflite"
+    graph = lower(path)
+    build_dir = BUILD
+    program = _scons_build(path, build_dir, TARGET, graph=graph)
+    run = run_on_emulator(load_target(TARGET), program, _seeded_input(graph), timeout=600)
     report = json.loads(next(build_dir.rglob(f"{graph.name}.json")).read_text())
     return {"model": name, "instructions": run.instructions, "workspace": report["ram"]["workspace_bytes"],
             "stack": report["ram"].get("stack_bytes"), "macs": report["macs"]}
 
 
+def per_kernel(name: str) -> list[dict]:
+    """Each kernel's instructions (firmware built again with the kernel hook, next to the model's
+    generated code in build/int8/NAME/firmware-hook), with its op and MACs from the report."""
+    path = ROOT / "models" / f"{name}_int8.tflite"
+    graph = lower(path)
+    _scons_build(path, BUILD, TARGET, graph=graph)
+    work = BUILD / graph.name
+    script = work / "SConstruct.kernel-hook"
+    script.write_text(f"""\
+import os, sys
+sys.path.insert(0, {str(ROOT)!r})
+from codegen.targets.firmware_scons import firmware_program
+env = Environment(ENV=os.environ.copy())
+firmware_program(env, {TARGET!r}, ".", {graph.name!r}, build_dir="firmware-hook",
+                 extra_ccflags=["-DTINSMITH_KERNEL_HOOK"])
+""")
+    subprocess.run([sys.executable, "-m", "SCons", "-Q", "-j2", "-f", script.name], cwd=work, check=True,
+                   stdout=subprocess.DEVNULL)
+    target = load_target(TARGET)
+    run = run_on_emulator(target, work / "firmware-hook" / f"{graph.name}.elf", _seeded_input(graph), timeout=600)
+    counts = kernel_instructions(target, run) or []
+    report = json.loads((work / f"{graph.name}.json").read_text())
+    return [{"name": n.get("name"), "op": n.get("op"), "macs": n.get("macs"), "instructions": c}
+            for n, c in zip(report["nodes"], counts)]
+
+
 def main() -> int:
-    print("| model | instructions | TFLM + CMSIS-NN | ratio | workspace | TFLM arena | ratio | stack |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    args = sys.argv[1:]
+    if "--per-kernel" in args:
+        for name in [a for a in args if not a.startswith("--")] or MODELS:
+            rows = per_kernel(name)
+            total = sum(r["instructions"] for r in rows)
+            print(f"\n{name}: {total:,} instructions in kernels")
+            print("| kernel | op | MACs | instructions | share | instr./MAC |")
+            print("|---|---|---:|---:|---:|---:|")
+            for r in sorted(rows, key=lambda r: -r["instructions"]):
+                per_mac = f"{r['instructions'] / r['macs']:.2f}" if r.get("macs") else ""
+                print(f"| {r['name']} | {r['op']} | {r.get('macs') or 0:,} | {r['instructions']:,} | "
+                      f"{r['instructions'] / max(total, 1):.1%} | {per_mac} |")
+        return 0
+    lines = ["| model | instructions | TFLM + CMSIS-NN | ratio | workspace | TFLM arena | ratio | stack | MACs "
+             "| instr./MAC |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name in MODELS:
         r = measure(name)
         instr, arena = TFLM_CMSIS_NN[name]
-        print(f"| {name} | {r['instructions'] / 1e6:.2f} M | {instr / 1e6:.2f} M | {r['instructions'] / instr:.2f} | "
-              f"{r['workspace'] / 1e3:.1f} KB | {arena / 1e3:.1f} KB | {r['workspace'] / arena:.2f} | {r['stack']} |")
+        lines.append(f"| {name} | {r['instructions'] / 1e6:.2f} M | {instr / 1e6:.2f} M | {r['instructions'] / instr:.2f} "
+                     f"| {r['workspace'] / 1e3:.1f} KB | {arena / 1e3:.1f} KB | {r['workspace'] / arena:.2f} | {r['stack']} "
+                     f"| {r['macs']:,} | {r['instructions'] / r['macs']:.2f} |")
+    print("\n".join(lines))
+    if "--write" in args:
+        write_section(Path(args[args.index("--write") + 1]), lines)
     return 0
+
+
+SECTION = "## Cortex-M4: int8 models against TFLite Micro with CMSIS-NN"
+
+
+def write_section(doc: Path, table: list[str]) -> None:
+    """Replace (or add, before the host comparison) the int8 section of the benchmarks document;
+    the rest of it is left as it is (benchmarks/firmware.py keeps what follows its own table)."""
+    section = [SECTION, "",
+               "Written by `python benchmarks/int8.py --write docs/BENCHMARKS.md`: the int8 `.tflite` models of",
+               "`models/` (float32 versions in the table above) on the emulated Cortex-M4, one inference on",
+               "QEMU with `-icount`. The TFLM + CMSIS-NN columns are reference measurements of the same",
+               "architectures as int8 `.tflite` files on the same emulated core, not re-run by the script.",
+               "", *table, ""]
+    old = doc.read_text().splitlines()
+    if SECTION in old:
+        start = old.index(SECTION)
+        end = next((i for i in range(start + 1, len(old)) if old[i].startswith("## ")), len(old))
+    else:
+        start = end = next((i for i, line in enumerate(old) if line.startswith("## ")), len(old))
+    doc.write_text("\n".join(old[:start] + section + old[end:]) + "\n")
 
 
 if __name__ == "__main__":

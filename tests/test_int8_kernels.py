@@ -150,11 +150,25 @@ CONV_CASES = [
     ((1, 4, 4, 16), (1, 1), 17, (1, 1), (1, 1), (0, 0, 0, 0), 5),
     # a 1x1 window in wide padding: some outputs see only padding (the bias alone)
     ((1, 2, 3, 13), (1, 1), 6, (1, 1), (1, 1), (2, 1, 1, 2), 9),
+    # the Cortex-M blocks' edges: dilation across the row (taps not one run), 11 channels (two
+    # words and a tail of three), 6 outputs (a block of four and two alone), positive shifts
+    ((1, 6, 9, 11), (3, 3), 6, (1, 2), (1, 2), (1, 1, 1, 1), 127),
+    # pointwise over 20 pixels (blocks of 3 and 2 left), 9 channels, 7 outputs, only left shifts
+    ((1, 4, 5, 9), (1, 1), 7, (1, 1), (1, 1), (0, 0, 0, 0), -128),
+    # 5x5 windows: runs of 40 values, depthwise rows unrolled inside a loop over the window's rows
+    ((1, 8, 9, 8), (5, 5), 8, (1, 1), (1, 1), (2, 2, 2, 2), 0),
+    # three input channels (a first convolution): runs of 9, and of 6 at the borders
+    ((1, 7, 12, 3), (3, 3), 10, (2, 2), (1, 1), (1, 1, 1, 1), -128),
+    # a 1x1 window whose stride and padding keep the size: not a pointwise product
+    ((1, 3, 3, 4), (1, 1), 3, (2, 2), (1, 1), (1, 1, 1, 1), 5),
 ]
+# per-channel weight scales: 10^lo .. 10^hi (default five orders of magnitude, all right shifts)
+SCALE_RANGES = {6: (-3, 2), 7: (1, 3)}
 
 
-# the Cortex-M4 runs its DSP-extension kernels (SMLAD on four channels at a time, then a scalar tail)
-TARGETS = ("host", "cortex-m4")
+# the Cortex-M4 runs its DSP-extension kernels (SMLAD blocks of pixels x channels, scalar tails),
+# the Cortex-M0+ the plain loops compiled for a core without the DSP extension
+TARGETS = ("host", "cortex-m4", "cortex-m0plus")
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -163,9 +177,9 @@ def test_conv_and_depthwise_match_the_specification(tmp_path, tinsmith_cmd, targ
     case = Case()
     for i, (shape, (kh, kw), oc, strides, dil, pads, x_zp) in enumerate(CONV_CASES):
         x_scale, y_scale = 0.05, 0.1
-        y_zp = (-128, 127, 0, 3, -5, 60)[i]
-        # per-channel weight scales spread over five orders of magnitude
-        w_scales = 10.0 ** rng.uniform(-5, 0, oc)
+        y_zp = (-128, 127, 0, 3, -5, 60, -128, 127, 1, -60, 42)[i]
+        # per-channel weight scales spread over orders of magnitude
+        w_scales = 10.0 ** rng.uniform(*SCALE_RANGES.get(i, (-5, 0)), oc)
         case.inputs[f"x{i}"] = q_input(shape, x_scale, x_zp)
         x = draw(rng, shape)
         case.feeds[f"x{i}"] = x
@@ -181,7 +195,7 @@ def test_conv_and_depthwise_match_the_specification(tmp_path, tinsmith_cmd, targ
             mult, shift = fp.conv_multipliers(x_scale, scales, y_scale)
             names = [case.constant(f"{kind}{i}_{p}", d, t) for p, d, t in
                      (("w", w, "int8"), ("b", b, "int32"), ("m", mult, "int32"), ("s", shift, "int32"))]
-            node_attrs = dict(attrs, act_min=-100, act_max=100) if i == 1 else dict(attrs)
+            node_attrs = dict(attrs, act_min=-100, act_max=100) if i in (1, 6) else dict(attrs)
             if depthwise:
                 node_attrs["depth_multiplier"] = m
             out = f"{kind}{i}"
@@ -197,14 +211,17 @@ def test_conv_and_depthwise_match_the_specification(tmp_path, tinsmith_cmd, targ
 def test_fully_connected_add_mul_match_the_specification(tmp_path, tinsmith_cmd, target):
     rng = np.random.default_rng(4)
     case = Case()
-    for i, (rows, k, o, x_zp, y_zp) in enumerate([(1, 1, 1, -128, 127), (3, 13, 7, 127, -128), (2, 64, 10, 4, 0)]):
+    # outputs 7, 10, 13, 19: the Cortex-M's blocks of eight rows and the rows left alone
+    for i, (rows, k, o, x_zp, y_zp) in enumerate([(1, 1, 1, -128, 127), (3, 13, 7, 127, -128), (2, 64, 10, 4, 0),
+                                                  (1, 9, 13, -128, -128), (4, 36, 19, 127, 127)]):
         case.inputs[f"x{i}"] = q_input((rows, k), 0.02, x_zp)
         x = draw(rng, (rows, k))
         case.feeds[f"x{i}"] = x
         w = draw(rng, (o, k), -127, 127)
         b = rng.integers(-20000, 20000, o).astype(np.int32)
-        per_channel = i == 1
-        mult, shift = fp.conv_multipliers(0.02, 10.0 ** rng.uniform(-6, 0, o) if per_channel else [0.003], 0.05)
+        per_channel = i in (1, 3, 4)
+        lo, hi = (-2, 3) if i == 4 else (-6, 0)  # the last: left and right shifts mixed
+        mult, shift = fp.conv_multipliers(0.02, 10.0 ** rng.uniform(lo, hi, o) if per_channel else [0.003], 0.05)
         names = [case.constant(f"fc{i}_{p}", d, t) for p, d, t in
                  (("w", w, "int8"), ("b", b, "int32"), ("m", mult, "int32"), ("s", shift, "int32"))]
         case.nodes.append({"op": "QFullyConnected", "inputs": [f"x{i}", *names], "outputs": [f"fc{i}"],

@@ -19,12 +19,19 @@ DSP_INTRINSICS = {
     "sxtb16": "static_cast<std::int32_t>(__sxtb16({0}))",
     "sxtab16": "static_cast<std::int32_t>(__sxtab16({0}, {1}))",
     "smlad": "static_cast<std::int32_t>(__smlad({0}, {1}, {2}))",
+    "smlabb": "static_cast<std::int32_t>(__smlabb({0}, {1}, {2}))",
+    "smlatt": "static_cast<std::int32_t>(__smlatt({0}, {1}, {2}))",
+    "ssat8": "static_cast<std::int32_t>(__ssat({0}, 8))",
     "ror8": "static_cast<std::int32_t>((static_cast<std::uint32_t>({0}) >> 8) | "
             "(static_cast<std::uint32_t>({0}) << 24))",
 }
 # what the DSP intrinsics need: ACLE's header, and an unaligned 32-bit read of four int8 values
 # (one LDR on the cores with the DSP extension)
 DSP_HELPERS = ("#include <arm_acle.h>",
+               # the int8 kernels' blocked SMLAD loops keep a dozen values live; -Os's register
+               # allocation spills them inside the loop, -O2's does not (measured: the kernels that
+               # follow are the int8 ones)
+               '#pragma GCC optimize ("O2", "no-schedule-insns")',
                "inline std::int32_t read_i8x4(const std::int8_t* p) noexcept "
                "{ std::int32_t w; std::memcpy(&w, p, 4); return w; }")
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from codegen.generate.backend import CPP
 from codegen.generate.functors.quantized_math import (clamp, i32, multiply_by_quantized_multiplier,
-                                                      rounded_divide, select_max, widen)
-from codegen.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store, Var,
-                                      Unary, broadcast_index, flat_index, index, nest)
+                                                      rounded_divide, select_max, select_min, widen)
+from codegen.generate.loop_ir import (Assign, Binary, Call, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store,
+                                      Var, Unary, broadcast_index, flat_index, index, nest)
 from codegen.ops import quantized as q
 
 
@@ -31,21 +31,39 @@ def _both(a: Expr | None, b: Expr | None) -> Expr | None:
     return Binary("&&", a, b)
 
 
-def _requant_params(graph, args, channel: Expr) -> tuple[Expr | int, Expr | int]:
-    """(multiplier, shift): build-time ints when one pair serves every channel, else loads."""
+def _requant_params(graph, args, channel: Expr) -> tuple[Expr | int, Expr | int, int]:
+    """(multiplier, shift, sign of every shift): build-time ints when one pair serves every
+    channel, else loads, with the shifts' common sign (0: mixed) read from the constant."""
     mult, shift = args.inputs[3], args.inputs[4]
     if mult.type.size == 1 and shift.type.size == 1:
         return (int(graph.constants[mult.name].data.reshape(-1)[0]),
-                int(graph.constants[shift.name].data.reshape(-1)[0]))
-    return Load(mult.name, channel), Load(shift.name, channel)
+                int(graph.constants[shift.name].data.reshape(-1)[0]), 0)
+    sign = 0
+    if shift.name in graph.constants:
+        shifts = graph.constants[shift.name].data
+        sign = -1 if (shifts <= 0).all() else 1 if (shifts >= 0).all() else 0
+    return Load(mult.name, channel), Load(shift.name, channel), sign
 
 
 def _finish(graph, args, attrs, channel: Expr, out_at: Expr, coords, acc: str = "acc") -> list[Stmt]:
     """Requantize local `acc`, add the output zero point, clamp, and store."""
-    mult, shift = _requant_params(graph, args, channel)
-    stmts, scaled = multiply_by_quantized_multiplier(f"{acc}_scaled", Var(acc), mult, shift)
-    y = clamp(Binary("+", scaled, i32(attrs["y_zero_point"])), attrs["act_min"], attrs["act_max"])
+    mult, shift, sign = _requant_params(graph, args, channel)
+    stmts, scaled = multiply_by_quantized_multiplier(f"{acc}_scaled", Var(acc), mult, shift, sign)
+    y = _saturate(args, Binary("+", scaled, i32(attrs["y_zero_point"])), attrs["act_min"], attrs["act_max"])
     return [*stmts, Store(args.outputs[0].name, out_at, Cast(args.outputs[0].type.dtype, y), coords)]
+
+
+def _saturate(args, v: Expr, lo: int, hi: int) -> Expr:
+    """v clamped to lo..hi: on the DSP extension an int8 output saturates in one SSAT, and only a
+    fused activation's tighter bound is tested."""
+    if not (args.caps.dsp and args.outputs[0].type.dtype == "int8"):
+        return clamp(v, lo, hi)
+    y: Expr = Call("ssat8", (v,), "int32")
+    if lo > -128:
+        y = select_max(y, i32(lo))
+    if hi < 127:
+        y = select_min(y, i32(hi))
+    return y
 
 
 def _bias(args, channel: Expr) -> Expr:

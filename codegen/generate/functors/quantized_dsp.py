@@ -1,117 +1,393 @@
-"""Cortex-M DSP-extension kernels for the int8 dot products of QConv2D and QFullyConnected.
+"""Cortex-M DSP-extension kernels for the int8 QConv2D, QDepthwise and QFullyConnected:
+register-blocked dot products on SMLAD, lane-wise products on SMLABB / SMLATT. The intrinsics are
+ACLE's, from GCC's arm_acle.h (codegen/generate/backends.py spells them).
 
-Four int8 values are read as one 32-bit word; SXTB16 sign-extends bytes 0 and 2 (and, after a
-rotate by 8, bytes 1 and 3) into two int16 lanes, SXTAB16 does the same while adding the
-negated input zero point to each lane, and SMLAD multiplies two lane pairs and adds both
-products to the int32 accumulator: four multiply-accumulates in two SMLADs. Input and weight
-words are split the same way, so lanes pair up element by element; the sums are exactly the
-scalar kernel's (integer arithmetic, no reassociation effects). Channels past a multiple of
-four run through the scalar loop. The intrinsics are ACLE's, from GCC's arm_acle.h.
+Each inner step of a convolution reads one 32-bit word (four int8 values) per output pixel and
+one per output channel, splits every word into two int16 lane pairs (SXTAB16 adding the negated
+input zero point to the input's lanes in the same instruction, SXTB16 for the weights; bytes 1
+and 3 after a rotate by 8) and feeds a block of pixels x channels accumulators with SMLAD, each
+input word serving every channel of the block and each weight word every pixel (the register
+blocking of CMSIS-NN's and TinyEngine's convolutions, written here from their papers; the block
+sizes are measured, see PIXELS). A pointwise convolution with stride 1 and no padding is a
+matrix product over the flattened pixels: each block's input words are split once into a
+scratch buffer (`lanes`) that every output channel then reads ready. A fully connected layer
+takes eight weight rows per input word.
+
+Along the innermost spatial axis the taps of one window row are contiguous in the input (NHWC,
+dilation 1) and in the weights ([O, KH, KW, C]), so a row of kw taps over C channels is one run
+of kw*C values: a first convolution with three (or one) input channels still runs on SMLAD.
+Runs not a multiple of four end in a scalar tail. Windows are split into tiles whose taps all
+lie inside the input (quantized_windows.py), so no tap tests a bound.
+
+A depthwise convolution has no sum over channels for SMLAD's pairs: four channels per step, one
+input and one weight word per tap, multiplied lane by lane with SMLABB / SMLATT.
+
+Every sum is the scalar kernel's exactly (integer arithmetic, no reassociation effects); the
+requantization is quantized.py's. Channels and pixels past a block run in smaller blocks.
 """
 from __future__ import annotations
 
 from codegen.generate.backends import CORTEX_M
 from codegen.generate.functors import quantized as scalar
-from codegen.generate.functors.quantized_windows import conv_nests
+from codegen.generate.functors.conv import Affine, Axis, TileLoops, dot, loops, tile_loops, tiles
 from codegen.generate.functors.quantized_math import i32, widen
-from codegen.generate.loop_ir import Assign, Binary, Call, Expr, For, Load, Local, Select, Stmt, Var, index
+from codegen.generate.functors.quantized_windows import _windows
+from codegen.generate.loop_ir import (Assign, Binary, Call, Comment, Expr, For, Load, Local, Scratch, Stmt, Store,
+                                      Var, index)
 
-def _pair(v: int) -> int:
-    """v in both int16 lanes of an int32."""
+
+def pair(v: int) -> int:
+    """v in both int16 lanes of an int32 (what SXTAB16 adds to each lane)."""
     h = v & 0xFFFF
     word = h | (h << 16)
     return word - (1 << 32) if word >= 1 << 31 else word
 
 
-def _splat_byte(v: int) -> int:
-    """The int8 value v in all four bytes of an int32 (what four padding elements read as)."""
-    word = (v & 0xFF) * 0x01010101
-    return word - (1 << 32) if word >= 1 << 31 else word
+def _plus(e: Expr, k: int) -> Expr:
+    return e if k == 0 else Binary("+", e, index(k))
 
 
-def dot_dsp(x: str, x_at: Expr, w: str, w_at: Expr, count: int, x_zero_point: int,
-            inside: Expr | None, var: str) -> list[Stmt]:
-    """acc += sum over i < count of (x[x_at + i] - zero point) * w[w_at + i]; padding reads as
-    the zero point (contributing 0) where `inside` is false."""
+def _ror8(v: Expr) -> Expr:
+    return Call("ror8", (v,), "int32")
+
+
+def block_dot(x: str, x_ats: list[Expr], w: str, w_ats: list[Expr], count: int, x_zero_point: int,
+              var: str, lanes: tuple[str, list[Expr]] | None = None) -> list[Stmt]:
+    """acc<p><c> += sum over i < count of (x[x_ats[p] + i] - zero point) * w[w_ats[c] + i] for every
+    pixel p and channel c: each input word is loaded and split once for all channels, each weight
+    word once for all pixels. With `lanes` (a scratch buffer and each pixel's offset in it) the
+    input words come already split: word q's two lane pairs at offset + 2q and + 2q + 1."""
     stmts: list[Stmt] = []
-    quads = count // 4
-    if quads:
-        q = Binary("*", Var(var), index(4))
-        xw: Expr = Call("read_i8x4", (Load(x, Binary("+", x_at, q)),), "int32")
-        if inside is not None:
-            xw = Select(inside, xw, i32(_splat_byte(x_zero_point)))
-        ww = Call("read_i8x4", (Load(w, Binary("+", w_at, q)),), "int32")
-        offset = i32(_pair(-x_zero_point))
-        xv, wv = Var(f"{var}_x"), Var(f"{var}_w")
-        lo = Call("smlad", (Call("sxtab16", (offset, xv), "int32"), Call("sxtb16", (wv,), "int32"), Var("acc")),
-                  "int32")
-        hi = Call("smlad", (Call("sxtab16", (offset, Call("ror8", (xv,), "int32")), "int32"),
-                            Call("sxtb16", (Call("ror8", (wv,), "int32"),), "int32"), Var("acc")), "int32")
-        stmts.append(For(var, quads, (Local(xv.name, xw, "int32"), Local(wv.name, ww, "int32"),
-                                      Assign("acc", lo), Assign("acc", hi))))
-    tail = count - 4 * quads
-    if tail:
-        t = Binary("+", index(4 * quads), Var(f"{var}_t"))
-        xs: Expr = Binary("-", widen(Load(x, Binary("+", x_at, t))), i32(x_zero_point))
-        if inside is not None:
-            xs = Select(inside, xs, i32(0))
-        ws = widen(Load(w, Binary("+", w_at, t)))
-        stmts.append(For(f"{var}_t", tail, (Assign("acc", Binary("+", Var("acc"), Binary("*", xs, ws))),)))
+    quads, tail = divmod(count, 4)
+    offset = i32(pair(-x_zero_point))
+
+    def split(name: str, word: Expr, fn: str) -> list[Stmt]:
+        args = (lambda v: (offset, v)) if fn == "sxtab16" else (lambda v: (v,))
+        return [Local(name, word, "int32"), Local(f"{name}_lo", Call(fn, args(Var(name)), "int32"), "int32"),
+                Local(f"{name}_hi", Call(fn, args(_ror8(Var(name))), "int32"), "int32")]
+
+    def macs(tag: str, p: int, c: int) -> list[Stmt]:
+        acc = f"acc{p}{c}"
+        return [Assign(acc, Call("smlad", (Var(f"{tag}_x{p}_lo"), Var(f"{tag}_w{c}_lo"), Var(acc)), "int32")),
+                Assign(acc, Call("smlad", (Var(f"{tag}_x{p}_hi"), Var(f"{tag}_w{c}_hi"), Var(acc)), "int32"))]
+
+    def presplit(name: str, buffer: str, at: Expr) -> list[Stmt]:
+        return [Local(f"{name}_lo", Load(buffer, at), "int32"), Local(f"{name}_hi", Load(buffer, _plus(at, 1)), "int32")]
+
+    def quad(at: Expr, pairs_at: Expr, tag: str) -> list[Stmt]:
+        """Word `at` / 4 of every pixel and channel; its lane pairs at `pairs_at` in `lanes`."""
+        if lanes is not None:
+            xs = [presplit(f"{tag}_x{p}", lanes[0], Binary("+", base, pairs_at)) for p, base in enumerate(lanes[1])]
+        else:
+            xs = [split(f"{tag}_x{p}", Call("read_i8x4", (Load(x, Binary("+", x_at, at)),), "int32"), "sxtab16")
+                  for p, x_at in enumerate(x_ats)]
+        ws = [split(f"{tag}_w{c}", Call("read_i8x4", (Load(w, Binary("+", w_at, at)),), "int32"), "sxtb16")
+              for c, w_at in enumerate(w_ats)]
+        # the weights' lanes first, then each pixel's in turn (or the other way round), so only
+        # one word of the second kind is split and live at a time
+        weights_first = len(x_ats) > len(w_ats) or lanes is not None
+        first, second = (ws, xs) if weights_first else (xs, ws)
+        body: list[Stmt] = [stmt for words in first for stmt in words]
+        for j, words in enumerate(second):
+            body += words
+            for i in range(len(first)):
+                body += macs(tag, *((j, i) if weights_first else (i, j)))
+        return body
+    if quads == 1:  # straight-line: a loop of one costs its counter
+        stmts += quad(index(0), index(0), f"{var}q")
+    elif quads:
+        v = Var(var)
+        stmts.append(For(var, quads, tuple(quad(Binary("*", v, index(4)), Binary("*", v, index(2)), var))))
+    for t in range(tail):
+        at = 4 * quads + t
+        xs = [Binary("-", widen(Load(x, _plus(x_at, at))), i32(x_zero_point)) for x_at in x_ats]
+        for c, w_at in enumerate(w_ats):
+            wv = widen(Load(w, _plus(w_at, at)))
+            for p in range(len(x_ats)):
+                acc = f"acc{p}{c}"
+                stmts.append(Assign(acc, Binary("+", Var(acc), Binary("*", xs[p], wv))))
     return stmts
 
 
-def pair_dot_dsp(x: str, x_at: Expr, w: str, w_at0: Expr, w_at1: Expr, count: int, x_zero_point: int,
-                 var: str) -> list[Stmt]:
-    """acc0 and acc1 += the dot products of one input run with two weight rows: each input word is
-    read and split once for both (as CMSIS-NN's kernels block output channels)."""
+def _subst(a: Affine, var: str, value: int) -> Affine:
+    """`a` with loop variable `var` replaced by the constant `value`."""
+    coef = dict(a.terms).get(var, 0)
+    return Affine(tuple(t for t in a.terms if t[0] != var), a.const + coef * value)
+
+
+def _shift(a: Affine, var: str, by: int) -> Affine:
+    """`a` with loop variable `var` replaced by var + by."""
+    return a + dict(a.terms).get(var, 0) * by
+
+
+def _block(graph, args, attrs, pixels: list[tuple[Expr, Expr, tuple | None]], channel_base: Expr, n_chan: int,
+           tap_loops, w_tap: Expr, count: int, lanes=None) -> list[Stmt]:
+    """Accumulators for len(pixels) pixels x n_chan channels (channel_base + c): bias, the taps'
+    dot products, then each requantized and stored. pixels: (input offset, output offset, coords)."""
+    w = args.inputs[1]
+    k_size = w.type.size // w.type.shape[0]
+    chans = [_plus(channel_base, c) for c in range(n_chan)]
     stmts: list[Stmt] = []
-    quads = count // 4
-    if quads:
-        q = Binary("*", Var(var), index(4))
-        offset = i32(_pair(-x_zero_point))
-        xv = Var(f"{var}_x")
-        lanes = [Local(xv.name, Call("read_i8x4", (Load(x, Binary("+", x_at, q)),), "int32"), "int32"),
-                 Local(f"{var}_lo", Call("sxtab16", (offset, xv), "int32"), "int32"),
-                 Local(f"{var}_hi", Call("sxtab16", (offset, Call("ror8", (xv,), "int32")), "int32"), "int32")]
-        for k, w_at in enumerate((w_at0, w_at1)):
-            wv = Var(f"{var}_w{k}")
-            lanes.append(Local(wv.name, Call("read_i8x4", (Load(w, Binary("+", w_at, q)),), "int32"), "int32"))
-            lanes.append(Assign(f"acc{k}", Call("smlad", (Var(f"{var}_lo"), Call("sxtb16", (wv,), "int32"),
-                                                          Var(f"acc{k}")), "int32")))
-            lanes.append(Assign(f"acc{k}", Call("smlad", (Var(f"{var}_hi"), Call("sxtb16", (Call("ror8", (wv,), "int32"),),
-                                                                                  "int32"), Var(f"acc{k}")), "int32")))
-        stmts.append(For(var, quads, tuple(lanes)))
-    tail = count - 4 * quads
-    if tail:
-        t = Binary("+", index(4 * quads), Var(f"{var}_t"))
-        xs = Binary("-", widen(Load(x, Binary("+", x_at, t))), i32(x_zero_point))
-        body = tuple(Assign(f"acc{k}", Binary("+", Var(f"acc{k}"), Binary("*", xs, widen(Load(w, Binary("+", w_at, t))))))
-                     for k, w_at in enumerate((w_at0, w_at1)))
-        stmts.append(For(f"{var}_t", tail, body))
+    for p in range(len(pixels)):
+        for c, ch in enumerate(chans):
+            stmts.append(Local(f"acc{p}{c}", scalar._bias(args, ch), "int32"))
+    # one weight pointer for the block, the channels at constant offsets from it
+    w_base = Binary("+", Binary("*", channel_base, index(k_size)), w_tap)
+    w_ats = [_plus(w_base, c * k_size) for c in range(n_chan)]
+    stmts += loops(tap_loops, block_dot(args.inputs[0].name, [px[0] for px in pixels], w.name, w_ats, count,
+                                        attrs["x_zero_point"], "ic", lanes))
+    for p, (_, out_at, coords) in enumerate(pixels):
+        for c, ch in enumerate(chans):
+            at = coords + (ch,) if coords is not None else None
+            stmts += scalar._finish(graph, args, attrs, ch, Binary("+", out_at, ch), at, f"acc{p}{c}")
     return stmts
 
 
-def _dsp(args, attrs) -> bool:
-    return args.caps.dsp
+def _channels(graph, args, attrs, pixels, tap_loops, w_tap, count, per: int, lanes=None) -> list[Stmt]:
+    """The output channels in blocks of `per` for the given pixels; the last few in blocks of half
+    as many, and so on, so they too share their input reads."""
+    o = args.inputs[1].type.shape[0]
+    stmts: list[Stmt] = []
+    if o // per:
+        stmts.append(For("ocb", o // per, tuple(_block(graph, args, attrs, pixels, Binary("*", Var("ocb"), index(per)),
+                                                       per, tap_loops, w_tap, count, lanes))))
+    done, size = o - o % per, per // 2
+    while done < o:
+        if o - done >= size:  # a loop of one scopes the locals
+            stmts.append(For("ol", 1, tuple(_block(graph, args, attrs, pixels, _plus(Var("ol"), done), size,
+                                                   tap_loops, w_tap, count, lanes))))
+            done += size
+        size //= 2
+    return stmts
 
 
-@CORTEX_M.register("QConv2D", when=_dsp)
+def _empty(graph, args, attrs, out_at: Expr, coords) -> list[Stmt]:
+    """A window wholly in the padding: the bias alone, requantized."""
+    o = args.inputs[1].type.shape[0]
+    oc = Var("oc")
+    return [For("oc", o, (Local("acc", scalar._bias(args, oc), "int32"),
+                          *scalar._finish(graph, args, attrs, oc, Binary("+", out_at, oc), coords + (oc,))))]
+
+
+# Block sizes, measured on the emulated M4 (kws / vww instructions): a pointwise block of 3 pixels
+# x 2 channels, its input words split once into `lanes` (5.78 / 17.25 M), beats 2 x 2 (6.06 / 17.92),
+# 4 x 2 (5.93 / 17.59) and 4 x 1 (6.26 / 18.51); other convolutions take 2 pixels x 4 channels,
+# splitting their input words in the loop; a fully connected layer 8 rows (ad: 0.52 M, 0.54 with 4)
+PIXELS, CHANNELS = 3, 2
+CONV_CHANNELS = 4
+FC_ROWS = 8
+
+
+def _split_inputs(x: str, x_ats: list[Expr], c: int, x_zero_point: int) -> list[Stmt]:
+    """The input words of each pixel split once into `lanes` (SXTAB16, the zero point subtracted),
+    two int32 per word, pixel after pixel: every output channel then loads them ready to use."""
+    offset = i32(pair(-x_zero_point))
+    quads = c // 4
+    body: list[Stmt] = []
+    for p, x_at in enumerate(x_ats):
+        word = f"sx{p}"
+        at = Binary("+", index(2 * p * quads), Binary("*", Var("sq"), index(2)))
+        body += [Local(word, Call("read_i8x4", (Load(x, Binary("+", x_at, Binary("*", Var("sq"), index(4)))),), "int32"),
+                       "int32"),
+                 Store("lanes", at, Call("sxtab16", (offset, Var(word)), "int32")),
+                 Store("lanes", _plus(at, 1), Call("sxtab16", (offset, _ror8(Var(word))), "int32"))]
+    return [For("sq", quads, tuple(body))] if quads else []
+
+
+def _has_lanes(x_shape, w_shape, y_shape) -> bool:
+    """Whether the kernel gets a `lanes` scratch buffer: what the types say of a pointwise
+    convolution with at least one input word (the scratch rule does not see strides and pads)."""
+    return tuple(w_shape[1:3]) == (1, 1) and tuple(x_shape[1:3]) == tuple(y_shape[1:3]) and x_shape[3] >= 4
+
+
+def _lanes_scratch(prepared, caps) -> list[Scratch]:
+    """The split input words of a pointwise block (what _pointwise stores in `lanes`)."""
+    x, w, y = prepared.inputs[0], prepared.inputs[1], prepared.outputs[0]
+    if not _has_lanes(x.shape, w.shape, y.shape):
+        return []
+    return [Scratch("lanes", "int32", PIXELS * 2 * (x.shape[3] // 4))]
+
+
+def _pointwise(graph, args, attrs) -> list[Stmt]:
+    """1x1, stride 1, no padding: rows of C inputs against rows of C weights over the flattened
+    pixels, PIXELS x CHANNELS at a time, each block's input words split once into `lanes`."""
+    x, y = args.inputs[0], args.outputs[0]
+    c, o = x.type.shape[3], y.type.shape[3]
+    pixels = x.type.size // c
+    quads = c // 4
+
+    def run(first: Expr, count: int) -> list[Stmt]:
+        block = [(_plus(Binary("*", first, index(c)), p * c), _plus(Binary("*", first, index(o)), p * o), None)
+                 for p in range(count)]
+        lanes = ("lanes", [index(2 * p * quads) for p in range(count)])
+        return [*_split_inputs(x.name, [b[0] for b in block], c, attrs["x_zero_point"]),
+                *_channels(graph, args, attrs, block, (), index(0), c, CHANNELS, lanes)]
+    stmts: list[Stmt] = []
+    if pixels // PIXELS:
+        stmts.append(For("px", pixels - pixels % PIXELS, tuple(run(Var("px"), PIXELS)), step=PIXELS))
+    if pixels % PIXELS:
+        stmts.append(For("pl", 1, tuple(run(_plus(Var("pl"), pixels - pixels % PIXELS), pixels % PIXELS))))
+    return stmts
+
+
+def _is_pointwise(args, attrs) -> bool:
+    w = args.inputs[1]
+    return (tuple(w.type.shape[1:3]) == (1, 1) and tuple(attrs["strides"]) == (1, 1)
+            and not any(attrs["pads"]))
+
+
+@CORTEX_M.register("QConv2D", when=lambda args, attrs: args.caps.dsp, scratch=_lanes_scratch)
 def qconv2d_dsp(graph, node_id, cluster_id, args, attrs):
-    """QConv2D with the channel dot products on SMLAD (see the module doc)."""
-    def channel_dot(x, x_at, w, w_at, count, x_zero_point, var):
-        return dot_dsp(x, x_at, w, w_at, count, x_zero_point, None, var)
-    return conv_nests(graph, args, attrs, channel_dot, pair_dot_dsp)
+    """QConv2D on SMLAD in blocks of pixels x channels (see the module doc)."""
+    if _is_pointwise(args, attrs):
+        return _pointwise(graph, args, attrs)
+    stmts: list[Stmt] = []
+    if _has_lanes(args.inputs[0].type.shape, args.inputs[1].type.shape, args.outputs[0].type.shape):
+        # a 1x1 window with strides and padding that keep the size: the scratch is not needed
+        stmts.append(Store("lanes", index(0), i32(0)))
+    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
+    o, kh, kw, c = w.type.shape
+    n, h, wd, _ = x.type.shape
+    wins = _windows(args, attrs, kh, kw)
+    axes = [Axis(win) for win in wins]
+    runs_merge = wins[1].dilation == 1
+    batch = Affine.var("n")
+    for tile in tiles(wins, exact_only=True):
+        tl = tile_loops(axes, tile)
+        stmts.append(Comment(tl.label))
+        out_pos, in_pos, tap = list(tl.out_pos), list(tl.in_pos), list(tl.tap)
+        tap_loops = list(tl.taps)
+        count = c
+        if runs_merge:  # the row's taps and channels as one contiguous run
+            k1 = dict(tap_loops).get("k1")
+            if k1 is not None:
+                tap_loops = [t for t in tap_loops if t[0] != "k1"]
+                in_pos[1], tap[1] = _subst(in_pos[1], "k1", 0), _subst(tap[1], "k1", 0)
+                count = k1 * c
+        w_tap = dot(tap, (kw * c, c)).expr()
+
+        def at(ip, op):
+            x_at = (batch * (h * wd * c) + dot(ip, (wd * c, c))).expr()
+            out_at = (batch * (y.type.size // n) + dot(op, (y.type.shape[2] * o, o))).expr()
+            coords = tuple(p.expr() for p in (batch, *op))
+            return x_at, out_at, coords
+        outer = list(tl.outer)
+        if tl.empty:
+            x_at, out_at, coords = at(in_pos, out_pos)
+            body = _empty(graph, args, attrs, out_at, coords)
+            stmts += loops(outer, body)
+            continue
+        if outer and outer[-1][0] == "o1" and outer[-1][1] >= 2:  # pixels in pairs along the row
+            e = outer[-1][1]
+            pixel_pair = [at(in_pos, out_pos), at([_shift(a, "o1", 1) for a in in_pos],
+                                                  [_shift(a, "o1", 1) for a in out_pos])]
+            inner: list[Stmt] = [For("o1", e - e % 2, tuple(_channels(graph, args, attrs, pixel_pair, tap_loops,
+                                                                        w_tap, count, CONV_CHANNELS)), step=2)]
+            if e % 2:
+                last = [at([_shift(a, "o1", e - 1) for a in in_pos], [_shift(a, "o1", e - 1) for a in out_pos])]
+                inner.append(For("o1", 1, tuple(_channels(graph, args, attrs, last, tap_loops, w_tap, count,
+                                                          CONV_CHANNELS))))
+            stmts += loops(outer[:-1], inner)
+        else:
+            stmts += loops(outer, _channels(graph, args, attrs, [at(in_pos, out_pos)], tap_loops, w_tap, count,
+                                            CONV_CHANNELS))
+    return [For("n", n, tuple(stmts))]
 
 
-@CORTEX_M.register("QFullyConnected", when=_dsp)
+# a depthwise window of up to this many taps runs straight-line (measured: 3x3 unrolled is faster
+# than its loops)
+UNROLL_TAPS = 9
+
+
+def _tap_offsets(tl: TileLoops) -> tuple[list[tuple[list[Affine], list[Affine]]], list[tuple[str, int]]]:
+    """(input positions, weight positions) of each straight-line tap, and the tap loops left
+    around them: tap loops unrolled from the innermost while the taps number at most UNROLL_TAPS."""
+    positions = [(list(tl.in_pos), list(tl.tap))]
+    left = list(tl.taps)
+    while left and left[-1][1] * len(positions) <= UNROLL_TAPS:
+        var, extent = left.pop()
+        positions = [([_subst(a, var, v) for a in ip], [_subst(a, var, v) for a in tp])
+                     for ip, tp in positions for v in range(extent)]
+    return positions, left
+
+
+def _depthwise_quads(graph, args, attrs, taps_at: list[tuple[Expr, Expr]], tap_loops, out_at: Expr,
+                     coords) -> list[Stmt]:
+    """Four channels per step: one input word and one weight word per tap, split into lanes
+    (channels 0 and 2 in one register, 1 and 3 in the other) and multiplied lane by lane with
+    SMLABB / SMLATT into four accumulators. `taps_at`: the (input, weight) offsets of each
+    straight-line tap, inside `tap_loops`."""
+    x, w = args.inputs[0], args.inputs[1]
+    c = w.type.shape[3]
+    offset = i32(pair(-attrs["x_zero_point"]))
+    base = Binary("*", Var("cq"), index(4))
+    chans = [_plus(base, j) for j in range(4)]
+    taps: list[Stmt] = []
+    for t, (x_at, w_at) in enumerate(taps_at):
+        xw = Call("read_i8x4", (Load(x.name, Binary("+", x_at, base)),), "int32")
+        ww = Call("read_i8x4", (Load(w.name, Binary("+", w_at, base)),), "int32")
+        dx, dw = f"dx{t}", f"dw{t}"
+        taps += [Local(dx, xw, "int32"), Local(dw, ww, "int32"),
+                 Local(f"{dx}_lo", Call("sxtab16", (offset, Var(dx)), "int32"), "int32"),
+                 Local(f"{dx}_hi", Call("sxtab16", (offset, _ror8(Var(dx))), "int32"), "int32"),
+                 Local(f"{dw}_lo", Call("sxtb16", (Var(dw),), "int32"), "int32"),
+                 Local(f"{dw}_hi", Call("sxtb16", (_ror8(Var(dw)),), "int32"), "int32")]
+        for j, (fn, lanes) in enumerate((("smlabb", "lo"), ("smlabb", "hi"), ("smlatt", "lo"), ("smlatt", "hi"))):
+            taps.append(Assign(f"acc{j}", Call(fn, (Var(f"{dx}_{lanes}"), Var(f"{dw}_{lanes}"), Var(f"acc{j}")),
+                                               "int32")))
+    body: list[Stmt] = [Local(f"acc{j}", scalar._bias(args, ch), "int32") for j, ch in enumerate(chans)]
+    body += loops(tap_loops, taps)
+    for j, ch in enumerate(chans):
+        at = coords + (ch,) if coords is not None else None
+        body += scalar._finish(graph, args, attrs, ch, Binary("+", out_at, ch), at, f"acc{j}")
+    stmts: list[Stmt] = [For("cq", c // 4, tuple(body))]
+    for r in range(c - c % 4, c):  # the channels past a multiple of four, one by one
+        ch = _plus(Var("cl"), r)
+        macs: list[Stmt] = []
+        for x_at, w_at in taps_at:
+            xv = Binary("-", widen(Load(x.name, Binary("+", x_at, ch))), i32(attrs["x_zero_point"]))
+            wv = widen(Load(w.name, Binary("+", w_at, ch)))
+            macs.append(Assign("acc", Binary("+", Var("acc"), Binary("*", xv, wv))))
+        at = coords + (ch,) if coords is not None else None
+        stmts.append(For("cl", 1, (Local("acc", scalar._bias(args, ch), "int32"), *loops(tap_loops, macs),
+                                   *scalar._finish(graph, args, attrs, ch, Binary("+", out_at, ch), at))))
+    return stmts
+
+
+@CORTEX_M.register("QDepthwise", when=lambda args, attrs: args.caps.dsp and attrs["depth_multiplier"] == 1
+                   and args.inputs[1].type.shape[3] >= 4)
+def qdepthwise_dsp(graph, node_id, cluster_id, args, attrs):
+    """QDepthwise (depth multiplier 1), four channels per step on SMLABB / SMLATT."""
+    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
+    _, kh, kw, c = w.type.shape
+    n, h, wd, _ = x.type.shape
+    wins = _windows(args, attrs, kh, kw)
+    axes = [Axis(win) for win in wins]
+    batch = Affine.var("n")
+    stmts: list[Stmt] = []
+    for tile in tiles(wins, exact_only=True):
+        tl = tile_loops(axes, tile)
+        stmts.append(Comment(tl.label))
+        out_at = (batch * (y.type.size // n) + dot(tl.out_pos, (y.type.shape[2] * c, c))).expr()
+        coords = tuple(p.expr() for p in (batch, *tl.out_pos))
+        if tl.empty:
+            oc = Var("oc")
+            body = [For("oc", c, (Local("acc", scalar._bias(args, oc), "int32"),
+                                  *scalar._finish(graph, args, attrs, oc, Binary("+", out_at, oc), coords + (oc,))))]
+        else:
+            positions, tap_loops = _tap_offsets(tl)
+            taps_at = [((batch * (h * wd * c) + dot(ip, (wd * c, c))).expr(), dot(tp, (kw * c, c)).expr())
+                       for ip, tp in positions]
+            body = _depthwise_quads(graph, args, attrs, taps_at, tap_loops, out_at, coords)
+        stmts += loops(tl.outer, body)
+    return [For("n", n, tuple(stmts))]
+
+
+@CORTEX_M.register("QFullyConnected", when=lambda args, attrs: args.caps.dsp)
 def qfully_connected_dsp(graph, node_id, cluster_id, args, attrs):
-    """QFullyConnected with the row dot products on SMLAD."""
+    """QFullyConnected: four weight rows per step share each input word (then the last few alone)."""
     x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
     rows, o = y.type.shape
     k = w.type.shape[1]
-    taps = dot_dsp(x.name, Binary("*", Var("r"), index(k)), w.name, Binary("*", Var("o"), index(k)), k,
-                   attrs["x_zero_point"], None, "k")
-    at = Binary("+", Binary("*", Var("r"), index(o)), Var("o"))
-    body = [Local("acc", scalar._bias(args, Var("o")), "int32"), *taps,
-            *scalar._finish(graph, args, attrs, Var("o"), at, (Var("r"), Var("o")))]
-    return [For("r", rows, (For("o", o, tuple(body)),))]
+    row = [(Binary("*", Var("r"), index(k)), Binary("*", Var("r"), index(o)), (Var("r"),))]
+    return [For("r", rows, tuple(_channels(graph, args, attrs, row, (), index(0), k, FC_ROWS)))]

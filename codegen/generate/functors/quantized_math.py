@@ -31,12 +31,14 @@ def clamp(e: Expr, lo: int, hi: int) -> Expr:
 
 
 def multiply_by_quantized_multiplier(name: str, acc: Expr, multiplier: Expr | int,
-                                     shift: Expr | int) -> tuple[list[Stmt], Expr]:
+                                     shift: Expr | int, shift_sign: int = 0) -> tuple[list[Stmt], Expr]:
     """Statements computing acc * (multiplier, shift) into local `name`, and the int32 result.
 
     `multiplier` and `shift` are build-time ints (per tensor) or loaded int32 expressions (per
     channel). The multiplier is never INT32_MIN (it is 0 or at least 2^30), so the doubling high
-    multiply's one saturating case cannot happen and is not tested for."""
+    multiply's one saturating case cannot happen and is not tested for. `shift_sign` -1 (or 1)
+    says a loaded shift is never positive (never negative), known at build time: the other
+    direction's shift and its test are left out."""
     static = isinstance(shift, int)
     mult = i64(multiplier) if isinstance(multiplier, int) else Cast("int64", multiplier)
     stmts: list[Stmt] = []
@@ -46,6 +48,12 @@ def multiply_by_quantized_multiplier(name: str, acc: Expr, multiplier: Expr | in
         if left:
             x = Cast("int32", Binary("<<", Cast("int64", acc), i64(left)))  # wraps as TFLite's int32 shift
         right_e: Expr = i32(right)
+    elif shift_sign < 0:  # a right shift only
+        stmts.append(Local(f"{name}_shift", shift, "int32"))
+        right_e, right = Binary("-", i32(0), Var(f"{name}_shift")), None
+    elif shift_sign > 0:  # a left shift only
+        x = Cast("int32", Binary("<<", Cast("int64", acc), shift))
+        right_e, right = i32(0), 0
     else:
         stmts.append(Local(f"{name}_shift", shift, "int32"))
         s = Var(f"{name}_shift")
@@ -53,13 +61,15 @@ def multiply_by_quantized_multiplier(name: str, acc: Expr, multiplier: Expr | in
         x = Cast("int32", Binary("<<", Cast("int64", acc), Select(positive, s, i32(0))))
         right_e = Select(positive, i32(0), Binary("-", i32(0), s))
         right = None
-    # high 32 bits of 2 * x * multiplier, rounded to nearest (ties away from zero)
+    # high 32 bits of 2 * x * multiplier, rounded to nearest (ties away from zero). TFLite adds
+    # 2^30 (1 - 2^30 below zero) and divides by 2^31 truncating; for a negative product that is
+    # -floor((2^30 - 1 - ab) / 2^31) = floor((ab + 2^30) / 2^31), so one arithmetic shift of
+    # ab + 2^30 gives the same for every sign (no test, no correction of the division)
     stmts.append(Local(f"{name}_ab", Binary("*", Cast("int64", x), mult), "int64"))
     ab = Var(f"{name}_ab")
-    nudge = Select(Binary(">=", ab, i64(0)), i64(1 << 30), i64(1 - (1 << 30)))
-    stmts.append(Local(name, Cast("int32", Binary("/", Binary("+", ab, nudge), i64(1 << 31))), "int32"))
+    stmts.append(Local(name, Cast("int32", Binary(">>", Binary("+", ab, i64(1 << 30)), i64(31))), "int32"))
     high = Var(name)
-    if static and right == 0:
+    if (static or shift_sign > 0) and right == 0:
         return stmts, high
     # rounding arithmetic right shift: ties away from zero
     mask = Binary("-", Binary("<<", i32(1), right_e), i32(1)) if not static else i32((1 << right) - 1)
