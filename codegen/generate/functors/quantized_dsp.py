@@ -31,7 +31,7 @@ from codegen.generate.backends import CORTEX_M
 from codegen.generate.functors import quantized as scalar
 from codegen.generate.functors.conv import Affine, Axis, TileLoops, dot, loops, tile_loops, tiles
 from codegen.generate.functors.quantized_math import i32, widen
-from codegen.generate.functors.quantized_windows import _windows
+from codegen.generate.functors.quantized_windows import _windows, row_major
 from codegen.generate.loop_ir import (Assign, Binary, Call, Comment, Expr, For, Load, Local, Scratch, Stmt, Store,
                                       Var, index)
 
@@ -107,17 +107,6 @@ def block_dot(x: str, x_ats: list[Expr], w: str, w_ats: list[Expr], count: int, 
                 acc = f"acc{p}{c}"
                 stmts.append(Assign(acc, Binary("+", Var(acc), Binary("*", xs[p], wv))))
     return stmts
-
-
-def _subst(a: Affine, var: str, value: int) -> Affine:
-    """`a` with loop variable `var` replaced by the constant `value`."""
-    coef = dict(a.terms).get(var, 0)
-    return Affine(tuple(t for t in a.terms if t[0] != var), a.const + coef * value)
-
-
-def _shift(a: Affine, var: str, by: int) -> Affine:
-    """`a` with loop variable `var` replaced by var + by."""
-    return a + dict(a.terms).get(var, 0) * by
 
 
 def _block(graph, args, attrs, pixels: list[tuple[Expr, Expr, tuple | None]], channel_base: Expr, n_chan: int,
@@ -262,7 +251,7 @@ def qconv2d_dsp(graph, node_id, cluster_id, args, attrs):
             k1 = dict(tap_loops).get("k1")
             if k1 is not None:
                 tap_loops = [t for t in tap_loops if t[0] != "k1"]
-                in_pos[1], tap[1] = _subst(in_pos[1], "k1", 0), _subst(tap[1], "k1", 0)
+                in_pos[1], tap[1] = in_pos[1].substituted("k1", Affine((), 0)), tap[1].substituted("k1", Affine((), 0))
                 count = k1 * c
         w_tap = dot(tap, (kw * c, c)).expr()
 
@@ -279,19 +268,19 @@ def qconv2d_dsp(graph, node_id, cluster_id, args, attrs):
             continue
         if outer and outer[-1][0] == "o1" and outer[-1][1] >= 2:  # pixels in pairs along the row
             e = outer[-1][1]
-            pixel_pair = [at(in_pos, out_pos), at([_shift(a, "o1", 1) for a in in_pos],
-                                                  [_shift(a, "o1", 1) for a in out_pos])]
+            pixel_pair = [at(in_pos, out_pos), at([a.shifted("o1", 1) for a in in_pos],
+                                                  [a.shifted("o1", 1) for a in out_pos])]
             inner: list[Stmt] = [For("o1", e - e % 2, tuple(_channels(graph, args, attrs, pixel_pair, tap_loops,
                                                                         w_tap, count, CONV_CHANNELS)), step=2)]
             if e % 2:
-                last = [at([_shift(a, "o1", e - 1) for a in in_pos], [_shift(a, "o1", e - 1) for a in out_pos])]
+                last = [at([a.shifted("o1", e - 1) for a in in_pos], [a.shifted("o1", e - 1) for a in out_pos])]
                 inner.append(For("o1", 1, tuple(_channels(graph, args, attrs, last, tap_loops, w_tap, count,
                                                           CONV_CHANNELS))))
             stmts += loops(outer[:-1], inner)
         else:
             stmts += loops(outer, _channels(graph, args, attrs, [at(in_pos, out_pos)], tap_loops, w_tap, count,
                                             CONV_CHANNELS))
-    return [For("n", n, tuple(stmts))]
+    return [For("n", n, tuple(row_major(stmts)))]
 
 
 # a depthwise window of up to this many taps runs straight-line (measured: 3x3 unrolled is faster
@@ -306,7 +295,7 @@ def _tap_offsets(tl: TileLoops) -> tuple[list[tuple[list[Affine], list[Affine]]]
     left = list(tl.taps)
     while left and left[-1][1] * len(positions) <= UNROLL_TAPS:
         var, extent = left.pop()
-        positions = [([_subst(a, var, v) for a in ip], [_subst(a, var, v) for a in tp])
+        positions = [([a.substituted(var, Affine((), v)) for a in ip], [a.substituted(var, Affine((), v)) for a in tp])
                      for ip, tp in positions for v in range(extent)]
     return positions, left
 
@@ -380,7 +369,7 @@ def qdepthwise_dsp(graph, node_id, cluster_id, args, attrs):
                        for ip, tp in positions]
             body = _depthwise_quads(graph, args, attrs, taps_at, tap_loops, out_at, coords)
         stmts += loops(tl.outer, body)
-    return [For("n", n, tuple(stmts))]
+    return [For("n", n, tuple(row_major(stmts)))]
 
 
 @CORTEX_M.register("QFullyConnected", when=lambda args, attrs: args.caps.dsp)
