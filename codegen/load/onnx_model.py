@@ -272,10 +272,8 @@ def _static_shape(value_info, name: str, batch: int, loc: SourceLoc) -> tuple[tu
         elif isinstance(d, str) and i == 0 and len(dims) > 1:
             shape.append(batch)  # a symbolic batch: embedded inference runs one sample at a time
             batched = True
-        elif d == 0:  # static, but empty: no buffer of the generated API can hold it
-            raise GraphError(loc, f"input '{name}' has zero elements (dimension {i} is 0 in shape {written}); "
-                             "zero-size graph inputs are not supported",
-                             "every buffer of the generated API holds at least one element")
+        elif d == 0:  # static and empty: no data, so whatever reads it is known at build time
+            shape.append(0)
         else:
             fixed = [x if isinstance(x, int) and x > 0 else 1 for x in written]
             raise GraphError(loc, f"input '{name}' has a dynamic dimension {i} ({d!r}) in shape "
