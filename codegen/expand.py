@@ -44,7 +44,7 @@ class GraphBuilder:
     # --- the builder-facing API ---------------------------------------------------------
     def add(self, op: str, inputs: Sequence[str], attrs: Mapping[str, Any] | None = None) -> list[str]:
         """Add primitive or builder `op` at the current position; return its output names."""
-        name = self.fresh(op.lower())
+        name = self.fresh(op.lower().replace(".", "_"))
         if op in BUILDERS:
             return self._expand_builder(op, name, list(inputs), dict(attrs or {}), None)
         prim = PRIMITIVES[op]
@@ -223,7 +223,9 @@ class GraphBuilder:
         """Evaluate `node` now if its inputs are all constants (build-time ops also read the types
         of computed inputs); its outputs become constants. False if the node stays."""
         present = [n for n in node.inputs if n]
-        build_time = node.op in BUILD_TIME_OPS
+        # an op whose every input is needed at build time (a window's size) is computed then too
+        build_time = node.op in BUILD_TIME_OPS or (bool(present) and all(
+            i in PRIMITIVES[node.op].constant_inputs for i, n in enumerate(node.inputs) if n))
         # Empty values hold no data: a node reading only constants and empty values, or writing
         # only empty values, computes nothing at run time (a reduction over an empty set gives
         # its identity, a slice past the end is empty).
@@ -381,7 +383,8 @@ def _node_names(spec: GraphSpec, values: Mapping[str, SourceLoc]) -> list[str]:
     result = []
     for node, name in zip(spec.nodes, names):
         if name is None:
-            base = f"{node.op.lower()}_{node.outputs[0]}" if node.outputs else node.op.lower()
+            op = node.op.lower().replace(".", "_")  # a domain's op: ai.onnx.ml.Binarizer
+            base = f"{op}_{node.outputs[0]}" if node.outputs else op
             name, n = base, 1
             while name in taken:
                 n += 1
