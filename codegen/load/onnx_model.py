@@ -336,10 +336,13 @@ def _value_names(graph, graph_inputs) -> dict[str, str]:
     return values
 
 
+# ONNX ops whose optional outputs another primitive computes: op -> primitive per later output.
+# A model that reads the output gets that node beside the op's own (which keeps its first output),
+# so the extra work is done only where someone reads the result.
+SPLIT_OUTPUTS = {"MaxPool": ("MaxPoolIndices",)}
+
 # Outputs ONNX defines that Tinsmith does not compute: op -> (outputs computed, why not the rest).
 UNCOMPUTED_OUTPUTS = {
-    "MaxPool": (1, "its Indices output (the flat positions of the maxima) is not supported: Tinsmith "
-                   "computes the pooled values only"),
     "BatchNormalization": (1, "its running mean and variance outputs exist in training mode only, which "
                               "is not supported: Tinsmith compiles inference (training_mode=0)"),
 }
@@ -434,10 +437,16 @@ class _Reader:
             outputs = tuple(self.values[o] if o else self.filler(f"{name or 'node'}_unused{j}")
                             for j, o in enumerate(outs))
             inputs = tuple(self.values[n] for n in node.input)
-            specs.append(NodeSpec(op, name, inputs, outputs, attrs, loc, loc, tuple(loc for _ in inputs),
-                                  tuple(loc for _ in outputs), {k: loc for k in attrs},
-                                  {k: loc for k in attrs}, loc, loc, loc))
-            originals.append(node.name)
+            parts = [(op, name, outputs)]
+            if op in SPLIT_OUTPUTS and len(outputs) > 1:
+                parts = [(op, name, outputs[:1])] + [
+                    (extra, f"{name}_{extra.lower()}" if name else None, (out,))
+                    for extra, out, written in zip(SPLIT_OUTPUTS[op], outputs[1:], outs[1:]) if written]
+            for part_op, part_name, part_outputs in parts:
+                specs.append(NodeSpec(part_op, part_name, inputs, part_outputs, attrs, loc, loc,
+                                      tuple(loc for _ in inputs), tuple(loc for _ in part_outputs),
+                                      {k: loc for k in attrs}, {k: loc for k in attrs}, loc, loc, loc))
+                originals.append(node.name)
         return tuple(specs), tuple(originals)
 
 
