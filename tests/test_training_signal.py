@@ -194,3 +194,47 @@ def test_table_matches_numpy(tables, name):
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7, err_msg=name)
     (reference,) = expected(model, {}, reference=True)
     np.testing.assert_allclose(got, reference, rtol=1e-6, atol=1e-7, err_msg=f"{name} (ONNX reference)")
+
+
+# --- BatchNormalization in training mode ---------------------------------------------------------
+def _batch_norm_training(x, s, b, mean, var, epsilon, momentum):
+    axes = tuple(d for d in range(x.ndim) if d != 1)
+    m, v = x.mean(axis=axes), x.var(axis=axes)
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    y = (x - m.reshape(shape)) / np.sqrt(v.reshape(shape) + epsilon) * s.reshape(shape) + b.reshape(shape)
+    return y, mean * momentum + m * (1 - momentum), var * momentum + v * (1 - momentum)
+
+
+BN_SHAPES = {"bn_nchw": ((2, 3, 5, 7), 1e-5, 0.9), "bn_rank2": ((3, 5), 1e-3, 0.9), "bn_rank3": ((1, 4, 9), 1e-2, 0.7)}
+
+
+def _bn_case(shape, epsilon, momentum):
+    rng = np.random.default_rng(shape[-1])
+    c = shape[1]
+    feeds = {"x": _f32(rng, *shape, low=-2.0, high=3.0), "s": _f32(rng, c), "b": _f32(rng, c),
+             "mean": _f32(rng, c), "var": _f32(rng, c, low=0.5, high=2.0)}
+    node = helper.make_node("BatchNormalization", list(feeds), ["y", "running_mean", "running_var"],
+                            training_mode=1, epsilon=epsilon, momentum=momentum)
+    return _model(node, [(n, list(v.shape)) for n, v in feeds.items()],
+                  [("y", list(shape)), ("running_mean", [c]), ("running_var", [c])]), feeds
+
+
+BN_CASES = {n: _bn_case(*spec) for n, spec in BN_SHAPES.items()}
+
+
+@pytest.fixture(scope="module")
+def batch_norms(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("batch_norm_training")
+    return run_on_host({n: m for n, (m, _) in BN_CASES.items()}, {n: f for n, (_, f) in BN_CASES.items()}, folder)
+
+
+@pytest.mark.parametrize("name", sorted(BN_CASES))
+def test_batch_norm_training_matches_numpy(batch_norms, name):
+    model, feeds = BN_CASES[name]
+    _, epsilon, momentum = BN_SHAPES[name]
+    want = _batch_norm_training(*(np.asarray(feeds[k], np.float64) for k in ("x", "s", "b", "mean", "var")),
+                                epsilon, momentum)
+    for i, (g, w) in enumerate(zip(batch_norms[name], want)):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6, err_msg=f"{name} output {i}")
+    for i, (r, w) in enumerate(zip(expected(model, feeds, reference=True), want)):
+        np.testing.assert_allclose(r, w, rtol=1e-5, atol=1e-6, err_msg=f"{name} reference output {i}")

@@ -111,3 +111,30 @@ def momentum(g, inputs, attrs):
         new_x.append(g.add("Sub", [x, g.add("Mul", [inputs[0], direction])[0]])[0])
         new_v.append(v2)
     return new_x + new_v
+
+
+@builder("BatchNormalizationTraining", inputs=5, outputs=3,
+         attrs=[Attr("epsilon", "float", 1e-5), Attr("momentum", "float", 0.9)])
+def batch_normalization_training(g, inputs, attrs):
+    """ONNX BatchNormalization with training_mode=1 (the ONNX importer's name for it): normalizes
+    with the batch's own mean and (population) variance per channel, and outputs the running
+    mean and variance updated as input * momentum + batch statistic * (1 - momentum)."""
+    x, scale, bias, mean, var = inputs
+    shape = tuple(g.type_of(x).shape)
+    if len(shape) < 2:
+        raise OpError(f"BatchNormalization input has shape {list(shape)}; expected [N, C, ...]", input=0)
+    channels = shape[1]
+    axes = g.constant(np.array([d for d in range(len(shape)) if d != 1], np.int64), "axes")
+    per_channel = g.constant(np.array([channels] + [1] * (len(shape) - 2), np.int64), "shape")
+    flat = g.constant(np.array([channels], np.int64), "shape")
+    batch_mean = g.add("ReduceMean", [x, axes], {"keepdims": 1})[0]
+    centred = g.add("Sub", [x, batch_mean])[0]
+    batch_var = g.add("ReduceMean", [g.add("Mul", [centred, centred])[0], axes], {"keepdims": 1})[0]
+    inv_std = g.add("Reciprocal", [g.add("Sqrt", [g.add("Add", [batch_var, g.scalar(attrs["epsilon"])])[0]])[0]])[0]
+    factor = g.add("Mul", [inv_std, g.add("Reshape", [scale, per_channel])[0]])[0]
+    y = g.add("Add", [g.add("Mul", [centred, factor])[0], g.add("Reshape", [bias, per_channel])[0]])[0]
+    keep = attrs["momentum"]
+
+    def running(old: str, batch: str) -> str:
+        return g.add("Add", [_scaled(g, old, keep), _scaled(g, g.add("Reshape", [batch, flat])[0], 1 - keep)])[0]
+    return [y, running(mean, batch_mean), running(var, batch_var)]

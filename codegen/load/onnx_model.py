@@ -341,6 +341,9 @@ def _value_names(graph, graph_inputs) -> dict[str, str]:
 # so the extra work is done only where someone reads the result.
 SPLIT_OUTPUTS = {"MaxPool": ("MaxPoolIndices",)}
 
+# ONNX ops whose training_mode=1 form is another op (a builder): op -> that op's name.
+TRAINING_FORMS = {"BatchNormalization": "BatchNormalizationTraining"}
+
 # Outputs ONNX defines that Tinsmith does not compute: op -> (outputs computed, why not the rest).
 UNCOMPUTED_OUTPUTS = {
     "BatchNormalization": (1, "its running mean and variance outputs exist in training mode only, which "
@@ -430,6 +433,8 @@ class _Reader:
             while outs and not outs[-1]:  # omitted trailing optional outputs
                 outs.pop()
             name = self.node_names[i]
+            if op in TRAINING_FORMS and attrs.get("training_mode"):
+                op, attrs = TRAINING_FORMS[op], {k: v for k, v in attrs.items() if k != "training_mode"}
             if op in UNCOMPUTED_OUTPUTS and len(outs) > UNCOMPUTED_OUTPUTS[op][0]:
                 shown = f"'{printable(node.name)}'" if node.name else f"#{i}"
                 raise GraphError(loc, f"{op} node {shown}: {UNCOMPUTED_OUTPUTS[op][1]}",
