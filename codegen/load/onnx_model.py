@@ -341,8 +341,10 @@ def _value_names(graph, graph_inputs) -> dict[str, str]:
 # so the extra work is done only where someone reads the result.
 SPLIT_OUTPUTS = {"MaxPool": ("MaxPoolIndices",)}
 
-# ONNX ops whose training_mode=1 form is another op (a builder): op -> that op's name.
-TRAINING_FORMS = {"BatchNormalization": "BatchNormalizationTraining"}
+# ONNX ops that are another op (a builder) when an int attribute is set: op -> (attribute, op).
+# The attribute is left out: the other op is that form.
+ATTRIBUTE_FORMS = {"BatchNormalization": ("training_mode", "BatchNormalizationTraining"),
+                   "Resize": ("antialias", "ResizeAntialias")}
 
 # Outputs ONNX defines that Tinsmith does not compute: op -> (outputs computed, why not the rest).
 UNCOMPUTED_OUTPUTS = {
@@ -433,8 +435,9 @@ class _Reader:
             while outs and not outs[-1]:  # omitted trailing optional outputs
                 outs.pop()
             name = self.node_names[i]
-            if op in TRAINING_FORMS and attrs.get("training_mode"):
-                op, attrs = TRAINING_FORMS[op], {k: v for k, v in attrs.items() if k != "training_mode"}
+            if op in ATTRIBUTE_FORMS and attrs.get(ATTRIBUTE_FORMS[op][0]):
+                flag, op = ATTRIBUTE_FORMS[op]
+                attrs = {k: v for k, v in attrs.items() if k != flag}
             if op in UNCOMPUTED_OUTPUTS and len(outs) > UNCOMPUTED_OUTPUTS[op][0]:
                 shown = f"'{printable(node.name)}'" if node.name else f"#{i}"
                 raise GraphError(loc, f"{op} node {shown}: {UNCOMPUTED_OUTPUTS[op][1]}",
