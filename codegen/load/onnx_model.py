@@ -26,6 +26,7 @@ from codegen.load.constants import LoaderError
 from codegen.load.graph_file import (SUPPORTED_DTYPES, GraphSpec, NodeSpec, ValueSpec, check_node_count,
                                      display_path)
 from codegen.load.identifiers import identifier_problem, valid_identifier
+from codegen.load.subgraph import Subgraph, SubgraphNode
 from codegen.ops.shape_ops import storage_dtype
 
 MIN_OPSET = 18  # older models are upgraded to this opset of the default domain
@@ -326,11 +327,23 @@ def _node_names(graph) -> list[str | None]:
     return names
 
 
-def _value_names(graph, graph_inputs) -> dict[str, str]:
-    """Identifier for every value name, in file order: inputs, initializers, node outputs."""
-    order = [v.name for v in graph_inputs] + [t.name for t in graph.initializer]
-    for node in graph.node:
+def _node_value_names(nodes) -> list[str]:
+    """Value names nodes write and read, in order, with those of their subgraphs (If, Loop)."""
+    order: list[str] = []
+    for node in nodes:
         order += [n for n in node.output if n] + [n for n in node.input if n]
+        for a in node.attribute:
+            if a.HasField("g"):
+                order += [v.name for v in a.g.input] + [t.name for t in a.g.initializer]
+                order += _node_value_names(a.g.node) + [v.name for v in a.g.output]
+    return order
+
+
+def _value_names(graph, graph_inputs) -> dict[str, str]:
+    """Identifier for every value name, in file order: inputs, initializers, node outputs (those
+    inside subgraphs too)."""
+    order = [v.name for v in graph_inputs] + [t.name for t in graph.initializer]
+    order += _node_value_names(graph.node)
     values = unique_names(order + [v.name for v in graph.output], "v")
     values[""] = ""  # an omitted optional input
     return values
@@ -391,7 +404,7 @@ class _Reader:
 
     def initializers(self) -> None:
         """Initializers that nodes read become constants (unused ones are left out)."""
-        used = {n for node in self.graph.node for n in node.input if n} | set(self.output_names)
+        used = set(_node_value_names(self.graph.node)) | set(self.output_names)  # (subgraphs read them too)
         for t in self.graph.initializer:
             if t.name in used and self.values[t.name] not in self.origins:
                 what = f"initializer '{printable(t.name)}'"
@@ -413,6 +426,30 @@ class _Reader:
             specs.append(ValueSpec(self.values[v.name], TensorType(dtype, shape), loc, loc))
         return tuple(specs), tuple(batched)
 
+    def attrs(self, node, loc: SourceLoc) -> dict[str, Any]:
+        """A node's attributes as plain values; a subgraph (If's branches, Loop's body) as a Subgraph."""
+        return {a.name: self.subgraph(a.g, loc) if a.type == _onnx().AttributeProto.GRAPH else _attr_value(a, loc)
+                for a in node.attribute}
+
+    def subgraph(self, graph, loc: SourceLoc) -> Subgraph:
+        """A subgraph with value names mapped as the enclosing graph's are; Constant nodes and
+        initializers become its constants."""
+        constants = {self.values[t.name]: to_array(t, loc, f"initializer '{printable(t.name)}'")
+                     for t in graph.initializer}
+        nodes = []
+        for node in graph.node:
+            attrs = self.attrs(node, loc)
+            data = _constant_node_data(attrs) if node.op_type == "Constant" and len(node.output) == 1 else None
+            if data is not None:
+                constants[self.values[node.output[0]]] = data
+                continue
+            domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
+            nodes.append(SubgraphNode(f"{domain}.{node.op_type}" if domain else node.op_type,
+                                      tuple(self.values[n] for n in node.input),
+                                      tuple(self.values[n] for n in node.output), attrs))
+        return Subgraph(tuple(self.values[v.name] for v in graph.input), tuple(nodes),
+                        tuple(self.values[v.name] for v in graph.output), constants)
+
     def outputs(self) -> tuple[ValueSpec, ...]:
         return tuple(ValueSpec(self.values[n], None, self.loc(f"output '{printable(n)}'"))
                      for n in self.output_names)
@@ -422,7 +459,7 @@ class _Reader:
         specs, originals = [], []
         for i, node in enumerate(self.graph.node):
             loc = self.node_loc(i, node)
-            attrs = {a.name: _attr_value(a, loc) for a in node.attribute}
+            attrs = self.attrs(node, loc)
             domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
             op = f"{domain}.{node.op_type}" if domain else node.op_type
             if op == "Constant" and len(node.output) == 1 and node.output[0] not in self.output_names:
