@@ -184,3 +184,84 @@ def _reference(xs, attrs):
 define("GridSample", inputs=2, infer=_infer, reference=_reference,
        attrs=[Attr("align_corners", "int", 0, (0, 1)), Attr("mode", "string", "linear", tuple(MODES)),
               Attr("padding_mode", "string", "zeros", ("zeros", "border", "reflection"))])
+
+
+# --- RoiAlign ---------------------------------------------------------------------------------
+MAX_SAMPLES_PER_BIN = 64  # sampling_ratio^2: each sample is unrolled in the kernel
+
+
+def roi_samples(roi, scale: float, half_pixel: bool, out_h: int, out_w: int, ratio: int, height: int, width: int):
+    """For one roi (x1, y1, x2, y2): per bin (ph, pw) and sample (iy, ix), the four corner offsets
+    (in one H x W plane) and bilinear weights; a sample farther than one pixel outside the map
+    has weights 0. Plain Python floats, in the order the kernel computes them."""
+    offset = 0.5 if half_pixel else 0.0
+    x1, y1, x2, y2 = (v * scale - offset for v in roi)
+    roi_w, roi_h = x2 - x1, y2 - y1
+    if not half_pixel:  # the legacy mode keeps rois at least one pixel wide
+        roi_w, roi_h = max(roi_w, 1.0), max(roi_h, 1.0)
+    bin_h, bin_w = roi_h / out_h, roi_w / out_w
+    samples = {}
+    for ph, pw, iy, ix in itertools.product(range(out_h), range(out_w), range(ratio), range(ratio)):
+        y = y1 + ph * bin_h + (iy + 0.5) * bin_h / ratio
+        x = x1 + pw * bin_w + (ix + 0.5) * bin_w / ratio
+        if y < -1.0 or y > height or x < -1.0 or x > width:
+            samples[ph, pw, iy, ix] = ((0, 0, 0, 0), (0.0, 0.0, 0.0, 0.0))
+            continue
+        y, x = max(y, 0.0), max(x, 0.0)
+        y_lo, x_lo = int(y), int(x)
+        if y_lo >= height - 1:
+            y_lo = y_hi = height - 1
+            y = float(y_lo)
+        else:
+            y_hi = y_lo + 1
+        if x_lo >= width - 1:
+            x_lo = x_hi = width - 1
+            x = float(x_lo)
+        else:
+            x_hi = x_lo + 1
+        ly, lx = y - y_lo, x - x_lo
+        hy, hx = 1 - ly, 1 - lx
+        samples[ph, pw, iy, ix] = ((y_lo * width + x_lo, y_lo * width + x_hi, y_hi * width + x_lo, y_hi * width + x_hi),
+                                   (hy * hx, hy * lx, ly * hx, ly * lx))
+    return samples
+
+
+def _infer_roi_align(args: InferArgs) -> list[TensorType]:
+    require_dtypes(args, ("float32",), [0, 1])
+    x, rois, batch = args.types
+    if x.rank != 4 or rois.rank != 2 or rois.shape[1] != 4 or batch.shape != rois.shape[:1]:
+        raise OpError(f"RoiAlign needs X [N, C, H, W], rois [R, 4] and batch_indices [R]; got {list(x.shape)}, "
+                      f"{list(rois.shape)} and {list(batch.shape)}", input=1)
+    ratio = args.attrs["sampling_ratio"]
+    if ratio <= 0:
+        raise OpError("RoiAlign with sampling_ratio 0 takes as many samples per bin as each roi's size at run "
+                      "time asks; a compiled kernel needs a fixed count: give sampling_ratio > 0",
+                      attr="sampling_ratio")
+    if ratio * ratio > MAX_SAMPLES_PER_BIN:
+        raise OpError(f"RoiAlign sampling_ratio {ratio} takes {ratio * ratio} samples per bin, more than "
+                      f"{MAX_SAMPLES_PER_BIN}", attr="sampling_ratio")
+    return [TensorType("float32", (rois.shape[0], x.shape[1], args.attrs["output_height"], args.attrs["output_width"]))]
+
+
+def _roi_align_reference(xs, attrs):
+    x, rois, batch = xs[0].astype(np.float64), xs[1].astype(np.float64), xs[2].astype(np.int64)
+    n, c, height, width = x.shape
+    out_h, out_w, ratio = attrs["output_height"], attrs["output_width"], attrs["sampling_ratio"]
+    y = np.zeros((rois.shape[0], c, out_h, out_w))
+    for r in range(rois.shape[0]):
+        plane = x[int(np.clip(batch[r], 0, n - 1))].reshape(c, -1)
+        samples = roi_samples(rois[r], attrs["spatial_scale"], attrs["coordinate_transformation_mode"] == "half_pixel",
+                              out_h, out_w, ratio, height, width)
+        for ph, pw in itertools.product(range(out_h), range(out_w)):
+            values = [sum(w * plane[:, p] for p, w in zip(*samples[ph, pw, iy, ix])) if attrs["mode"] == "avg"
+                      else np.max([w * plane[:, p] for p, w in zip(*samples[ph, pw, iy, ix])], axis=0)
+                      for iy, ix in itertools.product(range(ratio), range(ratio))]
+            y[r, :, ph, pw] = np.sum(values, axis=0) / (ratio * ratio) if attrs["mode"] == "avg" \
+                else np.max(values, axis=0)
+    return [y.astype(np.float32)]
+
+
+define("RoiAlign", inputs=3, infer=_infer_roi_align, reference=_roi_align_reference,
+       attrs=[Attr("coordinate_transformation_mode", "string", "half_pixel", ("half_pixel", "output_half_pixel")),
+              Attr("mode", "string", "avg", ("avg", "max")), Attr("output_height", "int", 1),
+              Attr("output_width", "int", 1), Attr("sampling_ratio", "int", 0), Attr("spatial_scale", "float", 1.0)])
