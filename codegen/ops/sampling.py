@@ -108,10 +108,14 @@ def pixel(m, i, ax: SampledAxis, padding: str):
     return m.clamp(i, 0.0, ax.size - 1.0), None
 
 
-def axis_taps(m, g, ax: SampledAxis, mode: str, padding: str, align_corners: bool) -> list:
-    """(index, weight, valid) of each tap of normalized coordinate g along one axis; indices are
-    whole numbers in 0..size-1 (as floats), weight None for nearest, valid None where every tap is."""
-    x = m.let((g + 1) / 2 * (ax.size - 1) if align_corners else ((g + 1) * ax.size - 1) / 2, "x")
+def axis_taps(m, g, ax: SampledAxis, mode: str, padding: str, align_corners: bool | None) -> list:
+    """(index, weight, valid) of each tap of normalized coordinate g along one axis (or, with
+    align_corners None, of g already in input positions); indices are whole numbers in 0..size-1
+    (as floats), weight None for nearest, valid None where every tap is."""
+    if align_corners is None:
+        x = g
+    else:
+        x = m.let((g + 1) / 2 * (ax.size - 1) if align_corners else ((g + 1) * ax.size - 1) / 2, "x")
     if mode == "nearest":
         x = m.let(m.round_even(x), "x")
     outside = m.lt(x, ax.low), m.gt(x, ax.high)
@@ -145,7 +149,7 @@ def sampling_mode(attrs) -> str:
 
 
 def grid_axes(x_shape, attrs) -> list[SampledAxis]:
-    return [SampledAxis.of(d, bool(attrs["align_corners"])) for d in x_shape[2:]]
+    return [SampledAxis.of(d, bool(attrs.get("align_corners", 0))) for d in x_shape[2:]]
 
 
 def _infer(args: InferArgs) -> list[TensorType]:
@@ -161,12 +165,17 @@ def _infer(args: InferArgs) -> list[TensorType]:
     return [TensorType("float32", x.shape[:2] + grid.shape[1:-1])]
 
 
+def align_of(attrs) -> bool | None:
+    """align_corners of GridSample; None for GridSamplePixels, whose grid holds input positions."""
+    return bool(attrs["align_corners"]) if "align_corners" in attrs else None
+
+
 def _reference(xs, attrs):
     x, grid = xs[0].astype(np.float64), xs[1].astype(np.float64)
     axes = grid_axes(x.shape, attrs)
     r = len(axes)
     per_axis = [axis_taps(NumpyMath, grid[..., r - 1 - d], ax, sampling_mode(attrs), attrs["padding_mode"],
-                          bool(attrs["align_corners"])) for d, ax in enumerate(axes)]
+                          align_of(attrs)) for d, ax in enumerate(axes)]
     n = np.arange(x.shape[0]).reshape((-1,) + (1,) * r)
     y = np.zeros((x.shape[0], x.shape[1]) + grid.shape[1:-1])
     for combo in itertools.product(*per_axis):
@@ -183,6 +192,12 @@ def _reference(xs, attrs):
 
 define("GridSample", inputs=2, infer=_infer, reference=_reference,
        attrs=[Attr("align_corners", "int", 0, (0, 1)), Attr("mode", "string", "linear", tuple(MODES)),
+              Attr("padding_mode", "string", "zeros", ("zeros", "border", "reflection"))])
+
+# GridSample whose grid holds input positions (innermost axis first) rather than normalized
+# coordinates: what DeformConv samples, with no rounding on the way to and from [-1, 1].
+define("GridSamplePixels", inputs=2, infer=_infer, reference=_reference,
+       attrs=[Attr("mode", "string", "linear", tuple(MODES)),
               Attr("padding_mode", "string", "zeros", ("zeros", "border", "reflection"))])
 
 

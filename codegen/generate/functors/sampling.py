@@ -10,7 +10,7 @@ from codegen.generate.backend import CPP
 from codegen.generate.functors.indexing import _Float
 from codegen.generate.loop_ir import (INDEX, Binary, Cast, Expr, For, Load, Local, Select, Stmt, Store, Unary, Var,
                                       const, index)
-from codegen.ops.sampling import axis_taps, grid_axes, sampling_mode
+from codegen.ops.sampling import align_of, axis_taps, grid_axes, sampling_mode
 
 
 class IrMath:
@@ -74,6 +74,7 @@ def _is_bool(v) -> bool:
     return isinstance(e, Binary) and e.op in ("<", ">", "<=", ">=", "==", "!=", "&&", "||")
 
 
+@CPP.register("GridSamplePixels")
 @CPP.register("GridSample")
 def grid_sample(graph, node_id, cluster_id, args, attrs):
     """y[n, c, o] = sum over taps of weight * x[n, c, tap]; taps outside read per padding_mode."""
@@ -90,7 +91,7 @@ def grid_sample(graph, node_id, cluster_id, args, attrs):
     per_axis = []
     for d, ax in enumerate(axes):
         g = _Float(Load(grid.name, Binary("+", Binary("*", at, index(r)), index(r - 1 - d))))
-        taps = axis_taps(m, g, ax, sampling_mode(attrs), attrs["padding_mode"], bool(attrs["align_corners"]))
+        taps = axis_taps(m, g, ax, sampling_mode(attrs), attrs["padding_mode"], align_of(attrs))
         bound = []
         for k, (i, w, valid) in enumerate(taps):
             name = f"i{d}_{k}"
