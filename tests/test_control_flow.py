@@ -1,5 +1,6 @@
-"""If and Loop resolved when the graph is built (If on a condition computed from shapes, nested
-If reading its enclosing branch's values, Loop unrolled with carried values and scan outputs),
+"""If, Loop and Scan resolved when the graph is built (If on a condition computed from shapes,
+nested If reading its enclosing branch's values, Loop unrolled with carried values and scan
+outputs, Scan over two inputs along different axes and directions),
 compiled for the host and compared with ONNX Runtime; a run-time condition is an error."""
 from __future__ import annotations
 
@@ -62,6 +63,23 @@ def _loop_model(trips: int) -> onnx.ModelProto:
     return _model(nodes, [_vi("x", [4, 7]), _vi("acc0", [7])], [_vi("acc", [7]), _vi("scans", [trips, 7])], inits)
 
 
+def _scan_model() -> onnx.ModelProto:
+    """Running sum and product over x's rows (read backwards), and over y's columns; scan outputs
+    stacked along axis 0 (reversed) and axis 1."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "row"], ["s_out"]),
+         helper.make_node("Mul", ["p_in", "col"], ["p_out"]),
+         helper.make_node("Sub", ["s_out", "p_out"], ["diff"]),
+         helper.make_node("Identity", ["s_out"], ["running"])],
+        "body", [_vi("s_in", [4]), _vi("p_in", [4]), _vi("row", [4]), _vi("col", [4])],
+        [_vi("s_out", [4]), _vi("p_out", [4]), _vi("diff", [4]), _vi("running", [4])])
+    node = helper.make_node("Scan", ["s0", "p0", "x", "y"], ["s", "p", "diffs", "sums"], body=body,
+                            num_scan_inputs=2, scan_input_axes=[0, 1], scan_input_directions=[1, 0],
+                            scan_output_axes=[0, -1], scan_output_directions=[1, 0])
+    return _model([node], [_vi("s0", [4]), _vi("p0", [4]), _vi("x", [3, 4]), _vi("y", [4, 3])],
+                  [_vi("s", [4]), _vi("p", [4]), _vi("diffs", [3, 4]), _vi("sums", [4, 3])])
+
+
 RNG = np.random.default_rng(5)
 CASES = {
     "if_nested": (_if_model(), {"x": RNG.standard_normal((3, 5)).astype(np.float32)}),
@@ -69,6 +87,8 @@ CASES = {
                                 "acc0": RNG.standard_normal(7).astype(np.float32)}),
     "loop_1": (_loop_model(1), {"x": RNG.standard_normal((4, 7)).astype(np.float32),
                                 "acc0": RNG.standard_normal(7).astype(np.float32)}),
+    "scan_two_states": (_scan_model(), {k: RNG.standard_normal(v).astype(np.float32) for k, v in
+                                        (("s0", 4), ("p0", 4), ("x", (3, 4)), ("y", (4, 3)))}),
 }
 
 

@@ -122,3 +122,50 @@ def loop(g, inputs, attrs):
         rows = [g.add("Unsqueeze", [v, axis])[0] for v in scan]
         stacked.append(rows[0] if len(rows) == 1 else g.add("Concat", rows, {"axis": 0})[0])
     return carried + stacked
+
+
+def _stack(g, values: list[str], axis: int) -> str:
+    """The values (of one shape) stacked along a new axis `axis` of the result."""
+    rank = len(g.type_of(values[0]).shape) + 1
+    where = g.constant(np.array([axis % rank], np.int64), "axes")
+    rows = [g.add("Unsqueeze", [v, where])[0] for v in values]
+    return rows[0] if len(rows) == 1 else g.add("Concat", rows, {"axis": axis % rank})[0]
+
+
+@builder("Scan", inputs=(1, -1), outputs=MAX_OUTPUTS,
+         attrs=[Attr("body", "graph"), Attr("num_scan_inputs", "int"), Attr("scan_input_axes", "ints", None),
+                Attr("scan_input_directions", "ints", None), Attr("scan_output_axes", "ints", None),
+                Attr("scan_output_directions", "ints", None)])
+def scan(g, inputs, attrs):
+    """The body unrolled along the scan inputs' scanned axis (its length is static): inputs are the
+    initial states, then the scan inputs; outputs the final states, then the scan outputs stacked."""
+    body: Subgraph = attrs["body"]
+    m = attrs["num_scan_inputs"]
+    states, scanned = list(inputs[:len(inputs) - m]), list(inputs[len(inputs) - m:])
+    if m < 1 or len(body.inputs) != len(inputs) or len(body.outputs) < len(states):
+        raise OpError(f"Scan's body takes {len(body.inputs)} inputs for {len(states)} states and {m} scan inputs")
+    k = len(body.outputs) - len(states)
+
+    def per(name: str, count: int) -> list[int]:
+        given = attrs[name]
+        if given is not None and len(given) != count:
+            raise OpError(f"Scan's {name} has {len(given)} values for {count}", attr=name)
+        return list(given) if given is not None else [0] * count
+    in_axes, in_dirs = per("scan_input_axes", m), per("scan_input_directions", m)
+    out_axes, out_dirs = per("scan_output_axes", k), per("scan_output_directions", k)
+    lengths = {tuple(g.type_of(v).shape)[a] for v, a in zip(scanned, in_axes)}
+    if len(lengths) != 1:
+        raise OpError(f"Scan's scan inputs have different lengths along their scanned axes: {sorted(lengths)}")
+    (length,) = lengths
+    if length < 1:
+        raise OpError("Scan over zero iterations leaves its scan outputs without a shape", input=len(states))
+    outputs: list[list[str]] = [[] for _ in range(k)]
+    for t in range(length):
+        picked = [g.add("Gather", [v, _rank0(g, np.array(length - 1 - t if d else t, np.int64), "step")],
+                        {"axis": a})[0] for v, a, d in zip(scanned, in_axes, in_dirs)]
+        outs = inline(g, body, dict(zip(body.inputs, states + picked)))
+        states = outs[:len(states)]
+        for collected, value in zip(outputs, outs[len(states):]):
+            collected.append(value)
+    return states + [_stack(g, values[::-1] if d else values, a)
+                     for values, a, d in zip(outputs, out_axes, out_dirs)]
