@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from codegen.errors import GraphError
 from codegen.pipeline import compile_graph
-from onnx_oracle import assert_close, expected, run_on_host
+from onnx_oracle import assert_close, expected, run_cases
 
 F = TensorProto.FLOAT
 
@@ -95,7 +95,7 @@ CASES = {
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
     folder = tmp_path_factory.mktemp("control_flow")
-    return run_on_host({n: m for n, (m, _) in CASES.items()}, {n: f for n, (_, f) in CASES.items()}, folder)
+    return run_cases(CASES, folder)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -8,7 +8,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from onnx_oracle import assert_close, expected, run_on_host
+from onnx_oracle import assert_close, expected, run_cases
 from codegen.ops.conv import windows
 
 
@@ -91,7 +91,7 @@ def deform_conv_numpy(model, feeds) -> np.ndarray:
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
     folder = tmp_path_factory.mktemp("deform_conv")
-    return run_on_host({n: m for n, (m, _) in CASES.items()}, {n: f for n, (_, f) in CASES.items()}, folder)
+    return run_cases(CASES, folder)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

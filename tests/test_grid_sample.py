@@ -13,7 +13,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from onnx_oracle import assert_close, expected, run_on_host
+from onnx_oracle import assert_close, expected, run_cases
 
 
 def _model(x_shape, grid_shape, **attrs) -> onnx.ModelProto:
@@ -50,7 +50,7 @@ for k, (mode, padding, align) in enumerate(itertools.product(("nearest", "linear
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
     folder = tmp_path_factory.mktemp("grid_sample")
-    return run_on_host({n: m for n, (m, _) in CASES.items()}, {n: f for n, (_, f) in CASES.items()}, folder)
+    return run_cases(CASES, folder)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

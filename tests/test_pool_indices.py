@@ -8,7 +8,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from onnx_oracle import expected, run_on_host
+from onnx_oracle import expected, run_cases
 
 
 def _model(shape, **attrs) -> onnx.ModelProto:
@@ -46,7 +46,7 @@ CASES = {f"maxpool_indices_{n}": (_model(s, **a), {"x": _input(n, s)}) for n, (s
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
     folder = tmp_path_factory.mktemp("pool_indices")
-    return run_on_host({n: m for n, (m, _) in CASES.items()}, {n: f for n, (_, f) in CASES.items()}, folder)
+    return run_cases(CASES, folder)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

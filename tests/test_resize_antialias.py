@@ -8,7 +8,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_oracle import assert_close, expected, run_on_host
+from onnx_oracle import assert_close, expected, run_cases
 
 
 def _model(shape, scales=None, sizes=None, **attrs) -> onnx.ModelProto:
@@ -42,7 +42,7 @@ CASES = {f"antialias_{n}": (_model(s, **a), {"x": np.random.default_rng(len(n)).
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
     folder = tmp_path_factory.mktemp("antialias")
-    return run_on_host({n: m for n, (m, _) in CASES.items()}, {n: f for n, (_, f) in CASES.items()}, folder)
+    return run_cases(CASES, folder)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

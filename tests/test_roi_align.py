@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_oracle import assert_close, expected, run_on_host
+from onnx_oracle import assert_close, expected, run_cases
 
 ROIS = np.array([[0.5, 1.0, 6.5, 5.0], [-3.0, -2.0, 2.0, 3.5], [4.2, 3.1, 4.6, 3.3],
                  [7.0, 6.0, 20.0, 15.0], [30.0, 30.0, 40.0, 35.0]], np.float32)
@@ -41,7 +41,7 @@ for k, (mode, transform, ratio) in enumerate(itertools.product(("avg", "max"), (
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
     folder = tmp_path_factory.mktemp("roi_align")
-    return run_on_host({n: m for n, (m, _) in CASES.items()}, {n: f for n, (_, f) in CASES.items()}, folder)
+    return run_cases(CASES, folder)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_oracle import expected, run_on_host
+from onnx_oracle import expected, run_cases, run_on_host
 
 TRAINING = "ai.onnx.preview.training"
 
@@ -114,8 +114,7 @@ CASES = _cases()
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
     folder = tmp_path_factory.mktemp("training")
-    feeds = {n: {k: v for k, v in f.items()} for n, (_, f) in CASES.items()}
-    return run_on_host({n: m for n, (m, _) in CASES.items()}, feeds, folder)
+    return run_cases(CASES, folder)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -225,7 +224,7 @@ BN_CASES = {n: _bn_case(*spec) for n, spec in BN_SHAPES.items()}
 @pytest.fixture(scope="module")
 def batch_norms(tmp_path_factory):
     folder = tmp_path_factory.mktemp("batch_norm_training")
-    return run_on_host({n: m for n, (m, _) in BN_CASES.items()}, {n: f for n, (_, f) in BN_CASES.items()}, folder)
+    return run_cases(BN_CASES, folder)
 
 
 @pytest.mark.parametrize("name", sorted(BN_CASES))

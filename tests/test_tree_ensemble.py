@@ -8,7 +8,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_oracle import assert_close, expected, run_on_host
+from onnx_oracle import assert_close, expected, run_cases
 
 ML = "ai.onnx.ml"
 
@@ -42,7 +42,7 @@ CASES = {f"trees_{a}_{p}": (_model(a, p), {"x": X}) for a in (0, 1) for p in (0,
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tree_ensemble")
-    return run_on_host({n: m for n, (m, _) in CASES.items()}, {n: f for n, (_, f) in CASES.items()}, folder)
+    return run_cases(CASES, folder)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -9,7 +9,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from onnx_oracle import expected, run_on_host
+from onnx_oracle import expected, run_cases
 
 
 def _model(nodes, inputs, outputs, initializers=()) -> onnx.ModelProto:
@@ -65,7 +65,7 @@ CASES = _cases()
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
     folder = tmp_path_factory.mktemp("zero_size")
-    return run_on_host({n: m for n, (m, _) in CASES.items()}, {n: f for n, (_, f) in CASES.items()}, folder)
+    return run_cases(CASES, folder)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
