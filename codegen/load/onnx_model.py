@@ -179,6 +179,65 @@ sys.exit(status)
 CONVERT_SECONDS = 600
 
 
+def _with_function_bodies(model) -> Any:
+    """The model with each node of an op Tinsmith has neither as a primitive nor as a builder, but
+    which ONNX defines as a function of other ops (LinearAttention, FlexAttention, ...), calling a
+    model-local copy of that function body, so `_upgraded` inlines it. A body that depends on the
+    node (attributes, input types) is made for that node. Nodes inside subgraphs are left as they are."""
+    import onnx.defs
+
+    from codegen.builders import BUILDERS
+    from codegen.ops import PRIMITIVES
+    onnx = _onnx()
+    versions = {o.domain or "": o.version for o in model.opset_import}
+    wanted = []
+    for node in model.graph.node:
+        domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
+        label = f"{domain}.{node.op_type}" if domain else node.op_type
+        if label in PRIMITIVES or label in BUILDERS or domain not in versions:
+            continue
+        try:
+            schema = onnx.defs.get_schema(node.op_type, versions[domain], domain)
+        except Exception:  # noqa: BLE001  (no such op in ONNX: reported as unsupported later)
+            continue
+        if schema.has_function or schema.has_context_dependent_function:
+            wanted.append((node, schema))
+    if not wanted:
+        return model
+    model = type(model).FromString(model.SerializeToString())  # a copy to edit
+    try:
+        typed = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001  (the checker's shape inference reports it later)
+        return model
+    types = {v.name: v.type for v in (*typed.graph.input, *typed.graph.value_info, *typed.graph.output)}
+    types.update({t.name: onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims))
+                  for t in typed.graph.initializer})
+    taken = {f.name for f in model.functions}
+    for k, (original, schema) in enumerate(wanted):
+        node = next(n for n in model.graph.node if n.SerializeToString() == original.SerializeToString())
+        if schema.has_function:
+            body = schema.function_body
+        else:
+            made = schema.get_context_dependent_function(
+                node.SerializeToString(), [types[i].SerializeToString() if i in types else b"" for i in node.input])
+            body = onnx.FunctionProto.FromString(made)
+        function = onnx.FunctionProto()
+        function.CopyFrom(body)
+        name, n = f"{node.op_type}_body", 1
+        while name in taken:
+            n += 1
+            name = f"{node.op_type}_body{n}"
+        taken.add(name)
+        function.name, function.domain = name, node.domain
+        node.op_type = name
+        model.functions.append(function)
+        for imported in function.opset_import:
+            if (imported.domain or "") not in versions:
+                model.opset_import.append(imported)
+                versions[imported.domain or ""] = imported.version
+    return model
+
+
 def _upgraded(model, where: str) -> tuple[Any, int | None]:
     """The model at MIN_OPSET or later (local functions inlined), and the opset it had if it was
     upgraded."""
@@ -507,7 +566,7 @@ def read_onnx(path: str | Path, batch: int = 1) -> OnnxModel:
     _check_text(model, where)
     check_model(model, where)
     _check_outputs(model, where)
-    model, upgraded_from = _upgraded(model, where)
+    model, upgraded_from = _upgraded(_with_function_bodies(model), where)
     reader = _Reader(model, where, batch)
     reader.initializers()
     inputs, batched = reader.inputs()
