@@ -45,7 +45,7 @@ class GraphBuilder:
     # --- the builder-facing API ---------------------------------------------------------
     def add(self, op: str, inputs: Sequence[str], attrs: Mapping[str, Any] | None = None) -> list[str]:
         """Add primitive or builder `op` at the current position; return its output names."""
-        name = self.fresh(op.lower())
+        name = self.fresh(op.lower().replace(".", "_"))
         if op in BUILDERS:
             return self._expand_builder(op, name, list(inputs), dict(attrs or {}), None)
         prim = PRIMITIVES[op]
@@ -78,9 +78,19 @@ class GraphBuilder:
         return self.types[value]
 
     def value_of(self, value: str) -> np.ndarray | None:
-        """The data of a constant value, or None if the value is computed at run time."""
+        """The data of a constant value, or None if the value is computed at run time. A value
+        with zero elements is known too: it holds no data, whoever computes it."""
         c = self.constants.get(value)
-        return None if c is None else c.data
+        if c is not None:
+            return c.data
+        return self._empty(value)
+
+    def _empty(self, value: str) -> np.ndarray | None:
+        """An empty array of the value's type if the value has zero elements, else None."""
+        t = self.types.get(value)
+        if t is None or t.size != 0:
+            return None
+        return np.zeros(t.shape, t.numpy_dtype)
 
     def fresh(self, hint: str, scoped: bool = True) -> str:
         """A value or node name not used anywhere in the graph, derived from `hint`
@@ -211,17 +221,27 @@ class GraphBuilder:
         """Evaluate `node` now if its inputs are all constants (build-time ops also read the types
         of computed inputs); its outputs become constants. False if the node stays."""
         present = [n for n in node.inputs if n]
-        build_time = node.op in BUILD_TIME_OPS
-        if not build_time and (not present or any(n not in self.constants for n in present)
-                               or set(node.outputs) & self.graph_outputs):
+        # an op whose every input is needed at build time (a window's size) is computed then too
+        build_time = node.op in BUILD_TIME_OPS or (bool(present) and all(
+            i in PRIMITIVES[node.op].constant_inputs for i, n in enumerate(node.inputs) if n))
+        # Empty values hold no data: a node reading only constants and empty values, or writing
+        # only empty values, computes nothing at run time (a reduction over an empty set gives
+        # its identity, a slice past the end is empty).
+        empty_in = any(self._empty(n) is not None for n in present)
+        empty_out = all(self.types[n].size == 0 for n in node.outputs)
+        known = bool(present) and all(n in self.constants or self._empty(n) is not None for n in present)
+        if not (build_time or empty_out or (known and (empty_in or not set(node.outputs) & self.graph_outputs))):
             return False  # (a graph output is written by a kernel into the caller's buffer)
         # Only the shape of a computed input matters to a build-time op: a zero-stride placeholder.
-        args = [None if not n else self.constants[n].data if n in self.constants
+        args = [None if not n else self.value_of(n) if self.value_of(n) is not None
                 else np.broadcast_to(np.zeros((), self.types[n].numpy_dtype), self.types[n].shape)
                 for n in node.inputs]
         try:
-            with np.errstate(all="ignore"):
-                results = PRIMITIVES[node.op].reference(args, node.attrs)
+            if empty_out:
+                results = [np.zeros(self.types[n].shape, self.types[n].numpy_dtype) for n in node.outputs]
+            else:
+                with np.errstate(all="ignore"):
+                    results = PRIMITIVES[node.op].reference(args, node.attrs)
         except Exception as e:  # noqa: BLE001  (a reference that cannot evaluate these values)
             if not build_time:
                 return False  # left to run time
@@ -231,10 +251,12 @@ class GraphBuilder:
             t = self.types[out]
             # C order and the inferred shape (a rank-0 result stays rank 0).
             value = np.ascontiguousarray(np.asarray(value, dtype=t.numpy_dtype)).reshape(t.shape)
+            if t.size == 0 and out in self.graph_outputs:
+                continue  # an empty graph output: nothing to write, no kernel
             target = self.fresh(f"{out}_value", scoped=False) if out in self.graph_outputs else out
             self.constants[target] = Constant(target, value, f"folded from node '{node.name}'", node.loc)
             self.types[target] = t
-            if target != out:  # a build-time op writing a graph output: copy the value there
+            if target != out:  # a folded value written to a graph output: copy the value there
                 self._add_primitive("Identity", self.fresh(f"{node.name}_copy", scoped=False),
                                     [target], [out], {})
         return True
@@ -359,7 +381,8 @@ def _node_names(spec: GraphSpec, values: Mapping[str, SourceLoc]) -> list[str]:
     result = []
     for node, name in zip(spec.nodes, names):
         if name is None:
-            base = f"{node.op.lower()}_{node.outputs[0]}" if node.outputs else node.op.lower()
+            op = node.op.lower().replace(".", "_")  # a domain's op: ai.onnx.ml.Binarizer
+            base = f"{op}_{node.outputs[0]}" if node.outputs else op
             name = numbered(base, taken)
             taken.add(name)
         result.append(name)

@@ -77,13 +77,21 @@ class _Problems(list):
         self.append(f"{one_line(str(where))}: error: {one_line(message)}")
 
 
+def _buffer_bytes(value: dict) -> int:
+    """sizeof the tinsmith::Buffer of a report's input or output: its bytes, or for an empty
+    tensor the one element it keeps (C++ has no zero-length arrays)."""
+    if value["bytes"] or not value["shape"]:
+        return value["bytes"]
+    return _DTYPES[value["dtype"]][1]
+
+
 def verify_outputs(report_path: Path, include_dirs: Sequence[Path]) -> None:
     """Check NAME.hpp and NAME.h next to the report NAME.json; raise VerifyError if wrong."""
     report_path = Path(report_path)
     try:
         report = json.loads(report_path.read_text(encoding="utf-8"))
         graph = report["graph"]
-        params = [_Param(v["name"], v["dtype"], is_input, v["bytes"], math.prod(v["shape"]))
+        params = [_Param(v["name"], v["dtype"], is_input, _buffer_bytes(v), math.prod(v["shape"]))
                   for key, is_input in (("inputs", True), ("outputs", False))
                   for v in report[key]]
         ws_bytes = report["ram"]["workspace_bytes"]

@@ -45,6 +45,9 @@ class Case:
     atol: float
     expanded: bool
     float32: bool  # its data is float32 with integer/boolean operands: counts for the op's tally
+    # for an `_expanded` case, the tested node's op type and input names (its graph inputs keep
+    # those names), so the operands that op needs at build time are frozen in its body too
+    tested: tuple[str, tuple[str, ...]] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,8 +95,9 @@ def load_cases(select: str | None = None) -> list[Case]:
     with warnings.catch_warnings():  # the generators overflow casts on purpose
         warnings.simplefilter("ignore")
         collected = collect_testcases(None)
-    ops = {c.name: _op_label(c.model.graph.node[0]) for c in collected
-           if not EXPANDED.search(c.name) and len(c.model.graph.node) == 1}
+    single = {c.name: c.model.graph.node[0] for c in collected
+              if not EXPANDED.search(c.name) and len(c.model.graph.node) == 1}
+    ops = {name: _op_label(node) for name, node in single.items()}
     cases = []
     for c in collected:
         if select and select not in c.name:
@@ -101,21 +105,24 @@ def load_cases(select: str | None = None) -> list[Case]:
         base = EXPANDED.sub("", c.name)
         op = ops.get(base) or (_op_label(c.model.graph.node[0]) if c.model.graph.node else "?")
         data_sets = tuple((tuple(i), tuple(o)) for i, o in c.data_sets)
+        node = single.get(base) if base != c.name else None
+        tested = (node.op_type, tuple(node.input)) if node is not None and node.domain in DEFAULT_DOMAINS else None
         cases.append(Case(c.name, op, c.model, data_sets, c.rtol, c.atol, base != c.name,
-                          _is_float32_case(data_sets)))
+                          _is_float32_case(data_sets), tested))
     return cases
 
 
-def build_time_inputs(model, constant_inputs: dict[str, Sequence[int]]) -> set[str]:
-    """Graph inputs that some node reads at a position its primitive needs at build time."""
+def build_time_inputs(model, constant_inputs: dict[str, Sequence[int]],
+                      tested: tuple[str, tuple[str, ...]] | None = None) -> set[str]:
+    """Graph inputs that some node reads at a position its primitive needs at build time (or,
+    in an `_expanded` case, that the tested node reads there)."""
     graph_inputs = {v.name for v in model.graph.input}
+    nodes = [(node.op_type, tuple(node.input)) for node in model.graph.node if node.domain in DEFAULT_DOMAINS]
     names = set()
-    for node in model.graph.node:
-        if node.domain not in DEFAULT_DOMAINS:
-            continue
-        for i in constant_inputs.get(node.op_type, ()):
-            if i < len(node.input) and node.input[i] in graph_inputs:
-                names.add(node.input[i])
+    for op, inputs in nodes + ([tested] if tested else []):
+        for i in constant_inputs.get(op, ()):
+            if i < len(inputs) and inputs[i] in graph_inputs:
+                names.add(inputs[i])
     return names
 
 
@@ -126,7 +133,7 @@ def prepare(case: Case, constant_inputs: dict[str, Sequence[int]]) -> Prepared:
     inputs = [v.name for v in model.graph.input]
     arrays = [as_array(x) for x in case.data_sets[0][0]] if len(case.data_sets) == 1 else [None] * len(inputs)
     # Several data sets could disagree on a frozen operand: then nothing is frozen.
-    build_time = build_time_inputs(model, constant_inputs)
+    build_time = build_time_inputs(model, constant_inputs, case.tested)
     frozen = {n for n, a in zip(inputs, arrays) if n in build_time and a is not None}
     operands = {n for n, a in zip(inputs, arrays)
                 if n not in frozen and a is not None and a.dtype in OPERAND_DTYPES}

@@ -75,6 +75,12 @@ def run_on_host(models: Mapping[str, onnx.ModelProto], feeds: Mapping[str, Mappi
     return results
 
 
+def run_cases(cases: Mapping[str, tuple[onnx.ModelProto, Mapping[str, np.ndarray]]], folder: Path
+              ) -> dict[str, list[np.ndarray]]:
+    """run_on_host for cases given as NAME -> (model, feeds)."""
+    return run_on_host({n: m for n, (m, _) in cases.items()}, {n: f for n, (_, f) in cases.items()}, folder)
+
+
 def build_graphs(graphs: Sequence[Path], folder: Path) -> Path:
     """Build graphs of graphs/ with SCons: host runners in folder/host, Cortex-M4 firmware in
     folder/m4."""

@@ -579,8 +579,9 @@ ONNX_CASES = [
 ]
 ONNX_UNSUPPORTED = {
     "test_maxpool_2d_uint8": "uint8 tensors",
-    "test_maxpool_with_argmax_2d_precomputed_pads": "MaxPool's Indices output",
-    "test_maxpool_with_argmax_2d_precomputed_strides": "MaxPool's Indices output",
+    # the ONNX importer computes Indices with a MaxPoolIndices node (tests/test_pool_indices.py)
+    "test_maxpool_with_argmax_2d_precomputed_pads": "MaxPool's Indices output, not a graph file's MaxPool",
+    "test_maxpool_with_argmax_2d_precomputed_strides": "MaxPool's Indices output, not a graph file's MaxPool",
     "test_batchnorm_example_training_mode": "training_mode=1",
     "test_batchnorm_epsilon_training_mode": "training_mode=1",
 }

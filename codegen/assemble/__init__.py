@@ -101,25 +101,11 @@ def _check_names(model: GeneratedModel) -> None:
                                 "rename the node or value it was made from")
 
 
-def _check_sizes(model: GeneratedModel) -> None:
-    """The API's buffers (tinsmith::Buffer) hold at least one element: a graph input or output of
-    zero size (ONNX allows them: an empty slice, a zero dimension) has no buffer to be."""
-    g = model.graph
-    for kind, names in (("input", g.inputs), ("output", g.outputs)):
-        for name in names:
-            if 0 in tuple(g.types[name].shape):
-                raise GenerateError(None, f"graph {kind} '{name}' has zero elements (shape "
-                                    f"{list(g.types[name].shape)}); zero-size graph inputs and outputs "
-                                    "are not supported",
-                                    "every buffer of the generated API holds at least one element")
-
-
 def assemble(model: GeneratedModel, constants_section: str | None = None) -> dict[str, str]:
     """Render every generated file; returns file name -> text (deterministic for a given model).
     With `constants_section` (a checked name, see codegen/escape.py), constants are declared in
     that linker section for builds that define TINSMITH_PLACE_SECTIONS."""
     _check_names(model)
-    _check_sizes(model)
     g = model.graph
     inputs, outputs = _io(model, g.inputs), _io(model, g.outputs)
     cpp_params = ", ".join([f"const Input_{v['name']}& {v['name']}" for v in inputs] +

@@ -27,6 +27,7 @@ from codegen.load.graph_file import (SUPPORTED_DTYPES, GraphSpec, NodeSpec, Valu
                                      display_path)
 from codegen.load.identifiers import identifier_problem, valid_identifier
 from codegen.load.onnx_quant import fold_qdq
+from codegen.load.subgraph import Subgraph, SubgraphNode
 from codegen.ops.shape_ops import storage_dtype
 
 MIN_OPSET = 18  # older models are upgraded to this opset of the default domain
@@ -179,6 +180,65 @@ sys.exit(status)
 CONVERT_SECONDS = 600
 
 
+def _with_function_bodies(model) -> Any:
+    """The model with each node of an op Tinsmith has neither as a primitive nor as a builder, but
+    which ONNX defines as a function of other ops (LinearAttention, FlexAttention, ...), calling a
+    model-local copy of that function body, so `_upgraded` inlines it. A body that depends on the
+    node (attributes, input types) is made for that node. Nodes inside subgraphs are left as they are."""
+    import onnx.defs
+
+    from codegen.builders import BUILDERS
+    from codegen.ops import PRIMITIVES
+    onnx = _onnx()
+    versions = {o.domain or "": o.version for o in model.opset_import}
+    wanted = []
+    for node in model.graph.node:
+        domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
+        label = f"{domain}.{node.op_type}" if domain else node.op_type
+        if label in PRIMITIVES or label in BUILDERS or domain not in versions:
+            continue
+        try:
+            schema = onnx.defs.get_schema(node.op_type, versions[domain], domain)
+        except Exception:  # noqa: BLE001  (no such op in ONNX: reported as unsupported later)
+            continue
+        if schema.has_function or schema.has_context_dependent_function:
+            wanted.append((node, schema))
+    if not wanted:
+        return model
+    model = type(model).FromString(model.SerializeToString())  # a copy to edit
+    try:
+        typed = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001  (the checker's shape inference reports it later)
+        return model
+    types = {v.name: v.type for v in (*typed.graph.input, *typed.graph.value_info, *typed.graph.output)}
+    types.update({t.name: onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims))
+                  for t in typed.graph.initializer})
+    taken = {f.name for f in model.functions}
+    for k, (original, schema) in enumerate(wanted):
+        node = next(n for n in model.graph.node if n.SerializeToString() == original.SerializeToString())
+        if schema.has_function:
+            body = schema.function_body
+        else:
+            made = schema.get_context_dependent_function(
+                node.SerializeToString(), [types[i].SerializeToString() if i in types else b"" for i in node.input])
+            body = onnx.FunctionProto.FromString(made)
+        function = onnx.FunctionProto()
+        function.CopyFrom(body)
+        name, n = f"{node.op_type}_body", 1
+        while name in taken:
+            n += 1
+            name = f"{node.op_type}_body{n}"
+        taken.add(name)
+        function.name, function.domain = name, node.domain
+        node.op_type = name
+        model.functions.append(function)
+        for imported in function.opset_import:
+            if (imported.domain or "") not in versions:
+                model.opset_import.append(imported)
+                versions[imported.domain or ""] = imported.version
+    return model
+
+
 def _upgraded(model, where: str) -> tuple[Any, int | None]:
     """The model at MIN_OPSET or later (local functions inlined), and the opset it had if it was
     upgraded."""
@@ -273,10 +333,8 @@ def _static_shape(value_info, name: str, batch: int, loc: SourceLoc) -> tuple[tu
         elif isinstance(d, str) and i == 0 and len(dims) > 1:
             shape.append(batch)  # a symbolic batch: embedded inference runs one sample at a time
             batched = True
-        elif d == 0:  # static, but empty: no buffer of the generated API can hold it
-            raise GraphError(loc, f"input '{name}' has zero elements (dimension {i} is 0 in shape {written}); "
-                             "zero-size graph inputs are not supported",
-                             "every buffer of the generated API holds at least one element")
+        elif d == 0:  # static and empty: no data, so whatever reads it is known at build time
+            shape.append(0)
         else:
             fixed = [x if isinstance(x, int) and x > 0 else 1 for x in written]
             raise GraphError(loc, f"input '{name}' has a dynamic dimension {i} ({d!r}) in shape "
@@ -329,20 +387,40 @@ def _node_names(graph) -> list[str | None]:
     return names
 
 
-def _value_names(graph, graph_inputs) -> dict[str, str]:
-    """Identifier for every value name, in file order: inputs, initializers, node outputs."""
-    order = [v.name for v in graph_inputs] + [t.name for t in graph.initializer]
-    for node in graph.node:
+def _node_value_names(nodes) -> list[str]:
+    """Value names nodes write and read, in order, with those of their subgraphs (If, Loop)."""
+    order: list[str] = []
+    for node in nodes:
         order += [n for n in node.output if n] + [n for n in node.input if n]
+        for a in node.attribute:
+            if a.HasField("g"):
+                order += [v.name for v in a.g.input] + [t.name for t in a.g.initializer]
+                order += _node_value_names(a.g.node) + [v.name for v in a.g.output]
+    return order
+
+
+def _value_names(graph, graph_inputs) -> dict[str, str]:
+    """Identifier for every value name, in file order: inputs, initializers, node outputs (those
+    inside subgraphs too)."""
+    order = [v.name for v in graph_inputs] + [t.name for t in graph.initializer]
+    order += _node_value_names(graph.node)
     values = unique_names(order + [v.name for v in graph.output], "v")
     values[""] = ""  # an omitted optional input
     return values
 
 
+# ONNX ops whose optional outputs another primitive computes: op -> primitive per later output.
+# A model that reads the output gets that node beside the op's own (which keeps its first output),
+# so the extra work is done only where someone reads the result.
+SPLIT_OUTPUTS = {"MaxPool": ("MaxPoolIndices",)}
+
+# ONNX ops that are another op (a builder) when an int attribute is set: op -> (attribute, op).
+# The attribute is left out: the other op is that form.
+ATTRIBUTE_FORMS = {"BatchNormalization": ("training_mode", "BatchNormalizationTraining"),
+                   "Resize": ("antialias", "ResizeAntialias")}
+
 # Outputs ONNX defines that Tinsmith does not compute: op -> (outputs computed, why not the rest).
 UNCOMPUTED_OUTPUTS = {
-    "MaxPool": (1, "its Indices output (the flat positions of the maxima) is not supported: Tinsmith "
-                   "computes the pooled values only"),
     "BatchNormalization": (1, "its running mean and variance outputs exist in training mode only, which "
                               "is not supported: Tinsmith compiles inference (training_mode=0)"),
 }
@@ -386,7 +464,7 @@ class _Reader:
 
     def initializers(self) -> None:
         """Initializers that nodes read become constants (unused ones are left out)."""
-        used = {n for node in self.graph.node for n in node.input if n} | set(self.output_names)
+        used = set(_node_value_names(self.graph.node)) | set(self.output_names)  # (subgraphs read them too)
         for t in self.graph.initializer:
             if t.name in used and self.values[t.name] not in self.origins:
                 what = f"initializer '{printable(t.name)}'"
@@ -409,6 +487,30 @@ class _Reader:
             specs.append(ValueSpec(self.values[v.name], TensorType(dtype, shape), loc, loc))
         return tuple(specs), tuple(batched)
 
+    def attrs(self, node, loc: SourceLoc) -> dict[str, Any]:
+        """A node's attributes as plain values; a subgraph (If's branches, Loop's body) as a Subgraph."""
+        return {a.name: self.subgraph(a.g, loc) if a.type == _onnx().AttributeProto.GRAPH else _attr_value(a, loc)
+                for a in node.attribute}
+
+    def subgraph(self, graph, loc: SourceLoc) -> Subgraph:
+        """A subgraph with value names mapped as the enclosing graph's are; Constant nodes and
+        initializers become its constants."""
+        constants = {self.values[t.name]: to_array(t, loc, f"initializer '{printable(t.name)}'")
+                     for t in graph.initializer}
+        nodes = []
+        for node in graph.node:
+            attrs = self.attrs(node, loc)
+            data = _constant_node_data(attrs) if node.op_type == "Constant" and len(node.output) == 1 else None
+            if data is not None:
+                constants[self.values[node.output[0]]] = data
+                continue
+            domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
+            nodes.append(SubgraphNode(f"{domain}.{node.op_type}" if domain else node.op_type,
+                                      tuple(self.values[n] for n in node.input),
+                                      tuple(self.values[n] for n in node.output), attrs))
+        return Subgraph(tuple(self.values[v.name] for v in graph.input), tuple(nodes),
+                        tuple(self.values[v.name] for v in graph.output), constants)
+
     def outputs(self) -> tuple[ValueSpec, ...]:
         return tuple(ValueSpec(self.values[n], None, self.loc(f"output '{printable(n)}'"))
                      for n in self.output_names)
@@ -418,7 +520,7 @@ class _Reader:
         specs, originals = [], []
         for i, node in enumerate(self.graph.node):
             loc = self.node_loc(i, node)
-            attrs = {a.name: _attr_value(a, loc) for a in node.attribute}
+            attrs = self.attrs(node, loc)
             domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
             op = f"{domain}.{node.op_type}" if domain else node.op_type
             if op == "Constant" and len(node.output) == 1 and node.output[0] not in self.output_names:
@@ -431,6 +533,9 @@ class _Reader:
             while outs and not outs[-1]:  # omitted trailing optional outputs
                 outs.pop()
             name = self.node_names[i]
+            if op in ATTRIBUTE_FORMS and attrs.get(ATTRIBUTE_FORMS[op][0]):
+                flag, op = ATTRIBUTE_FORMS[op]
+                attrs = {k: v for k, v in attrs.items() if k != flag}
             if op in UNCOMPUTED_OUTPUTS and len(outs) > UNCOMPUTED_OUTPUTS[op][0]:
                 shown = f"'{printable(node.name)}'" if node.name else f"#{i}"
                 raise GraphError(loc, f"{op} node {shown}: {UNCOMPUTED_OUTPUTS[op][1]}",
@@ -438,10 +543,16 @@ class _Reader:
             outputs = tuple(self.values[o] if o else self.filler(f"{name or 'node'}_unused{j}")
                             for j, o in enumerate(outs))
             inputs = tuple(self.values[n] for n in node.input)
-            specs.append(NodeSpec(op, name, inputs, outputs, attrs, loc, loc, tuple(loc for _ in inputs),
-                                  tuple(loc for _ in outputs), {k: loc for k in attrs},
-                                  {k: loc for k in attrs}, loc, loc, loc))
-            originals.append(node.name)
+            parts = [(op, name, outputs)]
+            if op in SPLIT_OUTPUTS and len(outputs) > 1:
+                parts = [(op, name, outputs[:1])] + [
+                    (extra, f"{name}_{extra.lower()}" if name else None, (out,))
+                    for extra, out, written in zip(SPLIT_OUTPUTS[op], outputs[1:], outs[1:]) if written]
+            for part_op, part_name, part_outputs in parts:
+                specs.append(NodeSpec(part_op, part_name, inputs, part_outputs, attrs, loc, loc,
+                                      tuple(loc for _ in inputs), tuple(loc for _ in part_outputs),
+                                      {k: loc for k in attrs}, {k: loc for k in attrs}, loc, loc, loc))
+                originals.append(node.name)
         return tuple(specs), tuple(originals)
 
 
@@ -457,7 +568,7 @@ def read_onnx(path: str | Path, batch: int = 1) -> OnnxModel:
     _check_text(model, where)
     check_model(model, where)
     _check_outputs(model, where)
-    model, upgraded_from = _upgraded(model, where)
+    model, upgraded_from = _upgraded(_with_function_bodies(model), where)
     reader = _Reader(model, where, batch)
     reader.initializers()
     inputs, batched = reader.inputs()

@@ -137,7 +137,7 @@ def unsqueeze_shape(shape: tuple[int, ...], axes: tuple[int, ...] | None) -> tup
 def _axes_op(name: str, rule: Callable[[tuple[int, ...], tuple[int, ...] | None], tuple[int, ...]]) -> None:
     """Squeeze or Unsqueeze: axes from the attribute (before opset 13) or the constant input 1."""
     def infer(args: InferArgs) -> list[TensorType]:
-        given = constant_ints(args, 1, f"{name}'s axes")
+        given = constant_ints(args, 1, f"{name}'s axes", rank=None)  # a scalar too, as ONNX Runtime takes
         if given is not None and args.attrs["axes"] is not None:
             raise OpError(f"give {name}'s axes either as attribute or as input, not both", attr="axes")
         axes = given if given is not None else args.attrs["axes"]

@@ -180,7 +180,7 @@ def _range_count(start: Any, limit: Any, delta: Any) -> int:
 
 def _infer_range(args: InferArgs) -> list[TensorType]:
     for i, (t, what) in enumerate(zip(args.types, ("start", "limit", "delta"))):
-        if t.rank != 0 or args.values[i] is None:
+        if t.size != 1 or args.values[i] is None:  # (a one-element 1-D tensor is taken too, as ONNX Runtime does)
             raise OpError(f"Range's {what} must be a scalar constant, got {t}", input=i)
         if t.dtype != args.types[0].dtype:
             raise OpError(f"Range's {what} has element type {t.dtype} but start has "

@@ -10,7 +10,9 @@ namespace tinsmith {
 
 // A tensor the caller owns, stored row-major. It is a plain aggregate with no padding
 // beyond T's own, so sizeof(Buffer) == kSize * sizeof(T) and the C API can pass
-// `data` as a bare pointer to the same bytes.
+// `data` as a bare pointer to the same bytes. An empty tensor (a zero dimension, which
+// ONNX allows: an empty slice, a reduction's empty input) has kSize == 0 and holds one
+// element nobody reads, because C++ has no zero-length arrays; its size is then sizeof(T).
 template <typename T, std::size_t... Ns>
 struct Buffer {
   using value_type = T;
@@ -20,10 +22,7 @@ struct Buffer {
   // zero-length arrays; read kRank before kShape.
   static constexpr std::size_t kShape[kRank > 0 ? kRank : 1] = {Ns...};
 
-  // ISO C++ has no zero-length arrays, and an empty tensor needs no storage anyway.
-  static_assert(kSize > 0, "tinsmith::Buffer: every dimension must be positive");
-
-  T data[kSize];
+  T data[kSize > 0 ? kSize : 1];
 };
 
 // Scratch memory for a graph's intermediates. They live at offsets planned at build
