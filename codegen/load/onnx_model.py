@@ -22,6 +22,7 @@ from codegen import limits
 from codegen.errors import GraphError, SourceLoc
 from codegen.files import irregular_file
 from codegen.ir import Constant, TensorType
+from codegen.ir.names import numbered
 from codegen.load.constants import LoaderError
 from codegen.load.graph_file import (SUPPORTED_DTYPES, GraphSpec, NodeSpec, ValueSpec, check_node_count,
                                      display_path)
@@ -224,10 +225,7 @@ def _with_function_bodies(model) -> Any:
             body = onnx.FunctionProto.FromString(made)
         function = onnx.FunctionProto()
         function.CopyFrom(body)
-        name, n = f"{node.op_type}_body", 1
-        while name in taken:
-            n += 1
-            name = f"{node.op_type}_body{n}"
+        name = numbered(f"{node.op_type}_body", taken)
         taken.add(name)
         function.name, function.domain = name, node.domain
         node.op_type = name
@@ -451,11 +449,9 @@ class _Reader:
 
     def filler(self, base: str) -> str:
         """A value name for an unnamed optional output that comes before a named one."""
-        candidate, k = base, 2
-        while candidate in self.taken_values:
-            candidate, k = f"{base}_{k}", k + 1
-        self.taken_values.add(candidate)
-        return candidate
+        name = numbered(base, self.taken_values)
+        self.taken_values.add(name)
+        return name
 
     def add_constant(self, onnx_name: str, data: np.ndarray, what: str, loc: SourceLoc) -> None:
         name = self.values[onnx_name]

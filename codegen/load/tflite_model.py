@@ -18,6 +18,7 @@ import numpy as np
 from codegen.errors import GraphError, SourceLoc
 from codegen.files import irregular_file
 from codegen.ir import Constant, TensorType
+from codegen.ir.names import numbered
 from codegen.ir.graph import Quant
 from codegen.load.graph_file import GraphSpec, NodeSpec, ValueSpec, display_path
 from codegen.load.onnx_model import graph_name_of, unique_names
@@ -99,10 +100,7 @@ class _Reader:
         return name
 
     def add_constant(self, hint: str, data: np.ndarray) -> str:
-        name = hint
-        k = 2
-        while name in self.constants or name in self.names.values():
-            name, k = f"{hint}_{k}", k + 1
+        name = numbered(hint, set(self.constants) | set(self.names.values()))
         self.constants[name] = Constant(name, np.ascontiguousarray(data), "TFLite import", self.loc)
         return name
 
