@@ -20,10 +20,12 @@ def test_ic_resnet8_workspace_is_within_0_8_of_tflite_micro(target):
     c = compile_graph(MODELS / "ic_resnet8_int8.tflite", target=target)
     check_plan(c.model)
     assert c.plan.workspace_bytes <= 0.8 * TFLM_ARENA["ic_resnet8"], c.plan.workspace_bytes
-    # the stage convolutions write over their inputs: the output at most a row and two pixels below
+    # the stage convolutions write over their inputs: the output at most a row and two pixels below,
+    # and on the Cortex-M4 one pixel more (its 3x3 kernel computes two pixels at a time)
     shifts = {(out, inp): s for out, inp, s in c.plan.overlaps}
-    row_and_two = -(32 + 2) * 16  # a 32-wide row of 16 channels, and two pixels
-    assert row_and_two <= shifts[("ic_resnet8_1_s1_bn2_1_batchnorm_add_1_23", "ic_resnet8_1_s1_relu1_1_Relu_22")] < 0
+    pixels = 2 + (1 if target == "cortex-m4" else 0)
+    bound = -(32 + pixels) * 16  # a 32-wide row of 16 channels, and the pixels
+    assert bound <= shifts[("ic_resnet8_1_s1_bn2_1_batchnorm_add_1_23", "ic_resnet8_1_s1_relu1_1_Relu_22")] < 0
 
 
 def test_kws_workspace_is_below_its_operator_bound():

@@ -715,10 +715,11 @@ def test_comparisons_and_logic_give_bool():
 def test_cast_types():
     assert infer("Cast", [t(2, 3)], {"to": 7}) == [t(2, 3, dtype="int64")]
     assert infer("Cast", [t(2)], {"to": "bool"}) == [t(2, dtype="bool")]
-    # other ONNX numeric types are held in the type Tinsmith computes with, as constants are
-    assert infer("Cast", [t(2)], {"to": 6}) == [t(2, dtype="int64")]
-    assert infer("Cast", [t(2, dtype="int64")], {"to": 11}) == [t(2)]
-    assert "must be an element type Tinsmith supports" in infer_error("Cast", [t(2)], {"to": 8})  # string
+    # every ONNX numeric type is an element type of its own (docs/KERNELS.md)
+    assert infer("Cast", [t(2)], {"to": 6}) == [t(2, dtype="int32")]
+    assert infer("Cast", [t(2, dtype="int64")], {"to": 11}) == [t(2, dtype="float64")]
+    assert "strings, ONNX type 8, are not supported" in infer_error("Cast", [t(2)], {"to": 8})
+    assert "must be an element type Tinsmith supports" in infer_error("Cast", [t(2)], {"to": 99})
     (y,) = reference("Cast", [f32(-2.7, -0.5, 0.5, 2.7)], {"to": 7})
     assert y.tolist() == [-2, 0, 0, 2]  # toward zero, as static_cast
     (y,) = reference("Cast", [f32(-2.0, 0.0, 0.1)], {"to": 9})

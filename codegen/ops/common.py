@@ -107,7 +107,7 @@ def _as_dtype(v) -> str:
     if isinstance(v, (int, np.integer)) and not isinstance(v, bool) and int(v) in ONNX_DTYPES:
         return ONNX_DTYPES[int(v)]
     if isinstance(v, (int, np.integer)) and int(v) == 8:
-        raise TypeError("not a string (ONNX type 8): Tinsmith computes with numbers and booleans only")
+        raise TypeError("a numeric or boolean element type (strings, ONNX type 8, are not supported)")
     raise TypeError(f"an element type Tinsmith supports ({', '.join(DTYPES)}), or the number of an ONNX "
                     f"numeric type")
 
