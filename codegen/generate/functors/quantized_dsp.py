@@ -47,10 +47,6 @@ def _plus(e: Expr, k: int) -> Expr:
     return e if k == 0 else Binary("+", e, index(k))
 
 
-def _ror8(v: Expr) -> Expr:
-    return Call("ror8", (v,), "int32")
-
-
 def block_dot(x: str, x_ats: list[Expr], w: str, w_ats: list[Expr], count: int, x_zero_point: int,
               var: str, lanes: tuple[str, list[Expr]] | None = None) -> list[Stmt]:
     """acc<p><c> += sum over i < count of (x[x_ats[p] + i] - zero point) * w[w_ats[c] + i] for every
@@ -64,7 +60,7 @@ def block_dot(x: str, x_ats: list[Expr], w: str, w_ats: list[Expr], count: int, 
     def split(name: str, word: Expr, fn: str) -> list[Stmt]:
         args = (lambda v: (offset, v)) if fn == "sxtab16" else (lambda v: (v,))
         return [Local(name, word, "int32"), Local(f"{name}_lo", Call(fn, args(Var(name)), "int32"), "int32"),
-                Local(f"{name}_hi", Call(fn, args(_ror8(Var(name))), "int32"), "int32")]
+                Local(f"{name}_hi", Call(f"{fn}_ror8", args(Var(name)), "int32"), "int32")]
 
     def macs(tag: str, p: int, c: int) -> list[Stmt]:
         acc = f"acc{p}{c}"
@@ -179,7 +175,7 @@ def _split_inputs(x: str, x_ats: list[Expr], c: int, x_zero_point: int) -> list[
         body += [Local(word, Call("read_i8x4", (Load(x, Binary("+", x_at, Binary("*", Var("sq"), index(4)))),), "int32"),
                        "int32"),
                  Store("lanes", at, Call("sxtab16", (offset, Var(word)), "int32")),
-                 Store("lanes", _plus(at, 1), Call("sxtab16", (offset, _ror8(Var(word))), "int32"))]
+                 Store("lanes", _plus(at, 1), Call("sxtab16_ror8", (offset, Var(word)), "int32"))]
     return [For("sq", quads, tuple(body))] if quads else []
 
 
@@ -318,9 +314,9 @@ def _depthwise_quads(graph, args, attrs, taps_at: list[tuple[Expr, Expr]], tap_l
         dx, dw = f"dx{t}", f"dw{t}"
         taps += [Local(dx, xw, "int32"), Local(dw, ww, "int32"),
                  Local(f"{dx}_lo", Call("sxtab16", (offset, Var(dx)), "int32"), "int32"),
-                 Local(f"{dx}_hi", Call("sxtab16", (offset, _ror8(Var(dx))), "int32"), "int32"),
+                 Local(f"{dx}_hi", Call("sxtab16_ror8", (offset, Var(dx)), "int32"), "int32"),
                  Local(f"{dw}_lo", Call("sxtb16", (Var(dw),), "int32"), "int32"),
-                 Local(f"{dw}_hi", Call("sxtb16", (_ror8(Var(dw)),), "int32"), "int32")]
+                 Local(f"{dw}_hi", Call("sxtb16_ror8", (Var(dw),), "int32"), "int32")]
         for j, (fn, lanes) in enumerate((("smlabb", "lo"), ("smlabb", "hi"), ("smlatt", "lo"), ("smlatt", "hi"))):
             taps.append(Assign(f"acc{j}", Call(fn, (Var(f"{dx}_{lanes}"), Var(f"{dw}_{lanes}"), Var(f"acc{j}")),
                                                "int32")))
