@@ -48,7 +48,7 @@ def _plus(e: Expr, k: int) -> Expr:
 
 
 def block_dot(x: str, x_ats: list[Expr], w: str, w_ats: list[Expr], count: int, x_zero_point: int,
-              var: str, lanes: tuple[str, list[Expr]] | None = None) -> list[Stmt]:
+              var: str, lanes: tuple[str, list[Expr]] | None = None, straight: int | None = None) -> list[Stmt]:
     """acc<p><c> += sum over i < count of (x[x_ats[p] + i] - zero point) * w[w_ats[c] + i] for every
     pixel p and channel c: each input word is loaded and split once for all channels, each weight
     word once for all pixels. With `lanes` (a scratch buffer and each pixel's offset in it) the
@@ -89,7 +89,7 @@ def block_dot(x: str, x_ats: list[Expr], w: str, w_ats: list[Expr], count: int, 
             for i in range(len(first)):
                 body += macs(tag, *((j, i) if weights_first else (i, j)))
         return body
-    if quads <= STRAIGHT_QUADS:  # straight-line: a short loop costs its counter more than its body
+    if quads <= (STRAIGHT_QUADS if straight is None else straight):  # straight-line: a short loop costs its counter more than its body
         for q in range(quads):
             stmts += quad(index(4 * q), index(2 * q), f"{var}q{q}")
     else:
@@ -107,7 +107,7 @@ def block_dot(x: str, x_ats: list[Expr], w: str, w_ats: list[Expr], count: int, 
 
 
 def _block(graph, args, attrs, pixels: list[tuple[Expr, Expr, tuple | None]], channel_base: Expr, n_chan: int,
-           tap_loops, w_tap: Expr, count: int, lanes=None) -> list[Stmt]:
+           tap_loops, w_tap: Expr, count: int, lanes=None, straight=None) -> list[Stmt]:
     """Accumulators for len(pixels) pixels x n_chan channels (channel_base + c): bias, the taps'
     dot products, then each requantized and stored. pixels: (input offset, output offset, coords)."""
     w = args.inputs[1]
@@ -121,7 +121,7 @@ def _block(graph, args, attrs, pixels: list[tuple[Expr, Expr, tuple | None]], ch
     w_base = Binary("+", Binary("*", channel_base, index(k_size)), w_tap)
     w_ats = [_plus(w_base, c * k_size) for c in range(n_chan)]
     stmts += loops(tap_loops, block_dot(args.inputs[0].name, [px[0] for px in pixels], w.name, w_ats, count,
-                                        attrs["x_zero_point"], "ic", lanes))
+                                        attrs["x_zero_point"], "ic", lanes, straight))
     for p, (_, out_at, coords) in enumerate(pixels):
         for c, ch in enumerate(chans):
             at = coords + (ch,) if coords is not None else None
@@ -129,19 +129,20 @@ def _block(graph, args, attrs, pixels: list[tuple[Expr, Expr, tuple | None]], ch
     return stmts
 
 
-def _channels(graph, args, attrs, pixels, tap_loops, w_tap, count, per: int, lanes=None) -> list[Stmt]:
+def _channels(graph, args, attrs, pixels, tap_loops, w_tap, count, per: int, lanes=None,
+              straight=None) -> list[Stmt]:
     """The output channels in blocks of `per` for the given pixels; the last few in blocks of half
     as many, and so on, so they too share their input reads."""
     o = args.inputs[1].type.shape[0]
     stmts: list[Stmt] = []
     if o // per:
         stmts.append(For("ocb", o // per, tuple(_block(graph, args, attrs, pixels, Binary("*", Var("ocb"), index(per)),
-                                                       per, tap_loops, w_tap, count, lanes))))
+                                                       per, tap_loops, w_tap, count, lanes, straight))))
     done, size = o - o % per, per // 2
     while done < o:
         if o - done >= size:  # a loop of one scopes the locals
             stmts.append(For("ol", 1, tuple(_block(graph, args, attrs, pixels, _plus(Var("ol"), done), size,
-                                                   tap_loops, w_tap, count, lanes))))
+                                                   tap_loops, w_tap, count, lanes, straight))))
             done += size
         size //= 2
     return stmts
@@ -167,6 +168,9 @@ FC_ROWS = 8
 # from 5, 5.45 / 15.75 / 21.00 from 9, 5.03 / 15.51 / 20.69 from 17; firmware text of ic 139 KB at 8,
 # 168 KB at 16, kws 55 / 61 KB); two words per loop iteration instead was slower (ic 21.96 M)
 STRAIGHT_QUADS = 16
+# a fully connected layer's rows, straight-line up to 32 words (128 inputs): ad 0.45 -> 0.42 M, its
+# firmware text 292 -> 307 KB
+FC_STRAIGHT_QUADS = 32
 
 
 def _split_inputs(x: str, x_ats: list[Expr], c: int, x_zero_point: int) -> list[Stmt]:
@@ -381,4 +385,5 @@ def qfully_connected_dsp(graph, node_id, cluster_id, args, attrs):
     rows, o = y.type.shape
     k = w.type.shape[1]
     row = [(Binary("*", Var("r"), index(k)), Binary("*", Var("r"), index(o)), (Var("r"),))]
-    return [For("r", rows, tuple(_channels(graph, args, attrs, row, (), index(0), k, FC_ROWS)))]
+    return [For("r", rows, tuple(_channels(graph, args, attrs, row, (), index(0), k, FC_ROWS,
+                                           straight=FC_STRAIGHT_QUADS)))]
