@@ -24,6 +24,8 @@ DSP_INTRINSICS = {
     "ssat8": "static_cast<std::int32_t>(__ssat({0}, 8))",
     "ror8": "static_cast<std::int32_t>((static_cast<std::uint32_t>({0}) >> 8) | "
             "(static_cast<std::uint32_t>({0}) << 24))",
+    "sxtb16_ror8": "sxtb16_ror8({0})",
+    "sxtab16_ror8": "sxtab16_ror8({0}, {1})",
 }
 # what the DSP intrinsics need: ACLE's header, and an unaligned 32-bit read of four int8 values
 # (one LDR on the cores with the DSP extension)
@@ -33,7 +35,13 @@ DSP_HELPERS = ("#include <arm_acle.h>",
                # follow are the int8 ones)
                '#pragma GCC optimize ("O2", "no-schedule-insns")',
                "inline std::int32_t read_i8x4(const std::int8_t* p) noexcept "
-               "{ std::int32_t w; std::memcpy(&w, p, 4); return w; }")
+               "{ std::int32_t w; std::memcpy(&w, p, 4); return w; }",
+               # SXTB16 / SXTAB16 of bytes 1 and 3: the rotate is the instruction's operand, which
+               # GCC's intrinsics (opaque builtins) cannot take, so it would cost a MOV of its own
+               "inline std::int32_t sxtb16_ror8(std::int32_t x) noexcept "
+               "{ std::int32_t r; __asm__(\"sxtb16 %0, %1, ror #8\" : \"=r\"(r) : \"r\"(x)); return r; }",
+               "inline std::int32_t sxtab16_ror8(std::int32_t a, std::int32_t x) noexcept "
+               "{ std::int32_t r; __asm__(\"sxtab16 %0, %1, %2, ror #8\" : \"=r\"(r) : \"r\"(a), \"r\"(x)); return r; }")
 
 HOST = Backend("host", parent=CPP, renderer=Renderer("host", inline_minmax=True))
 CORTEX_M = Backend("cortex-m", parent=CPP, renderer=Renderer("cortex-m", inline_minmax=True, noinline_macs=0,
