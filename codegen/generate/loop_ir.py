@@ -183,7 +183,7 @@ class Broadcast:
 
 @dataclass(frozen=True)
 class ReduceLanes:
-    """The lanes of a vector combined into one scalar, first lane first; op is "+", "max" or "min"."""
+    """The lanes of a vector added into one scalar, first lane first (op is "+")."""
 
     op: str
     a: "Expr"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
-from codegen.generate.backend import CPP
+from codegen.generate.backend import CPP, FLOATS, NUMBERS, same, takes
 from codegen.generate.loop_ir import (FLOAT_DTYPES, Binary, Cast, Const, Expr, Load, Select, Store, Unary,
                                       broadcast_index, const, flat_index, index, nest)
 
@@ -179,11 +179,21 @@ def elementwise(op: str, formula: Formula):
     return functor
 
 
+# The element types each formula kernel is written for: float math unless listed here (the integer
+# rows of INTEGER_FORMULAS, and the operators C++ spells alike for every number type).
+ARITY = {**{op: 1 for op in UNARY_FORMULAS}, **{op: 2 for op in BINARY_FORMULAS}, **{op: 1 for op in NARY_FORMULAS}}
+ELEMENTWISE_TYPES = {
+    "Identity": same(NUMBERS | {"bool"}),
+    **{op: same(NUMBERS, ARITY[op]) for op in ("Relu", "Abs", "Neg", "Sign", "Add", "Sub", "Mul", "Div", "Mod",
+                                                "Max", "Min", "Sum")},
+    "Pow": takes(NUMBERS, NUMBERS, out=NUMBERS),
+}
+
 for _op, _formula in {**UNARY_FORMULAS, **BINARY_FORMULAS, **NARY_FORMULAS}.items():
-    CPP.register(_op, epilogue=True)(elementwise(_op, _formula))
+    CPP.register(_op, types=ELEMENTWISE_TYPES.get(_op, same(FLOATS, ARITY[_op])), epilogue=True)(elementwise(_op, _formula))
 
 
-@CPP.register("Clip", epilogue=True)
+@CPP.register("Clip", types=same(NUMBERS, 3), epilogue=True)
 def clip(graph, node_id, cluster_id, args, attrs):
     """min(max(x, lo), hi): each bound a scalar input, an attribute, or absent."""
     x, out = args.inputs[0], args.outputs[0]
