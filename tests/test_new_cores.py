@@ -1,7 +1,7 @@
 """Cores added as a target file and nothing else (docs/KERNELS.md, "adding a core"): the
-Cortex-M33 on QEMU's mps2-an505 draws on the Cortex-M4's kernel sets (arm-dsp, fpu-registers,
-cpp). Every graph in graphs/ computes on it what the host computes, and the int8 models are
-bit-exact with the TensorFlow Lite Micro interpreter."""
+Cortex-M33 on QEMU's mps2-an505 and the Cortex-M55 on mps3-an547 draw on the Cortex-M4's kernel
+sets (arm-dsp, fpu-registers, cpp). Every graph in graphs/ computes on each what the host
+computes, and the int8 models are bit-exact with the TensorFlow Lite Micro interpreter."""
 from __future__ import annotations
 
 import shutil
@@ -19,7 +19,7 @@ from codegen.targets.qemu import run_on_emulator
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAPHS = sorted((ROOT / "graphs").glob("*.yaml"))
-CORES = ("cortex-m33",)
+CORES = ("cortex-m33", "cortex-m55")
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("arm-none-eabi-g++") and shutil.which("qemu-system-arm")),
@@ -38,13 +38,20 @@ def test_a_new_core_is_a_target_file_over_existing_kernel_sets(core):
     assert caps.dsp and caps.fpu != "none" and caps.float_registers == 32
 
 
-@pytest.fixture(scope="module", params=CORES)
-def builds(request, tmp_path_factory):
-    """Every graph built for the host (runners) and for the core (firmware), in two SCons runs."""
-    core = request.param
-    out = tmp_path_factory.mktemp(core)
+@pytest.fixture(scope="module")
+def host_build(tmp_path_factory):
+    """Every graph's host runner, built once for all the cores."""
+    out = tmp_path_factory.mktemp("host")
     host = scons(f"build_dir={out / 'host'}")
     assert host.returncode == 0, host.stdout + host.stderr
+    return out
+
+
+@pytest.fixture(scope="module", params=CORES)
+def builds(request, host_build):
+    """Every graph built for the core (firmware) in one SCons run, beside the host runners."""
+    core = request.param
+    out = host_build
     elfs = [str(out / core / g.stem / "firmware" / f"{g.stem}.elf") for g in GRAPHS]
     built = scons(f"target={core}", f"build_dir={out / core}", *elfs)
     assert built.returncode == 0, built.stdout + built.stderr

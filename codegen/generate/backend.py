@@ -211,7 +211,15 @@ class Registration:
         if args is None:
             return True
         return (self.types.accepts(args.input_types(), args.output_types())
-                and (self.when is None or bool(self.when(args, attrs or {}))))
+                and (self.when is None or bool(self.when(args, attrs or {})))
+                and self._packs_only_constants(args, attrs or {}))
+
+    def _packs_only_constants(self, args: KernelArgs, attrs: Mapping[str, Any]) -> bool:
+        """A kernel that reads inputs packed at build time takes them only when they are constants
+        (weights that are a graph input cannot be packed)."""
+        if self.pack is None or args.prepared is None or not args.prepared.constant:
+            return True
+        return all(args.prepared.constant[i] for i in self.pack(args, attrs))
 
 
 Traits = Registration  # what the generator may assume of a functor: the registration itself

@@ -424,6 +424,21 @@ def map_stmts(stmts: Sequence[Stmt], fn) -> tuple[Stmt, ...]:
     return tuple(out)
 
 
+def in_double(stmts: Sequence[Stmt]) -> tuple[Stmt, ...]:
+    """The statements with their float32 literals and locals in float64: a float kernel written in
+    float32 terms (const(), Local's default) computing a float64 tensor at its own precision."""
+    def wide(e: Expr) -> Expr:
+        return Const(e.value, "float64", e.width) if isinstance(e, Const) and e.dtype == "float32" else e
+    out: list[Stmt] = []
+    for s in map_stmts(stmts, wide):
+        if isinstance(s, For):
+            s = For(s.var, s.extent, in_double(s.body), s.step)
+        elif isinstance(s, Local) and s.dtype == "float32":
+            s = Local(s.name, s.init, "float64", s.width)
+        out.append(s)
+    return tuple(out)
+
+
 def walk_stmts(stmts: Sequence[Stmt]):
     """Every statement, loops' bodies included, in order."""
     for s in stmts:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from codegen.generate.backend import CPP, FLOATS, INDICES, NUMBERS, same, takes
+from codegen.generate.functors.elementwise import at_input_precision
 from codegen.generate.loop_ir import (FLOAT_DTYPES, Assign, Binary, Const, Expr, For, Load, Local, Select, Stmt,
                                       Store, Unary, Var, const, flat_index, index, nest)
 from codegen.ops.common import normalize_axis
@@ -47,6 +48,7 @@ def _max_of(x: str, at, n: int) -> list[Stmt]:
 
 
 @CPP.register("Softmax", family="reduction", types=same(FLOATS))
+@at_input_precision
 def softmax(graph, node_id, cluster_id, args, attrs):
     """Numerically stable softmax along one axis: subtract the max, exponentiate, normalise."""
     x, y = args.inputs[0], args.outputs[0]
@@ -67,6 +69,7 @@ def softmax(graph, node_id, cluster_id, args, attrs):
 
 
 @CPP.register("LogSoftmax", family="reduction", types=same(FLOATS))
+@at_input_precision
 def log_softmax(graph, node_id, cluster_id, args, attrs):
     """x - max - log(sum(exp(x - max))) along one axis."""
     x, y = args.inputs[0], args.outputs[0]
@@ -224,6 +227,7 @@ for _op, _rule in REDUCE_RULES.items():
 
 
 @CPP.register("ReduceLogSumExp", family="reduction", types=takes(FLOATS, "int64", out=FLOATS))
+@at_input_precision
 def reduce_log_sum_exp(graph, node_id, cluster_id, args, attrs):
     """log(sum(exp(x - max))) + max over the reduced axes: two passes, no overflow."""
     x, y = args.inputs[0], args.outputs[0]
