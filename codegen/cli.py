@@ -328,9 +328,9 @@ def cmd_show(args) -> int:
 
 def cmd_arena(args) -> int:
     from codegen.arena import arena_summary, write_arena
-    report = write_arena(args.sources, args.out_dir, args.name)
+    report = write_arena(args.sources, args.out_dir, args.name, args.target)
     if not args.quiet:
-        print(arena_summary(report, args.target_label))
+        print(arena_summary(report, args.target_label or report.get("target")))
     return 0
 
 
@@ -455,6 +455,9 @@ def _parser() -> argparse.ArgumentParser:
                    "models' NAME.plan.json or NAME.json reports with --name")
     p.add_argument("-o", "--out-dir", required=True, help="folder to write ARENA.h and ARENA.arena.json into")
     p.add_argument("--name", help="the arena's name (an identifier), when made from reports")
+    p.add_argument("--target", help="the target the models are built for, whose kernels decide their "
+                   "workspaces: host (the default for an arena file), cortex-m4, ..., or a target YAML file; "
+                   "with reports, the target they name")
     p.add_argument("--target-label", help=argparse.SUPPRESS)  # shown in the summary line
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the summary line")
     p = command("include-dir", cmd_include_dir, "print the folder to add to the include path of code that "

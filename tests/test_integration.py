@@ -101,6 +101,13 @@ def add_comment(graph: Path) -> None:
     graph.write_text(graph.read_text() + "# Weights retrained on the March data set.\n")
 
 
+def header_workspace(header: Path) -> int:
+    """NAME_WORKSPACE_BYTES as a generated C header defines it."""
+    m = re.search(r"#define \w+_WORKSPACE_BYTES (\d+)u", header.read_text())
+    assert m, header
+    return int(m.group(1))
+
+
 # --- Make ------------------------------------------------------------------------------
 
 def make(project: Path, *args: str) -> subprocess.CompletedProcess:
@@ -120,10 +127,13 @@ def assert_make_does_nothing(project: Path, *args: str) -> None:
     assert snapshot(project / "build") == before
 
 
-def test_make_host_program_builds_once_and_runs(tmp_path):
+def test_make_host_program_builds_once_and_runs(tmp_path, built_workspace):
     project = copy_example("make", tmp_path)
     first = make(project)
     assert generator_runs(first.stdout) == 1, first.stdout
+    assert "--target host" in first.stdout
+    assert header_workspace(project / "build" / "host" / "model" / "vibration.h") == \
+        built_workspace(project / "vibration.yaml", "host")
     program = project / "build" / "host" / "vibration_demo"
     check_output(run([program], project).stdout, project / "vibration.npz")
 
@@ -151,10 +161,13 @@ def test_make_host_program_builds_once_and_runs(tmp_path):
 
 
 @needs_arm
-def test_make_cortex_m4_firmware_boots_on_qemu(tmp_path):
+def test_make_cortex_m4_firmware_boots_on_qemu(tmp_path, built_workspace):
     project = copy_example("make", tmp_path)
     first = make(project, "TARGET=cortex-m4")
     assert generator_runs(first.stdout) == 1, first.stdout
+    # generated for the core it is compiled for (64 B of workspace; 80 B for the host)
+    assert header_workspace(project / "build" / "cortex-m4" / "model" / "vibration.h") == \
+        built_workspace(project / "vibration.yaml", "cortex-m4") != built_workspace(project / "vibration.yaml", "host")
     assert "-T build/cortex-m4/memory.ld" in first.stdout  # linked with the board's memory map
     elf = project / "build" / "cortex-m4" / "vibration_demo.elf"
     boot = run([*QEMU, elf], project)
@@ -171,7 +184,7 @@ GENERATORS = [pytest.param("Ninja", marks=pytest.mark.skipif(not shutil.which("n
 
 @pytest.mark.skipif(not shutil.which("cmake"), reason="needs cmake")
 @pytest.mark.parametrize("generator", GENERATORS)
-def test_cmake_program_builds_once_and_runs(tmp_path, generator):
+def test_cmake_program_builds_once_and_runs(tmp_path, generator, built_workspace):
     project = copy_example("cmake", tmp_path)
     build = project / "build"
     run(["cmake", "-S", ".", "-B", "build", "-G", generator], project)
@@ -181,6 +194,7 @@ def test_cmake_program_builds_once_and_runs(tmp_path, generator):
 
     first = cmake_build()
     assert first.count("Generating the vibration model") == 1, first
+    assert header_workspace(build / "model" / "vibration.h") == built_workspace(project / "vibration.yaml", "host")
     check_output(run([build / "vibration_demo"], project).stdout, project / "vibration.npz")
 
     def products() -> dict[str, int]:  # not CMake's own bookkeeping, which it rewrites at will
@@ -210,15 +224,45 @@ def test_cmake_program_builds_once_and_runs(tmp_path, generator):
     does_nothing()
 
 
+@pytest.mark.skipif(not shutil.which("cmake") or not shutil.which("ninja"), reason="needs cmake and ninja")
+def test_cmake_generates_for_tinsmith_target(tmp_path, built_workspace):
+    """-DTINSMITH_TARGET=cortex-m4: the model generated for the Cortex-M4 (only the generation
+    step is built here: the host compiler cannot build the Cortex-M4 kernels)."""
+    project = copy_example("cmake", tmp_path)
+    run(["cmake", "-S", ".", "-B", "build", "-G", "Ninja", "-DTINSMITH_TARGET=cortex-m4"], project)
+    out = run(["ninja", "-C", "build", "-v", "model/vibration.stamp"], project).stdout
+    assert "--target cortex-m4" in out, out
+    assert header_workspace(project / "build" / "model" / "vibration.h") == \
+        built_workspace(project / "vibration.yaml", "cortex-m4")
+
+
+@pytest.mark.skipif(not shutil.which("cmake"), reason="needs cmake")
+def test_cmake_without_tinsmith_says_to_activate_the_environment(tmp_path):
+    """A Python that lacks Tinsmith (the venv not active): a hint, not only Python's error."""
+    project = copy_example("cmake", tmp_path)
+    bare = shutil.which("python3", path="/usr/bin:/bin")
+    if bare is None or subprocess.run([bare, "-c", "import codegen"], cwd=tmp_path, capture_output=True,
+                                      env={"PATH": "/usr/bin:/bin"}).returncode == 0:
+        pytest.skip("needs a python3 outside the environment without Tinsmith")
+    env = {k: v for k, v in tool_env().items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    proc = subprocess.run(["cmake", "-S", ".", "-B", "build", f"-DPython3_EXECUTABLE={bare}"], cwd=project,
+                          env=env, capture_output=True, text=True)
+    message = " ".join(proc.stderr.split())  # CMake wraps the message
+    assert proc.returncode != 0
+    assert "No module named codegen" in message and "Activate the virtual environment" in message, message
+
+
 # --- PlatformIO ------------------------------------------------------------------------
 
 LIBRARY_FILES = {"vibration.cpp", "vibration.hpp", "vibration.h", "tinsmith/buffer.hpp"}
 
 
-def test_platformio_library_holds_only_library_sources_and_compiles(tmp_path):
+def test_platformio_library_holds_only_library_sources_and_compiles(tmp_path, built_workspace):
     project = copy_example("platformio", tmp_path)
     library = project / "lib" / "vibration" / "src"
     run(["sh", "generate-model.sh"], project)
+    # generated for the board's Cortex-M4
+    assert header_workspace(library / "vibration.h") == built_workspace(project / "vibration.yaml", "cortex-m4")
     assert {str(p.relative_to(library)) for p in library.rglob("*") if p.is_file()} == LIBRARY_FILES
     before = snapshot(library)
     run(["sh", "generate-model.sh"], project)
@@ -246,9 +290,12 @@ def test_platformio_library_holds_only_library_sources_and_compiles(tmp_path):
 # --- SCons -----------------------------------------------------------------------------
 
 @needs_arm
-def test_scons_firmware_example_second_build_does_nothing(tmp_path):
+def test_scons_firmware_example_second_build_does_nothing(tmp_path, built_workspace):
     project = copy_example("firmware", tmp_path)
     run([sys.executable, "-m", "SCons", "-Q", "-j2"], project)
+    assert "codegen.paths" not in (project / "SConstruct").read_text()  # only the tool's public functions
+    assert header_workspace(project / "build" / "model" / "gesture" / "gesture.h") == \
+        built_workspace(project / "gesture.yaml", "cortex-m4")
     boot = run([*QEMU, project / "build" / "firmware.elf"], project)
     assert boot.stderr.startswith("gesture: class ")  # tests/test_examples.py checks the values
     before = snapshot(project / "build")
