@@ -240,12 +240,23 @@ def cmd_run(args) -> int:
 
 def cmd_check(args) -> int:
     from codegen.pipeline import lower
-    from codegen.reference import evaluate
-    from codegen.tolerance import summation_lengths, within_tolerance
     graph = lower(args.graph)
     inputs = seeded_inputs(graph, args.seed)
-    if args.per_layer:
-        return _check_per_layer(args, graph, inputs)
+    if args.per_layer:  # each node alone, then the whole graph as it is compiled (fused, planned)
+        layers = _check_per_layer(args, graph, inputs)
+        print(f"end to end ({graph.name} as compiled, fusion and memory plan included):")
+        whole = _check_outputs(args, graph, inputs)
+        if whole and not layers:
+            print("note: every node is within its tolerance on the inputs the compiled code gave it, but the "
+                  "outputs are not: small differences grow through the graph (it is ill-conditioned on these "
+                  "inputs), or fusion or the memory plan changed a result", file=sys.stderr)
+        return max(layers, whole)
+    return _check_outputs(args, graph, inputs)
+
+
+def _check_outputs(args, graph, inputs) -> int:
+    from codegen.reference import evaluate
+    from codegen.tolerance import summation_lengths, within_tolerance
     got = run_compiled(Path(args.graph), inputs, _build_dir(args), graph, args.target)
     want = evaluate(graph, inputs)
     lengths = summation_lengths(graph)
@@ -261,6 +272,8 @@ def cmd_check(args) -> int:
     if failed:
         print(f"error: {', '.join(failed)} differ{'s' * (len(failed) == 1)} from the NumPy reference by more "
               f"than the tolerance (see `check --help`)", file=sys.stderr)
+        if not args.per_layer:
+            print("hint: `check --per-layer` names the first node whose compiled output differs", file=sys.stderr)
         return 1
     return 0
 
@@ -282,6 +295,50 @@ def _check_per_layer(args, graph, inputs) -> int:
     print(f"{where}error: node '{one_line(bad.node.name)}' ({bad.node.op}) is the first whose output differs from its "
           f"NumPy reference on the same inputs: max abs diff {bad.max_abs_diff:.3g}, {bad.ratio:.3g} times "
           f"the tolerance", file=sys.stderr)
+    return 1
+
+
+def cmd_validate(args) -> int:
+    import json
+
+    from codegen.escape import json_text
+    from codegen.load import original_names
+    from codegen.pipeline import lower
+    from codegen.targets import load_target
+    from codegen.validate import ValidateError, print_validation, read_samples, validate
+    model = Path(args.graph)
+    reference = Path(args.reference) if args.reference else model
+    if args.reference is None and model.suffix not in (".onnx", ".tflite"):
+        raise ValidateError(None, f"{model} is a graph file: validate needs the original model to compare with",
+                            "pass --reference MODEL.onnx or MODEL.tflite (the model it was imported from)")
+    graph = lower(model)
+    names = {ident: original for original, ident in original_names(model).items()}
+    aliases = original_names(model)
+    if args.data:
+        samples = read_samples(graph, Path(args.data), aliases)
+        source = f"{len(samples)} sample{'s' * (len(samples) != 1)} from {one_line(args.data)}"
+    else:
+        samples = [seeded_inputs(graph, args.seed + k) for k in range(args.samples)]
+        source = f"{args.samples} seeded random input{'s' * (args.samples != 1)} (seed {args.seed})"
+    target = load_target(args.target)
+    build_dir = _build_dir(args)
+    result = validate(model, reference, graph, samples, target.name,
+                      lambda path, inputs, folder: run_compiled(path, inputs, folder, None, args.target),
+                      build_dir, args.per_layer, args.rtol, args.min_cosine, names, source)
+    print_validation(result, graph.name, sys.stdout)
+    report = build_dir.resolve() / graph.name / f"{graph.name}.json"
+    if report.is_file():  # the build's report carries the latest validation of what it describes
+        data = json.loads(report.read_text(encoding="utf-8"))
+        data["validation"] = result.as_json()
+        report.write_text(json_text(data), encoding="utf-8")
+    if args.json:
+        Path(args.json).write_text(json_text(result.as_json()), encoding="utf-8")
+    if result.ok:
+        print(f"{graph.name} [{target.name}] agrees with {result.runtime} within the tolerance")
+        return 0
+    bad = [m.name for m in result.outputs + result.layers if not m.ok]
+    print(f"error: {graph.name} [{target.name}] differs from {result.runtime} beyond the tolerance in "
+          f"{', '.join(bad[:5])}{' and more' if len(bad) > 5 else ''} (see `validate --help`)", file=sys.stderr)
     return 1
 
 
@@ -396,6 +453,30 @@ def _parser() -> argparse.ArgumentParser:
                    "own reduction length), and name the first node that differs")
     p.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance besides n * eps [1e-5]")
     p.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance [1e-6]")
+    add_target(p)
+    p = command("validate", cmd_validate, "compare the compiled model with the original model in its own runtime",
+                description="Run the original model in its own runtime (ONNX Runtime for .onnx, the TFLite Micro "
+                "interpreter for .tflite; install them with the test extra) and the compiled model (on the host, or "
+                "on the target's emulator) on the same inputs, and print per output the max and mean absolute "
+                "error, RMSE, cosine similarity and top-1 agreement (the share of samples whose largest element is "
+                "at the same place). An output fails when its max absolute error exceeds RTOL times the "
+                "reference's largest magnitude (or one quantization step of an int8 tensor, where larger), or its "
+                "cosine similarity is below MIN_COSINE; then the exit status is 1. The metrics also go into the "
+                "build's NAME.json report (key 'validation') and, with --json, into a file of their own.")
+    p.add_argument("--reference", help="the original .onnx or .tflite model, when GRAPH is a graph YAML imported from "
+                   "it (or another file to compare with) [GRAPH itself]")
+    p.add_argument("--data", help="the inputs: a folder of .npz files (one sample each, arrays named after the "
+                   "inputs) or .npy files (one-input models), or one .npz holding a batch (one more, leading "
+                   "dimension) [seeded random inputs]")
+    p.add_argument("--samples", type=int, default=4, help="how many random inputs without --data [4]")
+    p.add_argument("--seed", type=int, default=0, help="seed of the first random input [0]")
+    p.add_argument("--per-layer", action="store_true", help="also compare every intermediate value both sides "
+                   "compute (the original runtime's intermediate tensors; the compiled model built again with every "
+                   "value exposed, in BUILD_DIR/validate)")
+    p.add_argument("--rtol", type=float, default=1e-3,
+                   help="allowed max absolute error, relative to the reference's largest magnitude [1e-3]")
+    p.add_argument("--min-cosine", type=float, default=0.999, help="smallest cosine similarity that passes [0.999]")
+    p.add_argument("--json", metavar="FILE", help="also write the metrics to FILE")
     add_target(p)
     p = command("report", cmd_report, "measure the compiled model and write the report (used by the SCons tool)",
                 graph=False)
