@@ -221,7 +221,41 @@ def cmd_emulate(args) -> int:
 def cmd_build(args) -> int:
     program = _scons_build(Path(args.graph), _build_dir(args), args.target, quiet=False)
     print(f"built {one_line(str(program))}")
+    if args.instructions:
+        print(_measure_instructions(Path(args.graph), _build_dir(args), args.target, program))
     return 0
+
+
+def _measure_instructions(graph_path: Path, build_dir: Path, target_name: str, program: Path) -> str:
+    """Run the built firmware, and the firmware with the kernel hook, on the emulator; write the
+    instructions into NAME.json and NAME.html; return the summary line."""
+    import json
+
+    from codegen.escape import json_text
+    from codegen.measure import summary
+    from codegen.measure.emulated import build_kernel_hook_firmware, with_instructions
+    from codegen.measure.page import write_page
+    from codegen.pipeline import lower
+    from codegen.targets import load_target
+    from codegen.targets.qemu import kernel_instructions, run_on_emulator
+    target = load_target(target_name)
+    if not target.baremetal or target.emulator is None:
+        raise TinsmithError(None, f"--instructions counts instructions on an emulated core; target "
+                            f"'{target.name}' has no emulator", "use --target cortex-m4 (or another target with a board)")
+    graph = lower(graph_path)
+    data = _input_bytes(graph, seeded_inputs(graph, 0))
+    total = run_on_emulator(target, program, data).instructions
+    if Path(target_name).suffix in (".yaml", ".yml"):
+        target_name = str(Path(target_name).resolve())
+    hooked = build_kernel_hook_firmware(build_dir / graph.name, graph.name, target_name)
+    counts = kernel_instructions(target, run_on_emulator(target, hooked, data))
+    path = build_dir.resolve() / graph.name / f"{graph.name}.json"
+    report = with_instructions(json.loads(path.read_text(encoding="utf-8")), total, counts,
+                               f"{Path(target.emulator.command[0]).name} -icount",
+                               "seeded standard-normal inputs (seed 0)")
+    path.write_text(json_text(report), encoding="utf-8")
+    write_page(report, path.with_suffix(".html"))
+    return summary(report)
 
 
 def cmd_run(args) -> int:
@@ -434,6 +468,9 @@ def _parser() -> argparse.ArgumentParser:
         return p
 
     p = command("build", cmd_build, "build the graph's library and runner for the host")
+    p.add_argument("--instructions", action="store_true",
+                   help="on a target with an emulator: run the firmware on it and add the instructions one call "
+                   "executes, in total and per layer, to NAME.json, NAME.html and the summary line")
     add_target(p)
     p = command("run", cmd_run, "run the compiled graph on inputs from an .npz file")
     p.add_argument("--inputs", required=True, help=".npz with one array per graph input")

@@ -188,3 +188,25 @@ def test_show_html_writes_the_report_page_and_opens_it(tmp_path, tinsmith_cmd):
     text = page.read_text(encoding="utf-8")
     assert all(f'data-node="{n}"' in text for n in ("fc1", "act1", "fc2", "classify"))
     assert opened.read_text().strip() == page.resolve().as_uri()
+
+
+def test_build_instructions_needs_an_emulated_core(tinsmith_cmd, tmp_path):
+    proc = tinsmith_cmd("build", str(GRAPHS / "mlp.yaml"), "--instructions", "--build-dir", str(tmp_path / "b"),
+                        cwd=tmp_path)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "error: --instructions counts instructions on an emulated core; target 'host' has no emulator" \
+        in proc.stderr
+
+
+def test_summary_line_shows_measured_instructions():
+    from codegen.measure import summary
+    from codegen.measure.emulated import with_instructions
+    report = {"graph": "mlp", "target": "cortex-m4", "macs": 2368,
+              "ram": {"workspace_bytes": 176, "stack_bytes": 48, "total_bytes": 224},
+              "flash": {"code_bytes": 312, "constant_bytes": 9600, "total_bytes": 9912},
+              "nodes": [{"name": "fc1"}, {"name": "fc2", "fused": [{"name": "act"}]}]}
+    assert "instructions" not in summary(report)
+    measured = with_instructions(report, 5123, [3000, 2100], "qemu-system-arm -icount", "seeded")
+    assert summary(measured).endswith("| 2,368 MACs | 5,123 instructions (measured on the emulator)")
+    assert [n["instructions"] for n in measured["nodes"]] == [3000, 2100]
+    assert measured["nodes"][1]["fused"][0]["instructions"] == 0  # counted in its kernel

@@ -362,6 +362,10 @@ def _summary(report: Mapping) -> list[dict]:
         ]},
         {"title": "Work", "total": "", "items": [
             ("MACs", _count(report.get("macs")), ""),
+            *([("instructions per call", _count(report["instructions"]["total"]),
+                f"measured: {report['instructions'].get('emulator', 'emulator')}, "
+                f"{report['instructions'].get('inputs', '')}".rstrip(", "))]
+              if (report.get("instructions") or {}).get("total") is not None else []),
             ("parameters", _count(report.get("params")), ""),
             ("nodes", _count(sum(1 + len(n.get("fused") or ()) for n in report.get("nodes", []))), ""),
             ("kernels", _count(len(report.get("nodes", []))), "some compute several nodes")
