@@ -447,8 +447,28 @@ def cmd_ops(args) -> int:
     return 0
 
 
+def _version() -> str:
+    """The installed distribution's version (a checkout installed editable has one too)."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("tinsmith")
+    except PackageNotFoundError:
+        return "unknown (not installed: pip install the checkout)"
+
+
+def _doc(name: str) -> str:
+    """Where a document the help cites is: docs/NAME in a checkout, or the copy a wheel installs
+    inside the package (codegen/docs/NAME)."""
+    package = Path(__file__).resolve().parent
+    for folder in (package.parent / "docs", package / "docs"):
+        if (folder / name).is_file():
+            return str(folder / name)
+    return f"docs/{name} in Tinsmith's source"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tinsmith", description="Compile neural-network graphs to C++.")
+    parser.add_argument("--version", action="version", version=f"tinsmith {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add_target(p):
@@ -463,7 +483,7 @@ def _parser() -> argparse.ArgumentParser:
         if graph or name == "import-onnx":
             p.add_argument("--limits", default="", metavar="NAME=N,...",
                            help="raise or lower the limits on what a model may ask for "
-                           f"({', '.join(Limits.names())}); see docs/SECURITY.md")
+                           f"({', '.join(Limits.names())}); see {_doc('SECURITY.md')}")
         p.set_defaults(fn=fn)
         return p
 

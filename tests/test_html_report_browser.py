@@ -123,3 +123,26 @@ def test_vww_page_for_the_cortex_m4_shows_measured_instructions_per_layer(browse
     assert {k: int(v.replace(",", "")) for k, v in shown.items() if k in counts} == counts
     cards = browser.find_element(By.CSS_SELECTOR, "#summary").text
     assert "instructions per call" in cards and f"{total:,}" in cards
+
+
+def test_finding_a_node_fades_the_others_and_filters_the_table(browser, pages):
+    from selenium.webdriver.common.by import By
+    path, plan = pages["vww_mobilenet"]
+    browser.get(path.as_uri())
+    browser.find_element(By.ID, "search").send_keys("pw3")
+    wanted = {n for n in _node_names(plan) if "pw3" in n}
+    assert wanted
+    lit = {g.get_attribute("data-node") for g in browser.find_elements(By.CSS_SELECTOR, "g.node.match")}
+    faded = {g.get_attribute("data-node") for g in browser.find_elements(By.CSS_SELECTOR, "g.node.dim")}
+    assert wanted <= lit and not (lit & faded) and lit | faded == _node_names(plan)
+    shown = {r.get_attribute("data-node") for r in browser.find_elements(By.CSS_SELECTOR, "table#layers tr.layer")
+             if r.is_displayed()}
+    assert wanted <= shown and all("pw3" in r for r in shown)
+    assert browser.find_element(By.ID, "search-count").text == f"{len(lit)} node{'s' * (len(lit) != 1)}"
+    # folding the drawing hides it; unfolding shows it again
+    summary = browser.find_element(By.CSS_SELECTOR, "#graph-section > summary")
+    summary.click()
+    assert not browser.find_element(By.ID, "drawing").is_displayed()
+    summary.click()
+    assert browser.find_element(By.ID, "drawing").is_displayed()
+    assert browser.get_log("browser") == []
