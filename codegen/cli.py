@@ -143,6 +143,10 @@ def seeded_inputs(graph, seed: int = 0) -> dict[str, np.ndarray]:
 
 def cmd_generate(args) -> int:
     from codegen.load import graph_dependencies
+    if args.print_name:  # what build tools name the outputs after, before generating them
+        from codegen.load import graph_name
+        print(graph_name(args.graph))
+        return 0
     from codegen.pipeline import compile_graph, library_files, write_files
     compiled = compile_graph(args.graph, constants_in_ram=args.constants_in_ram, target=args.target,
                              constants_section=args.constants_section)
@@ -153,8 +157,13 @@ def cmd_generate(args) -> int:
 
 
 def cmd_include_dir(args) -> int:
-    from codegen.paths import BAREMETAL_DIR, RUNTIME_INCLUDE
-    print(BAREMETAL_DIR if args.baremetal else RUNTIME_INCLUDE)
+    from codegen.paths import BAREMETAL_DIR, RUNTIME_INCLUDE, scons_toolpath
+    if args.cmake:  # TinsmithConfig.cmake ships inside the SCons tool's package
+        print(scons_toolpath() / "tinsmith" / "cmake")
+    elif args.platformio:
+        print(scons_toolpath() / "tinsmith" / "platformio")
+    else:
+        print(BAREMETAL_DIR if args.baremetal else RUNTIME_INCLUDE)
     return 0
 
 
@@ -579,6 +588,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--constants-section", metavar="SECTION",
                    help="declare the constants in this linker section (e.g. .ext_weights) where the build "
                    "defines TINSMITH_PLACE_SECTIONS; the SCons tool passes the target's placement")
+    p.add_argument("--print-name", action="store_true",
+                   help="print the graph's name (the stem of the files it would write) and write nothing")
     p.add_argument("--library-only", action="store_true",
                    help="write only what a library compiles (NAME.cpp, NAME.hpp, NAME.h): no host runner, no plan")
     p.add_argument("--stamp", help="file written on every run, even when no output changed, for build "
@@ -602,6 +613,10 @@ def _parser() -> argparse.ArgumentParser:
                 "includes NAME.hpp (it holds tinsmith/buffer.hpp)", graph=False)
     p.add_argument("--baremetal", action="store_true", help="print the folder of the bare-metal test "
                    "runtime instead (startup.c, semihost.c/.h, measure.c/.h, sections.ld)")
+    p.add_argument("--cmake", action="store_true", help="print the folder of TinsmithConfig.cmake instead "
+                   "(for find_package(Tinsmith) with -DTinsmith_DIR=...)")
+    p.add_argument("--platformio", action="store_true", help="print the folder of the PlatformIO extra "
+                   "script instead (tinsmith_model.py)")
     p = command("memory-script", cmd_memory_script, "write the linker script with a bare-metal target's "
                 "memory map; it INCLUDEs sections.ld, so link with -L$(tinsmith include-dir --baremetal)",
                 graph=False)
