@@ -44,6 +44,7 @@ def _scons_build(graph_path: Path, build_dir: Path, target_name: str = "host", q
     from codegen.targets import load_target
 
     target = load_target(target_name)
+    _check_compiler(target)
     if graph is None:
         graph = lower(graph_path)
     program = _program_path(graph.name, build_dir, target)
@@ -64,6 +65,19 @@ def _scons_build(graph_path: Path, build_dir: Path, target_name: str = "host", q
         raise TinsmithError(None, f"building {graph_path} for {target.name} failed" + (":" if detail else ""),
                             detail=detail or None)
     return program
+
+
+def _check_compiler(target) -> None:
+    """A missing cross compiler is named, with how to install it, before SCons fails on it."""
+    import shutil
+    tools = target.toolchain
+    compiler = tools.command("cxx")
+    found = shutil.which(compiler, path=str(tools.path) if tools.path else None)
+    if found is None:
+        hint = ("on Debian or Ubuntu: apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi "
+                "libstdc++-arm-none-eabi-newlib (or Arm's GNU toolchain from developer.arm.com), then put it on PATH"
+                if tools.prefix.startswith("arm-none-eabi") else "install it or set the target file's toolchain")
+        raise TinsmithError(None, f"the compiler for target '{target.name}', {compiler}, is not on PATH", hint)
 
 
 def _read_inputs(graph, path: Path, aliases: dict[str, str] | None = None) -> dict[str, np.ndarray]:
@@ -273,6 +287,9 @@ def cmd_run(args) -> int:
     graph = lower(args.graph)
     inputs = _read_inputs(graph, Path(args.inputs), original_names(args.graph))
     outputs = run_compiled(Path(args.graph), inputs, _build_dir(args), graph, args.target)
+    # keyed as the model names them: an output named `and` became the identifier `and_`
+    original = {ident: name for name, ident in original_names(args.graph).items()}
+    outputs = {original.get(name, name): value for name, value in outputs.items()}
     try:
         with open(args.output, "wb") as f:  # a file object: np.savez would append .npz to a name
             np.savez(f, **outputs)
@@ -422,7 +439,12 @@ def cmd_show(args) -> int:
         print(f"wrote {one_line(str(page))}")
         if not args.no_open:
             import webbrowser
-            webbrowser.open(page.resolve().as_uri())
+            try:
+                opened = webbrowser.open(page.resolve().as_uri())
+            except webbrowser.Error:
+                opened = False
+            if not opened:
+                print(f"no web browser could be opened here: open {one_line(str(page.resolve()))} in one")
     return 0
 
 
@@ -451,8 +473,15 @@ def cmd_import(args) -> int:
 def cmd_ops(args) -> int:
     from codegen.builders import BUILDERS
     from codegen.ops import PRIMITIVES
-    print("primitives: " + ", ".join(sorted(PRIMITIVES)))
-    print("builders:   " + ", ".join(sorted(BUILDERS)))
+    import shutil
+    width = shutil.get_terminal_size((100, 24)).columns
+    for title, names in ((f"primitives ({len(PRIMITIVES)}, ONNX semantics)", sorted(PRIMITIVES)),
+                         (f"builders ({len(BUILDERS)}, composites of primitives)", sorted(BUILDERS))):
+        print(f"{title}:")
+        cell = max(map(len, names)) + 2
+        per_row = max((width - 2) // cell, 1)
+        for i in range(0, len(names), per_row):
+            print("  " + "".join(n.ljust(cell) for n in names[i:i + per_row]).rstrip())
     return 0
 
 
