@@ -309,8 +309,11 @@ def test_scons_clean_removes_the_page(tmp_path):
     args = (f"graphs={GRAPHS / 'mlp.yaml'}", f"build_dir={build}")
     scons("-Q", *args)
     assert (build / "mlp" / "mlp.html").is_file() and (build / "mlp" / "mlp.json").is_file()
+    assert (build / "mlp" / "mlp.verified").is_file()
     scons("-Q", "-c", *args)
     assert not (build / "mlp" / "mlp.html").exists() and not (build / "mlp" / "mlp.json").exists()
+    # nothing the build wrote is left behind, the verification stamp included
+    assert [p.name for p in build.rglob("*") if p.is_file()] == [".sconsign.dblite"]
 
 
 def test_without_graphviz_the_page_keeps_rows_and_says_so(monkeypatch, tmp_path):
