@@ -67,14 +67,14 @@ def test_a_broken_kernel_is_named(tmp_path, target):
 ILL_CONDITIONED = """\
 graph: cancel
 inputs:
-  x: {{dtype: float32, shape: [1, 512]}}
+  x: {dtype: float32, shape: [1, 512]}
 outputs: [y]
 constants:
-  w: {{random: normal, shape: [512, 64], seed: 3}}
-  c: {{file: c.npy}}
+  w: {random: normal, shape: [512, 64], seed: 3}
+  c: {file: c.npy}
 nodes:
-  - {{op: MatMul, name: dot, inputs: [x, w], outputs: [h]}}
-  - {{op: Sub, name: cancel, inputs: [h, c], outputs: [y]}}
+  - {op: MatMul, name: dot, inputs: [x, w], outputs: [h]}
+  - {op: Sub, name: cancel, inputs: [h, c], outputs: [y]}
 """
 
 
@@ -87,7 +87,7 @@ def test_per_layer_fails_where_only_the_end_to_end_result_is_wrong(tmp_path):
     from codegen.pipeline import lower
     graph_file = tmp_path / "cancel.yaml"
     np.save(tmp_path / "c.npy", np.zeros((1, 64), np.float32))
-    graph_file.write_text(ILL_CONDITIONED.format())
+    graph_file.write_text(ILL_CONDITIONED)
     graph = lower(graph_file)
     np.save(tmp_path / "c.npy", _hidden(graph, seeded_inputs(graph, 0)))
     plain = tinsmith("check", "--build-dir", str(tmp_path / "build"), str(graph_file), cwd=tmp_path)
