@@ -114,3 +114,20 @@ def test_cmake_finds_the_installed_package_through_the_active_environment(instal
     assert out.startswith("vibration: ")
     cache = (project / "build" / "CMakeCache.txt").read_text()
     assert f"Tinsmith_DIR:PATH={bin_dir.parent / 'share' / 'cmake' / 'Tinsmith'}" in cache
+
+
+def test_installed_validate_and_arena_work_from_another_folder(installed, tmp_path):
+    """The documented validate and arena commands, from a folder that knows nothing of the
+    checkout (the models are copied there)."""
+    bin_dir, env = installed
+    model = tmp_path / "kws_dscnn_int8.tflite"
+    shutil.copy(ROOT / "models" / model.name, model)
+    out = _run([bin_dir / "tinsmith", "validate", model.name, "--samples", "1"], tmp_path, env).stdout
+    assert "against the TFLite Micro interpreter on 1 seeded random input" in out
+    assert "agrees with the TFLite Micro interpreter within the tolerance" in out
+    for name in ("kws_dscnn.yaml", "kws_dscnn.npz", "ad_autoencoder.yaml", "ad_autoencoder.npz"):
+        shutil.copy(ROOT / "graphs" / name, tmp_path / name)
+    (tmp_path / "pair.yaml").write_text("arena: pair\ngraphs: [kws_dscnn.yaml, ad_autoencoder.yaml]\n")
+    line = _run([bin_dir / "tinsmith", "arena", "pair.yaml", "-o", "out", "--target", "cortex-m4"], tmp_path,
+                env).stdout
+    assert line.startswith("pair [cortex-m4]: arena 33,120 B shared by kws_dscnn 33,120 B")
