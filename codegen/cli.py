@@ -514,10 +514,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="host (default), cortex-m4, cortex-m7, cortex-m0plus, or a target YAML file")
         p.add_argument("--build-dir", help="where to build [build/TARGET]")
 
-    def command(name, fn, help, graph=True, description=None):
+    def command(name, fn, help, graph=True, description=None, graph_help="graph YAML file"):
         p = sub.add_parser(name, help=help, description=description or help)
         if graph:
-            p.add_argument("graph", help="graph YAML file")
+            p.add_argument("graph", help=graph_help)
         if graph or name == "import-onnx":
             p.add_argument("--limits", default="", metavar="NAME=N,...",
                            help="raise or lower the limits on what a model may ask for "
@@ -545,7 +545,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--per-layer", action="store_true",
                    help="build the graph with every node's output exposed (in BUILD_DIR/per-layer), check each "
                    "node against its NumPy reference on the inputs the compiled code gave it (n: that node's "
-                   "own reduction length), and name the first node that differs")
+                   "own reduction length), and name the first node that differs; then check the outputs end to end as without "
+                   "--per-layer (small differences can grow through a graph that every node passes alone)")
     p.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance besides n * eps [1e-5]")
     p.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance [1e-6]")
     add_target(p)
@@ -557,7 +558,9 @@ def _parser() -> argparse.ArgumentParser:
                 "at the same place). An output fails when its max absolute error exceeds RTOL times the "
                 "reference's largest magnitude (or one quantization step of an int8 tensor, where larger), or its "
                 "cosine similarity is below MIN_COSINE; then the exit status is 1. The metrics also go into the "
-                "build's NAME.json report (key 'validation') and, with --json, into a file of their own.")
+                "build's NAME.json report (key 'validation') and, with --json, into a file of their own.",
+                graph_help="the model to compile: an .onnx or .tflite file (compared with itself), or a graph "
+                "YAML file with --reference")
     p.add_argument("--reference", help="the original .onnx or .tflite model, when GRAPH is a graph YAML imported from "
                    "it (or another file to compare with) [GRAPH itself]")
     p.add_argument("--data", help="the inputs: a folder of .npz files (one sample each, arrays named after the "
