@@ -205,7 +205,9 @@ def load_target(name_or_path: str | Path) -> Target:
         if not path.is_file():
             raise TargetError(None, f"target file '{text}' does not exist")
         return _parse(path)
-    raise TargetError(None, f"unknown target '{text}'",
+    import difflib
+    close = difflib.get_close_matches(text.lower(), list(TARGETS), n=1, cutoff=0.6)
+    raise TargetError(None, f"unknown target '{text}'" + (f"; did you mean '{close[0]}'?" if close else ""),
                       f"built-in targets are {', '.join(TARGETS)}; or give the path of a target YAML file")
 
 
