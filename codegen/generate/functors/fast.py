@@ -244,7 +244,8 @@ def _channel_vector_tile(ops: ConvOperands, tl: TileLoops, m0: Affine, vectors: 
     if not tl.outer or tl.outer[-1][0] != ops.space.row or tl.in_bounds is not None:
         return stmts + list(loops(tl.outer, _channel_vector_block(ops, tl, m0, vectors, v, [(tl.in_pos, tl.out_pos)])))
     blocks = max(1, min(nb, tl.outer[-1][1]))
-    return stmts + blocked_row(tl, blocks, lambda positions, _: _channel_vector_block(ops, tl, m0, vectors, v, positions))
+    return stmts + blocked_row(tl, blocks,
+                               lambda positions, _: _channel_vector_block(ops, tl, m0, vectors, v, positions))
 
 
 def conv_channel_vectors(graph, node_id, cluster_id, args, attrs):

@@ -124,7 +124,10 @@ def _products(k: NhwcConv, accs, xs, tap: Affine, m0: Affine, i: int, off: int, 
     """The weight vector of channels m0+off.. at this tap (and input channel c) as a local, times
     each position's input: a vector of channels (depthwise) or one channel broadcast."""
     geo = k.ops.geometry
-    w_at = tap * geo.out_channels + m0 + off if k.depthwise else (tap * geo.in_per_group + Affine.var("c")) * geo.out_channels + m0 + off
+    if k.depthwise:
+        w_at = tap * geo.out_channels + m0 + off
+    else:
+        w_at = (tap * geo.in_per_group + Affine.var("c")) * geo.out_channels + m0 + off
     body: list[Stmt] = [Local(wname, Load(k.ops.w, w_at.expr(), width), FLOAT, width)]
     for j, x in enumerate(xs):
         if k.depthwise:

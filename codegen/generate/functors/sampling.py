@@ -206,9 +206,9 @@ def _sample(iy: int, ix: int, ratio: int, height: int, width: int) -> tuple[list
     taps = []
     for k, (row, col, weight) in enumerate(((ylo, xlo, Binary("*", hy, hx)), (ylo, xhi, Binary("*", hy, lx)),
                                             (yhi, xlo, Binary("*", ly, hx)), (yhi, xhi, Binary("*", ly, lx)))):
+        offset = Binary("+", Binary("*", row, index(width)), col)
         stmts += [Local(f"{s}_w{k}", Select(Var(f"{s}_out"), const(0), weight)),
-                  Local(f"{s}_p{k}", Select(Var(f"{s}_out"), index(0), Binary("+", Binary("*", row, index(width)), col)),
-                        INDEX)]
+                  Local(f"{s}_p{k}", Select(Var(f"{s}_out"), index(0), offset), INDEX)]
         taps.append((Var(f"{s}_w{k}"), Var(f"{s}_p{k}")))
     return stmts, taps
 
