@@ -13,10 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codegen.generate import generate  # before codegen.fuse, which it imports
 from codegen import pipeline
 from codegen.generate.backends import backend_for
-from codegen.pipeline import compile_graph
+from codegen.pipeline import compile_graph, generate_model
 from codegen.plan import Placement
 from codegen.planners.access import trace
 from codegen.planners.check import PlanCheckError, check_plan
@@ -149,7 +148,7 @@ def test_the_checker_rejects_wrong_placements_of_the_pipeline(tmp_path):
         placements = tuple(Placement(p.lifetime, moves.get(p.lifetime.value, p.offset)) for p in plan.placements)
         top = max(p.offset + p.lifetime.nbytes for p in placements)
         plan = dataclasses.replace(plan, placements=placements, workspace_bytes=top)
-        check_plan(generate(compiled.graph, compiled.schedule, plan, backend, False, caps, with_constants=False))
+        check_plan(generate_model(compiled.graph, compiled.schedule, plan, backend, False, caps, with_constants=False))
     # two rings of one pipeline at one offset: rows of one overwrite rows of the other still to be read
     with pytest.raises(PlanCheckError, match="ring_"):
         check({rings[1]: offsets[rings[0]]})
