@@ -4,6 +4,7 @@ reads their access order without generating again. Calls are counted with a prof
 changes nothing it watches."""
 from __future__ import annotations
 
+import ast
 import sys
 from collections import Counter
 from contextlib import contextmanager
@@ -49,3 +50,17 @@ def test_a_compile_generates_its_kernels_once(graph, target):
     if "ic_resnet8" in graph:
         assert "row_pipeline" in dict(compiled.plan.variants).values()
         assert any(variant == "row_pipeline" for _, _, variant in built)
+
+
+STAGE_MODULES = ["codegen/pipeline.py", "codegen/generate/__init__.py", "codegen/plan.py", "codegen/planners"]
+MAX_FUNCTION_LINES = 60
+
+
+def test_the_stages_functions_are_short():
+    """Each function of the pipeline, generation entry, memory plan and planners does one job."""
+    files = [p for m in STAGE_MODULES for p in ([ROOT / m] if m.endswith(".py") else sorted((ROOT / m).glob("*.py")))]
+    long = [f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for path in files for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert long == []

@@ -176,7 +176,8 @@ def _find(backend: Backend, graph: Graph, node: Node, caps: Capabilities, prepar
 
 def scratch_bytes(graph: Graph, sched: Schedule, backend: Backend, caps: Capabilities = PORTABLE_CAPS
                   ) -> dict[str, int]:
-    """Bytes of every kernel's scratch buffers, by plan name: what plan_memory needs to place them."""
+    """Bytes of every kernel's scratch buffers, by plan name, as its functor declares them (no loop IR
+    built): what plan_memory needs to place them, known before generation for the row-pipeline choice."""
     result = {}
     for node, _ in sched.kernel_heads():
         found = backend.lookup(node.op, kernel_args(graph, node, caps), node.attrs)
