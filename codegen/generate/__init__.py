@@ -289,7 +289,7 @@ def generate(graph: Graph, schedules: Sequence[tuple[Schedule, Mapping[str, Pipe
     applies to it: once per compile, before memory planning."""
     heads = list({n.name: n for s, _ in schedules for n, _ in s.kernel_heads()}.values())
     packing = _packing(graph, heads, backend, caps)
-    variants = applicable_variants(graph, schedules[0][0], backend, caps)  # the others' kernels are among its
+    variants = applicable_variants(graph, schedules[0][0], backend, caps)  # the others merge some of its kernels
     own_layout = frozenset(variants) | frozenset(h for _, pipes in schedules for h in pipes)
     node_ids = {node.name: i for i, node in enumerate(graph.nodes)}
     as_packed, as_given = packed_graph(graph, heads, packing), packed_graph(graph, heads, packing, own_layout)
