@@ -12,6 +12,7 @@ from codegen.files import make_rule, touch, write_if_changed
 from codegen.fuse import fuse
 from codegen.generate import (CPP, PORTABLE_CAPS, Backend, Capabilities, GeneratedModel, Kernels, generate,
                               render_model, scratch_bytes)
+from codegen.generate.backend import check_kernels
 from codegen.generate.backends import backend_for
 from codegen.ir import Graph
 from codegen.load import load_graph_spec
@@ -68,6 +69,7 @@ def scheduled(path: str | Path, backend: Backend, caps: Capabilities, fusion: bo
     if caps.channels_last:
         from codegen.layout import channels_last
         graph = channels_last(graph)
+    check_kernels(graph, backend, caps)  # every node has a kernel for its element types, or a named error
     sched = schedule(graph)
     return graph, fuse(graph, sched, backend, caps) if fusion else sched
 
