@@ -14,14 +14,6 @@ from pathlib import Path
 
 CODEGEN = Path(__file__).resolve().parent.parent / "codegen"
 
-# The one cycle still allowed, to be deleted with it: the functor modules that register Cortex-M
-# and host kernels on import read HOST/CORTEX_M from codegen.generate.backends, which imports them so
-# that they register. The strategy table replacing registration-on-import removes this cycle.
-ALLOWED = {(functors, "codegen.generate.backends")
-           for functors in ("codegen.generate.functors.fast", "codegen.generate.functors.cortex_m",
-                            "codegen.generate.functors.quantized_dsp", "codegen.generate.functors.host_int8")}
-
-
 def module_names(root: Path = CODEGEN) -> dict[str, Path]:
     """Every module of the package at `root`, by dotted name."""
     found = {}
@@ -83,10 +75,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def test_codegen_has_no_import_cycle():
-    graph = import_graph()
-    allowed = {(a, b) for a, b in ALLOWED if b in graph.get(a, ())}
-    kept = {m: {n for n in targets if (m, n) not in allowed} for m, targets in graph.items()}
-    cycle = find_cycle(kept)
+    cycle = find_cycle(import_graph())
     assert cycle is None, "codegen has an import cycle: " + " -> ".join(cycle)
 
 
