@@ -35,6 +35,8 @@ def summarize(outcome, seconds: float) -> str:
         rows.append(f"{c:<18}" + "".join(f"{counts[(c, t)]:>{width}}" for t in outcome.targets))
     unclear = sum(1 for r in outcome.results if r.outcome == run.REFUSED and not r.clear)
     rows.append(f"refusals whose message names no op/node or no element type: {unclear}")
+    vague = sum(1 for r in outcome.results if r.outcome == run.NOT_ACCEPTED_UNCLEAR)
+    rows.append(f"combinations not accepted with a message that names none of their element types: {vague}")
     by_op = Counter((r.probe, r.outcome) for r in outcome.results if r.outcome in (run.CXX_ERROR, run.WARNING,
                                                                                   run.EXCEPTION, run.MISMATCH,
                                                                                   run.RUN_FAILED, run.REF_FAILED))

@@ -35,6 +35,7 @@ from codegen.pipeline import compile_graph, library_files, lower, write_files
 from codegen.targets import TARGETS, load_target
 from tests.sweep.combos import Combo, graph_yaml, output_names, reference_inputs, runtime_data
 
+REPO = Path(__file__).resolve().parents[2]
 HOST = "host"
 BATCH = 32  # graphs per translation unit
 
@@ -42,6 +43,8 @@ BATCH = 32  # graphs per translation unit
 OK, FOLDED = "ok", "folded"
 REFUSED, EXCEPTION, CXX_ERROR, WARNING = "refused", "python-exception", "cxx-error", "warning"
 MISMATCH, RUN_FAILED, REF_FAILED = "mismatch", "run-failed", "reference-failed"
+# A combination inference refuses with a message that names none of its element types.
+NOT_ACCEPTED_UNCLEAR, ANY_TARGET = "not-accepted-unclear", "*"
 FINDINGS = (CXX_ERROR, WARNING, EXCEPTION, MISMATCH, RUN_FAILED, REF_FAILED, REFUSED)
 
 
@@ -66,11 +69,14 @@ def first_line(text: str) -> str:
     return next((l.strip() for l in text.splitlines() if l.strip()), "")
 
 
+def refusal_names_a_type(message: str, combo: Combo) -> bool:
+    dtypes = {d for _, d in combo.types} | {combo.dtype(i.slot) for i in combo.probe.inputs if i is not None}
+    return any(re.search(rf"\b{re.escape(d)}\b", message) for d in dtypes)
+
+
 def refusal_is_clear(message: str, combo: Combo) -> bool:
     """A refusal names the op or its node ('probe') and at least one of the element types involved."""
-    names = (combo.probe.op, "probe")
-    dtypes = {d for _, d in combo.types} | {combo.dtype(i.slot) for i in combo.probe.inputs if i is not None}
-    return any(n in message for n in names) and any(re.search(rf"\b{re.escape(d)}\b", message) for d in dtypes)
+    return any(n in message for n in (combo.probe.op, "probe")) and refusal_names_a_type(message, combo)
 
 
 # --- stage 1: the pipeline ----------------------------------------------------------------------
@@ -84,8 +90,10 @@ def generate(combo: Combo, work: Path, targets: Sequence[str], run_host: bool) -
     base = dict(op=combo.probe.op, probe=combo.probe.key, types=combo.label)
     try:
         lower(path)
-    except TinsmithError:
-        return False, [], {}
+    except TinsmithError as e:  # not accepted: skipped, but its message must still say why
+        unclear = not refusal_names_a_type(str(e), combo)
+        return False, [Result(**base, target=ANY_TARGET, outcome=NOT_ACCEPTED_UNCLEAR,
+                              message=first_line(e.message), clear=False)] if unclear else [], {}
     except Exception as e:  # noqa: BLE001 - any other exception is what the sweep looks for
         return True, [Result(**base, target=t, outcome=EXCEPTION, message=_exception(e)) for t in targets], {}
     results, meta = [], {}
@@ -112,7 +120,9 @@ def generate(combo: Combo, work: Path, targets: Sequence[str], run_host: bool) -
 
 def _exception(e: BaseException) -> str:
     frame = traceback.extract_tb(e.__traceback__)[-1]
-    return f"{type(e).__name__}: {first_line(str(e))} ({Path(frame.filename).name}:{frame.lineno})"
+    where = Path(frame.filename)
+    where = where.relative_to(REPO) if where.is_relative_to(REPO) else where.name
+    return f"{type(e).__name__}: {first_line(str(e))} ({where}:{frame.lineno} in {frame.name})"
 
 
 def _host_meta(combo: Combo, graph, work: Path) -> dict:

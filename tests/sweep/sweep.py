@@ -68,6 +68,7 @@ def sweep(targets: Sequence[str], ops: Sequence[str] = (), jobs: int = 2, run_ho
         for name, accepted, results, meta in pool.map(_generate, tasks, chunksize=8):
             if not accepted:
                 out.not_accepted += 1
+                out.results += results
                 continue
             out.accepted += 1
             out.results += [r for r in results if r.outcome != run.FOLDED]
