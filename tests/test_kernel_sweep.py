@@ -2,7 +2,7 @@
 definition accepts x every shipped target compiles warning-free (-Wall -Wextra -Werror) and matches
 the NumPy reference on the host, or is refused by Tinsmith with a message naming the op and the types.
 
-The full sweep (`python -m tests.sweep`, ~10 minutes on 2 cores) writes tests/sweep/findings.txt, the
+The full sweep (`python -m tests.sweep`, ~4 minutes on 2 free cores) writes tests/sweep/findings.txt, the
 checked-in table of everything that is not plain success. Here a deterministic sample of it runs
 (every SAMPLE-th combination, all targets) and must reproduce exactly the baseline's lines for the
 sampled combinations: a new finding fails, and so does a fixed one until the baseline is regenerated.
