@@ -21,7 +21,17 @@ def finding_lines(results) -> list[str]:
 
 
 def write_findings(outcome, path: Path) -> None:
-    path.write_text(HEADER + "".join(line + "\n" for line in finding_lines(outcome.results)))
+    """Write the run's findings; lines of an earlier file for (combination, target) pairs this run did
+    not sweep (other targets, other ops, combinations a sample skipped) are kept as they were."""
+    kept = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line and not line.startswith("#"):
+                probe, types, target, _ = line.split(" | ", 3)
+                if (probe, types) not in outcome.swept or target not in (*outcome.targets, run.ANY_TARGET):
+                    kept.append(line)
+    lines = sorted(set(kept + finding_lines(outcome.results)))
+    path.write_text(HEADER + "".join(line + "\n" for line in lines))
 
 
 def summarize(outcome, seconds: float) -> str:

@@ -21,6 +21,7 @@ class Outcome:
     combos: int = 0          # combinations tried
     accepted: int = 0        # combinations the definitions accept
     not_accepted: int = 0    # refused by shape/type inference (or the loader): skipped
+    swept: set[tuple[str, str]] = field(default_factory=set)  # (probe, element types) tried
     results: list[run.Result] = field(default_factory=list)
 
 
@@ -60,7 +61,7 @@ def sweep(targets: Sequence[str], ops: Sequence[str] = (), jobs: int = 2, run_ho
     run.clean(work)
     combos = list(combos) if combos is not None else select(ops, sample)
     by_name = {c.name: c for c in combos}
-    out = Outcome(list(targets), combos=len(combos))
+    out = Outcome(list(targets), combos=len(combos), swept={(c.probe.key, c.label) for c in combos})
     generated: dict[str, list[str]] = {t: [] for t in targets}
     metas: dict[str, dict] = {}
     with ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init) as pool:
