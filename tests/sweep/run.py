@@ -9,7 +9,8 @@ finding); compute the reference outputs on seeded inputs.
 Stage 2 (per target and batch of combinations, in the pool): compile the batch as one translation
 unit that includes every generated .cpp (one compiler start and one parse of the headers for many
 graphs); a batch that fails is compiled again file by file to find which files fail and their first
-error. On the host the unit also holds a driver whose main() runs graph k (argv[1]) on the bytes of
+error (when every file compiles alone, the graphs only clash side by side in one unit, which is not
+a finding: on the host each then runs in a program of its own). On the host the unit also holds a driver whose main() runs graph k (argv[1]) on the bytes of
 its inputs (stdin) and writes its outputs (stdout); each graph runs once and is compared with NumPy.
 """
 from __future__ import annotations
@@ -232,8 +233,8 @@ def compile_batch(target: str, names: Sequence[str], work: Path, metas: Sequence
             p = _compile(cmd, tdir / n / f"{n}.cpp", tdir / n / f"{n}.o", link=False)
             if p.returncode != 0:
                 failed[n] = _first_error(p.stderr)
-        if not failed:  # only together (or in the driver): charge the batch's first file
-            failed[names[0]] = _first_error(proc.stderr)
+        if not failed and runnable:  # only together: graphs clash in one unit (their runtime
+            return [_run_alone(cmd, m, tdir, bdir, combos[m["name"]]) for m in metas]  # helpers); one by one
     results = []
     for n in names:
         c = combos[n]
@@ -255,6 +256,18 @@ def compile_batch(target: str, names: Sequence[str], work: Path, metas: Sequence
         for k, m in enumerate(kept):
             results.append(run_and_compare(bdir / f"{tag}.exe", k, m, tdir, combos[m["name"]]))
     return results
+
+
+def _run_alone(cmd: list[str], meta: dict, tdir: Path, bdir: Path, combo: Combo) -> Result:
+    """Build and run one graph in a program of its own (for graphs that only fail side by side)."""
+    unit = bdir / f"{meta['name']}.alone.cpp"
+    unit.write_text(_unity([meta["name"]], tdir) + _driver([meta]))
+    proc = _compile(cmd, unit, bdir / f"{meta['name']}.exe", link=True)
+    if proc.returncode != 0:
+        kind, msg = _first_error(proc.stderr)
+        return Result(op=combo.probe.op, probe=combo.probe.key, types=combo.label, target=HOST, outcome=kind,
+                      message=msg)
+    return run_and_compare(bdir / f"{meta['name']}.exe", 0, meta, tdir, combo)
 
 
 # --- stage 3: numbers -----------------------------------------------------------------------------
