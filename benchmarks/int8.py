@@ -1,4 +1,5 @@
-"""Measure the int8 TFLite models (models/*_int8.tflite) on the emulated Cortex-M4.
+"""Measure the int8 TFLite models (models/*_int8.tflite) on the emulated Cortex-M4, and the kws
+network quantized by ONNX Runtime's quantizer (QDQ ONNX, models/make_qdq.py) next to its .tflite.
 
     python benchmarks/int8.py            # builds build/int8/..., runs QEMU, prints a Markdown table
     python benchmarks/int8.py --per-kernel [MODEL ...]   # also each kernel's instructions
@@ -38,15 +39,30 @@ TFLM_CMSIS_NN = {"kws_dscnn": (7.7e6, 22.8e3), "vww_mobilenet": (24.1e6, 100.7e3
 BUILD = ROOT / "build" / "int8"
 
 
+QDQ_MODELS = ("kws_dscnn",)  # quantized by ONNX Runtime (int8 activations, per-channel int8 weights)
+
+
 def _seeded_input(graph) -> bytes:
     rng = np.random.default_rng(0)
     inputs = {n: rng.integers(-128, 128, graph.types[n].shape).astype(graph.types[n].numpy_dtype)
+              if graph.types[n].dtype != "float32" else rng.normal(0.0, 1.0, graph.types[n].shape).astype(np.float32)
               for n in graph.inputs}
     return _input_bytes(graph, inputs)
 
 
-def measure(name: str) -> dict:
-    path = ROOT / "models" / f"{name}_int8.tflite"
+def qdq_model(name: str) -> Path:
+    """models/make_qdq.py's QDQ ONNX file of `name` (made once, in build/int8)."""
+    path = BUILD / f"{name}_qdq.onnx"
+    if not path.exists():
+        sys.path.insert(0, str(ROOT / "models"))
+        import make_qdq
+        BUILD.mkdir(parents=True, exist_ok=True)
+        make_qdq.quantize(name, path)
+    return path
+
+
+def measure(name: str, path: Path | None = None) -> dict:
+    path = path or ROOT / "models" / f"{name}_int8.tflite"
     graph = lower(path)
     build_dir = BUILD
     program = _scons_build(path, build_dir, TARGET, graph=graph)
@@ -105,6 +121,10 @@ def main() -> int:
         lines.append(f"| {name} | {r['instructions'] / 1e6:.2f} M | {instr / 1e6:.2f} M | {r['instructions'] / instr:.2f} "
                      f"| {r['workspace'] / 1e3:.1f} KB | {arena / 1e3:.1f} KB | {r['workspace'] / arena:.2f} | {r['stack']} "
                      f"| {r['macs']:,} | {r['instructions'] / r['macs']:.2f} |")
+    for name in QDQ_MODELS:
+        r = measure(f"{name}_qdq", qdq_model(name))
+        lines.append(f"| {name} (QDQ ONNX) | {r['instructions'] / 1e6:.2f} M | | | {r['workspace'] / 1e3:.1f} KB | "
+                     f"| | {r['stack']} | {r['macs']:,} | {r['instructions'] / r['macs']:.2f} |")
     print("\n".join(lines))
     if "--write" in args:
         write_section(Path(args[args.index("--write") + 1]), lines)

@@ -58,17 +58,29 @@ def _out_type(args: InferArgs, shape: Sequence[int], dtype: str = "int8") -> Ten
     return TensorType(dtype, tuple(int(d) for d in shape), Quant((a["y_scale"],), (a["y_zero_point"],)))
 
 
+REQUANTIZE = Attr("requantize", "string", "fixed_point", ("fixed_point", "float"))
+"""How a convolution's or fully connected layer's int32 sums become outputs: "fixed_point" (TFLite:
+inputs 3 and 4 are the int32 multipliers and shifts) or "float" (ONNX's QLinearConv and
+QLinearMatMul: input 3 is the float32 scale (x_scale * w_scale) / y_scale, float32(acc) * scale
+is rounded half to even, and input 4 is omitted)."""
+
+
 def _requant_inputs(args: InferArgs, first: int, channels: int) -> None:
-    """Inputs first..first+2: bias (int32 [C], optional), multiplier and shift (int32 [C] or [1])."""
+    """Inputs first..first+2: bias (int32 [C], optional), then multiplier and shift (int32 [C] or
+    [1]), or with float requantization the scale (float32 [C] or [1]) and no shift."""
     b = args.types[first]
     if b is not None and (b.dtype != "int32" or b.shape != (channels,)):
         raise OpError(f"the bias must be int32[{channels}], got {b}", input=first)
-    for i, what in ((first + 1, "multiplier"), (first + 2, "shift")):
+    wanted = ((first + 1, "scale", "float32"),) if args.attrs["requantize"] == "float" else \
+        ((first + 1, "multiplier", "int32"), (first + 2, "shift", "int32"))
+    for i, what, dtype in wanted:
         t = args.types[i]
-        if t.dtype != "int32" or t.shape not in ((channels,), (1,)):
-            raise OpError(f"the {what} must be int32[{channels}] or int32[1], got {t}", input=i)
+        if t is None or t.dtype != dtype or t.shape not in ((channels,), (1,)):
+            raise OpError(f"the {what} must be {dtype}[{channels}] or {dtype}[1], got {t}", input=i)
         if args.values[i] is None:
             raise OpError(f"the {what} must be a constant", input=i)
+    if args.attrs["requantize"] == "float" and args.types[first + 2] is not None:
+        raise OpError("float requantization takes no shift (input 4 must be omitted)", input=first + 2)
 
 
 # --- windows (NHWC, explicit pads) ----------------------------------------------------------
@@ -115,6 +127,10 @@ def window_taps(x: np.ndarray, attrs, kh: int, kw: int, pad_value: int):
 
 
 def _requantize(acc, mult, shift, attrs, dtype="int8") -> np.ndarray:
+    if attrs.get("requantize") == "float":  # ONNX's: float32(acc) * scale, ties to even
+        v = (fp.wrap_int32(acc).astype(np.int32).astype(np.float32) * np.asarray(mult, np.float32)).astype(np.float32)
+        return fp.saturate(np.rint(v.astype(np.float64)) + attrs["y_zero_point"], dtype, attrs["act_min"],
+                           attrs["act_max"])
     y = fp.multiply_by_quantized_multiplier(acc, mult, shift) + attrs["y_zero_point"]
     return fp.saturate(y, dtype, attrs["act_min"], attrs["act_max"])
 
@@ -153,7 +169,7 @@ def _conv_macs(args, outs) -> int:
 
 
 define("QConv2D", inputs=5, infer=_infer_conv, reference=_conv_reference, macs=_conv_macs,
-       constant_inputs=(3, 4), attrs=WINDOW_ATTRS + [Attr("x_zero_point", "int", 0)] + Y_ATTRS)
+       constant_inputs=(3, 4), attrs=WINDOW_ATTRS + [Attr("x_zero_point", "int", 0), REQUANTIZE] + Y_ATTRS)
 
 
 # --- QDepthwise -------------------------------------------------------------------------------
@@ -185,7 +201,8 @@ def _depthwise_reference(xs, attrs):
 define("QDepthwise", inputs=5, infer=_infer_depthwise, reference=_depthwise_reference,
        macs=lambda args, outs: outs[0].size * args.types[1].shape[1] * args.types[1].shape[2],
        constant_inputs=(3, 4),
-       attrs=WINDOW_ATTRS + [Attr("depth_multiplier", "int", 1), Attr("x_zero_point", "int", 0)] + Y_ATTRS)
+       attrs=WINDOW_ATTRS + [Attr("depth_multiplier", "int", 1), Attr("x_zero_point", "int", 0), REQUANTIZE]
+       + Y_ATTRS)
 
 
 # --- QFullyConnected --------------------------------------------------------------------------
@@ -210,7 +227,7 @@ def _fc_reference(xs, attrs):
 
 define("QFullyConnected", inputs=5, infer=_infer_fc, reference=_fc_reference,
        macs=lambda args, outs: outs[0].size * args.types[1].shape[1], constant_inputs=(3, 4),
-       attrs=[Attr("x_zero_point", "int", 0)] + Y_ATTRS)
+       attrs=[Attr("x_zero_point", "int", 0), REQUANTIZE] + Y_ATTRS)
 
 
 # --- QAdd, QMul -------------------------------------------------------------------------------

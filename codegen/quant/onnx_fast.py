@@ -8,14 +8,13 @@ allows it,
     QLinearConv (group 1, rank 4)          -> QConv2D,    weights stored [M, KH, KW, C]
     QLinearConv (group = C, M = C x mult)  -> QDepthwise, weights stored [1, KH, KW, M]
     QLinearMatMul (constant 2-D B)         -> QFullyConnected, weights stored [N, K]
-    QLinearGlobalAveragePool (rank 4)      -> QMean over H and W
+    QLinearGlobalAveragePool (rank 4)      -> itself, channels last, on a rewritten convolution's output
 
 when the activations are int8 or uint8 with one scale and zero point, the weights are int8 with
 zero points 0 (per tensor or per output channel; the quantizers' symmetric weights) and a bias
-is int32. Each real multiplier is ONNX's own float32 (x_scale * w_scale) / y_scale, made a 31-bit
-fixed-point fraction and a shift (codegen.quant.fixed_point): ONNX rounds float32(acc) * scale
-half to even, the kernels round the fixed-point product half away from zero, so an output may
-differ from ONNX Runtime's by one step at a tie or where float32 rounding of the product tips it.
+is int32. The primitives requantize as ONNX does (their attribute requantize: float): the int32
+sum as float32 times ONNX's own float32 (x_scale * w_scale) / y_scale, rounded half to even, so
+the outputs are the scalar ONNX kernels' to the bit; only the loops that compute the sums change.
 
 uint8 activations become int8 ones at the boundary (v - 128 with the zero point less 128, which
 is exact), and convolution inputs and outputs move between NCHW and NHWC with Transpose (a
@@ -39,7 +38,6 @@ from codegen.ops.channels_last import perm_to_first, perm_to_last, to_last
 from codegen.ops.conv import kernel_from, windows
 from codegen.ops.quantized_onnx import act_range, output_scales
 from codegen.ops.registry import InferArgs
-from codegen.quant import fixed_point as fp
 
 SIGNED_SHIFT = 128  # uint8 v stands for the same real as int8 v - 128 with the zero point less 128
 
@@ -148,8 +146,8 @@ class _Rewriter:
 
     # --- per node ---------------------------------------------------------------------------
     def quant_params(self, node: Node, x_at: int, w_at: int, channels: int):
-        """(x zero point as int8, output zero point and clamp as int8, multipliers, shifts), or
-        None when the node's numbers do not fit the int8 kernels."""
+        """(the primitive's quantization attributes, in int8 terms; the output scales per channel,
+        or one if they are all equal), or None when the node's numbers do not fit the int8 kernels."""
         x, y = self.types[node.inputs[x_at]], self.types[node.outputs[0]]
         w = self.data(node.inputs[w_at])
         w_zp = self.data(node.inputs[w_at + 2])
@@ -162,15 +160,15 @@ class _Rewriter:
         lo, hi = act_range(node.attrs, y.dtype)
         down = SIGNED_SHIFT if y.dtype == "uint8" else 0
         real = output_scales(*(np.asarray(s, np.float32).reshape(-1) for s in scales), channels)
-        mult, shift = fp.quantize_multipliers(real)
+        if (real == real[0]).all():
+            real = real[:1]
         attrs = {"x_zero_point": x_zp, "y_scale": float(scales[2].reshape(-1)[0]), "y_zero_point": y_zp - down,
-                 "act_min": lo - down, "act_max": hi - down}
-        return attrs, mult, shift
+                 "act_min": lo - down, "act_max": hi - down, "requantize": "float"}
+        return attrs, real
 
-    def requant_inputs(self, node: Node, mult: np.ndarray, shift: np.ndarray, bias_at: int) -> list[str]:
+    def requant_inputs(self, node: Node, scales: np.ndarray, bias_at: int) -> list[str]:
         bias = node.inputs[bias_at] if len(node.inputs) > bias_at else ""
-        return [bias, self.constant(f"{node.name}_multiplier", mult, node, "fixed-point multipliers"),
-                self.constant(f"{node.name}_shift", shift, node, "requantization shifts")]
+        return [bias, self.constant(f"{node.name}_scale", scales, node, "(x_scale * w_scale) / y_scale"), ""]
 
     def qlinear_conv(self, node: Node) -> bool:
         x_name, w_name = node.inputs[0], node.inputs[3]
@@ -183,7 +181,7 @@ class _Rewriter:
         params = self.quant_params(node, 0, 3, m)
         if params is None:
             return False
-        attrs, mult, shift = params
+        attrs, scales = params
         wins = windows(x.shape[2:], kernel_from(node.attrs, w, 2), node.attrs)
         attrs.update(strides=tuple(v.stride for v in wins), dilations=tuple(v.dilation for v in wins),
                      pads=(wins[0].pad_begin, wins[1].pad_begin, wins[0].pad_end, wins[1].pad_end))
@@ -194,7 +192,7 @@ class _Rewriter:
         else:
             op, stored = "QConv2D", np.transpose(wdata, (0, 2, 3, 1))  # [M, KH, KW, C]
         weights = self.constant(f"{w_name}_nhwc", stored, node, "weights stored channels last")
-        inputs = [self.int8_nhwc(x_name, node.loc), weights, *self.requant_inputs(node, mult, shift, 8)]
+        inputs = [self.int8_nhwc(x_name, node.loc), weights, *self.requant_inputs(node, scales, 8)]
         self.restore(node, self.emit(op, node.name, inputs, attrs, node.loc), nhwc=True)
         return True
 
@@ -205,10 +203,10 @@ class _Rewriter:
         params = self.quant_params(node, 0, 3, b.shape[1])
         if params is None:
             return False
-        attrs, mult, shift = params
+        attrs, scales = params
         weights = self.constant(f"{node.inputs[3]}_rows", self.data(node.inputs[3]).T, node,
                                 "weights stored one row per output")
-        inputs = [self.int8(node.inputs[0], node.loc), weights, *self.requant_inputs(node, mult, shift, 8)]
+        inputs = [self.int8(node.inputs[0], node.loc), weights, *self.requant_inputs(node, scales, 8)]
         y = self.types[node.outputs[0]]
         if y.dtype == "int8" and y.shape == (a.size // b.shape[0], b.shape[1]):  # the rows are the output
             self.emit("QFullyConnected", node.name, inputs, attrs, node.loc, node.outputs[0])
@@ -217,15 +215,16 @@ class _Rewriter:
         return True
 
     def qlinear_global_average_pool(self, node: Node) -> bool:
-        x = self.types[node.inputs[0]]
-        a = node.attrs
-        if x.rank != 4:
+        """On the NHWC int8 values of a rewritten convolution; any other input stays NCHW."""
+        x = node.inputs[0]
+        if self.types[x].rank != 4 or x not in self.nhwc:
             return False
+        a = node.attrs
         down = SIGNED_SHIFT if a["dtype"] == "uint8" else 0
-        attrs = {"x_scale": a["x_scale"], "x_zero_point": a["x_zero_point"] - down, "y_scale": a["y_scale"],
-                 "y_zero_point": a["y_zero_point"] - down}
-        mean = self.emit("QMean", node.name, [self.int8_nhwc(node.inputs[0], node.loc)], attrs, node.loc)
-        self.restore(node, mean, nhwc=True)
+        attrs = {**a, "x_zero_point": a["x_zero_point"] - down, "y_zero_point": a["y_zero_point"] - down,
+                 "dtype": "int8", "channels_last": 1}
+        pooled = self.emit(node.op, node.name, [self.nhwc[x]], attrs, node.loc)
+        self.restore(node, pooled, nhwc=True)
         return True
 
     def run(self) -> Graph:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from codegen.generate.backend import CPP
 from codegen.generate.functors.quantized_math import (clamp, i32, multiply_by_quantized_multiplier,
                                                       rounded_divide, select_max, select_min, widen)
+from codegen.generate.functors.quantized_onnx import float_requantize_store
 from codegen.generate.loop_ir import (Assign, Binary, Call, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store,
                                       Var, Unary, broadcast_index, flat_index, index, nest)
 from codegen.ops import quantized as q
@@ -47,6 +48,8 @@ def _requant_params(graph, args, channel: Expr) -> tuple[Expr | int, Expr | int,
 
 def _finish(graph, args, attrs, channel: Expr, out_at: Expr, coords, acc: str = "acc") -> list[Stmt]:
     """Requantize local `acc`, add the output zero point, clamp, and store."""
+    if attrs.get("requantize") == "float":
+        return [float_requantize_store(graph, args, attrs, Var(acc), channel, out_at, coords)]
     mult, shift, sign = _requant_params(graph, args, channel)
     stmts, scaled = multiply_by_quantized_multiplier(f"{acc}_scaled", Var(acc), mult, shift, sign)
     y = _saturate(args, Binary("+", scaled, i32(attrs["y_zero_point"])), attrs["act_min"], attrs["act_max"])
