@@ -5,16 +5,19 @@ int8 kernels (Cortex-M DSP, host vectors, the portable tiles) serve TFLite's pri
 take NHWC int8 data and a fixed-point requantization. This pass rewrites, where the arithmetic
 allows it,
 
-    QLinearConv (group 1, rank 4)          -> QConv2D,    weights stored [M, KH, KW, C]
-    QLinearConv (group = C, M = C x mult)  -> QDepthwise, weights stored [1, KH, KW, M]
-    QLinearMatMul (constant 2-D B)         -> QFullyConnected, weights stored [N, K]
-    QLinearGlobalAveragePool (rank 4)      -> itself, channels last, on a rewritten convolution's output
+    QLinearConv, ConvInteger (group 1, rank 4)  -> QConv2D,    weights stored [M, KH, KW, C]
+    QLinearConv, ConvInteger (group = C)        -> QDepthwise, weights stored [1, KH, KW, M]
+    QLinearMatMul, MatMulInteger (constant 2-D) -> QFullyConnected, weights stored [N, K]
+    QLinearGlobalAveragePool (rank 4)           -> itself, channels last, reading a rewritten node
+    QLinearAdd (rank 4, no broadcasting)        -> itself on NHWC int8 values, reading a rewritten node
 
 when the activations are int8 or uint8 with one scale and zero point, the weights are int8 with
 zero points 0 (per tensor or per output channel; the quantizers' symmetric weights) and a bias
-is int32. The primitives requantize as ONNX does (their attribute requantize: float): the int32
-sum as float32 times ONNX's own float32 (x_scale * w_scale) / y_scale, rounded half to even, so
-the outputs are the scalar ONNX kernels' to the bit; only the loops that compute the sums change.
+is int32 (a single zero point for x: MatMulInteger's per-row ones stay). The primitives
+requantize as ONNX does (their attribute requantize: float): the int32 sum as float32 times
+ONNX's own float32 (x_scale * w_scale) / y_scale, rounded half to even, so the outputs are the
+scalar ONNX kernels' to the bit; only the loops that compute the sums change. ConvInteger and
+MatMulInteger keep the int32 sums (requantize: none).
 
 uint8 activations become int8 ones at the boundary (v - 128 with the zero point less 128, which
 is exact), and convolution inputs and outputs move between NCHW and NHWC with Transpose (a
@@ -40,6 +43,10 @@ from codegen.ops.quantized_onnx import act_range, output_scales
 from codegen.ops.registry import InferArgs
 
 SIGNED_SHIFT = 128  # uint8 v stands for the same real as int8 v - 128 with the zero point less 128
+# where a node's operands are: x, x's zero point, weights, their zero points, bias, and for the
+# QLinear forms the inputs x_scale, w_scale, y_scale and y_zero_point
+OPERANDS = {"QLinearConv": (0, 2, 3, 5, 8, (1, 4, 6, 7)), "QLinearMatMul": (0, 2, 3, 5, 8, (1, 4, 6, 7)),
+            "ConvInteger": (0, 2, 1, 3, None, None), "MatMulInteger": (0, 2, 1, 3, None, None)}
 
 
 def _zero_points(values: np.ndarray | None) -> np.ndarray:
@@ -59,7 +66,7 @@ class _Rewriter:
         self.consts = dict(graph.constants)
         self.taken = set(self.types) | set(self.consts) | {n.name for n in graph.nodes}
         self.nodes: list[Node] = []
-        self.signed: dict[str, str] = {}  # uint8 value -> its int8 copy
+        self.signed: dict[tuple[str, int], str] = {}  # (uint8 value, its zero point) -> its int8 copy
         self.nhwc: dict[str, str] = {}  # NCHW value -> its NHWC int8 copy
 
     # --- graph building ---------------------------------------------------------------------
@@ -80,7 +87,7 @@ class _Rewriter:
     def emit(self, op: str, name: str, inputs: Sequence[str], attrs: dict, loc, out: str | None = None) -> str:
         """Add a node (attributes checked, output typed by the primitive's inference); its output."""
         prim = PRIMITIVES[op]
-        attrs = check_attrs(prim.attrs, attrs, op)
+        attrs = check_attrs(prim.attrs, {k: v for k, v in attrs.items() if v is not None}, op)
         args = InferArgs(tuple(self.types[i] if i else None for i in inputs), attrs,
                          tuple(self.data(i) for i in inputs))
         (typ,) = prim.infer(args)
@@ -105,113 +112,116 @@ class _Rewriter:
             return self.reshape(value, [shape[p] for p in perm], loc, out)
         return self.emit("Transpose", self.fresh(f"{value}_transpose"), (value,), {"perm": tuple(perm)}, loc, out)
 
-    def shift(self, value: str, to: str, loc, out: str | None = None) -> str:
-        """uint8 `value` as int8 (to='int8'), or int8 as uint8: the same reals, the integers moved by 128."""
+    def shift(self, value: str, to: str, zero_point: int, loc, out: str | None = None) -> str:
+        """uint8 `value` as int8 (to='int8'), or int8 as uint8: the same reals, the integers and the
+        zero point (the reader's, where the value's type does not say) moved by 128."""
         t = self.types[value]
         scale = t.quant.scale[0] if t.quant is not None else 1.0
-        zp = t.quant.zero_point[0] if t.quant is not None else (0 if to == "int8" else -SIGNED_SHIFT)
-        attrs = {"x_scale": scale, "x_zero_point": zp, "y_scale": scale,
-                 "y_zero_point": zp - SIGNED_SHIFT if to == "int8" else zp + SIGNED_SHIFT, "dtype": to}
+        moved = zero_point - SIGNED_SHIFT if to == "int8" else zero_point + SIGNED_SHIFT
+        attrs = {"x_scale": scale, "x_zero_point": zero_point, "y_scale": scale, "y_zero_point": moved, "dtype": to}
         return self.emit("Requantize", self.fresh(f"{value}_as_{to}"), (value,), attrs, loc, out)
 
     # --- the values the rewritten nodes read and write --------------------------------------
-    def int8(self, value: str, loc) -> str:
+    def int8(self, value: str, zero_point: int, loc) -> str:
+        """`value` as int8 data; `zero_point` is the uint8 zero point its reader gives it."""
         if self.types[value].dtype == "int8":
             return value
-        if value not in self.signed:
-            self.signed[value] = self.shift(value, "int8", loc)
-        return self.signed[value]
+        if (value, zero_point) not in self.signed:
+            self.signed[value, zero_point] = self.shift(value, "int8", zero_point, loc)
+        return self.signed[value, zero_point]
 
-    def int8_nhwc(self, value: str, loc) -> str:
+    def int8_nhwc(self, value: str, zero_point: int, loc) -> str:
         if value not in self.nhwc:
-            v = self.int8(value, loc)
+            v = self.int8(value, zero_point, loc)
             self.nhwc[value] = self.move(v, perm_to_last(self.types[v].rank), loc)
         return self.nhwc[value]
 
-    def restore(self, node: Node, made: str, nhwc: bool) -> None:
-        """Make the node's original output from `made` (int8, NHWC if `nhwc`): back to the
-        model's layout, shape and element type. Unread, these conversions are dropped later."""
+    def restore(self, node: Node, made: str, nhwc: bool, zero_point: int) -> None:
+        """Make the node's original output from `made` (int8 with `zero_point`, NHWC if `nhwc`):
+        back to the model's layout, shape and element type. Unread, they are dropped later."""
         want = node.outputs[0]
         wanted = self.types[want]
         if nhwc:
             self.nhwc[want] = made
-        signed = want if wanted.dtype == "int8" else self.fresh(f"{want}_int8")
+        signed = self.fresh(f"{want}_int8") if wanted.dtype == "uint8" else want
         if nhwc:
             made = self.move(made, perm_to_first(wanted.rank), node.loc, signed)
-        else:
+        elif self.types[made].shape != wanted.shape:
             made = self.reshape(made, wanted.shape, node.loc, signed)
-        if wanted.dtype != "int8":
-            self.signed[want] = made
-            self.shift(made, wanted.dtype, node.loc, want)
+        if wanted.dtype == "uint8":
+            self.signed[want, zero_point + SIGNED_SHIFT] = made
+            self.shift(made, wanted.dtype, zero_point, node.loc, want)
 
     # --- per node ---------------------------------------------------------------------------
-    def quant_params(self, node: Node, x_at: int, w_at: int, channels: int):
-        """(the primitive's quantization attributes, in int8 terms; the output scales per channel,
-        or one if they are all equal), or None when the node's numbers do not fit the int8 kernels."""
-        x, y = self.types[node.inputs[x_at]], self.types[node.outputs[0]]
-        w = self.data(node.inputs[w_at])
-        w_zp = self.data(node.inputs[w_at + 2])
-        scales = [self.data(node.inputs[i]) for i in (x_at + 1, w_at + 1, w_at + 3)]
-        if x.dtype not in ("int8", "uint8") or y.dtype not in ("int8", "uint8") or w is None \
-                or w.dtype != np.int8 or _zero_points(w_zp).any() or any(s is None for s in scales):
+    def numbers(self, node: Node, channels: int) -> tuple[dict, list[str]] | None:
+        """The primitive's quantization attributes (in int8 terms) and its bias and requantization
+        inputs, or None when the node's numbers do not fit the int8 kernels."""
+        at = OPERANDS[node.op]
+        operand = [node.inputs[i] if i is not None and i < len(node.inputs) else "" for i in at[:5]]
+        x, y = self.types[operand[0]], self.types[node.outputs[0]]
+        w, w_zp, x_zp = self.data(operand[2]), self.data(operand[3]), _zero_points(self.data(operand[1]))
+        if x.dtype not in ("int8", "uint8") or w is None or w.dtype != np.int8 or _zero_points(w_zp).any() \
+                or x_zp.size != 1 or (operand[1] and self.data(operand[1]) is None):
             return None
-        x_zp = int(_zero_points(self.data(node.inputs[x_at + 2]))[0]) - (SIGNED_SHIFT if x.dtype == "uint8" else 0)
-        y_zp = int(_zero_points(self.data(node.inputs[w_at + 4]))[0])
+        attrs = {"x_zero_point": int(x_zp[0]) - (SIGNED_SHIFT if x.dtype == "uint8" else 0)}
+        if at[5] is None:  # ConvInteger, MatMulInteger: the int32 sums are the output
+            return {**attrs, "y_scale": 1.0, "requantize": "none"}, ["", "", ""]
+        scales = [self.data(node.inputs[i]) for i in at[5][:3]]
+        if y.dtype not in ("int8", "uint8") or any(v is None for v in scales):
+            return None
+        y_zp = int(_zero_points(self.data(node.inputs[at[5][3]]))[0])
         lo, hi = act_range(node.attrs, y.dtype)
         down = SIGNED_SHIFT if y.dtype == "uint8" else 0
-        real = output_scales(*(np.asarray(s, np.float32).reshape(-1) for s in scales), channels)
-        if (real == real[0]).all():
-            real = real[:1]
-        attrs = {"x_zero_point": x_zp, "y_scale": float(scales[2].reshape(-1)[0]), "y_zero_point": y_zp - down,
-                 "act_min": lo - down, "act_max": hi - down, "requantize": "float"}
-        return attrs, real
+        real = output_scales(*(np.asarray(v, np.float32).reshape(-1) for v in scales), channels)
+        attrs.update({"y_scale": float(scales[2].reshape(-1)[0]), "y_zero_point": y_zp - down,
+                      "act_min": lo - down, "act_max": hi - down, "requantize": "float"})
+        scale = self.constant(f"{node.name}_scale", real[:1] if (real == real[0]).all() else real, node,
+                              "(x_scale * w_scale) / y_scale")
+        return attrs, [operand[4], scale, ""]
 
-    def requant_inputs(self, node: Node, scales: np.ndarray, bias_at: int) -> list[str]:
-        bias = node.inputs[bias_at] if len(node.inputs) > bias_at else ""
-        return [bias, self.constant(f"{node.name}_scale", scales, node, "(x_scale * w_scale) / y_scale"), ""]
-
-    def qlinear_conv(self, node: Node) -> bool:
-        x_name, w_name = node.inputs[0], node.inputs[3]
+    def conv(self, node: Node) -> bool:
+        """QLinearConv, ConvInteger: QConv2D (group 1) or QDepthwise (group = C)."""
+        at = OPERANDS[node.op]
+        x_name, w_name = node.inputs[at[0]], node.inputs[at[2]]
         x, w = self.types[x_name], self.types[w_name]
         group = node.attrs["group"]
         m, c = w.shape[0], x.shape[1]
         depthwise = group > 1 and group == c and w.shape[1] == 1 and m % c == 0
-        if x.rank != 4 or not (group == 1 or depthwise):
-            return False
-        params = self.quant_params(node, 0, 3, m)
+        params = self.numbers(node, m) if x.rank == 4 and (group == 1 or depthwise) else None
         if params is None:
             return False
-        attrs, scales = params
+        attrs, more = params
         wins = windows(x.shape[2:], kernel_from(node.attrs, w, 2), node.attrs)
         attrs.update(strides=tuple(v.stride for v in wins), dilations=tuple(v.dilation for v in wins),
                      pads=(wins[0].pad_begin, wins[1].pad_begin, wins[0].pad_end, wins[1].pad_end))
-        wdata = self.data(w_name)
         if depthwise:
-            op, stored = "QDepthwise", np.transpose(wdata, (1, 2, 3, 0))  # [1, KH, KW, M]
+            op, stored = "QDepthwise", np.transpose(self.data(w_name), (1, 2, 3, 0))  # [1, KH, KW, M]
             attrs["depth_multiplier"] = m // c
         else:
-            op, stored = "QConv2D", np.transpose(wdata, (0, 2, 3, 1))  # [M, KH, KW, C]
+            op, stored = "QConv2D", np.transpose(self.data(w_name), (0, 2, 3, 1))  # [M, KH, KW, C]
         weights = self.constant(f"{w_name}_nhwc", stored, node, "weights stored channels last")
-        inputs = [self.int8_nhwc(x_name, node.loc), weights, *self.requant_inputs(node, scales, 8)]
-        self.restore(node, self.emit(op, node.name, inputs, attrs, node.loc), nhwc=True)
+        x_int8 = self.int8_nhwc(x_name, attrs["x_zero_point"] + SIGNED_SHIFT, node.loc)
+        made = self.emit(op, node.name, [x_int8, weights, *more], attrs, node.loc)
+        self.restore(node, made, True, attrs.get("y_zero_point", 0))
         return True
 
-    def qlinear_matmul(self, node: Node) -> bool:
-        a, b = self.types[node.inputs[0]], self.types[node.inputs[3]]
-        if b.rank != 2 or self.data(node.inputs[3]) is None:
-            return False
-        params = self.quant_params(node, 0, 3, b.shape[1])
+    def matmul(self, node: Node) -> bool:
+        """QLinearMatMul, MatMulInteger with constant 2-D weights: QFullyConnected over the rows."""
+        at = OPERANDS[node.op]
+        a, b = self.types[node.inputs[at[0]]], self.types[node.inputs[at[2]]]
+        params = self.numbers(node, b.shape[1]) if b.rank == 2 else None
         if params is None:
             return False
-        attrs, scales = params
-        weights = self.constant(f"{node.inputs[3]}_rows", self.data(node.inputs[3]).T, node,
+        attrs, more = params
+        weights = self.constant(f"{node.inputs[at[2]]}_rows", self.data(node.inputs[at[2]]).T, node,
                                 "weights stored one row per output")
-        inputs = [self.int8(node.inputs[0], node.loc), weights, *self.requant_inputs(node, scales, 8)]
+        inputs = [self.int8(node.inputs[at[0]], attrs["x_zero_point"] + SIGNED_SHIFT, node.loc), weights, *more]
         y = self.types[node.outputs[0]]
-        if y.dtype == "int8" and y.shape == (a.size // b.shape[0], b.shape[1]):  # the rows are the output
+        if y.dtype != "uint8" and y.shape == (a.size // b.shape[0], b.shape[1]):  # the rows are the output
             self.emit("QFullyConnected", node.name, inputs, attrs, node.loc, node.outputs[0])
         else:
-            self.restore(node, self.emit("QFullyConnected", node.name, inputs, attrs, node.loc), nhwc=False)
+            made = self.emit("QFullyConnected", node.name, inputs, attrs, node.loc)
+            self.restore(node, made, False, attrs.get("y_zero_point", 0))
         return True
 
     def qlinear_global_average_pool(self, node: Node) -> bool:
@@ -224,12 +234,29 @@ class _Rewriter:
         attrs = {**a, "x_zero_point": a["x_zero_point"] - down, "y_zero_point": a["y_zero_point"] - down,
                  "dtype": "int8", "channels_last": 1}
         pooled = self.emit(node.op, node.name, [self.nhwc[x]], attrs, node.loc)
-        self.restore(node, pooled, nhwc=True)
+        self.restore(node, pooled, True, attrs["y_zero_point"])
+        return True
+
+    def qlinear_add(self, node: Node) -> bool:
+        """On NHWC int8 values when one input is a rewritten node's output and both have the
+        output's shape (a residual connection); elementwise, so the layout does not matter."""
+        a = node.attrs
+        y = self.types[node.outputs[0]]
+        if y.rank != 4 or not any(v in self.nhwc for v in node.inputs) \
+                or any(self.types[v].shape != y.shape for v in node.inputs):
+            return False
+        down = SIGNED_SHIFT if a["dtype"] == "uint8" else 0
+        attrs = {**a, "a_zero_point": a["a_zero_point"] - down, "b_zero_point": a["b_zero_point"] - down,
+                 "y_zero_point": a["y_zero_point"] - down, "dtype": "int8",
+                 **{k: a[k] - down for k in ("act_min", "act_max") if a.get(k) is not None}}
+        inputs = [self.int8_nhwc(v, a[f"{ab}_zero_point"], node.loc) for v, ab in zip(node.inputs, "ab")]
+        self.restore(node, self.emit(node.op, node.name, inputs, attrs, node.loc), True, attrs["y_zero_point"])
         return True
 
     def run(self) -> Graph:
-        rewrites = {"QLinearConv": self.qlinear_conv, "QLinearMatMul": self.qlinear_matmul,
-                    "QLinearGlobalAveragePool": self.qlinear_global_average_pool}
+        rewrites = {"QLinearConv": self.conv, "ConvInteger": self.conv, "QLinearMatMul": self.matmul,
+                    "MatMulInteger": self.matmul,
+                    "QLinearGlobalAveragePool": self.qlinear_global_average_pool, "QLinearAdd": self.qlinear_add}
         for node in self.graph.nodes:
             rewrite = rewrites.get(node.op)
             if rewrite is None or not rewrite(node):
@@ -241,6 +268,6 @@ def qlinear_on_int8_kernels(graph: Graph) -> Graph:
     """`graph` with ONNX's integer convolutions, matrix products and global pools on TFLite's int8
     primitives where their arithmetic fits (see the module doc); unread conversions stay for
     drop_dead_nodes to remove."""
-    if not any(n.op.startswith("QLinear") for n in graph.nodes):
+    if not any(n.op in OPERANDS for n in graph.nodes):
         return graph
     return _Rewriter(graph).run()
