@@ -168,7 +168,8 @@ def test_qlinear_conv_with_weight_zero_points_keeps_its_scalar_kernel(tmp_path, 
     path = save(tmp_path, [helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"],
                                             pads=[1, 1, 1, 1])],
                 [value("x", "uint8", (1, 3, 5, 5))], [helper.make_tensor_value_info("y", TensorProto.UINT8, None)],
-                [tensor("xs", np.float32(0.05)), tensor("xz", np.uint8(100)), tensor("w", ints(rng, w_dtype, (4, 3, 3, 3))),
+                [tensor("xs", np.float32(0.05)), tensor("xz", np.uint8(100)),
+                 tensor("w", ints(rng, w_dtype, (4, 3, 3, 3))),
                  tensor("ws", np.float32(0.004)), tensor("wz", np.array(w_zp, w_dtype)), tensor("ys", np.float32(0.1)),
                  tensor("yz", np.uint8(7))])
     ops = _folded_ops(path)

@@ -73,7 +73,8 @@ def _requant_inputs(args: InferArgs, first: int, channels: int) -> None:
     if b is not None and (b.dtype != "int32" or b.shape != (channels,)):
         raise OpError(f"the bias must be int32[{channels}], got {b}", input=first)
     wanted = {"float": ((first + 1, "scale", "float32"),), "none": (),
-              "fixed_point": ((first + 1, "multiplier", "int32"), (first + 2, "shift", "int32"))}[args.attrs["requantize"]]
+              "fixed_point": ((first + 1, "multiplier", "int32"), (first + 2, "shift", "int32")),
+              }[args.attrs["requantize"]]
     for i, what, dtype in wanted:
         t = args.types[i]
         if t is None or t.dtype != dtype or t.shape not in ((channels,), (1,)):

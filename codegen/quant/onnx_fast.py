@@ -34,10 +34,10 @@ from typing import Sequence
 
 import numpy as np
 
-from codegen.ir import Constant, Graph, Node, TensorType
-from codegen.ir.names import numbered
+from codegen.ir import Constant, Graph, Node
+from codegen.ir.rewriter import GraphRewriter
 from codegen.ops import PRIMITIVES, check_attrs
-from codegen.ops.channels_last import perm_to_first, perm_to_last, to_last
+from codegen.ops.channels_last import perm_to_first, perm_to_last
 from codegen.ops.conv import kernel_from, windows
 from codegen.ops.quantized_onnx import act_range, output_scales
 from codegen.ops.registry import InferArgs
@@ -59,22 +59,13 @@ def _is_move_only(shape: Sequence[int], perm: Sequence[int]) -> bool:
     return moved == sorted(moved)
 
 
-class _Rewriter:
+class _Rewriter(GraphRewriter):
     def __init__(self, graph: Graph):
-        self.graph = graph
-        self.types = dict(graph.types)
-        self.consts = dict(graph.constants)
-        self.taken = set(self.types) | set(self.consts) | {n.name for n in graph.nodes}
-        self.nodes: list[Node] = []
+        super().__init__(graph)
         self.signed: dict[tuple[str, int], str] = {}  # (uint8 value, its zero point) -> its int8 copy
         self.nhwc: dict[str, str] = {}  # NCHW value -> its NHWC int8 copy
 
     # --- graph building ---------------------------------------------------------------------
-    def fresh(self, base: str) -> str:
-        name = numbered(base, self.taken)
-        self.taken.add(name)
-        return name
-
     def data(self, name: str) -> np.ndarray | None:
         return np.asarray(self.consts[name].data) if name and name in self.consts else None
 

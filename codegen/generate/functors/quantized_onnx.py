@@ -298,7 +298,8 @@ def qlinear_global_average_pool(graph, node_id, cluster_id, args, attrs):
     coords = (Var("n"), *ones, Var("c")) if last else (Var("n"), Var("c"), *ones)
     scaled = Binary("*", Cast("float32", Binary("-", Var("acc"), i32(count * attrs["x_zero_point"]))),
                     f32(qo.pool_scale(attrs, count)))
-    body = (Local("acc", i32(0), "int32"), For("p", count, (Assign("acc", Binary("+", Var("acc"), widen(Load(x.name, at)))),)),
+    body = (Local("acc", i32(0), "int32"),
+            For("p", count, (Assign("acc", Binary("+", Var("acc"), widen(Load(x.name, at)))),)),
             _round_store(y, channel, coords, scaled, attrs["y_zero_point"], lo, hi))
     return [For("n", n, (For("c", c, body),))]
 
