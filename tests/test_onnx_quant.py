@@ -484,3 +484,36 @@ def test_matmul_integer_per_row_zero_points_against_numpy(tmp_path):
     np.testing.assert_array_equal(got, want.astype(np.int32))
     graph = lower(path)
     np.testing.assert_array_equal(evaluate(graph, {"a": a})[graph.outputs[0]], want.astype(np.int32))
+
+
+def test_float_requantization_of_a_tflite_primitive_is_checked(tmp_path):
+    """QConv2D with requantize: float (what a rewritten QLinearConv becomes) takes a float32 scale
+    and no shift; a graph file that gives it TFLite's int32 multiplier and shift is refused at
+    its line."""
+    from codegen.errors import GraphError
+    good = """graph: f
+inputs:
+  x: {dtype: int8, shape: [1, 2, 2, 1]}
+outputs: [y]
+constants:
+  w: {value: [[[[3]]]], dtype: int8}
+  scale: {value: [0.25], dtype: float32}
+  mult: {value: [1073741824], dtype: int32}
+  shift: {value: [0], dtype: int32}
+nodes:
+  - op: QConv2D
+    inputs: [x, w, "", %s]
+    outputs: [y]
+    attrs: {y_scale: 0.1, y_zero_point: -3, x_zero_point: 1, requantize: float}
+"""
+    (tmp_path / "good.yaml").write_text(good % 'scale, ""')
+    graph = lower(tmp_path / "good.yaml")
+    assert graph.types["y"].dtype == "int8"
+    from codegen.reference import evaluate
+    x = np.array([-128, 1, 2, 127], np.int8).reshape(1, 2, 2, 1)
+    # (x - 1) * 3 * 0.25, ties to even: -96.75 -> -97, 0, 0.75 -> 1, 94.5 -> 94; plus -3, saturated
+    np.testing.assert_array_equal(evaluate(graph, {"x": x})["y"].reshape(-1), [-100, -3, -2, 91])
+    (tmp_path / "bad.yaml").write_text(good % "mult, shift")
+    with pytest.raises(GraphError, match=r"bad\.yaml:12:.*scale must be float32") as e:
+        lower(tmp_path / "bad.yaml")
+    assert "Traceback" not in str(e.value)

@@ -69,20 +69,24 @@ the int32 sums are the output; inputs 3 and 4 are omitted, the y_ attributes unu
 def _requant_inputs(args: InferArgs, first: int, channels: int) -> None:
     """Inputs first..first+2: bias (int32 [C], optional), then multiplier and shift (int32 [C] or
     [1]), or with float requantization the scale (float32 [C] or [1]) and no shift."""
-    b = args.types[first]
+    if len(args.types) != first + 3:  # (positions matter: "" stands for an omitted one)
+        raise OpError(f"takes {first + 3} inputs: x, weights, bias, multiplier (or scale), shift; \"\" for "
+                      f"one omitted", input=min(len(args.types), first + 2))
+    types, values = args.types, args.values
+    b = types[first]
     if b is not None and (b.dtype != "int32" or b.shape != (channels,)):
         raise OpError(f"the bias must be int32[{channels}], got {b}", input=first)
     wanted = {"float": ((first + 1, "scale", "float32"),), "none": (),
               "fixed_point": ((first + 1, "multiplier", "int32"), (first + 2, "shift", "int32")),
               }[args.attrs["requantize"]]
     for i, what, dtype in wanted:
-        t = args.types[i]
+        t = types[i]
         if t is None or t.dtype != dtype or t.shape not in ((channels,), (1,)):
             raise OpError(f"the {what} must be {dtype}[{channels}] or {dtype}[1], got {t}", input=i)
-        if args.values[i] is None:
+        if values[i] is None:
             raise OpError(f"the {what} must be a constant", input=i)
     for i in range(first + 1 + len(wanted), first + 3):
-        if args.types[i] is not None:
+        if types[i] is not None:
             raise OpError(f"requantize {args.attrs['requantize']} takes no input {i}", input=i)
 
 
@@ -181,7 +185,7 @@ def _conv_macs(args, outs) -> int:
     return outs[0].size * w.shape[1] * w.shape[2] * w.shape[3]
 
 
-define("QConv2D", inputs=5, infer=_infer_conv, reference=_conv_reference, macs=_conv_macs,
+define("QConv2D", inputs=(2, 5), infer=_infer_conv, reference=_conv_reference, macs=_conv_macs,
        constant_inputs=(3, 4), attrs=WINDOW_ATTRS + [Attr("x_zero_point", "int", 0), REQUANTIZE] + Y_ATTRS)
 
 
@@ -211,7 +215,7 @@ def _depthwise_reference(xs, attrs):
     return [_requantize(fp.wrap_int32(acc), mult, shift, attrs)]
 
 
-define("QDepthwise", inputs=5, infer=_infer_depthwise, reference=_depthwise_reference,
+define("QDepthwise", inputs=(2, 5), infer=_infer_depthwise, reference=_depthwise_reference,
        macs=lambda args, outs: outs[0].size * args.types[1].shape[1] * args.types[1].shape[2],
        constant_inputs=(3, 4),
        attrs=WINDOW_ATTRS + [Attr("depth_multiplier", "int", 1), Attr("x_zero_point", "int", 0), REQUANTIZE]
@@ -238,7 +242,7 @@ def _fc_reference(xs, attrs):
     return [_requantize(fp.wrap_int32(acc), mult, shift, attrs)]
 
 
-define("QFullyConnected", inputs=5, infer=_infer_fc, reference=_fc_reference,
+define("QFullyConnected", inputs=(2, 5), infer=_infer_fc, reference=_fc_reference,
        macs=lambda args, outs: outs[0].size * args.types[1].shape[1], constant_inputs=(3, 4),
        attrs=[Attr("x_zero_point", "int", 0), REQUANTIZE] + Y_ATTRS)
 
