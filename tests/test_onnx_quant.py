@@ -367,8 +367,10 @@ def test_kws_qdq_folds_into_integer_operators_on_the_int8_kernels(kws_qdq):
     assert ops.count("QuantizeLinear") == 2 and ops.count("DequantizeLinear") == 2, ops
 
 
-def test_kws_qdq_matches_onnxruntime_on_the_host(kws_qdq, tmp_path):
-    _kws_check(kws_qdq, tmp_path, range(3), "host")
+@pytest.mark.parametrize("target,seeds", [("host", range(3)), ("host-native", [3])])
+def test_kws_qdq_matches_onnxruntime_on_the_host(kws_qdq, tmp_path, target, seeds):
+    """Portable kernels (host) and the vector ones over NHWC int8 (host-native)."""
+    _kws_check(kws_qdq, tmp_path, seeds, target)
 
 
 def test_kws_qdq_matches_onnxruntime_on_the_cortex_m4(kws_qdq, tmp_path):
