@@ -122,7 +122,8 @@ def main() -> int:
         instr, arena = TFLM_CMSIS_NN[name]
         lines.append(f"| {r['model']} | {r['instructions'] / 1e6:.2f} M | {instr / 1e6:.2f} M "
                      f"| {r['instructions'] / instr:.2f} | {r['workspace'] / 1e3:.1f} KB | {arena / 1e3:.1f} KB "
-                     f"| {r['workspace'] / arena:.2f} | {r['stack']} | {r['macs']:,} | {r['instructions'] / r['macs']:.2f} |")
+                     f"| {r['workspace'] / arena:.2f} | {r['stack']} | {r['macs']:,} "
+                     f"| {r['instructions'] / r['macs']:.2f} |")
     print("\n".join(lines))
     if "--write" in args:
         write_section(Path(args[args.index("--write") + 1]), lines)

@@ -519,3 +519,26 @@ nodes:
     with pytest.raises(GraphError, match=r"bad\.yaml:12:.*scale must be float32") as e:
         lower(tmp_path / "bad.yaml")
     assert "Traceback" not in str(e.value)
+
+
+def test_integer_operators_on_the_cortex_m4_dsp_kernels(tmp_path):
+    """ConvInteger (depthwise, uint8 input), MatMulInteger (int32 sums) and a per-tensor uint8
+    QLinearConv on the Cortex-M4's DSP kernels, against ONNX Runtime."""
+    rng = np.random.default_rng(17)
+    nodes = [helper.make_node("ConvInteger", ["x", "dw", "xz"], ["sums"], group=4, pads=[1, 1, 1, 1]),
+             helper.make_node("MatMulInteger", ["a", "b", "az"], ["products"]),
+             helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"], strides=[2, 1])]
+    inits = [tensor("dw", ints(rng, "int8", (4, 1, 3, 3))), tensor("xz", np.uint8(77)),
+             tensor("b", ints(rng, "int8", (9, 6))), tensor("az", np.int8(-5)),
+             tensor("xs", np.float32(0.02)), tensor("w", ints(rng, "int8", (6, 4, 3, 2))),
+             tensor("ws", np.float32(0.003)),
+             tensor("wz", np.int8(0)), tensor("ys", np.float32(0.04)), tensor("yz", np.uint8(131))]
+    path = save(tmp_path, nodes, [value("x", "uint8", (1, 4, 7, 6)), value("a", "int8", (3, 9))],
+                [helper.make_tensor_value_info(n, t, None) for n, t in
+                 (("sums", TensorProto.INT32), ("products", TensorProto.INT32), ("y", TensorProto.UINT8))], inits)
+    assert {"QDepthwise", "QFullyConnected", "QConv2D"} <= _folded_ops(path)
+    feeds = {"x": ints(rng, "uint8", (1, 4, 7, 6)), "a": ints(rng, "int8", (3, 9))}
+    got = tinsmith_outputs(path, feeds, tmp_path / "build", "cortex-m4")
+    want = ort_outputs(path, feeds)
+    for k, lsb in enumerate((0, 0, 1)):
+        assert lsb_distance(got[k], want[k]) <= lsb, k
