@@ -44,6 +44,7 @@ def _scons_build(graph_path: Path, build_dir: Path, target_name: str = "host", q
     from codegen.targets import load_target
 
     target = load_target(target_name)
+    _check_compiler(target)
     if graph is None:
         graph = lower(graph_path)
     program = _program_path(graph.name, build_dir, target)
@@ -64,6 +65,19 @@ def _scons_build(graph_path: Path, build_dir: Path, target_name: str = "host", q
         raise TinsmithError(None, f"building {graph_path} for {target.name} failed" + (":" if detail else ""),
                             detail=detail or None)
     return program
+
+
+def _check_compiler(target) -> None:
+    """A missing cross compiler is named, with how to install it, before SCons fails on it."""
+    import shutil
+    tools = target.toolchain
+    compiler = tools.command("cxx")
+    found = shutil.which(compiler, path=str(tools.path) if tools.path else None)
+    if found is None:
+        hint = ("on Debian or Ubuntu: apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi "
+                "libstdc++-arm-none-eabi-newlib (or Arm's GNU toolchain from developer.arm.com), then put it on PATH"
+                if tools.prefix.startswith("arm-none-eabi") else "install it or set the target file's toolchain")
+        raise TinsmithError(None, f"the compiler for target '{target.name}', {compiler}, is not on PATH", hint)
 
 
 def _read_inputs(graph, path: Path, aliases: dict[str, str] | None = None) -> dict[str, np.ndarray]:
@@ -143,6 +157,10 @@ def seeded_inputs(graph, seed: int = 0) -> dict[str, np.ndarray]:
 
 def cmd_generate(args) -> int:
     from codegen.load import graph_dependencies
+    if args.print_name:  # what build tools name the outputs after, before generating them
+        from codegen.load import graph_name
+        print(graph_name(args.graph))
+        return 0
     from codegen.pipeline import compile_graph, library_files, write_files
     compiled = compile_graph(args.graph, constants_in_ram=args.constants_in_ram, target=args.target,
                              constants_section=args.constants_section)
@@ -153,8 +171,13 @@ def cmd_generate(args) -> int:
 
 
 def cmd_include_dir(args) -> int:
-    from codegen.paths import BAREMETAL_DIR, RUNTIME_INCLUDE
-    print(BAREMETAL_DIR if args.baremetal else RUNTIME_INCLUDE)
+    from codegen.paths import BAREMETAL_DIR, RUNTIME_INCLUDE, scons_toolpath
+    if args.cmake:  # TinsmithConfig.cmake ships inside the SCons tool's package
+        print(scons_toolpath() / "tinsmith" / "cmake")
+    elif args.platformio:
+        print(scons_toolpath() / "tinsmith" / "platformio")
+    else:
+        print(BAREMETAL_DIR if args.baremetal else RUNTIME_INCLUDE)
     return 0
 
 
@@ -221,7 +244,41 @@ def cmd_emulate(args) -> int:
 def cmd_build(args) -> int:
     program = _scons_build(Path(args.graph), _build_dir(args), args.target, quiet=False)
     print(f"built {one_line(str(program))}")
+    if args.instructions:
+        print(_measure_instructions(Path(args.graph), _build_dir(args), args.target, program))
     return 0
+
+
+def _measure_instructions(graph_path: Path, build_dir: Path, target_name: str, program: Path) -> str:
+    """Run the built firmware, and the firmware with the kernel hook, on the emulator; write the
+    instructions into NAME.json and NAME.html; return the summary line."""
+    import json
+
+    from codegen.escape import json_text
+    from codegen.measure import summary
+    from codegen.measure.emulated import build_kernel_hook_firmware, with_instructions
+    from codegen.measure.page import write_page
+    from codegen.pipeline import lower
+    from codegen.targets import load_target
+    from codegen.targets.qemu import kernel_instructions, run_on_emulator
+    target = load_target(target_name)
+    if not target.baremetal or target.emulator is None:
+        raise TinsmithError(None, f"--instructions counts instructions on an emulated core; target "
+                            f"'{target.name}' has no emulator", "use --target cortex-m4 (or another target with a board)")
+    graph = lower(graph_path)
+    data = _input_bytes(graph, seeded_inputs(graph, 0))
+    total = run_on_emulator(target, program, data).instructions
+    if Path(target_name).suffix in (".yaml", ".yml"):
+        target_name = str(Path(target_name).resolve())
+    hooked = build_kernel_hook_firmware(build_dir / graph.name, graph.name, target_name)
+    counts = kernel_instructions(target, run_on_emulator(target, hooked, data))
+    path = build_dir.resolve() / graph.name / f"{graph.name}.json"
+    report = with_instructions(json.loads(path.read_text(encoding="utf-8")), total, counts,
+                               f"{Path(target.emulator.command[0]).name} -icount",
+                               "seeded standard-normal inputs (seed 0)")
+    path.write_text(json_text(report), encoding="utf-8")
+    write_page(report, path.with_suffix(".html"))
+    return summary(report)
 
 
 def cmd_run(args) -> int:
@@ -230,6 +287,9 @@ def cmd_run(args) -> int:
     graph = lower(args.graph)
     inputs = _read_inputs(graph, Path(args.inputs), original_names(args.graph))
     outputs = run_compiled(Path(args.graph), inputs, _build_dir(args), graph, args.target)
+    # keyed as the model names them: an output named `and` became the identifier `and_`
+    original = {ident: name for name, ident in original_names(args.graph).items()}
+    outputs = {original.get(name, name): value for name, value in outputs.items()}
     try:
         with open(args.output, "wb") as f:  # a file object: np.savez would append .npz to a name
             np.savez(f, **outputs)
@@ -240,12 +300,23 @@ def cmd_run(args) -> int:
 
 def cmd_check(args) -> int:
     from codegen.pipeline import lower
-    from codegen.reference import evaluate
-    from codegen.tolerance import summation_lengths, within_tolerance
     graph = lower(args.graph)
     inputs = seeded_inputs(graph, args.seed)
-    if args.per_layer:
-        return _check_per_layer(args, graph, inputs)
+    if args.per_layer:  # each node alone, then the whole graph as it is compiled (fused, planned)
+        layers = _check_per_layer(args, graph, inputs)
+        print(f"end to end ({graph.name} as compiled, fusion and memory plan included):")
+        whole = _check_outputs(args, graph, inputs)
+        if whole and not layers:
+            print("note: every node is within its tolerance on the inputs the compiled code gave it, but the "
+                  "outputs are not: small differences grow through the graph (it is ill-conditioned on these "
+                  "inputs), or fusion or the memory plan changed a result", file=sys.stderr)
+        return max(layers, whole)
+    return _check_outputs(args, graph, inputs)
+
+
+def _check_outputs(args, graph, inputs) -> int:
+    from codegen.reference import evaluate
+    from codegen.tolerance import summation_lengths, within_tolerance
     got = run_compiled(Path(args.graph), inputs, _build_dir(args), graph, args.target)
     want = evaluate(graph, inputs)
     lengths = summation_lengths(graph)
@@ -261,6 +332,8 @@ def cmd_check(args) -> int:
     if failed:
         print(f"error: {', '.join(failed)} differ{'s' * (len(failed) == 1)} from the NumPy reference by more "
               f"than the tolerance (see `check --help`)", file=sys.stderr)
+        if not args.per_layer:
+            print("hint: `check --per-layer` names the first node whose compiled output differs", file=sys.stderr)
         return 1
     return 0
 
@@ -282,6 +355,50 @@ def _check_per_layer(args, graph, inputs) -> int:
     print(f"{where}error: node '{one_line(bad.node.name)}' ({bad.node.op}) is the first whose output differs from its "
           f"NumPy reference on the same inputs: max abs diff {bad.max_abs_diff:.3g}, {bad.ratio:.3g} times "
           f"the tolerance", file=sys.stderr)
+    return 1
+
+
+def cmd_validate(args) -> int:
+    import json
+
+    from codegen.escape import json_text
+    from codegen.load import original_names
+    from codegen.pipeline import lower
+    from codegen.targets import load_target
+    from codegen.validate import ValidateError, print_validation, read_samples, validate
+    model = Path(args.graph)
+    reference = Path(args.reference) if args.reference else model
+    if args.reference is None and model.suffix not in (".onnx", ".tflite"):
+        raise ValidateError(None, f"{model} is a graph file: validate needs the original model to compare with",
+                            "pass --reference MODEL.onnx or MODEL.tflite (the model it was imported from)")
+    graph = lower(model)
+    names = {ident: original for original, ident in original_names(model).items()}
+    aliases = original_names(model)
+    if args.data:
+        samples = read_samples(graph, Path(args.data), aliases)
+        source = f"{len(samples)} sample{'s' * (len(samples) != 1)} from {one_line(args.data)}"
+    else:
+        samples = [seeded_inputs(graph, args.seed + k) for k in range(args.samples)]
+        source = f"{args.samples} seeded random input{'s' * (args.samples != 1)} (seed {args.seed})"
+    target = load_target(args.target)
+    build_dir = _build_dir(args)
+    result = validate(model, reference, graph, samples, target.name,
+                      lambda path, inputs, folder: run_compiled(path, inputs, folder, None, args.target),
+                      build_dir, args.per_layer, args.rtol, args.min_cosine, names, source)
+    print_validation(result, graph.name, sys.stdout)
+    report = build_dir.resolve() / graph.name / f"{graph.name}.json"
+    if report.is_file():  # the build's report carries the latest validation of what it describes
+        data = json.loads(report.read_text(encoding="utf-8"))
+        data["validation"] = result.as_json()
+        report.write_text(json_text(data), encoding="utf-8")
+    if args.json:
+        Path(args.json).write_text(json_text(result.as_json()), encoding="utf-8")
+    if result.ok:
+        print(f"{graph.name} [{target.name}] agrees with {result.runtime} within the tolerance")
+        return 0
+    bad = [m.name for m in result.outputs + result.layers if not m.ok]
+    print(f"error: {graph.name} [{target.name}] differs from {result.runtime} beyond the tolerance in "
+          f"{', '.join(bad[:5])}{' and more' if len(bad) > 5 else ''} (see `validate --help`)", file=sys.stderr)
     return 1
 
 
@@ -322,15 +439,20 @@ def cmd_show(args) -> int:
         print(f"wrote {one_line(str(page))}")
         if not args.no_open:
             import webbrowser
-            webbrowser.open(page.resolve().as_uri())
+            try:
+                opened = webbrowser.open(page.resolve().as_uri())
+            except webbrowser.Error:
+                opened = False
+            if not opened:
+                print(f"no web browser could be opened here: open {one_line(str(page.resolve()))} in one")
     return 0
 
 
 def cmd_arena(args) -> int:
     from codegen.arena import arena_summary, write_arena
-    report = write_arena(args.sources, args.out_dir, args.name)
+    report = write_arena(args.sources, args.out_dir, args.name, args.target)
     if not args.quiet:
-        print(arena_summary(report, args.target_label))
+        print(arena_summary(report, args.target_label or report.get("target")))
     return 0
 
 
@@ -351,13 +473,40 @@ def cmd_import(args) -> int:
 def cmd_ops(args) -> int:
     from codegen.builders import BUILDERS
     from codegen.ops import PRIMITIVES
-    print("primitives: " + ", ".join(sorted(PRIMITIVES)))
-    print("builders:   " + ", ".join(sorted(BUILDERS)))
+    import shutil
+    width = shutil.get_terminal_size((100, 24)).columns
+    for title, names in ((f"primitives ({len(PRIMITIVES)}, ONNX semantics)", sorted(PRIMITIVES)),
+                         (f"builders ({len(BUILDERS)}, composites of primitives)", sorted(BUILDERS))):
+        print(f"{title}:")
+        cell = max(map(len, names)) + 2
+        per_row = max((width - 2) // cell, 1)
+        for i in range(0, len(names), per_row):
+            print("  " + "".join(n.ljust(cell) for n in names[i:i + per_row]).rstrip())
     return 0
+
+
+def _version() -> str:
+    """The installed distribution's version (a checkout installed editable has one too)."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("tinsmith")
+    except PackageNotFoundError:
+        return "unknown (not installed: pip install the checkout)"
+
+
+def _doc(name: str) -> str:
+    """Where a document the help cites is: docs/NAME in a checkout, or the copy a wheel installs
+    inside the package (codegen/docs/NAME)."""
+    package = Path(__file__).resolve().parent
+    for folder in (package.parent / "docs", package / "docs"):
+        if (folder / name).is_file():
+            return str(folder / name)
+    return f"docs/{name} in Tinsmith's source"
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tinsmith", description="Compile neural-network graphs to C++.")
+    parser.add_argument("--version", action="version", version=f"tinsmith {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add_target(p):
@@ -365,18 +514,21 @@ def _parser() -> argparse.ArgumentParser:
                        help="host (default), cortex-m4, cortex-m7, cortex-m0plus, or a target YAML file")
         p.add_argument("--build-dir", help="where to build [build/TARGET]")
 
-    def command(name, fn, help, graph=True, description=None):
+    def command(name, fn, help, graph=True, description=None, graph_help="graph YAML file"):
         p = sub.add_parser(name, help=help, description=description or help)
         if graph:
-            p.add_argument("graph", help="graph YAML file")
+            p.add_argument("graph", help=graph_help)
         if graph or name == "import-onnx":
             p.add_argument("--limits", default="", metavar="NAME=N,...",
                            help="raise or lower the limits on what a model may ask for "
-                           f"({', '.join(Limits.names())}); see docs/SECURITY.md")
+                           f"({', '.join(Limits.names())}); see {_doc('SECURITY.md')}")
         p.set_defaults(fn=fn)
         return p
 
     p = command("build", cmd_build, "build the graph's library and runner for the host")
+    p.add_argument("--instructions", action="store_true",
+                   help="on a target with an emulator: run the firmware on it and add the instructions one call "
+                   "executes, in total and per layer, to NAME.json, NAME.html and the summary line")
     add_target(p)
     p = command("run", cmd_run, "run the compiled graph on inputs from an .npz file")
     p.add_argument("--inputs", required=True, help=".npz with one array per graph input")
@@ -393,9 +545,36 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--per-layer", action="store_true",
                    help="build the graph with every node's output exposed (in BUILD_DIR/per-layer), check each "
                    "node against its NumPy reference on the inputs the compiled code gave it (n: that node's "
-                   "own reduction length), and name the first node that differs")
+                   "own reduction length), and name the first node that differs; then check the outputs end to end as without "
+                   "--per-layer (small differences can grow through a graph that every node passes alone)")
     p.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance besides n * eps [1e-5]")
     p.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance [1e-6]")
+    add_target(p)
+    p = command("validate", cmd_validate, "compare the compiled model with the original model in its own runtime",
+                description="Run the original model in its own runtime (ONNX Runtime for .onnx, the TFLite Micro "
+                "interpreter for .tflite; install them with the test extra) and the compiled model (on the host, or "
+                "on the target's emulator) on the same inputs, and print per output the max and mean absolute "
+                "error, RMSE, cosine similarity and top-1 agreement (the share of samples whose largest element is "
+                "at the same place). An output fails when its max absolute error exceeds RTOL times the "
+                "reference's largest magnitude (or one quantization step of an int8 tensor, where larger), or its "
+                "cosine similarity is below MIN_COSINE; then the exit status is 1. The metrics also go into the "
+                "build's NAME.json report (key 'validation') and, with --json, into a file of their own.",
+                graph_help="the model to compile: an .onnx or .tflite file (compared with itself), or a graph "
+                "YAML file with --reference")
+    p.add_argument("--reference", help="the original .onnx or .tflite model, when GRAPH is a graph YAML imported from "
+                   "it (or another file to compare with) [GRAPH itself]")
+    p.add_argument("--data", help="the inputs: a folder of .npz files (one sample each, arrays named after the "
+                   "inputs) or .npy files (one-input models), or one .npz holding a batch (one more, leading "
+                   "dimension) [seeded random inputs]")
+    p.add_argument("--samples", type=int, default=4, help="how many random inputs without --data [4]")
+    p.add_argument("--seed", type=int, default=0, help="seed of the first random input [0]")
+    p.add_argument("--per-layer", action="store_true", help="also compare every intermediate value both sides "
+                   "compute (the original runtime's intermediate tensors; the compiled model built again with every "
+                   "value exposed, in BUILD_DIR/validate)")
+    p.add_argument("--rtol", type=float, default=1e-3,
+                   help="allowed max absolute error, relative to the reference's largest magnitude [1e-3]")
+    p.add_argument("--min-cosine", type=float, default=0.999, help="smallest cosine similarity that passes [0.999]")
+    p.add_argument("--json", metavar="FILE", help="also write the metrics to FILE")
     add_target(p)
     p = command("report", cmd_report, "measure the compiled model and write the report (used by the SCons tool)",
                 graph=False)
@@ -441,6 +620,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--constants-section", metavar="SECTION",
                    help="declare the constants in this linker section (e.g. .ext_weights) where the build "
                    "defines TINSMITH_PLACE_SECTIONS; the SCons tool passes the target's placement")
+    p.add_argument("--print-name", action="store_true",
+                   help="print the graph's name (the stem of the files it would write) and write nothing")
     p.add_argument("--library-only", action="store_true",
                    help="write only what a library compiles (NAME.cpp, NAME.hpp, NAME.h): no host runner, no plan")
     p.add_argument("--stamp", help="file written on every run, even when no output changed, for build "
@@ -455,12 +636,19 @@ def _parser() -> argparse.ArgumentParser:
                    "models' NAME.plan.json or NAME.json reports with --name")
     p.add_argument("-o", "--out-dir", required=True, help="folder to write ARENA.h and ARENA.arena.json into")
     p.add_argument("--name", help="the arena's name (an identifier), when made from reports")
+    p.add_argument("--target", help="the target the models are built for, whose kernels decide their "
+                   "workspaces: host (the default for an arena file), cortex-m4, ..., or a target YAML file; "
+                   "with reports, the target they name")
     p.add_argument("--target-label", help=argparse.SUPPRESS)  # shown in the summary line
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the summary line")
     p = command("include-dir", cmd_include_dir, "print the folder to add to the include path of code that "
                 "includes NAME.hpp (it holds tinsmith/buffer.hpp)", graph=False)
     p.add_argument("--baremetal", action="store_true", help="print the folder of the bare-metal test "
                    "runtime instead (startup.c, semihost.c/.h, measure.c/.h, sections.ld)")
+    p.add_argument("--cmake", action="store_true", help="print the folder of TinsmithConfig.cmake instead "
+                   "(for find_package(Tinsmith) with -DTinsmith_DIR=...)")
+    p.add_argument("--platformio", action="store_true", help="print the folder of the PlatformIO extra "
+                   "script instead (tinsmith_model.py)")
     p = command("memory-script", cmd_memory_script, "write the linker script with a bare-metal target's "
                 "memory map; it INCLUDEs sections.ld, so link with -L$(tinsmith include-dir --baremetal)",
                 graph=False)

@@ -11,7 +11,7 @@ from codegen.expand import expand_graph
 from codegen.files import make_rule, touch, write_if_changed
 from codegen.fuse import fuse
 from codegen.generate import CPP, Backend, GeneratedModel, generate, scratch_bytes
-from codegen.generate.backend import PORTABLE_CAPS  # noqa: F401
+from codegen.generate.backend import PORTABLE_CAPS, check_kernels
 from codegen.generate.backends import backend_for
 from codegen.ir import Graph
 from codegen.load import load_graph_spec
@@ -55,6 +55,7 @@ def compile_graph(path: str | Path, backend: Backend | None = None, constants_in
     if caps.channels_last:
         from codegen.layout import channels_last
         graph = channels_last(graph)
+    check_kernels(graph, backend, caps)  # every node has a kernel for its element types, or a named error
     sched = schedule(graph)
     if fusion:
         sched = fuse(graph, sched, backend, caps)

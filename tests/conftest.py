@@ -80,3 +80,23 @@ def example_build(tmp_path_factory) -> Path:
     graphs = ",".join(str(GRAPHS / f"{name}.yaml") for name in EXAMPLES)
     scons("-Q", "-j2", f"graphs={graphs}", f"build_dir={build_dir}")
     return build_dir
+
+
+@pytest.fixture(scope="session")
+def built_workspace(tmp_path_factory):
+    """`built_workspace(graph, target)`: the workspace bytes in the report `tinsmith build GRAPH
+    --target TARGET` writes (built once per graph and target in a session): the figure every
+    recipe generating for that target must reproduce."""
+    import json
+    folder, seen = tmp_path_factory.mktemp("built"), {}
+
+    def workspace(graph: Path, target: str) -> int:
+        key = (str(graph), target)
+        if key not in seen:
+            build_dir = folder / f"{Path(graph).stem}-{target}"
+            proc = tinsmith("build", str(graph), "--target", target, "--build-dir", str(build_dir))
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            report = build_dir / Path(graph).stem / f"{Path(graph).stem}.json"
+            seen[key] = json.loads(report.read_text())["ram"]["workspace_bytes"]
+        return seen[key]
+    return workspace

@@ -187,7 +187,7 @@ def test_arena_file_as_the_builder_source_and_on_the_command_line(built, tmp_pat
             else got.split("\n", 1)[1] == want.split("\n", 1)[1]
     proc = tinsmith("arena", str(project / "pair.yaml"), "-o", str(tmp_path / "cli"))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("pair: arena ")
+    assert proc.stdout.startswith("pair [host]: arena ")  # planned for the host, as the tool does
     cli = json.loads((tmp_path / "cli" / "pair.arena.json").read_text())
     assert {k: v for k, v in cli.items() if k != "source"} == \
         {k: v for k, v in json.loads((built / "build" / "pair" / "pair.arena.json").read_text()).items()
@@ -212,12 +212,54 @@ def test_bad_arena_files_are_located_errors(tmp_path, text, message):
     assert not (tmp_path / "out").exists()  # nothing half-written
 
 
-def test_example_arena_file(tmp_path):
-    """examples/arena: kws_dscnn and ad_autoencoder share kws_dscnn's workspace."""
-    from codegen.pipeline import compile_graph
-    proc = tinsmith("arena", str(ROOT / "examples" / "arena" / "kws_and_ad.yaml"), "-o", str(tmp_path))
+@pytest.mark.parametrize("target", ["host", "cortex-m4"])
+def test_example_arena_file_plans_for_the_target(target, tmp_path, built_workspace):
+    """examples/arena: kws_dscnn and ad_autoencoder share kws_dscnn's workspace, as large as
+    `tinsmith build --target` makes it for the same core (host 64,000 B, Cortex-M4 33,120 B)."""
+    args = ["--target", target] if target != "host" else []  # the host is the default
+    proc = tinsmith("arena", str(ROOT / "examples" / "arena" / "kws_and_ad.yaml"), "-o", str(tmp_path), *args)
     assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"kws_and_ad [{target}]: arena ")
     report = json.loads((tmp_path / "kws_and_ad.arena.json").read_text())
-    sizes = [compile_graph(GRAPHS / f"{g}.yaml").plan.workspace_bytes for g in ("kws_dscnn", "ad_autoencoder")]
+    sizes = [built_workspace(GRAPHS / f"{g}.yaml", target) for g in ("kws_dscnn", "ad_autoencoder")]
     assert [m["workspace_bytes"] for m in report["models"]] == sizes
+    assert report["target"] == target
     assert report["saved_bytes"] == sum(sizes) - report["arena_bytes"] == min(sizes)
+
+
+def test_arena_planned_for_another_target_names_the_model_and_the_bytes_missing(tmp_path, built_workspace):
+    """Models generated for the host with an arena planned for the Cortex-M4: the C header stops
+    with a message naming the model, the C++ one with the bytes missing in a type name."""
+    arena = tinsmith("arena", str(ROOT / "examples" / "arena" / "kws_and_ad.yaml"), "-o", str(tmp_path),
+                     "--target", "cortex-m4")
+    assert arena.returncode == 0, arena.stderr
+    for graph in ("kws_dscnn", "ad_autoencoder"):
+        proc = tinsmith("generate", str(GRAPHS / f"{graph}.yaml"), "-o", str(tmp_path), "--library-only")
+        assert proc.returncode == 0, proc.stderr
+    include = tinsmith("include-dir").stdout.strip()
+    missing = built_workspace(GRAPHS / "kws_dscnn.yaml", "host") - built_workspace(GRAPHS / "kws_dscnn.yaml", "cortex-m4")
+    for compiler, suffix, message in (
+            ("gcc", "c", "arena kws_and_ad (33120 bytes, planned for cortex-m4) is too small for model kws_dscnn"),
+            ("g++", "cpp", f"arena_lacks_bytes_for_kws_dscnn<{missing}>")):
+        (tmp_path / f"main.{suffix}").write_text('#include "kws_and_ad.h"\nint main(void) { return 0; }\n')
+        proc = subprocess.run([compiler, "-c", f"main.{suffix}", "-I.", f"-I{include}", "-o", "main.o"]
+                              + (["-std=c++17"] if suffix == "cpp" else []),
+                              cwd=tmp_path, capture_output=True, text=True)
+        assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+        assert "ad_autoencoder" not in proc.stderr  # it fits
+
+
+def test_arena_from_reports_of_different_targets_is_an_error(tmp_path):
+    reports = []
+    for name, target in (("kws_dscnn", "host"), ("ad_autoencoder", "cortex-m4")):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"graph": name, "target": target, "ram": {"workspace_bytes": 1024}}))
+        reports.append(str(path))
+    proc = tinsmith("arena", *reports, "--name", "both", "-o", str(tmp_path / "out"))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "error: the models' reports were made for different targets (kws_dscnn for host, " \
+           "ad_autoencoder for cortex-m4)" in proc.stderr, proc.stderr
+    proc = tinsmith("arena", reports[0], "--name", "one", "-o", str(tmp_path / "out"), "--target", "cortex-m4")
+    assert proc.returncode == 1
+    assert "error: the report of 'kws_dscnn' was made for target 'host', the arena is for 'cortex-m4'" in proc.stderr
+    assert not (tmp_path / "out").exists()

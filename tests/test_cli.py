@@ -188,3 +188,85 @@ def test_show_html_writes_the_report_page_and_opens_it(tmp_path, tinsmith_cmd):
     text = page.read_text(encoding="utf-8")
     assert all(f'data-node="{n}"' in text for n in ("fc1", "act1", "fc2", "classify"))
     assert opened.read_text().strip() == page.resolve().as_uri()
+
+
+def test_build_instructions_needs_an_emulated_core(tinsmith_cmd, tmp_path):
+    proc = tinsmith_cmd("build", str(GRAPHS / "mlp.yaml"), "--instructions", "--build-dir", str(tmp_path / "b"),
+                        cwd=tmp_path)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "error: --instructions counts instructions on an emulated core; target 'host' has no emulator" \
+        in proc.stderr
+
+
+def test_summary_line_shows_measured_instructions():
+    from codegen.measure import summary
+    from codegen.measure.emulated import with_instructions
+    report = {"graph": "mlp", "target": "cortex-m4", "macs": 2368,
+              "ram": {"workspace_bytes": 176, "stack_bytes": 48, "total_bytes": 224},
+              "flash": {"code_bytes": 312, "constant_bytes": 9600, "total_bytes": 9912},
+              "nodes": [{"name": "fc1"}, {"name": "fc2", "fused": [{"name": "act"}]}]}
+    assert "instructions" not in summary(report)
+    measured = with_instructions(report, 5123, [3000, 2100], "qemu-system-arm -icount", "seeded")
+    assert summary(measured).endswith("| 2,368 MACs | 5,123 instructions (measured on the emulator)")
+    assert [n["instructions"] for n in measured["nodes"]] == [3000, 2100]
+    assert measured["nodes"][1]["fused"][0]["instructions"] == 0  # counted in its kernel
+
+
+def test_readme_summary_line_is_what_the_build_plans():
+    """The README's sample line for mlp on the Cortex-M4: workspace, lower bound (never above the
+    workspace) and MACs as the generator plans them for that core."""
+    from codegen.pipeline import compile_graph
+    readme = (GRAPHS.parent / "README.md").read_text()
+    m = re.search(r"`mlp \[cortex-m4\]: RAM [^`]*\(workspace (\d+) B, lower bound (\d+) B[^`]*\| ([\d,]+) MACs`",
+                  readme)
+    assert m, "README shows a summary line for mlp on the Cortex-M4"
+    plan = compile_graph(GRAPHS / "mlp.yaml", target="cortex-m4").plan
+    workspace, bound, macs = int(m[1]), int(m[2]), int(m[3].replace(",", ""))
+    assert (workspace, bound) == (plan.workspace_bytes, plan.lower_bound_bytes) and bound <= workspace
+    assert macs == 2368
+
+
+def test_show_html_says_so_when_no_browser_opens(tmp_path, tinsmith_cmd):
+    page = tmp_path / "mlp.html"
+    proc = tinsmith_cmd("show", "--html", str(page), str(GRAPHS / "mlp.yaml"),
+                        env={"BROWSER": "false", "DISPLAY": "", "WAYLAND_DISPLAY": ""})
+    assert proc.returncode == 0, proc.stderr
+    assert f"no web browser could be opened here: open {page.resolve()} in one" in proc.stdout
+    assert page.is_file()
+
+
+def test_run_returns_outputs_under_their_model_names(tmp_path, tinsmith_cmd):
+    """An ONNX output named `and` (a C++ keyword, so `and_` in the generated code) comes back as `and`."""
+    import onnx
+    from onnx import TensorProto, helper
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["and"])], "kw",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("and", TensorProto.FLOAT, [1, 4])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "kw.onnx"))
+    x = np.array([[-1.0, 2.0, -3.0, 4.0]], np.float32)
+    np.savez(tmp_path / "in.npz", x=x)
+    proc = tinsmith_cmd("run", "kw.onnx", "--inputs", "in.npz", "--output", "out.npz", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = np.load(tmp_path / "out.npz")
+    assert out.files == ["and"]
+    np.testing.assert_array_equal(out["and"], np.maximum(x, 0))
+
+
+def test_unknown_target_suggests_the_closest_and_ops_prints_columns(tinsmith_cmd, tmp_path):
+    proc = tinsmith_cmd("build", str(GRAPHS / "mlp.yaml"), "--target", "cortex_m4", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "error: unknown target 'cortex_m4'; did you mean 'cortex-m4'?" in proc.stderr, proc.stderr
+    ops = tinsmith_cmd("ops", cwd=tmp_path, env={"COLUMNS": "80"}).stdout.splitlines()
+    from codegen.builders import BUILDERS
+    from codegen.ops import PRIMITIVES
+    assert ops[0].startswith(f"primitives ({len(PRIMITIVES)}") and max(map(len, ops)) <= 80
+    listed = {name for line in ops if line.startswith("  ") for name in line.split()}
+    assert listed == set(PRIMITIVES) | set(BUILDERS)
+
+
+def test_missing_cross_compiler_is_named_with_an_install_hint(tinsmith_cmd, tmp_path):
+    proc = tinsmith_cmd("build", str(GRAPHS / "mlp.yaml"), "--target", "cortex-m4", "--build-dir",
+                        str(tmp_path / "b"), cwd=tmp_path, env={"PATH": "/nonexistent"})
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "error: the compiler for target 'cortex-m4', arm-none-eabi-g++, is not on PATH" in proc.stderr
+    assert "apt-get install gcc-arm-none-eabi" in proc.stderr

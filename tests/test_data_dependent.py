@@ -88,3 +88,16 @@ def test_run_time_input_is_declined_with_the_reason(tmp_path):
     path.write_bytes(model.SerializeToString())
     with pytest.raises(GraphError, match="one entry per distinct value, a number known only at run time"):
         compile_graph(path, target="host")
+
+
+def test_run_time_boxes_of_non_max_suppression_are_named(tmp_path):
+    """The input computed at run time is named as the ONNX specification names it, not by position."""
+    node = helper.make_node("NonMaxSuppression", ["b", "s", "limit"], ["selected"])
+    limit = helper.make_tensor("limit", TensorProto.INT64, [1], [2])
+    scores = helper.make_tensor("s", TensorProto.FLOAT, [1, 1, 3], [0.9, 0.8, 0.7])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 3, 4])],
+                              [_out("selected", TensorProto.INT64, [2, 3])], initializer=[limit, scores])
+    path = tmp_path / "nms.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
+    with pytest.raises(GraphError, match=r"\('boxes', here 'b', is computed at run time\)"):
+        compile_graph(path, target="host")

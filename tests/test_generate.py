@@ -111,8 +111,8 @@ def test_a_primitive_without_a_functor_is_a_named_error():
     with pytest.raises(GenerateError) as info:
         generated(path, copy_of_cpp(Tanh=None))
     e = info.value
-    assert e.message == "the cpp backend has no functor for primitive 'Tanh' (node 'squash')"
-    assert e.hint == "register one with codegen.generate.CPP.register('Tanh')"
+    assert e.message == "the cpp backend has no kernel for primitive 'Tanh' (node 'squash')"
+    assert e.hint == "register one with codegen.generate.CPP.register('Tanh', family=..., types=...)"
     assert (Path(e.loc.path).name, e.loc.line, e.loc.col) == ("branches.yaml", 13, 5)
     assert "Tanh" in CPP.functors  # the copy lost it, the backend did not
 
@@ -298,7 +298,7 @@ def test_a_custom_op_without_a_functor_is_a_named_error(tmp_path, softplus):
     path = write_graph(tmp_path, CUSTOM_YAML)
     with pytest.raises(GenerateError) as info:
         generated(path, CPP)
-    assert info.value.message == "the cpp backend has no functor for primitive 'TestSoftplus' (node 'smooth')"
+    assert info.value.message == "the cpp backend has no kernel for primitive 'TestSoftplus' (node 'smooth')"
     assert (info.value.loc.line, info.value.loc.col) == (9, 5)
 
 

@@ -309,8 +309,11 @@ def test_scons_clean_removes_the_page(tmp_path):
     args = (f"graphs={GRAPHS / 'mlp.yaml'}", f"build_dir={build}")
     scons("-Q", *args)
     assert (build / "mlp" / "mlp.html").is_file() and (build / "mlp" / "mlp.json").is_file()
+    assert (build / "mlp" / "mlp.verified").is_file()
     scons("-Q", "-c", *args)
     assert not (build / "mlp" / "mlp.html").exists() and not (build / "mlp" / "mlp.json").exists()
+    # nothing the build wrote is left behind, the verification stamp included
+    assert [p.name for p in build.rglob("*") if p.is_file()] == [".sconsign.dblite"]
 
 
 def test_without_graphviz_the_page_keeps_rows_and_says_so(monkeypatch, tmp_path):
@@ -328,3 +331,89 @@ def test_without_graphviz_the_page_keeps_rows_and_says_so(monkeypatch, tmp_path)
             assert x + w <= x2 or x2 + w2 <= x or y + h <= y2 or y2 + h2 <= y, boxes[i]
     assert all(e["path"].startswith("M") and " L" in e["path"] for e in drawing["edges"])
     assert "install Graphviz" in render_page(report)
+
+
+def _plan(model: Path, target: str) -> dict:
+    from codegen.pipeline import compile_graph
+    compiled = compile_graph(model, target=target)
+    return json.loads(compiled.files[f"{compiled.graph.name}.plan.json"])
+
+
+def _rows(root: Element) -> dict[str, Element]:
+    return {tr.attrs["data-node"]: tr for tr in root.find("table", id="layers").find_all("tr", cls="layer")}
+
+
+def test_layer_rows_show_attributes_weights_quantization_and_flash():
+    """The int8 kws on the Cortex-M4: each convolution row names its strides and pads, its weights'
+    shape and type with their per-channel scales, and its flash: the bytes of the constants it
+    reads, worked out here from the report's constants."""
+    plan = _plan(Path(__file__).resolve().parents[1] / "models" / "kws_dscnn_int8.tflite", "cortex-m4")
+    rows = _rows(Tree(render_page(plan)).root)
+    constants = {c["name"]: c for c in plan["constants"]}
+    node = next(n for n in plan["nodes"] if n["op"] == "QDepthwise")
+    row = rows[node["name"]]
+    attrs = row.find("td", cls="attrs").all_text()
+    assert f"strides {'×'.join(map(str, node['attrs']['strides']))}" in attrs
+    assert f"pads {'×'.join(map(str, node['attrs']['pads']))}" in attrs
+    assert "dilations" not in attrs  # all 1: a default is not worth a word
+    weight = constants[node["node_inputs"][1]]
+    q = weight["quant"]
+    assert weight["dtype"] == "int8" and q["channels"] == weight["shape"][-1]
+    shown = [d.all_text() for d in row.find("td", cls="weights").find_all("div")]
+    assert shown[0] == (f"{'×'.join(map(str, weight['shape']))} int8 ({q['channels']} scales "
+                        f"{q['scale_min']:.3g}–{q['scale_max']:.3g} (axis {q['axis']}), zero point 0)")
+    read = sum(constants[v]["bytes"] for v in dict.fromkeys(node["node_inputs"]) if v in constants)
+    assert int(row.find("td", cls="flash").all_text().replace(",", "")) == read
+    # activations: one scale and zero point each, in the report's values
+    value = next(v for v in plan["values"] if v["name"] == node["outputs"][0])
+    assert set(value["quant"]) == {"scale", "zero_point"}
+
+
+def test_conv_row_shows_its_output_shape_when_a_fused_relu_stores_it():
+    plan = _plan(GRAPHS / "vww_mobilenet.yaml", "cortex-m4")
+    rows = _rows(Tree(render_page(plan)).root)
+    kernel = next(n for n in plan["nodes"] if n["op"] == "Conv" and n.get("fused"))
+    relu_out = next(v for v in plan["values"] if v["name"] == kernel["outputs"][0])
+    shape = "×".join(map(str, relu_out["shape"])) + " " + relu_out["dtype"]
+    assert rows[kernel["name"]].find("td", cls="shape").all_text() == f"{shape} (not stored: fused)"
+    assert rows[kernel["fused"][0]["name"]].find("td", cls="shape").all_text() == shape
+    attrs = rows[kernel["name"]].find("td", cls="attrs").all_text()
+    assert "kernel " in attrs and "strides " in attrs
+
+
+def test_scratch_buffers_have_readable_names():
+    """A kernel's scratch buffer (planned as KERNEL.BUFFER) reads as such, with no made-up shape."""
+    plan = _plan(GRAPHS / "vww_mobilenet.yaml", "cortex-m4")
+    scratch = [p["value"] for p in plan["plan"] if "." in p["value"]]
+    assert scratch, "vww on the Cortex-M4 plans a scratch pixel buffer"
+    root = Tree(render_page(plan)).root
+    for name in scratch:
+        kernel, buffer = name.rsplit(".", 1)
+        row = root.find("tr", data_tensor=name)
+        cells = [td.all_text() for td in row.find_all("td")]
+        assert cells[0] == f"scratch '{buffer}' of {kernel}" and cells[1] == "", cells
+    assert "scalar" not in root.find("table", id="tensors").all_text()
+
+
+def test_measured_code_bytes_join_the_layer_flash():
+    plan = unfused_plan("mlp")
+    first = plan["nodes"][0]
+    plan["flash"] = {"functions": [{"name": f"mlp::(anonymous namespace)::kernels::{first['name']}(float const*)",
+                                    "symbol": "x", "bytes": 312}]}
+    constants = {c["name"]: c["bytes"] for c in plan["constants"]}
+    read = sum(constants.get(v, 0) for v in dict.fromkeys(first["node_inputs"]))
+    cell = _rows(Tree(render_page(plan)).root)[first["name"]].find("td", cls="flash")
+    assert int(cell.all_text().replace(",", "")) == read + 312
+    assert cell.attrs["title"] == f"constants {read:,} B + code 312 B"
+
+
+def test_large_graphs_fold_and_scroll_in_their_own_box():
+    plan = _plan(GRAPHS / "vww_mobilenet.yaml", "host")
+    root = Tree(render_page(plan)).root
+    for section in ("graph-section", "layers-section"):
+        details = root.find("details", id=section)
+        assert "open" in details.attrs and details.find("summary")
+        assert "tall" in details.find("div", cls="scroll").classes
+    assert root.find("input", id="search")
+    small = Tree(render_page(unfused_plan("mlp"))).root
+    assert "tall" not in small.find("details", id="graph-section").find("div", cls="scroll").classes

@@ -93,3 +93,56 @@ def test_pointing_at_a_node_lights_up_its_values(browser, pages):
     assert node in lit
     assert all(written & set((e.get_attribute("data-v") or "").split()) for e in lit)
     assert browser.get_log("browser") == []
+
+
+@pytest.mark.skipif(not shutil.which("qemu-system-arm") or not shutil.which("arm-none-eabi-g++"),
+                    reason="needs arm-none-eabi-g++ and qemu-system-arm")
+def test_vww_page_for_the_cortex_m4_shows_measured_instructions_per_layer(browser, tmp_path):
+    """`build --instructions` on the Cortex-M4: the page the build wrote shows each layer's instructions
+    as the emulator counted them (the numbers of NAME.json) and the call's total; it renders in
+    Chromium without a console message."""
+    from selenium.webdriver.common.by import By
+
+    from conftest import tinsmith
+    proc = tinsmith("build", str(GRAPHS / "vww_mobilenet.yaml"), "--target", "cortex-m4", "--instructions",
+                    "--build-dir", str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads((tmp_path / "vww_mobilenet" / "vww_mobilenet.json").read_text())
+    total = report["instructions"]["total"]
+    assert f"| {total:,} instructions (measured on the emulator)" in proc.stdout
+    counts = {n["name"]: n["instructions"] for n in report["nodes"]}
+    assert all(c > 0 for c in counts.values())  # every kernel ran some instructions
+    # the hook's counter reads cost a little: the layers add up to the total within 1 %
+    assert abs(sum(counts.values()) - total) < 0.01 * total
+
+    browser.get_log("browser")
+    browser.get((tmp_path / "vww_mobilenet" / "vww_mobilenet.html").as_uri())
+    assert browser.get_log("browser") == []
+    shown = {r.get_attribute("data-node"): r.find_element(By.CSS_SELECTOR, "td.instructions").text
+             for r in browser.find_elements(By.CSS_SELECTOR, "table#layers tr.layer")}
+    assert {k: int(v.replace(",", "")) for k, v in shown.items() if k in counts} == counts
+    cards = browser.find_element(By.CSS_SELECTOR, "#summary").text
+    assert "instructions per call" in cards and f"{total:,}" in cards
+
+
+def test_finding_a_node_fades_the_others_and_filters_the_table(browser, pages):
+    from selenium.webdriver.common.by import By
+    path, plan = pages["vww_mobilenet"]
+    browser.get(path.as_uri())
+    browser.find_element(By.ID, "search").send_keys("pw3")
+    wanted = {n for n in _node_names(plan) if "pw3" in n}
+    assert wanted
+    lit = {g.get_attribute("data-node") for g in browser.find_elements(By.CSS_SELECTOR, "g.node.match")}
+    faded = {g.get_attribute("data-node") for g in browser.find_elements(By.CSS_SELECTOR, "g.node.dim")}
+    assert wanted <= lit and not (lit & faded) and lit | faded == _node_names(plan)
+    shown = {r.get_attribute("data-node") for r in browser.find_elements(By.CSS_SELECTOR, "table#layers tr.layer")
+             if r.is_displayed()}
+    assert wanted <= shown and all("pw3" in r for r in shown)
+    assert browser.find_element(By.ID, "search-count").text == f"{len(lit)} node{'s' * (len(lit) != 1)}"
+    # folding the drawing hides it; unfolding shows it again
+    summary = browser.find_element(By.CSS_SELECTOR, "#graph-section > summary")
+    summary.click()
+    assert not browser.find_element(By.ID, "drawing").is_displayed()
+    summary.click()
+    assert browser.find_element(By.ID, "drawing").is_displayed()
+    assert browser.get_log("browser") == []

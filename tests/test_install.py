@@ -23,7 +23,7 @@ import pytest
 from conftest import ROOT
 from test_e2e_scons import TINY, _tiny_expected, write_external_project
 
-PACKAGED = ("pyproject.toml", "README.md", "codegen", "site_scons", "runtime_cpp")
+PACKAGED = ("pyproject.toml", "README.md", "codegen", "site_scons", "runtime_cpp", "docs")
 
 
 def _run(cmd, cwd: Path, env: dict) -> subprocess.CompletedProcess:
@@ -89,3 +89,45 @@ def test_project_outside_the_checkout_uses_the_installed_scons_tool(installed, t
                                    err_msg=program)
     # a second build has nothing to do
     assert subprocess.run([bin_dir / "python", "-m", "SCons", "-q"], cwd=project, env=env).returncode == 0
+
+
+def test_version_and_the_documents_help_cites_are_installed(installed, tmp_path):
+    bin_dir, env = installed
+    version = _run([bin_dir / "tinsmith", "--version"], tmp_path, env).stdout.strip()
+    assert version == "tinsmith 0.1.0"
+    wide = {**env, "COLUMNS": "10000"}  # argparse wraps at hyphens otherwise
+    help_text = _run([bin_dir / "tinsmith", "build", "--help"], tmp_path, wide).stdout
+    cited = next(w for w in help_text.split() if w.endswith("SECURITY.md"))
+    assert Path(cited).is_file() and "site-packages/codegen/docs" in cited, cited
+
+
+@pytest.mark.skipif(not shutil.which("cmake"), reason="needs cmake")
+def test_cmake_finds_the_installed_package_through_the_active_environment(installed, tmp_path):
+    """find_package(Tinsmith) with nothing but the environment's bin folder on PATH (as an active
+    venv has it): the example project configures, builds and runs."""
+    bin_dir, env = installed
+    project = tmp_path / "cmake"
+    shutil.copytree(ROOT / "examples" / "cmake", project)
+    _run(["cmake", "-S", ".", "-B", "build"], project, env)
+    _run(["cmake", "--build", "build", "-j", "2"], project, env)
+    out = _run([project / "build" / "vibration_demo"], project, env).stdout
+    assert out.startswith("vibration: ")
+    cache = (project / "build" / "CMakeCache.txt").read_text()
+    assert f"Tinsmith_DIR:PATH={bin_dir.parent / 'share' / 'cmake' / 'Tinsmith'}" in cache
+
+
+def test_installed_validate_and_arena_work_from_another_folder(installed, tmp_path):
+    """The documented validate and arena commands, from a folder that knows nothing of the
+    checkout (the models are copied there)."""
+    bin_dir, env = installed
+    model = tmp_path / "kws_dscnn_int8.tflite"
+    shutil.copy(ROOT / "models" / model.name, model)
+    out = _run([bin_dir / "tinsmith", "validate", model.name, "--samples", "1"], tmp_path, env).stdout
+    assert "against the TFLite Micro interpreter on 1 seeded random input" in out
+    assert "agrees with the TFLite Micro interpreter within the tolerance" in out
+    for name in ("kws_dscnn.yaml", "kws_dscnn.npz", "ad_autoencoder.yaml", "ad_autoencoder.npz"):
+        shutil.copy(ROOT / "graphs" / name, tmp_path / name)
+    (tmp_path / "pair.yaml").write_text("arena: pair\ngraphs: [kws_dscnn.yaml, ad_autoencoder.yaml]\n")
+    line = _run([bin_dir / "tinsmith", "arena", "pair.yaml", "-o", "out", "--target", "cortex-m4"], tmp_path,
+                env).stdout
+    assert line.startswith("pair [cortex-m4]: arena 33,120 B shared by kws_dscnn 33,120 B")

@@ -101,6 +101,13 @@ def add_comment(graph: Path) -> None:
     graph.write_text(graph.read_text() + "# Weights retrained on the March data set.\n")
 
 
+def header_workspace(header: Path) -> int:
+    """NAME_WORKSPACE_BYTES as a generated C header defines it."""
+    m = re.search(r"#define \w+_WORKSPACE_BYTES (\d+)u", header.read_text())
+    assert m, header
+    return int(m.group(1))
+
+
 # --- Make ------------------------------------------------------------------------------
 
 def make(project: Path, *args: str) -> subprocess.CompletedProcess:
@@ -120,10 +127,13 @@ def assert_make_does_nothing(project: Path, *args: str) -> None:
     assert snapshot(project / "build") == before
 
 
-def test_make_host_program_builds_once_and_runs(tmp_path):
+def test_make_host_program_builds_once_and_runs(tmp_path, built_workspace):
     project = copy_example("make", tmp_path)
     first = make(project)
     assert generator_runs(first.stdout) == 1, first.stdout
+    assert "--target host" in first.stdout
+    assert header_workspace(project / "build" / "host" / "model" / "vibration.h") == \
+        built_workspace(project / "vibration.yaml", "host")
     program = project / "build" / "host" / "vibration_demo"
     check_output(run([program], project).stdout, project / "vibration.npz")
 
@@ -151,10 +161,13 @@ def test_make_host_program_builds_once_and_runs(tmp_path):
 
 
 @needs_arm
-def test_make_cortex_m4_firmware_boots_on_qemu(tmp_path):
+def test_make_cortex_m4_firmware_boots_on_qemu(tmp_path, built_workspace):
     project = copy_example("make", tmp_path)
     first = make(project, "TARGET=cortex-m4")
     assert generator_runs(first.stdout) == 1, first.stdout
+    # generated for the core it is compiled for (64 B of workspace; 80 B for the host)
+    assert header_workspace(project / "build" / "cortex-m4" / "model" / "vibration.h") == \
+        built_workspace(project / "vibration.yaml", "cortex-m4") != built_workspace(project / "vibration.yaml", "host")
     assert "-T build/cortex-m4/memory.ld" in first.stdout  # linked with the board's memory map
     elf = project / "build" / "cortex-m4" / "vibration_demo.elf"
     boot = run([*QEMU, elf], project)
@@ -169,23 +182,31 @@ GENERATORS = [pytest.param("Ninja", marks=pytest.mark.skipif(not shutil.which("n
               "Unix Makefiles"]
 
 
+def cmake_dir() -> str:
+    """-DTinsmith_DIR for this checkout: an editable install puts no TinsmithConfig.cmake in the
+    environment's share/cmake (tests/test_install.py checks that a real install finds it alone)."""
+    return "-DTinsmith_DIR=" + run([sys.executable, "-m", "codegen", "include-dir", "--cmake"], ROOT).stdout.strip()
+
+
 @pytest.mark.skipif(not shutil.which("cmake"), reason="needs cmake")
 @pytest.mark.parametrize("generator", GENERATORS)
-def test_cmake_program_builds_once_and_runs(tmp_path, generator):
+def test_cmake_program_builds_once_and_runs(tmp_path, generator, built_workspace):
     project = copy_example("cmake", tmp_path)
     build = project / "build"
-    run(["cmake", "-S", ".", "-B", "build", "-G", generator], project)
+    run(["cmake", "-S", ".", "-B", "build", "-G", generator, cmake_dir()], project)
 
     def cmake_build() -> str:
         return run(["cmake", "--build", "build", "-j", "2"], project).stdout
 
     first = cmake_build()
     assert first.count("Generating the vibration model") == 1, first
+    assert header_workspace(build / "tinsmith" / "vibration" / "vibration.h") == \
+        built_workspace(project / "vibration.yaml", "host")
     check_output(run([build / "vibration_demo"], project).stdout, project / "vibration.npz")
 
     def products() -> dict[str, int]:  # not CMake's own bookkeeping, which it rewrites at will
         return {k: v for k, v in snapshot(build).items()
-                if k.endswith((".o", ".a")) or k.startswith("model/") or k == "vibration_demo"}
+                if k.endswith((".o", ".a")) or k.startswith("tinsmith/") or k == "vibration_demo"}
 
     def does_nothing() -> None:
         before = products()
@@ -210,15 +231,45 @@ def test_cmake_program_builds_once_and_runs(tmp_path, generator):
     does_nothing()
 
 
+@pytest.mark.skipif(not shutil.which("cmake") or not shutil.which("ninja"), reason="needs cmake and ninja")
+def test_cmake_generates_for_tinsmith_target(tmp_path, built_workspace):
+    """-DTINSMITH_TARGET=cortex-m4: the model generated for the Cortex-M4 (only the generation
+    step is built here: the host compiler cannot build the Cortex-M4 kernels)."""
+    project = copy_example("cmake", tmp_path)
+    run(["cmake", "-S", ".", "-B", "build", "-G", "Ninja", "-DTINSMITH_TARGET=cortex-m4", cmake_dir()], project)
+    out = run(["ninja", "-C", "build", "-v", "tinsmith/vibration/vibration.stamp"], project).stdout
+    assert "--target cortex-m4" in out, out
+    assert header_workspace(project / "build" / "tinsmith" / "vibration" / "vibration.h") == \
+        built_workspace(project / "vibration.yaml", "cortex-m4")
+
+
+@pytest.mark.skipif(not shutil.which("cmake"), reason="needs cmake")
+def test_cmake_without_tinsmith_says_to_activate_the_environment(tmp_path):
+    """A Python that lacks Tinsmith (the venv not active): a hint, not only Python's error."""
+    project = copy_example("cmake", tmp_path)
+    bare = shutil.which("python3", path="/usr/bin:/bin")
+    if bare is None or subprocess.run([bare, "-c", "import codegen"], cwd=tmp_path, capture_output=True,
+                                      env={"PATH": "/usr/bin:/bin"}).returncode == 0:
+        pytest.skip("needs a python3 outside the environment without Tinsmith")
+    env = {k: v for k, v in tool_env().items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    proc = subprocess.run(["cmake", "-S", ".", "-B", "build", f"-DTINSMITH_PYTHON={bare}", cmake_dir()],
+                          cwd=project, env=env, capture_output=True, text=True)
+    message = " ".join(proc.stderr.split())  # CMake wraps the message
+    assert proc.returncode != 0
+    assert "No module named codegen" in message and "Activate the virtual environment" in message, message
+
+
 # --- PlatformIO ------------------------------------------------------------------------
 
 LIBRARY_FILES = {"vibration.cpp", "vibration.hpp", "vibration.h", "tinsmith/buffer.hpp"}
 
 
-def test_platformio_library_holds_only_library_sources_and_compiles(tmp_path):
+def test_platformio_library_holds_only_library_sources_and_compiles(tmp_path, built_workspace):
     project = copy_example("platformio", tmp_path)
     library = project / "lib" / "vibration" / "src"
     run(["sh", "generate-model.sh"], project)
+    # generated for the board's Cortex-M4
+    assert header_workspace(library / "vibration.h") == built_workspace(project / "vibration.yaml", "cortex-m4")
     assert {str(p.relative_to(library)) for p in library.rglob("*") if p.is_file()} == LIBRARY_FILES
     before = snapshot(library)
     run(["sh", "generate-model.sh"], project)
@@ -243,12 +294,54 @@ def test_platformio_library_holds_only_library_sources_and_compiles(tmp_path):
             run(["arm-none-eabi-g++", *cpu, *flags, "-c", source, "-o", out / (source.stem + ".arm.o")], project)
 
 
+# PlatformIO runs extra scripts as SCons SConscripts with its `env` exported; this SConstruct
+# stands in for PlatformIO: a real SCons environment with the one method the script calls,
+# answering from platformio.ini.
+PIO_STANDIN = """\
+import configparser
+ini = configparser.ConfigParser()
+ini.read("platformio.ini")
+section = ini[ini.sections()[0]]
+env = Environment(PROJECT_DIR=Dir("#").abspath)
+env.AddMethod(lambda env, name, default=None: section.get(name, default), "GetProjectOption")
+Export("env")
+SConscript(section["extra_scripts"].split(":", 1)[1])
+"""
+
+
+def test_platformio_extra_script_regenerates_on_change(tmp_path, built_workspace):
+    project = copy_example("platformio", tmp_path)
+    assert (project / "tinsmith_model.py").read_text() == \
+        (Path(run([sys.executable, "-m", "codegen", "include-dir", "--platformio"], ROOT).stdout.strip())
+         / "tinsmith_model.py").read_text()  # the example's copy is the shipped script
+    (project / "SConstruct").write_text(PIO_STANDIN)
+    library = project / "lib" / "vibration" / "src"
+
+    def build() -> None:
+        run([sys.executable, "-m", "SCons", "-Q", "."], project)
+
+    build()
+    assert {str(p.relative_to(library)) for p in library.rglob("*") if p.is_file()} == LIBRARY_FILES
+    assert header_workspace(library / "vibration.h") == built_workspace(project / "vibration.yaml", "cortex-m4")
+    before = snapshot(library)
+    build()
+    assert snapshot(library) == before  # nothing changed: no file rewritten, nothing to recompile
+    retrain(project / "vibration.npz")
+    build()
+    after = snapshot(library)
+    assert after["vibration.cpp"] != before["vibration.cpp"]  # new weights: the model is regenerated
+    assert after["vibration.hpp"] == before["vibration.hpp"]  # its interface is not
+
+
 # --- SCons -----------------------------------------------------------------------------
 
 @needs_arm
-def test_scons_firmware_example_second_build_does_nothing(tmp_path):
+def test_scons_firmware_example_second_build_does_nothing(tmp_path, built_workspace):
     project = copy_example("firmware", tmp_path)
     run([sys.executable, "-m", "SCons", "-Q", "-j2"], project)
+    assert "codegen.paths" not in (project / "SConstruct").read_text()  # only the tool's public functions
+    assert header_workspace(project / "build" / "model" / "gesture" / "gesture.h") == \
+        built_workspace(project / "gesture.yaml", "cortex-m4")
     boot = run([*QEMU, project / "build" / "firmware.elf"], project)
     assert boot.stderr.startswith("gesture: class ")  # tests/test_examples.py checks the values
     before = snapshot(project / "build")
@@ -325,6 +418,7 @@ def test_include_dir_and_memory_script(tmp_path):
 
 QUOTED = {"make/Makefile": "make", "make/main.cpp": "cpp", "cmake/CMakeLists.txt": "cmake",
           "platformio/generate-model.sh": "sh", "platformio/platformio.ini": "ini",
+          "platformio/tinsmith_model.py": "python",
           "platformio/src/main.cpp": "cpp", "firmware/SConstruct": "python"}
 
 

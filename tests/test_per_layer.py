@@ -58,3 +58,48 @@ def test_a_broken_kernel_is_named(tmp_path, target):
     plain = tinsmith("check", "--target", target, "--build-dir", str(tmp_path / "build"), str(graph),
                      cwd=tmp_path, env=env)
     assert plain.returncode == 1 and "squash" not in plain.stdout + plain.stderr
+    assert "hint: `check --per-layer` names the first node whose compiled output differs" in plain.stderr
+    # --per-layer also gives the end-to-end result, the outputs checked as `check` does
+    end = proc.stdout.split("end to end (branches as compiled, fusion and memory plan included):\n", 1)
+    assert len(end) == 2 and re.search(r"^\w+: max abs diff ", end[1], re.M), proc.stdout
+
+
+ILL_CONDITIONED = """\
+graph: cancel
+inputs:
+  x: {dtype: float32, shape: [1, 512]}
+outputs: [y]
+constants:
+  w: {random: normal, shape: [512, 64], seed: 3}
+  c: {file: c.npy}
+nodes:
+  - {op: MatMul, name: dot, inputs: [x, w], outputs: [h]}
+  - {op: Sub, name: cancel, inputs: [h, c], outputs: [y]}
+"""
+
+
+def test_per_layer_fails_where_only_the_end_to_end_result_is_wrong(tmp_path):
+    """h - c with c the reference's h: every node is right on the inputs it read, yet the output,
+    nearly zero, is all rounding error of h. --per-layer must fail with the ordinary check."""
+    import numpy as np
+
+    from codegen.cli import seeded_inputs
+    from codegen.pipeline import lower
+    graph_file = tmp_path / "cancel.yaml"
+    np.save(tmp_path / "c.npy", np.zeros((1, 64), np.float32))
+    graph_file.write_text(ILL_CONDITIONED)
+    graph = lower(graph_file)
+    np.save(tmp_path / "c.npy", _hidden(graph, seeded_inputs(graph, 0)))
+    plain = tinsmith("check", "--build-dir", str(tmp_path / "build"), str(graph_file), cwd=tmp_path)
+    if plain.returncode == 0:
+        pytest.skip("the compiled dot products round exactly as NumPy's here")
+    proc = tinsmith("check", "--per-layer", "--build-dir", str(tmp_path / "build"), str(graph_file), cwd=tmp_path)
+    assert set(_lines(proc.stdout).values()) == {"ok"}, proc.stdout
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "every node is within its tolerance" in proc.stderr and "y differs from the NumPy reference" in proc.stderr
+
+
+def _hidden(graph, inputs):
+    """h = x @ w in float32, as the reference computes it."""
+    w = graph.constants["w"].data
+    return (inputs["x"] @ w).astype("float32")

@@ -58,6 +58,7 @@ class Member:
 
     name: str
     workspace_bytes: int
+    target: str | None = None  # the target its workspace was planned for, where known
 
 
 def is_arena_file(path: str | Path) -> bool:
@@ -130,14 +131,33 @@ def members_from_reports(reports: Sequence[Mapping]) -> list[Member]:
     members = []
     for report in reports:
         try:
-            name, size = report["graph"], report["ram"]["workspace_bytes"]
+            name, size, target = report["graph"], report["ram"]["workspace_bytes"], report.get("target")
         except (KeyError, TypeError):
             raise ArenaError(None, "a model report without 'graph' and 'ram.workspace_bytes'",
                              "give the NAME.plan.json or NAME.json the generator wrote") from None
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise ArenaError(None, f"the report of '{name}' has a bad workspace size {size!r}")
-        members.append(Member(name, size))
+        members.append(Member(name, size, target))
     return members
+
+
+def arena_target(members: Sequence[Member], chosen: str | None) -> str | None:
+    """The target the arena is planned for: `chosen` (--target), else the one the reports name.
+    Workspaces planned for different cores differ, so an arena mixing them, or a report made for
+    another core than `chosen`, is an error naming the models."""
+    named = {m.target for m in members if m.target}
+    if chosen is not None:
+        other = [m for m in members if m.target and m.target != chosen]
+        if other:
+            raise ArenaError(None, f"the report of '{other[0].name}' was made for target '{other[0].target}', "
+                             f"the arena is for '{chosen}'",
+                             f"give the reports of models built for {chosen}, or pass --target {other[0].target}")
+        return chosen
+    if len(named) > 1:
+        listing = ", ".join(f"{m.name} for {m.target}" for m in members if m.target)
+        raise ArenaError(None, f"the models' reports were made for different targets ({listing})",
+                         "build every model of an arena for the core that runs them")
+    return next(iter(named), None)
 
 
 def _round_up(n: int, to: int) -> int:
@@ -167,13 +187,15 @@ def check_members(name: str, members: Sequence[Member], locs: Sequence[SourceLoc
         raise ArenaError(None, f"arena '{name}' has no models")
 
 
-def arena_report(name: str, members: Sequence[Member], source: str | None = None) -> dict:
+def arena_report(name: str, members: Sequence[Member], source: str | None = None,
+                 target: str | None = None) -> dict:
     """The arena's JSON report: each model's workspace, the shared buffer and the saving."""
     arena_bytes = _round_up(max(max(m.workspace_bytes for m in members), 1), ALIGNMENT)
     separate = sum(m.workspace_bytes for m in members)
     return {
         "arena": name,
         "source": source,
+        "target": target,
         "models": [{"graph": m.name, "workspace_bytes": m.workspace_bytes} for m in members],
         "arena_bytes": arena_bytes,
         "alignment": ALIGNMENT,
@@ -191,9 +213,11 @@ def arena_summary(report: Mapping, target: str | None = None) -> str:
             f"saves {report['saved_bytes']:,} B of {report['separate_workspace_bytes']:,} B")
 
 
-def write_arena(sources: Sequence[str | Path], out_dir: str | Path, name: str | None = None) -> dict:
-    """Write NAME.h and NAME.arena.json into `out_dir` from one arena file, or from the models'
-    reports (NAME.plan.json or NAME.json) and `name`; returns the report."""
+def write_arena(sources: Sequence[str | Path], out_dir: str | Path, name: str | None = None,
+                target: str | None = None) -> dict:
+    """Write NAME.h and NAME.arena.json into `out_dir` from one arena file (its graphs planned for
+    `target`, the host by default), or from the models' reports (NAME.plan.json or NAME.json) and
+    `name`; returns the report."""
     import json
 
     from codegen.files import write_if_changed
@@ -202,7 +226,8 @@ def write_arena(sources: Sequence[str | Path], out_dir: str | Path, name: str | 
         spec = load_arena_file(sources[0])
         if name is not None and name != spec.name:
             raise ArenaError(spec.name_loc, f"the arena file names arena '{spec.name}', the command line '{name}'")
-        members, locs, source = members_from_graphs(spec), spec.locs, str(sources[0])
+        members, locs, source = members_from_graphs(spec, target or "host"), spec.locs, str(sources[0])
+        target = members[0].target
         name = spec.name
     else:
         if name is None:
@@ -218,30 +243,40 @@ def write_arena(sources: Sequence[str | Path], out_dir: str | Path, name: str | 
                 raise ArenaError(None, f"cannot read the model report {path}: {e}",
                                  "give the NAME.plan.json or NAME.json the generator wrote") from None
         members, locs, source = members_from_reports(reports), (), ", ".join(p.name for p in sources)
-    files = arena_files(name, members, source, locs)
+        target = arena_target(members, _target_name(target) if target else None)
+    files = arena_files(name, members, source, locs, target)
     for file, text in sorted(files.items()):
         write_if_changed(Path(out_dir) / file, text.encode("utf-8"))
     return json.loads(files[f"{name}.arena.json"])
 
 
 def arena_files(name: str, members: Sequence[Member], source: str | None = None,
-                locs: Sequence[SourceLoc | None] = ()) -> dict[str, str]:
+                locs: Sequence[SourceLoc | None] = (), target: str | None = None) -> dict[str, str]:
     """The arena's files, by name: NAME.h and NAME.arena.json (deterministic bytes)."""
     check_members(name, members, locs)
-    report = arena_report(name, members, source)
+    report = arena_report(name, members, source, target)
     header = _TEMPLATES.get_template("arena.h.j2").render(
-        name=name, NAME=name.upper(), source=source or "the models' reports",
+        name=name, NAME=name.upper(), source=source or "the models' reports", target=target,
         arena_bytes=report["arena_bytes"], alignment=ALIGNMENT,
         models=[{"name": m.name, "NAME": m.name.upper(), "workspace_bytes": m.workspace_bytes}
                 for m in members])
     return {f"{name}.h": header, f"{name}.arena.json": json_text(report)}
 
 
-def members_from_graphs(spec: ArenaSpec) -> list[Member]:
-    """Plan each graph the arena file lists (nothing is written) and read its workspace."""
+def _target_name(target: str) -> str:
+    """A target's name (as reports spell it) from a built-in name or a target file."""
+    from codegen.targets import load_target
+    return load_target(target).name
+
+
+def members_from_graphs(spec: ArenaSpec, target: str) -> list[Member]:
+    """Plan each graph the arena file lists for `target` (nothing is written) and read its
+    workspace: the kernels a target's backend picks decide the plan, so it must be the target
+    the models are built for."""
     from codegen.pipeline import compile_graph
+    label = _target_name(target)
     members = []
     for graph in spec.graphs:
-        compiled = compile_graph(graph)
-        members.append(Member(compiled.graph.name, compiled.plan.workspace_bytes))
+        compiled = compile_graph(graph, target=target)
+        members.append(Member(compiled.graph.name, compiled.plan.workspace_bytes, label))
     return members

@@ -25,8 +25,39 @@ def _values(model: GeneratedModel) -> list[dict]:
     g = model.graph
     names = dict.fromkeys([*g.inputs, *(v for k in model.kernels for v in (*k.node.inputs, *k.node.outputs)),
                            *g.outputs])
-    return [{"name": v, "dtype": g.types[v].dtype, "shape": list(g.types[v].shape), "bytes": g.types[v].nbytes}
+    return [{"name": v, "dtype": g.types[v].dtype, "shape": list(g.types[v].shape), "bytes": g.types[v].nbytes,
+             **({"quant": _quant(g.types[v].quant)} if g.types[v].quant else {})}
             for v in names if v and v not in g.constants and v in g.types]
+
+
+def _json_attr(value):
+    """An attribute as the report shows it: numbers, strings and short lists as they are; arrays
+    and subgraphs by their shape or kind (the report describes, it does not round-trip)."""
+    import numpy as np
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (bool, int, float, str, np.generic)) for v in value):
+        return [v.item() if isinstance(v, np.generic) else v for v in value] if len(value) <= 16 \
+            else f"{len(value)} values"
+    if isinstance(value, np.ndarray):
+        return value.tolist() if value.size <= 16 else f"array {'x'.join(map(str, value.shape))} {value.dtype}"
+    return type(value).__name__
+
+
+def _attrs(node) -> dict:
+    return {k: _json_attr(v) for k, v in node.attrs.items() if v is not None}
+
+
+def _quant(q) -> dict | None:
+    """Scales and zero points for the report: one pair, or per channel their count and range."""
+    if q is None:
+        return None
+    if len(q.scale) == 1:
+        return {"scale": q.scale[0], "zero_point": q.zero_point[0]}
+    return {"axis": q.axis, "channels": len(q.scale), "scale_min": min(q.scale), "scale_max": max(q.scale),
+            "zero_points": sorted(set(q.zero_point))[:8]}
 
 
 def _kernel_entry(k, params: dict[str, int]) -> dict:
@@ -36,10 +67,12 @@ def _kernel_entry(k, params: dict[str, int]) -> dict:
              "inputs": [p.buffer for p in k.kernel.params if not p.writes] if k.fused else list(k.node.inputs),
              "outputs": list(k.fused[-1].outputs) if k.fused else list(k.node.outputs), "macs": k.macs,
              "params": sum(node_params(n) for n in (k.node, *k.fused)),
-             "source": str(k.node.loc) if k.node.loc else None}
+             "source": str(k.node.loc) if k.node.loc else None, "attrs": _attrs(k.node),
+             "node_inputs": list(k.node.inputs), "node_outputs": list(k.node.outputs)}
     if k.fused:
         entry["fused"] = [{"name": n.name, "op": n.op, "macs": m, "params": node_params(n),
-                           "outputs": list(n.outputs), "source": str(n.loc) if n.loc else None}
+                           "outputs": list(n.outputs), "source": str(n.loc) if n.loc else None,
+                           "attrs": _attrs(n), "node_inputs": list(n.inputs)}
                           for n, m in zip(k.fused, k.node_macs[1:])]
         entry["node_macs"] = k.node_macs[0]
     return entry
@@ -75,7 +108,10 @@ def report(model: GeneratedModel) -> dict:
         # one entry per kernel, named after its node; nodes fused into it are listed under it with
         # their own MACs and parameters, and the values between them take no workspace
         "nodes": [_kernel_entry(k, params) for k in model.kernels],
-        "constants": [{"name": c.name, "bytes": c.nbytes, "params": params[c.name]} for c in model.constants],
+        "constants": [{"name": c.name, "bytes": c.nbytes, "params": params[c.name],
+                       "dtype": g.constants[c.name].data.dtype.name, "shape": list(g.constants[c.name].data.shape),
+                       **({"quant": _quant(g.constants[c.name].quant)} if g.constants[c.name].quant else {})}
+                      for c in model.constants],
         # the values the report draws: shapes of what kernels read and write
         "values": _values(model),
         "plan": [{"value": p.lifetime.value, "offset": p.offset, "bytes": p.lifetime.nbytes,

@@ -16,13 +16,15 @@ from codegen.ops.common import normalize_axis
 from codegen.ops.registry import Attr, OpError
 
 
-def _known(g, op: str, inputs, why: str) -> list[np.ndarray | None]:
+def _known(g, op: str, inputs, why: str, labels: tuple[str, ...]) -> list[np.ndarray | None]:
+    """The inputs' values; an input computed at run time is an error naming it as the ONNX
+    specification does (`labels`, one per input)."""
     values = [g.value_of(v) if v else None for v in inputs]
     for i, (name, value) in enumerate(zip(inputs, values)):
         if name and value is None:
             raise OpError(f"{op}'s output has {why}, a number known only at run time, and Tinsmith compiles static "
-                          f"shapes: its inputs must be known when the graph is built (input {i} is computed at run time)",
-                          input=i)
+                          f"shapes: its inputs must be known when the graph is built ('{labels[i]}', here "
+                          f"'{name}', is computed at run time)", input=i)
     return values
 
 
@@ -45,7 +47,7 @@ def unique(x: np.ndarray, axis: int | None, ordered: bool) -> list[np.ndarray]:
 @builder("Unique", inputs=1, outputs=4, attrs=[Attr("axis", "int", None), Attr("sorted", "int", 1, (0, 1))])
 def unique_builder(g, inputs, attrs):
     """Unique of a tensor known when the graph is built."""
-    (x,) = _known(g, "Unique", inputs, "one entry per distinct value")
+    (x,) = _known(g, "Unique", inputs, "one entry per distinct value", ("X",))
     axis = None if attrs["axis"] is None else normalize_axis(attrs["axis"], x.ndim)
     return [g.constant(np.ascontiguousarray(v), "unique") for v in unique(x, axis, bool(attrs["sorted"]))]
 
@@ -70,7 +72,8 @@ def non_max_suppression(g, inputs, attrs):
     """Per batch and class, boxes by descending score above the threshold, each kept unless it
     overlaps a kept one by more than the IoU threshold, at most max_output_boxes_per_class;
     rows [batch, class, box]. Inputs known when the graph is built."""
-    values = _known(g, "NonMaxSuppression", inputs, "one row per selected box")
+    values = _known(g, "NonMaxSuppression", inputs, "one row per selected box",
+                    ("boxes", "scores", "max_output_boxes_per_class", "iou_threshold", "score_threshold"))
     boxes, scores = values[0].astype(np.float64), values[1].astype(np.float64)
     limit = int(values[2].reshape(-1)[0]) if len(values) > 2 and values[2] is not None else 0
     iou_limit = float(values[3].reshape(-1)[0]) if len(values) > 3 and values[3] is not None else 0.0

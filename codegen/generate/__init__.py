@@ -9,7 +9,7 @@ from codegen.generate import functors  # noqa: F401  (registers the C++ backend'
 from typing import Sequence
 
 from codegen.generate.backend import (CPP, PORTABLE_CAPS, Backend, Capabilities, KernelArgs, TensorArg, kernel_args,
-                                      prepare_node)
+                                      kernel_refusal, prepare_node)
 from codegen.generate.epilogue import NotFusable, elementwise_template, fuse_epilogue
 from codegen.generate.functors.inplace import variant_functor
 from codegen.generate.functors.row_pipeline import pipeline_kernel
@@ -157,10 +157,7 @@ def _find(backend: Backend, graph: Graph, node: Node, caps: Capabilities, prepar
                           tuple(TensorArg(n, graph.types[n]) for n in node.outputs), prepared, caps)
     found = backend.lookup(node.op, args, node.attrs)
     if found is None:
-        raise GenerateError(node.loc, f"the {backend.name} backend has no functor for primitive "
-                            f"'{node.op}' (node '{node.name}')",
-                            f"register one with codegen.generate.{backend.name.upper()}"
-                            f".register('{node.op}')")
+        raise kernel_refusal(backend, node, args)
     return found[0], found[1], args
 
 

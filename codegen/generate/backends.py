@@ -1,59 +1,57 @@
-"""The built-in backends and how a target chooses one.
+"""A target's backend: the kernel sets it draws on, in order, and the renderer that spells them.
 
-cpp       portable scalar C++ (the root: every primitive has a functor here)
-host      cpp plus vector kernels in GCC vector extensions, as wide as the target's simd_bits
-cortex-m  cpp plus kernels register-blocked for the FPv4/FPv5 register file
+cpp       the portable kernel set alone (scalar C++)
+host      vectors, then cpp; the GCC-vector renderer
+cortex-m  arm-dsp, fpu-registers, then cpp; compare-and-select min/max, big kernels kept out of
+          line, the DSP intrinsics
 
-Importing codegen.generate.functors registers the cpp functors, codegen.generate.functors.fast the
-overrides of host, codegen.generate.functors.cortex_m those of cortex-m.
+A target file may name its kernel sets itself (`capabilities: kernels: [...]`); otherwise its
+`backend` gives the list above. Importing this module registers every built-in kernel.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
+from codegen.generate import functors  # noqa: F401  (registers the portable kernels)
 from codegen.generate.backend import CPP, Backend
+from codegen.generate.functors import cortex_m, fast, host_int8, quantized_dsp  # noqa: F401  (register theirs)
+from codegen.generate.kernel_sets import KERNEL_SETS
 from codegen.generate.render import Renderer
-from codegen.targets import Capabilities, Target
+from codegen.targets import Capabilities, Target, TargetError
 
-# the int8 kernels' ACLE intrinsics (codegen/generate/functors/quantized_dsp.py spells them)
-DSP_INTRINSICS = {
-    "read_i8x4": "read_i8x4(&{0})",
-    "sxtb16": "static_cast<std::int32_t>(__sxtb16({0}))",
-    "sxtab16": "static_cast<std::int32_t>(__sxtab16({0}, {1}))",
-    "smlad": "static_cast<std::int32_t>(__smlad({0}, {1}, {2}))",
-    "smlabb": "static_cast<std::int32_t>(__smlabb({0}, {1}, {2}))",
-    "smlatt": "static_cast<std::int32_t>(__smlatt({0}, {1}, {2}))",
-    "ssat8": "static_cast<std::int32_t>(__ssat({0}, 8))",
-    "ror8": "static_cast<std::int32_t>((static_cast<std::uint32_t>({0}) >> 8) | "
-            "(static_cast<std::uint32_t>({0}) << 24))",
-    "sxtb16_ror8": "sxtb16_ror8({0})",
-    "sxtab16_ror8": "sxtab16_ror8({0}, {1})",
+# backend name -> (the kernel sets it draws on by default, how its renderer spells the loop IR)
+BACKEND_KINDS = {
+    "cpp": (("cpp",), dict()),
+    "host": (("vectors", "cpp"), dict(inline_minmax=True)),
+    "cortex-m": (("arm-dsp", "fpu-registers", "cpp"), dict(inline_minmax=True, noinline_macs=0)),
 }
-# what the DSP intrinsics need: ACLE's header, and an unaligned 32-bit read of four int8 values
-# (one LDR on the cores with the DSP extension)
-DSP_HELPERS = ("#include <arm_acle.h>",
-               # the int8 kernels' blocked SMLAD loops keep a dozen values live; -Os's register
-               # allocation spills them inside the loop, -O2's does not (measured: the kernels that
-               # follow are the int8 ones)
-               '#pragma GCC optimize ("O2", "no-schedule-insns")',
-               "inline std::int32_t read_i8x4(const std::int8_t* p) noexcept "
-               "{ std::int32_t w; std::memcpy(&w, p, 4); return w; }",
-               # SXTB16 / SXTAB16 of bytes 1 and 3: the rotate is the instruction's operand, which
-               # GCC's intrinsics (opaque builtins) cannot take, so it would cost a MOV of its own
-               "inline std::int32_t sxtb16_ror8(std::int32_t x) noexcept "
-               "{ std::int32_t r; __asm__(\"sxtb16 %0, %1, ror #8\" : \"=r\"(r) : \"r\"(x)); return r; }",
-               "inline std::int32_t sxtab16_ror8(std::int32_t a, std::int32_t x) noexcept "
-               "{ std::int32_t r; __asm__(\"sxtab16 %0, %1, %2, ror #8\" : \"=r\"(r) : \"r\"(a), \"r\"(x)); return r; }")
 
-HOST = Backend("host", parent=CPP, renderer=Renderer("host", inline_minmax=True))
-CORTEX_M = Backend("cortex-m", parent=CPP, renderer=Renderer("cortex-m", inline_minmax=True, noinline_macs=0,
-                                                              intrinsics=DSP_INTRINSICS, helpers=DSP_HELPERS))
+
+def make_backend(kind: str, kernel_sets: tuple[str, ...] = ()) -> Backend:
+    """The backend of `kind` drawing on `kernel_sets` (default: the kind's own list)."""
+    default_sets, style = BACKEND_KINDS[kind]
+    if kind == "cpp" and not kernel_sets:
+        return CPP
+    parents = tuple(KERNEL_SETS[name] for name in (kernel_sets or default_sets))
+    probe = Backend(kind, parents=parents)
+    renderer = Renderer(kind, intrinsics=probe.all_intrinsics(), helpers=probe.all_helpers(), **style)
+    return Backend(kind, parents=parents, renderer=renderer)
+
+
+HOST = make_backend("host")
+CORTEX_M = make_backend("cortex-m")
 BACKENDS = {"cpp": CPP, "host": HOST, "cortex-m": CORTEX_M}
-
-from codegen.generate.functors import fast  # noqa: E402,F401  (registers the overrides)
-from codegen.generate.functors import cortex_m  # noqa: E402,F401  (the cortex-m backend's float kernels)
-from codegen.generate.functors import quantized_dsp  # noqa: E402,F401  (the int8 DSP kernels)
-from codegen.generate.functors import host_int8  # noqa: E402,F401  (the host's int8 kernels)
 
 
 def backend_for(target: Target) -> tuple[Backend, Capabilities]:
-    """The backend a target's capabilities name, with those capabilities."""
-    return BACKENDS[target.capabilities.backend], target.capabilities
+    """The backend a target's capabilities name, drawing on the kernel sets it lists, and the
+    capabilities with that list filled in (micro-kernels are looked up along it)."""
+    caps = target.capabilities
+    if not caps.kernels:
+        backend = BACKENDS[caps.backend]
+        return backend, replace(caps, kernels=tuple(backend.chain()[1:]))
+    unknown = [name for name in caps.kernels if name not in KERNEL_SETS]
+    if unknown:
+        raise TargetError(caps.kernels_at, f"'kernels' names an unknown kernel set '{unknown[0]}'",
+                          f"the kernel sets are {', '.join(KERNEL_SETS)}")
+    return make_backend(caps.backend, caps.kernels), caps

@@ -183,7 +183,7 @@ class Broadcast:
 
 @dataclass(frozen=True)
 class ReduceLanes:
-    """The lanes of a vector combined into one scalar, first lane first; op is "+", "max" or "min"."""
+    """The lanes of a vector added into one scalar, first lane first (op is "+")."""
 
     op: str
     a: "Expr"
@@ -421,6 +421,21 @@ def map_stmts(stmts: Sequence[Stmt], fn) -> tuple[Stmt, ...]:
             out.append(Assign(s.name, map_expr(s.value, fn)))
         else:
             out.append(s)
+    return tuple(out)
+
+
+def in_double(stmts: Sequence[Stmt]) -> tuple[Stmt, ...]:
+    """The statements with their float32 literals and locals in float64: a float kernel written in
+    float32 terms (const(), Local's default) computing a float64 tensor at its own precision."""
+    def wide(e: Expr) -> Expr:
+        return Const(e.value, "float64", e.width) if isinstance(e, Const) and e.dtype == "float32" else e
+    out: list[Stmt] = []
+    for s in map_stmts(stmts, wide):
+        if isinstance(s, For):
+            s = For(s.var, s.extent, in_double(s.body), s.step)
+        elif isinstance(s, Local) and s.dtype == "float32":
+            s = Local(s.name, s.init, "float64", s.width)
+        out.append(s)
     return tuple(out)
 
 

@@ -197,7 +197,7 @@ class Renderer:
         if isinstance(e, Broadcast):
             return f"splat_{self.type_name(e.dtype or 'float32', e.width)}({self.expr(e.a)})"
         if isinstance(e, ReduceLanes):
-            op = {"+": "sum", "max": "hmax", "min": "hmin"}[e.op]
+            op = {"+": "sum"}[e.op]  # the prelude defines sum_<vector type> alone
             return f"{op}_{self.type_name(e.dtype or 'float32', e.a.width)}({self.expr(e.a)})"
         if isinstance(e, Lane):
             return f"{self.expr(e.a, 8)}[{self.expr(e.lane)}]"
@@ -330,10 +330,6 @@ def render_expr(e: Expr, context: int = 0) -> str:
 
 def render_stmts(stmts: tuple[Stmt, ...], indent: int) -> list[str]:
     return PORTABLE.stmts(stmts, indent)
-
-
-def render_signature(kernel: Kernel, aliased: frozenset[str] = frozenset()) -> str:
-    return PORTABLE.signature(kernel, aliased)
 
 
 def render_kernel(kernel: Kernel, aliased: frozenset[str] = frozenset()) -> str:

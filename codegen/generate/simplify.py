@@ -1,10 +1,10 @@
 """The one rewrite engine on the loop IR: rules as pattern tables, applied bottom-up to a fixpoint.
 
 A rule is (node class, function); the function returns a replacement or None when the pattern does
-not match. `RULES` is the table every kernel goes through (fold constant index arithmetic, drop
-identities that are exact in floating point); passes with rules of their own (fusion, vector
-lowering) call `rewrite` with their table. Statement-level simplification (loops of one iteration
-disappear, their index becomes 0) is structural and stays below.
+not match. `RULES` is the table every kernel goes through: it folds constant integer index
+arithmetic and drops the identities that are exact in floating point too (integer +0, *0; *1, /1).
+A caller may pass a table of its own to `simplify` or `rewrite`. Statement-level simplification
+(loops of one iteration disappear, their index becomes 0) is structural and stays below.
 """
 from __future__ import annotations
 

@@ -258,8 +258,12 @@ def _upgraded(model, where: str) -> tuple[Any, int | None]:
         how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"status {proc.returncode}"
         reason = printable(proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1]) if proc.stderr.strip() \
             else how
-        raise GraphError(loc, f"ONNX's inliner or version converter failed on this model ({reason})",
-                         f"export the model at opset {MIN_OPSET} or later, without model-local functions")
+        # name only what this model needs: the converter (an old opset), the inliner (local functions)
+        tool = " and ".join(t for t, used in (("inliner", bool(model.functions)), ("version converter", upgrade))
+                            if used)
+        advice = " and ".join(a for a, used in ((f"at opset {MIN_OPSET} or later", upgrade),
+                                                ("without model-local functions", bool(model.functions))) if used)
+        raise GraphError(loc, f"ONNX's {tool} failed on this model ({reason})", f"export the model {advice}")
     converted = _onnx().load_from_string(proc.stdout)
     return converted, opset if upgrade and proc.returncode == 0 else None
 

@@ -17,6 +17,7 @@ from typing import Mapping, Sequence
 import jinja2
 
 from codegen.files import write_if_changed
+from codegen.measure.layer_details import attributes_text, kernel_code_bytes, scratch_label, weights
 from codegen.measure.page_layout import Box, layered_layout
 from codegen.measure.summary import size
 
@@ -34,6 +35,7 @@ PAGE_W = 1340                     # the drawing fits this width unless the graph
 MEM_W = (320, 640)                # workspace offset axis: narrowest and widest
 LIVE_GAP, LIVE_W = 20, 150        # bytes alive per step, as bars
 ROW_VGAP = 34
+LARGE_GRAPH_NODES = 40             # beyond this many nodes, drawing and table scroll in boxes of their own
 CHAR_W = 6.9                      # average glyph width at the drawing's 12px font, for truncation
 
 # Fill colour by what an op does; anything else is drawn neutral.
@@ -58,6 +60,9 @@ class Member:
     outputs: tuple[str, ...]
     instructions: int | None
     source: str | None
+    attrs: Mapping | None = None
+    node_inputs: tuple[str, ...] = ()
+    node_outputs: tuple[str, ...] = ()  # what the node computes, also a value fused away
 
 
 @dataclass(frozen=True)
@@ -87,9 +92,11 @@ def kernels(report: Mapping) -> list[Kernel]:
             own_params -= sum(f.get("params") or 0 for f in fused)
         head = Member(n["name"], n.get("op", "?"), n.get("node_macs", n.get("macs")) if fused else n.get("macs"),
                       own_params, () if fused else tuple(n.get("outputs", ())), n.get("instructions"),
-                      n.get("source"))
+                      n.get("source"), n.get("attrs"), tuple(n.get("node_inputs", n.get("inputs", ()))),
+                      tuple(n.get("node_outputs", ())))
         rest = [Member(f["name"], f.get("op", "?"), f.get("macs"), f.get("params"), tuple(f.get("outputs", ())),
-                       f.get("instructions"), f.get("source")) for f in fused]
+                       f.get("instructions"), f.get("source"), f.get("attrs"), tuple(f.get("node_inputs", ())),
+                       tuple(f.get("outputs", ()))) for f in fused]
         result.append(Kernel(n["name"], int(n.get("cluster", 0)), tuple(v for v in n.get("inputs", ()) if v),
                              tuple(n.get("outputs", ())), (head, *rest)))
     return result
@@ -163,9 +170,9 @@ def _fit(text: str, width: float) -> str:
 
 
 def _shape(v: Mapping | None) -> str:
-    if not v:
+    if not v or "shape" not in v:  # a scratch buffer has bytes, no shape
         return ""
-    dims = "×".join(str(d) for d in v.get("shape", ())) or "scalar"
+    dims = "×".join(str(d) for d in v["shape"]) or "scalar"
     return f"{dims} {v.get('dtype', '')}".strip()
 
 
@@ -180,11 +187,14 @@ def _value_types(report: Mapping) -> dict[str, dict]:
 
 
 def _node_view(m: Member, x: float, y: float, types: Mapping, kernel: Kernel) -> dict:
-    out = types.get(m.outputs[0]) if m.outputs else None
-    shape = _shape(out) + (f" (+{len(m.outputs) - 1})" if len(m.outputs) > 1 else "")
+    outs = m.outputs or tuple(v for v in m.node_outputs if v in types)  # fused away: its value's shape
+    out = types.get(outs[0]) if outs else None
+    shape = _shape(out) + (f" (+{len(outs) - 1})" if len(outs) > 1 else "")
     macs = _short_count(m.macs)
     title = [f"{m.op} {m.name}", f"step {kernel.cluster}"]
-    title += [f"out {v}: {_shape(types.get(v))}" for v in m.outputs]
+    if attributes_text(m.attrs):
+        title.append(attributes_text(m.attrs))
+    title += [f"out {v}: {_shape(types.get(v))}" for v in outs]
     if m.macs:
         title.append(f"{m.macs:,} MACs")
     if m.params:
@@ -287,7 +297,8 @@ def _drawing(report: Mapping, ks: Sequence[Kernel], ts: Sequence[Tensor], types:
         y0, y1 = band[max(t.first, 0)][0] + 2, band[min(t.last, steps - 1)][1] - 2
         w = max(t.nbytes * scale, 1.0)
         shape = _shape(types.get(t.name))
-        title = [f"{t.name}: {shape}" if shape else t.name,
+        label = t.name if shape else scratch_label(t.name, {}) or t.name
+        title = [f"{label}: {shape}" if shape else label,
                  f"{t.nbytes:,} B at offset {t.offset:,}..{t.offset + t.nbytes:,}",
                  f"steps {t.first}..{t.last}"]
         if t.in_place_of:
@@ -295,7 +306,7 @@ def _drawing(report: Mapping, ks: Sequence[Kernel], ts: Sequence[Tensor], types:
         if t.overlaps:
             title.append(f"written over {t.overlaps}, each byte after its last read")
         rects.append({"x": mem_x + t.offset * scale, "y": y0, "w": w, "h": y1 - y0, "name": t.name,
-                      "label": _fit(t.name, w - 6) if w >= 34 and y1 - y0 >= 16 else "",
+                      "label": _fit(label, w - 6) if w >= 34 and y1 - y0 >= 16 else "",
                       "detail": _fit(f"{size(t.nbytes)} @ {t.offset:,}", w - 6) if w >= 70 and y1 - y0 >= 32 else "",
                       "hue": (i * 47) % 360, "in_place": bool(t.in_place_of),
                       "peak": peak is not None and t.first <= peak <= t.last, "title": "\n".join(title)})
@@ -315,13 +326,27 @@ def _table(ks: Sequence[Kernel], types: Mapping, report: Mapping) -> dict:
     """One row per node: its step, kernel, op, output shape, MACs, parameters, activation bytes,
     and instructions when the report has them for every node."""
     rows = []
+    constants = {c["name"]: c for c in report.get("constants", ())}
+    code = kernel_code_bytes(report)
     for k in ks:
         read = sum(types.get(v, {}).get("bytes", 0) for v in dict.fromkeys(k.inputs) if v in types)
         for i, m in enumerate(k.members):
             outs = m.outputs or (k.outputs if not k.fused else ())
             written = sum(types.get(v, {}).get("bytes", 0) for v in outs) if outs else None
+            # a node whose output a fused node consumes in registers still has a shape: its value's
+            shown = outs or tuple(v for v in m.node_outputs if v in types)
+            ws = weights(m.node_inputs, constants)
+            constant_bytes = sum(w["bytes"] for w in ws)
+            code_bytes = code.get(k.name) if i == 0 else None
+            flash = constant_bytes + (code_bytes or 0)
             rows.append({"step": k.cluster, "kernel": k.name if k.fused else "", "fused_into": i > 0,
-                         "name": m.name, "op": m.op, "shape": ", ".join(_shape(types.get(v)) for v in outs),
+                         "name": m.name, "op": m.op,
+                         "shape": ", ".join(_shape(types.get(v)) for v in shown)
+                         + (" (not stored: fused)" if shown and not outs else ""),
+                         "attrs_text": attributes_text(m.attrs), "weights": [w["text"] for w in ws],
+                         "flash_text": _count(flash) if flash else "",
+                         "flash_title": f"constants {constant_bytes:,} B" + (f" + code {code_bytes:,} B"
+                                                                             if code_bytes else ""),
                          "macs": m.macs, "macs_text": _count(m.macs), "params_text": _count(m.params),
                          "read_text": _count(read) if i == 0 else "", "written_text": _count(written),
                          "instructions_text": _count(m.instructions)})
@@ -362,6 +387,10 @@ def _summary(report: Mapping) -> list[dict]:
         ]},
         {"title": "Work", "total": "", "items": [
             ("MACs", _count(report.get("macs")), ""),
+            *([("instructions per call", _count(report["instructions"]["total"]),
+                f"measured: {report['instructions'].get('emulator', 'emulator')}, "
+                f"{report['instructions'].get('inputs', '')}".rstrip(", "))]
+              if (report.get("instructions") or {}).get("total") is not None else []),
             ("parameters", _count(report.get("params")), ""),
             ("nodes", _count(sum(1 + len(n.get("fused") or ()) for n in report.get("nodes", []))), ""),
             ("kernels", _count(len(report.get("nodes", []))), "some compute several nodes")
@@ -381,7 +410,9 @@ def page_context(report: Mapping) -> dict:
     steps = max((k.cluster for k in ks), default=-1) + 1
     peak = peak_step(ts, steps)
     holders = [t for t in ts if peak is not None and t.first <= peak <= t.last]
+    values = {v["name"]: v for v in (*report.get("values", []), *report.get("inputs", []), *report.get("outputs", []))}
     return {
+        "large": sum(len(k.members) for k in ks) > LARGE_GRAPH_NODES,
         "graph": report.get("graph", "?"), "target": report.get("target"), "source": report.get("source"),
         "summary": _summary(report),
         "drawing": _drawing(report, ks, ts, types, peak),
@@ -391,9 +422,11 @@ def page_context(report: Mapping) -> dict:
             "step": peak, "bytes": _bytes(live_bytes(ts, peak)),
             "nodes": [m.name for k in ks if k.cluster == peak for m in k.members],
             "again": [s for s in range(peak + 1, steps) if live_bytes(ts, s) == live_bytes(ts, peak)],
-            "tensors": [{"name": t.name, "bytes": _count(t.nbytes), "offset": _count(t.offset),
-                         "shape": _shape(types.get(t.name))} for t in holders]},
-        "tensors": [{"name": t.name, "shape": _shape(types.get(t.name)), "bytes": _count(t.nbytes),
+            "tensors": [{"name": scratch_label(t.name, values) or t.name, "bytes": _count(t.nbytes),
+                         "offset": _count(t.offset),
+                         "shape": _shape(types.get(t.name)) if t.name in values else ""} for t in holders]},
+        "tensors": [{"name": t.name, "label": scratch_label(t.name, values) or t.name,
+                     "shape": _shape(types.get(t.name)) if t.name in values else "", "bytes": _count(t.nbytes),
                      "offset": _count(t.offset), "end": _count(t.offset + t.nbytes), "first": t.first, "last": t.last,
                      "in_place_of": t.in_place_of or "", "peak": t in holders} for t in ts],
     }

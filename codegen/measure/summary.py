@@ -17,7 +17,8 @@ def size(n: int | None) -> str:
 
 def summary(report: Mapping) -> str:
     """`mlp [cortex-m4]: RAM 224 B (workspace 176 B, lower bound 176 B, stack 48 B) | flash
-    9.7 KiB (code 312 B, constants 9.4 KiB; calls 748 B of library code) | 2,730 MACs`."""
+    9.7 KiB (code 312 B, constants 9.4 KiB; calls 748 B of library code) | 2,730 MACs`, and
+    `| N instructions (measured on the emulator)` once `build --instructions` measured them."""
     ram, flash = report["ram"], report["flash"]
     ram_parts = [f"workspace {size(ram['workspace_bytes'])}"]
     if "workspace_lower_bound_bytes" in ram:
@@ -33,4 +34,10 @@ def summary(report: Mapping) -> str:
     library = f"; calls {size(flash['library_code_bytes'])} of library code" if flash.get("library_code_bytes") else ""
     return (f"{report['graph']} [{report.get('target', '?')}]: RAM {size(ram.get('total_bytes'))} "
             f"({', '.join(ram_parts)}) | flash {size(flash['total_bytes'])} ({', '.join(flash_parts)}{library}) | "
-            f"{report.get('macs', 0):,} MACs")
+            f"{report.get('macs', 0):,} MACs" + _instructions(report))
+
+
+def _instructions(report: Mapping) -> str:
+    """` | 5,031,200 instructions (measured on QEMU)` when the report has them."""
+    total = (report.get("instructions") or {}).get("total")
+    return f" | {total:,} instructions (measured on the emulator)" if total is not None else ""

@@ -93,7 +93,7 @@ UNARY: dict[str, Rule] = {
 
 
 def _truncating_divide(a, b):
-    if a.dtype.kind == "f":
+    if a.dtype.name in FLOAT:  # ml_dtypes' bfloat16 is a float whose NumPy kind is 'V', not 'f'
         return a / b
     # C++ integer division truncates toward zero; NumPy's // floors
     floor = np.floor_divide(a, b)

@@ -149,6 +149,7 @@ class Prepared:
     inputs: tuple[TensorType | None, ...]
     outputs: tuple[TensorType, ...]
     facts: Mapping[str, Any] = field(default_factory=dict)
+    constant: tuple[bool, ...] = ()  # which inputs are constants (known at build time)
 
     @staticmethod
     def strides(shape: Sequence[int]) -> tuple[int, ...]:
@@ -190,7 +191,7 @@ class Primitive:
     def prepare(self, args: InferArgs, outputs: Sequence[TensorType]) -> Prepared:
         """Everything its kernels need, computed once for one node."""
         facts = self.prepare_facts(args, outputs) if self.prepare_facts else {}
-        return Prepared(tuple(args.types), tuple(outputs), dict(facts))
+        return Prepared(tuple(args.types), tuple(outputs), dict(facts), tuple(v is not None for v in args.values))
 
 
 PRIMITIVES: dict[str, Primitive] = {}

@@ -54,7 +54,7 @@ import functools
 import os
 import re
 import subprocess
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -157,6 +157,10 @@ class Capabilities:
     dsp: bool = False
     float_registers: int = 8
     channels_last: bool = False  # convolution chains run NHWC inside (codegen/layout.py)
+    # The kernel sets the backend draws on, in lookup order (codegen/generate/kernel_sets.py);
+    # empty: the backend's own list. Where the list was written, for errors about a name in it.
+    kernels: tuple[str, ...] = ()
+    kernels_at: Any = field(default=None, compare=False)
 
     def lanes(self, dtype_bytes: int = 4) -> int:
         """Vector width for elements of `dtype_bytes` (1: scalar code)."""
@@ -201,7 +205,9 @@ def load_target(name_or_path: str | Path) -> Target:
         if not path.is_file():
             raise TargetError(None, f"target file '{text}' does not exist")
         return _parse(path)
-    raise TargetError(None, f"unknown target '{text}'",
+    import difflib
+    close = difflib.get_close_matches(text.lower(), list(TARGETS), n=1, cutoff=0.6)
+    raise TargetError(None, f"unknown target '{text}'" + (f"; did you mean '{close[0]}'?" if close else ""),
                       f"built-in targets are {', '.join(TARGETS)}; or give the path of a target YAML file")
 
 
@@ -532,6 +538,8 @@ def _capabilities(fields: _Fields) -> Capabilities:
         flags[key] = fields.raw(key, required=False, default=False)
         if not isinstance(flags[key], bool):
             raise TargetError(fields.at(key), f"'{key}' must be true or false; got {flags[key]!r}")
+    kernels = fields.strings("kernels") if "kernels" in fields.data else ()
+    kernels_at = fields.at("kernels")
     fields.done()
     return Capabilities(backend, fpu, numbers["simd_bits"], flags["dsp"], numbers["float_registers"],
-                        flags["channels_last"])
+                        flags["channels_last"], kernels, kernels_at)

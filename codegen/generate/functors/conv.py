@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from codegen.generate.backend import CPP, KernelArgs
+from codegen.generate.backend import CPP, KernelArgs, same
 from codegen.generate.loop_ir import (Assign, Binary, Comment, Expr, For, Load, Local, Select, Stmt, Store,
                                       Var, const, index)
 from codegen.ops.conv import TransposedAxis, Window, conv_transpose_geometry
@@ -374,7 +374,8 @@ def _bias_init(b, channel: Expr) -> tuple[list[Stmt], Expr]:
     return [Local("bias", Load(b.name, channel))], Var("bias")
 
 
-@CPP.register("Conv", epilogue=True)
+@CPP.register("Conv", family="convolution", types=same("float32", 3, acc="float32"), layout="nchw",
+               epilogue=True)
 def conv(graph, node_id, cluster_id, args, attrs):
     """Direct convolution: per output channel and position, a dot product over the group's input
     channels and the kernel taps (innermost), the taps clipped or tested only at the edges."""
@@ -423,7 +424,7 @@ def transposed_phases(a: TransposedAxis) -> list[Axis | None]:
     return result
 
 
-@CPP.register("ConvTranspose")
+@CPP.register("ConvTranspose", family="convolution", types=same("float32", 3, acc="float32"), layout="nchw")
 def conv_transpose(graph, node_id, cluster_id, args, attrs):
     """Transposed convolution written as gathers: one ordinary convolution per combination of
     phases (see transposed_phases), each a dot product over input channels and taps."""

@@ -26,8 +26,8 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-from codegen.generate.backend import KernelArgs
-from codegen.generate.backends import CORTEX_M
+from codegen.generate.backend import KernelArgs, same
+from codegen.generate.kernel_sets import FPU_REGISTERS
 from codegen.generate.functors.conv import (Affine, Axis, channel_blocks, dot, is_pointwise, loops, plan_axis,
                                             row_major_strides, tile_loops, tiles, whole_axis)
 from codegen.generate.functors.fast import FLOAT, _is_float_2d_conv, _is_gemv, gemv
@@ -62,7 +62,8 @@ def _pack_taps_by_channel(args: KernelArgs, attrs: Mapping) -> dict:
     return {1: lambda a: a.reshape(m, -1).T}
 
 
-@CORTEX_M.register("Conv", epilogue=True, when=_has_fpu_conv, pack=_pack_taps_by_channel)
+@FPU_REGISTERS.register("Conv", family="convolution", types=same("float32", 3, acc="float32"), layout="nchw",
+                         epilogue=True, when=_has_fpu_conv, pack=_pack_taps_by_channel)
 def conv_scalar_blocked(graph, node_id, cluster_id, args, attrs):
     """Register-blocked direct convolution (see the module doc)."""
     x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
@@ -186,7 +187,7 @@ def _is_scalar_gemv(args: KernelArgs, attrs: Mapping) -> bool:
     return _is_gemv(args, attrs) and args.caps.float_registers >= 32
 
 
-@CORTEX_M.register("Gemm", epilogue=True, when=_is_scalar_gemv)
+@FPU_REGISTERS.register("Gemm", family="matrix", types=same("float32", 3, acc="float32"), epilogue=True, when=_is_scalar_gemv)
 def gemv_scalar_blocked(graph, node_id, cluster_id, args, attrs):
     """y = alpha * a B' + beta * c for a single row a. B as [K, N]: GEMV_COLUMNS consecutive outputs
     accumulate a[k] * B[k, j..] per pass over a (each weight is used once: the loop is a load and

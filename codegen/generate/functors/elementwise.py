@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
-from codegen.generate.backend import CPP
+import numpy as np
+
+from codegen.generate.backend import CPP, FLOATS, NUMBERS, same, takes
+from codegen.ir.graph import DTYPES
 from codegen.generate.loop_ir import (FLOAT_DTYPES, Binary, Cast, Const, Expr, Load, Select, Store, Unary,
-                                      broadcast_index, const, flat_index, index, nest)
+                                      broadcast_index, const, flat_index, in_double, index, nest)
 
 Formula = Callable[[Sequence[Expr], Mapping[str, Any]], Expr]
 
@@ -37,6 +40,17 @@ def _mod(a: Expr, b: Expr, fmod: bool, rem: str) -> Expr:
     zero = Const(0, rem == "fmod")
     wrong_sign = Binary("&&", Binary("!=", r, zero), Binary("!=", Binary("<", r, zero), Binary("<", b, zero)))
     return Select(wrong_sign, Binary("+", r, b), r)
+
+
+def _integer_sign(x: Expr) -> Expr:
+    positive = Select(Binary(">", x, index(0)), index(1), index(0))
+    if _unsigned(x):  # never below 0 (and `x < 0` is a -Wtype-limits warning)
+        return positive
+    return Select(Binary(">", x, index(0)), index(1), Select(Binary("<", x, index(0)), index(-1), index(0)))
+
+
+def _unsigned(e: Expr) -> bool:
+    return (e.dtype or "").startswith("u")
 
 
 def _select_max(a: Expr, b: Expr) -> Expr:
@@ -125,8 +139,7 @@ NARY_FORMULAS: dict[str, Formula] = {
 INTEGER_FORMULAS: dict[str, Formula] = {
     "Relu": lambda xs, a: _select_max(xs[0], index(0)),
     "Abs": lambda xs, a: _select_negative(xs[0], Unary("neg", xs[0])),
-    "Sign": lambda xs, a: Select(Binary(">", xs[0], index(0)), index(1),
-                                 Select(Binary("<", xs[0], index(0)), index(-1), index(0))),
+    "Sign": lambda xs, a: _integer_sign(xs[0]),
     "Mod": lambda xs, a: _mod(*xs, a["fmod"], "%"),
     "Max": _fold(_select_max),
     "Min": _fold(_select_min),
@@ -159,9 +172,20 @@ def is_float(dtype: str) -> bool:
     return dtype in FLOAT_DTYPES
 
 
+def at_input_precision(functor):
+    """The functor, computing a float64 input's node in float64 throughout: its float32 literals
+    and locals (the formulas are written in float32 terms) widened."""
+    def wrapped(graph, node_id, cluster_id, args, attrs):
+        body = functor(graph, node_id, cluster_id, args, attrs)
+        return in_double(body) if args.inputs[0].type.dtype == "float64" else body
+    wrapped.__name__, wrapped.__doc__ = functor.__name__, functor.__doc__
+    return wrapped
+
+
 def elementwise(op: str, formula: Formula):
     """A functor applying `formula` (or op's INTEGER_FORMULAS row, for integer or bool data) to the
     inputs at every output element."""
+    @at_input_precision
     def functor(graph, node_id, cluster_id, args, attrs):
         out = args.outputs[0]
         shape = out.type.shape
@@ -179,11 +203,21 @@ def elementwise(op: str, formula: Formula):
     return functor
 
 
+# The element types each formula kernel is written for: float math unless listed here (the integer
+# rows of INTEGER_FORMULAS, and the operators C++ spells alike for every number type).
+ARITY = {**{op: 1 for op in UNARY_FORMULAS}, **{op: 2 for op in BINARY_FORMULAS}, **{op: 1 for op in NARY_FORMULAS}}
+ELEMENTWISE_TYPES = {
+    "Identity": same(NUMBERS | {"bool"}),
+    **{op: same(NUMBERS, ARITY[op]) for op in ("Relu", "Abs", "Neg", "Sign", "Add", "Sub", "Mul", "Div", "Mod",
+                                                "Max", "Min", "Sum")},
+    "Pow": takes(NUMBERS, NUMBERS, out=NUMBERS),
+}
+
 for _op, _formula in {**UNARY_FORMULAS, **BINARY_FORMULAS, **NARY_FORMULAS}.items():
-    CPP.register(_op, epilogue=True)(elementwise(_op, _formula))
+    CPP.register(_op, types=ELEMENTWISE_TYPES.get(_op, same(FLOATS, ARITY[_op])), epilogue=True)(elementwise(_op, _formula))
 
 
-@CPP.register("Clip", epilogue=True)
+@CPP.register("Clip", types=same(NUMBERS, 3), epilogue=True)
 def clip(graph, node_id, cluster_id, args, attrs):
     """min(max(x, lo), hi): each bound a scalar input, an attribute, or absent."""
     x, out = args.inputs[0], args.outputs[0]
@@ -197,6 +231,10 @@ def clip(graph, node_id, cluster_id, args, attrs):
         else:
             bounds.append(None)
     lo, hi = bounds
+    if not floating:  # a constant bound at or past the type's limit clamps nothing (-Wtype-limits)
+        info = np.iinfo(DTYPES[x.type.dtype][0])
+        lo = None if isinstance(lo, Const) and lo.value <= info.min else lo
+        hi = None if isinstance(hi, Const) and hi.value >= info.max else hi
 
     def body(idx):
         y: Expr = Load(x.name, flat_index(idx, x.type.shape))

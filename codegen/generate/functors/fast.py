@@ -21,8 +21,8 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-from codegen.generate.backend import KernelArgs
-from codegen.generate.backends import HOST
+from codegen.generate.backend import KernelArgs, same
+from codegen.generate.kernel_sets import VECTORS
 from codegen.generate.functors.conv import (Affine, Axis, channel_blocks, dot, is_pointwise, loops, row_major_strides,
                                             tile_loops, tiles)
 from codegen.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Comment, Const, Expr, For, Lane, Load,
@@ -401,8 +401,9 @@ def gemv(graph, node_id, cluster_id, args, attrs):
     return stmts
 
 
-HOST.register("Conv", epilogue=True, when=_is_float_2d_conv, pack=_pack_conv)(conv_host)
-HOST.register("Gemm", epilogue=True, when=_is_gemv)(gemv)
+VECTORS.register("Conv", family="convolution", types=same("float32", 3, acc="float32"), layout="nchw", epilogue=True,
+                  when=_is_float_2d_conv, pack=_pack_conv)(conv_host)
+VECTORS.register("Gemm", family="matrix", types=same("float32", 3, acc="float32"), epilogue=True, when=_is_gemv)(gemv)
 # the cortex-m backend's kernels: codegen/generate/functors/cortex_m.py
 
 # Channels-last kernels (the layout pass's ConvNHWC and pools), registered on cpp: with the

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-from codegen.generate.backend import CPP
+from codegen.generate.backend import CPP, same
 from codegen.generate.functors.conv import (Affine, Axis, dot, is_pointwise, loops, row_major_strides, tile_loops,
                                             tiles)
 from codegen.generate.loop_ir import Assign, Binary, Broadcast, Comment, Const, Expr, Load, Local, Stmt, Store, Var
@@ -197,4 +197,4 @@ def conv_nhwc(graph, node_id, cluster_id, args, attrs):
     return stmts
 
 
-CPP.register("ConvNHWC", epilogue=True)(conv_nhwc)
+CPP.register("ConvNHWC", family="convolution", types=same("float32", 3, acc="float32"), layout="nhwc", epilogue=True)(conv_nhwc)

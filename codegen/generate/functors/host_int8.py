@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from codegen.generate.backends import HOST
+from codegen.generate.kernel_sets import VECTORS
+from codegen.generate.functors.quantized import INT8_CONV
 from codegen.generate.functors import quantized as q
 from codegen.generate.functors.conv import Affine, Axis, dot, loops, tiles, window_nests
 from codegen.generate.functors.quantized_math import i32, widen
@@ -113,7 +114,7 @@ def _window_kernel(graph, args, attrs, kh: int, kw: int, accumulate) -> list[Stm
     return [For("n", n, tuple(row_major(nests)))]
 
 
-@HOST.register("QConv2D", when=_vectors, pack=_pack, scratch=_acc_row)
+@VECTORS.register("QConv2D", family="convolution", types=INT8_CONV, layout="nhwc", when=_vectors, pack=_pack, scratch=_acc_row)
 def qconv2d_host(graph, node_id, cluster_id, args, attrs):
     """For each tap and input channel, one input value times the tap's weights of every output
     channel, added to the accumulator row."""
@@ -132,7 +133,8 @@ def qconv2d_host(graph, node_id, cluster_id, args, attrs):
     return _window_kernel(graph, args, attrs, kh, kw, accumulate)
 
 
-@HOST.register("QDepthwise", when=lambda args, attrs: _vectors(args, attrs) and attrs["depth_multiplier"] == 1,
+@VECTORS.register("QDepthwise", family="convolution", types=INT8_CONV, layout="nhwc",
+                  when=lambda args, attrs: _vectors(args, attrs) and attrs["depth_multiplier"] == 1,
                scratch=_acc_row)
 def qdepthwise_host(graph, node_id, cluster_id, args, attrs):
     """For each tap, the input's channels times the tap's weights, channel by channel, added to the
@@ -151,7 +153,7 @@ def qdepthwise_host(graph, node_id, cluster_id, args, attrs):
     return _window_kernel(graph, args, attrs, kh, kw, accumulate)
 
 
-@HOST.register("QFullyConnected", when=_vectors, pack=_pack, scratch=_acc_row)
+@VECTORS.register("QFullyConnected", family="matrix", types=INT8_CONV, when=_vectors, pack=_pack, scratch=_acc_row)
 def qfully_connected_host(graph, node_id, cluster_id, args, attrs):
     """Per row: for each of the K inputs, that input times its weights of every output."""
     x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]

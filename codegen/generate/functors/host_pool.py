@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from codegen.generate.backend import CPP
+from codegen.generate.backend import CPP, same
 from codegen.generate.functors.conv import Affine, Axis, dot, loops, row_major_strides, tile_loops, tiles
 from codegen.generate.functors.host_conv import channel_vectors
 from codegen.generate.loop_ir import Assign, Binary, Comment, Const, Load, Local, Stmt, Store, For, Var
@@ -55,5 +55,5 @@ def _pool_nhwc(kind: str):
     return functor
 
 
-CPP.register("AveragePoolNHWC", epilogue=True)(_pool_nhwc("average"))
-CPP.register("MaxPoolNHWC", epilogue=True)(_pool_nhwc("max"))
+CPP.register("AveragePoolNHWC", family="window", types=same("float32"), layout="nhwc", epilogue=True)(_pool_nhwc("average"))
+CPP.register("MaxPoolNHWC", family="window", types=same("float32"), layout="nhwc", epilogue=True)(_pool_nhwc("max"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 from typing import Callable
 
-from codegen.generate.backend import CPP
+from codegen.generate.backend import CPP, INDICES, NUMBERS, takes
 from codegen.generate.loop_ir import (FLOAT_DTYPES, Assign, Binary, Cast, Const, Expr, For, Load, Local, Select,
                                       Stmt, Store, Unary, Var, const, flat_index, index, nest)
 from codegen.ops.common import normalize_axis
@@ -34,7 +34,7 @@ def _affine(i: Expr, start: int, step: int) -> Expr:
     return Binary("+", index(start), Binary("*", i, index(step)))
 
 
-@CPP.register("Slice")
+@CPP.register("Slice", family="movement", types=takes(None, INDICES))
 def slice_(graph, node_id, cluster_id, args, attrs):
     """Element i along each axis reads start + i * step."""
     ranges = slice_args(_infer_args(graph, node_id, args, attrs))
@@ -42,7 +42,7 @@ def slice_(graph, node_id, cluster_id, args, attrs):
     return _copy(x, y, lambda idx: [_affine(i, start, step) for i, (start, step, _) in zip(idx, ranges)])
 
 
-@CPP.register("Split")
+@CPP.register("Split", family="movement", types=takes(None, INDICES))
 def split(graph, node_id, cluster_id, args, attrs):
     """Each output copies its slab of the input along the axis."""
     x = args.inputs[0]
@@ -74,7 +74,7 @@ def _index_at(indices, at: Expr, n: int, graph) -> Expr:
     return _clamp(wrapped, 0, n - 1)
 
 
-@CPP.register("Gather")
+@CPP.register("Gather", family="movement", types=takes(None, INDICES))
 def gather(graph, node_id, cluster_id, args, attrs):
     """y[outer, j..., inner] = x[outer, indices[j...], inner]."""
     x, indices = args.inputs
@@ -89,7 +89,7 @@ def gather(graph, node_id, cluster_id, args, attrs):
     return _copy(x, y, source)
 
 
-@CPP.register("GatherElements")
+@CPP.register("GatherElements", family="movement", types=takes(None, INDICES))
 def gather_elements(graph, node_id, cluster_id, args, attrs):
     """y[i] = x[i with its axis coordinate replaced by indices[i]]."""
     x, indices = args.inputs
@@ -103,7 +103,7 @@ def gather_elements(graph, node_id, cluster_id, args, attrs):
     return _copy(x, y, source)
 
 
-@CPP.register("GatherND")
+@CPP.register("GatherND", family="movement", types=takes(None, INDICES))
 def gather_nd(graph, node_id, cluster_id, args, attrs):
     """y[batch, position, rest] = x[batch, indices[batch, position, 0..q-1], rest]."""
     x, indices = args.inputs
@@ -139,7 +139,7 @@ def _scatter(x, y, updates, target: Callable[[list[Expr]], list[Expr]], reductio
     return copy + nest(updates.type.shape, "u", body)[0]
 
 
-@CPP.register("ScatterElements")
+@CPP.register("ScatterElements", family="movement", types=takes(None, INDICES, None))
 def scatter_elements(graph, node_id, cluster_id, args, attrs):
     """Update i goes to position i with its axis coordinate replaced by indices[i]."""
     x, indices, updates = args.inputs
@@ -151,7 +151,7 @@ def scatter_elements(graph, node_id, cluster_id, args, attrs):
     return _scatter(x, args.outputs[0], updates, target, attrs["reduction"])
 
 
-@CPP.register("ScatterND")
+@CPP.register("ScatterND", family="movement", types=takes(None, INDICES, None))
 def scatter_nd(graph, node_id, cluster_id, args, attrs):
     """Update [position, rest] goes to [indices[position, 0..q-1], rest]."""
     x, indices, updates = args.inputs
@@ -165,7 +165,7 @@ def scatter_nd(graph, node_id, cluster_id, args, attrs):
     return _scatter(x, args.outputs[0], updates, target, attrs["reduction"])
 
 
-@CPP.register("OneHot")
+@CPP.register("OneHot", family="movement", types=takes(NUMBERS, NUMBERS, None))
 def onehot(graph, node_id, cluster_id, args, attrs):
     """values[1] where the output's position along the axis equals the index (wrapped), else values[0]."""
     indices, _, values = args.inputs
@@ -192,7 +192,7 @@ PAD_SOURCE: dict[str, Callable[[Expr, int], Expr]] = {  # mode -> position in an
 }
 
 
-@CPP.register("Pad")
+@CPP.register("Pad", family="movement", types=takes(None, INDICES, None, INDICES))
 def pad(graph, node_id, cluster_id, args, attrs):
     """Output position o reads input position o - before, mapped into the axis by the mode, or, in
     constant mode, the fill value where it falls outside."""
@@ -231,7 +231,7 @@ def pad(graph, node_id, cluster_id, args, attrs):
 
 
 # --- Trilu, EyeLike ----------------------------------------------------------------------------
-@CPP.register("Trilu")
+@CPP.register("Trilu", family="movement", types=takes(None, "int64"))
 def trilu(graph, node_id, cluster_id, args, attrs):
     """Keep the elements on and above (upper) or below the k-th diagonal of the last two axes."""
     x, y = args.inputs[0], args.outputs[0]
@@ -247,7 +247,7 @@ def trilu(graph, node_id, cluster_id, args, attrs):
     return nest(shape, "i", body)[0]
 
 
-@CPP.register("EyeLike")
+@CPP.register("EyeLike", family="movement", types=takes(None, out=None))
 def eye_like(graph, node_id, cluster_id, args, attrs):
     """Ones on the k-th diagonal: the input's values are never read."""
     y = args.outputs[0]
@@ -359,7 +359,7 @@ def _axis_taps(d: int, o: Var, n: int, ax: ResizeAxis, attrs) -> tuple[list[Stmt
     return stmts, taps, outside
 
 
-@CPP.register("Resize")
+@CPP.register("Resize", family="sampling", types=takes("float32", None))
 def resize(graph, node_id, cluster_id, args, attrs):
     """Per resized axis, its source taps and weights are locals of that axis's loop; the innermost
     loop sums the weighted taps over all resized axes."""

@@ -2,19 +2,19 @@
 DepthToSpace, SpaceToDepth, Dropout."""
 from __future__ import annotations
 
-from codegen.generate.backend import CPP
+from codegen.generate.backend import ANY_TYPES, CPP, INDICES, same, takes
 from codegen.generate.loop_ir import Binary, Const, Load, Store, broadcast_index, flat_index, index, nest
 from codegen.ops.layout import block_view
 
 
-@CPP.register("Reshape", "Flatten", "Squeeze", "Unsqueeze")
+@CPP.register("Reshape", "Flatten", "Squeeze", "Unsqueeze", family="movement", types=takes(None, INDICES))
 def reshape(graph, node_id, cluster_id, args, attrs):
     """Row-major data is unchanged by a reshape: copy element by element."""
     x, y = args.inputs[0], args.outputs[0]
     return nest((y.type.size,), "i", lambda idx: [Store(y.name, idx[0], Load(x.name, idx[0]))])[0]
 
 
-@CPP.register("Transpose")
+@CPP.register("Transpose", family="movement", types=ANY_TYPES)
 def transpose(graph, node_id, cluster_id, args, attrs):
     """Walk the output in order and gather from the permuted input position."""
     x, y = args.inputs[0], args.outputs[0]
@@ -28,7 +28,7 @@ def transpose(graph, node_id, cluster_id, args, attrs):
     return nest(y.type.shape, "i", body)[0]
 
 
-@CPP.register("Concat")
+@CPP.register("Concat", family="movement", types=same(None))
 def concat(graph, node_id, cluster_id, args, attrs):
     """Copy each input into its slab of the output along the axis."""
     y = args.outputs[0]
@@ -44,7 +44,7 @@ def concat(graph, node_id, cluster_id, args, attrs):
     return stmts
 
 
-@CPP.register("Expand")
+@CPP.register("Expand", family="movement", types=takes(None, INDICES))
 def expand(graph, node_id, cluster_id, args, attrs):
     """Every output element reads the input at its broadcast position."""
     x, y = args.inputs[0], args.outputs[0]
@@ -53,7 +53,7 @@ def expand(graph, node_id, cluster_id, args, attrs):
                                                Load(x.name, broadcast_index(idx, shape, x.type.shape)))])[0]
 
 
-@CPP.register("Tile")
+@CPP.register("Tile", family="movement", types=takes(None, INDICES))
 def tile(graph, node_id, cluster_id, args, attrs):
     """Output axis a of size r*n, walked as (copy 0..r-1, position 0..n-1): no division needed."""
     x, y = args.inputs[0], args.outputs[0]
@@ -77,7 +77,7 @@ def permuted_copy(x: str, y: str, view: tuple[int, ...], perm: tuple[int, ...]):
     return nest(out_shape, "i", body)[0]
 
 
-@CPP.register("DepthToSpace", "SpaceToDepth")
+@CPP.register("DepthToSpace", "SpaceToDepth", family="movement", types=ANY_TYPES)
 def block_rearrange(graph, node_id, cluster_id, args, attrs):
     """A transpose of the 6-D view in which blocks and channels are separate axes."""
     x, y = args.inputs[0], args.outputs[0]
@@ -85,7 +85,7 @@ def block_rearrange(graph, node_id, cluster_id, args, attrs):
     return permuted_copy(x.name, y.name, view, perm)
 
 
-@CPP.register("Dropout")
+@CPP.register("Dropout", family="movement", types=ANY_TYPES)
 def dropout(graph, node_id, cluster_id, args, attrs):
     """Inference: a copy, and a mask of all true if anything reads it."""
     x, y = args.inputs[0], args.outputs[0]

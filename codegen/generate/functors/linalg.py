@@ -1,13 +1,13 @@
 """Functors for matrix products."""
 from __future__ import annotations
 
-from codegen.generate.backend import CPP
+from codegen.generate.backend import CPP, FLOATS, same
 from codegen.ops.common import broadcast_shapes
 from codegen.generate.loop_ir import (Assign, Binary, For, Load, Local, Store, Var, broadcast_index, const,
                                       flat_index, nest)
 
 
-@CPP.register("MatMul", epilogue=True)
+@CPP.register("MatMul", family="matrix", types=same(FLOATS, 2, acc="float32"), epilogue=True)
 def matmul(graph, node_id, cluster_id, args, attrs):
     """Batched NumPy matmul; 1-D operands are promoted as NumPy does (size-1 axes keep offsets)."""
     a, b = args.inputs
@@ -31,7 +31,7 @@ def matmul(graph, node_id, cluster_id, args, attrs):
     return nest(shape, "i", body)[0]
 
 
-@CPP.register("Gemm", epilogue=True)
+@CPP.register("Gemm", family="matrix", types=same("float32", 3, acc="float32"), epilogue=True)
 def gemm(graph, node_id, cluster_id, args, attrs):
     """Y = alpha * A' B' + beta * C, with A' and B' optionally transposed."""
     a, b = args.inputs[0], args.inputs[1]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from codegen.generate.backend import CPP
+from codegen.generate.backend import ANY_TYPES, CPP, FLOATS, INTEGERS, NUMBERS, same, takes
 from codegen.generate.functors.elementwise import Formula, elementwise
 from codegen.generate.loop_ir import (Binary, Cast, Const, Expr, Load, Select, Store, Unary, const, nest)
 from codegen.ir.graph import DTYPES, largest_finite
@@ -59,26 +59,35 @@ BITWISE_FORMULAS: dict[str, Formula] = {
     "BitShift": lambda xs, a: _bit_shift(*xs, a["direction"]),
 }
 
+# The element types each logic kernel is written for.
+_COMPARED = NUMBERS | {"bool"}
+LOGIC_TYPES = {
+    "Not": same("bool"), "And": same("bool", 2), "Or": same("bool", 2), "Xor": same("bool", 2),
+    "IsNaN": takes(FLOATS, out="bool"), "IsInf": takes(FLOATS, out="bool"),
+    **{op: takes(_COMPARED, _COMPARED, out="bool") for op in ("Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual")},
+    "Where": takes("bool", None, None),
+}
+
 for _op, _formula in LOGIC_FORMULAS.items():
-    CPP.register(_op)(elementwise(_op, _formula))
+    CPP.register(_op, types=LOGIC_TYPES[_op])(elementwise(_op, _formula))
 for _op, _formula in BITWISE_FORMULAS.items():
-    CPP.register(_op, epilogue=True)(elementwise(_op, _formula))
+    CPP.register(_op, types=same(INTEGERS, 2), epilogue=True)(elementwise(_op, _formula))
 
 
-@CPP.register("Cast", "CastLike")
+@CPP.register("Cast", "CastLike", types=ANY_TYPES)
 def cast(graph, node_id, cluster_id, args, attrs):
     """static_cast element by element (a copy when the types agree). To float16 and bfloat16 the
     value rounds to nearest even, NaN and infinities kept; from a float to an integer it truncates
     toward zero (what ONNX's reference does for values in range); to a float8 format with saturate
     (the default) values past its range clamp to the largest finite value."""
     x, y = args.inputs[0], args.outputs[0]
-    same = x.type.dtype == y.type.dtype
+    identical = x.type.dtype == y.type.dtype
     limit = largest_finite(y.type.dtype) if attrs["saturate"] else None
 
     def body(idx):
         value: Expr = Load(x.name, idx[0], dtype=x.type.dtype)
-        if limit is not None and not same:  # saturate: clamp into the float8 range (NaN compares false)
+        if limit is not None and not identical:  # saturate: clamp into the float8 range (NaN compares false)
             value = Select(Binary(">", value, const(limit)), const(limit),
                            Select(Binary("<", value, const(-limit)), const(-limit), value))
-        return [Store(y.name, idx[0], value if same else Cast(y.type.dtype, value))]
+        return [Store(y.name, idx[0], value if identical else Cast(y.type.dtype, value))]
     return nest((y.type.size,), "i", body)[0]

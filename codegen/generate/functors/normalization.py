@@ -1,7 +1,7 @@
 """Functors for BatchNormalization (inference), InstanceNormalization and LRN."""
 from __future__ import annotations
 
-from codegen.generate.backend import CPP
+from codegen.generate.backend import CPP, same
 from codegen.generate.functors.conv import Affine, Axis, TileLoops, accumulate, loops, tiles, window_nests
 from codegen.generate.loop_ir import Binary, Expr, For, Load, Local, Select, Stmt, Store, Unary, Var, const
 from codegen.ops.conv import Window
@@ -13,7 +13,7 @@ def _plane_index(n: str, c: str, channels: int, size: int) -> Expr:
     return Affine((( n, channels * size), (c, size), ("j", 1))).expr()
 
 
-@CPP.register("BatchNormalization")
+@CPP.register("BatchNormalization", family="reduction", types=same("float32", 5))
 def batch_norm(graph, node_id, cluster_id, args, attrs):
     """y = (x - mean) * scale + bias with scale = gamma / sqrt(var + epsilon) computed once per
     channel; subtracting the mean first keeps the rounding of the ONNX formula."""
@@ -33,7 +33,7 @@ def batch_norm(graph, node_id, cluster_id, args, attrs):
     return [For("c", channels, (*per_channel, *loops((("n", batch), ("j", size)), [Store(y.name, at, value)])))]
 
 
-@CPP.register("InstanceNormalization")
+@CPP.register("InstanceNormalization", family="reduction", types=same("float32", 3))
 def instance_norm(graph, node_id, cluster_id, args, attrs):
     """Per (batch, channel) plane: the mean, then the variance about it (two passes, as accurate as
     the ONNX formula), then y = (x - mean) * scale + bias."""
@@ -58,7 +58,7 @@ def instance_norm(graph, node_id, cluster_id, args, attrs):
     return loops((("n", batch), ("c", channels)), body)
 
 
-@CPP.register("LRN")
+@CPP.register("LRN", family="window", types=same("float32"))
 def lrn(graph, node_id, cluster_id, args, attrs):
     """y = x / (bias + alpha / size * sum of x^2 over nearby channels) ** beta. The channel window
     is a 1-D sliding window, cut into segments like a convolution's so only the first and last

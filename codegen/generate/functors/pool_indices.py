@@ -2,7 +2,7 @@
 running maximum, the flat input position it came from."""
 from __future__ import annotations
 
-from codegen.generate.backend import CPP
+from codegen.generate.backend import CPP, NUMBERS, takes
 from codegen.generate.functors.conv import (Affine, Axis, TileLoops, dot, infer_args, loops, row_major_strides,
                                             tiles, window_nests)
 from codegen.generate.functors.pooling import LOWEST_FLOAT, plane_coords
@@ -11,7 +11,7 @@ from codegen.ops.pool_indices import spatial_strides
 from codegen.ops.pooling import pool_windows
 
 
-@CPP.register("MaxPoolIndices")
+@CPP.register("MaxPoolIndices", family="window", types=takes(NUMBERS, out=[NUMBERS, "int64"]))
 def max_pool_indices(graph, node_id, cluster_id, args, attrs):
     """Per window, the position of its first largest value (padding and NaN never win)."""
     x, y = args.inputs[0], args.outputs[0]

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from codegen.generate.backend import CPP
+from codegen.generate.backend import CPP, FLOATS, NUMBERS, same
 from codegen.generate.functors.conv import (Affine, Axis, TileLoops, accumulate, dot, infer_args, loops,
                                             row_major_strides, tiles, window_nests)
 from codegen.generate.loop_ir import (Assign, Binary, Const, Expr, For, Load, Local, Select, Stmt, Store, Unary, Var,
@@ -87,20 +87,20 @@ def _pool(op: str, graph, args, attrs) -> list[Stmt]:
     return [For("i", batch * channels, tuple(window_nests([Axis(w) for w in wins], tile_list, body)))]
 
 
-@CPP.register("MaxPool", epilogue=True)
+@CPP.register("MaxPool", family="window", types=same(NUMBERS), epilogue=True)
 def max_pool(graph, node_id, cluster_id, args, attrs):
     """Largest value in each window; padding never wins."""
     return _pool("MaxPool", graph, args, attrs)
 
 
-@CPP.register("AveragePool", epilogue=True)
+@CPP.register("AveragePool", family="window", types=same(FLOATS), epilogue=True)
 def average_pool(graph, node_id, cluster_id, args, attrs):
     """Window sums divided by the taps inside the input (or inside the padding too, with
     count_include_pad); every edge segment is exact, so each divisor is a constant."""
     return _pool("AveragePool", graph, args, attrs)
 
 
-@CPP.register("LpPool", epilogue=True)
+@CPP.register("LpPool", family="window", types=same(FLOATS), epilogue=True)
 def lp_pool(graph, node_id, cluster_id, args, attrs):
     """(sum of |x| ** p over the window) ** (1 / p); padding adds nothing."""
     return _pool("LpPool", graph, args, attrs)
@@ -130,4 +130,4 @@ def _global_pool(op: str):
 
 
 for _op in ("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"):
-    CPP.register(_op, epilogue=True)(_global_pool(_op))
+    CPP.register(_op, family="window", types=same(FLOATS), epilogue=True)(_global_pool(_op))

@@ -4,13 +4,24 @@ by clamping the load's index into the input and selecting the zero point's contr
 for taps outside it, so no load ever leaves the buffer."""
 from __future__ import annotations
 
-from codegen.generate.backend import CPP
+from codegen.generate.backend import CPP, FLOATS, same, takes
+from codegen.generate.kernel_sets import micro_kernel
 from codegen.generate.functors.quantized_math import (clamp, i32, multiply_by_quantized_multiplier,
-                                                      rounded_divide, select_max, select_min, widen)
+                                                      rounded_divide, select_max, widen)
 from codegen.generate.functors.quantized_onnx import float_requantize_store
-from codegen.generate.loop_ir import (Assign, Binary, Call, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store,
+from codegen.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store,
                                       Var, Unary, broadcast_index, flat_index, index, nest)
 from codegen.ops import quantized as q
+
+# The element types of the quantized kernels: int8, uint8 or int16 activations (TFLite's int8 and
+# 16x8 schemes, ONNX's uint8), int8 weights, int32 bias and per-channel requantization constants.
+QUANTIZED = ("int8", "uint8", "int16")
+# Input 3 is the int32 multiplier, or ONNX's float32 scale (requantize: float); the output is the
+# int32 sums themselves with requantize: none (codegen/ops/quantized.py: REQUANTIZE).
+REQUANTIZERS = ("int32", "float32")
+QUANTIZED_CONV = takes(QUANTIZED, "int8", "int32", REQUANTIZERS, "int32", out=QUANTIZED + ("int32",), acc="int32")
+# what the fast int8 kernels take: int8 activations only
+INT8_CONV = takes("int8", "int8", "int32", REQUANTIZERS, "int32", out=("int8", "int32"), acc="int32")
 
 
 def _v(name: str) -> Var:
@@ -59,16 +70,9 @@ def _finish(graph, args, attrs, channel: Expr, out_at: Expr, coords, acc: str = 
 
 
 def _saturate(args, v: Expr, lo: int, hi: int) -> Expr:
-    """v clamped to lo..hi: on the DSP extension an int8 output saturates in one SSAT, and only a
-    fused activation's tighter bound is tested."""
-    if not (args.caps.dsp and args.outputs[0].type.dtype == "int8"):
-        return clamp(v, lo, hi)
-    y: Expr = Call("ssat8", (v,), "int32")
-    if lo > -128:
-        y = select_max(y, i32(lo))
-    if hi < 127:
-        y = select_min(y, i32(hi))
-    return y
+    """v clamped to lo..hi, by the target's int8 saturation where a kernel set spells one."""
+    saturate = micro_kernel(args.caps, "saturate_int8") if args.outputs[0].type.dtype == "int8" else None
+    return saturate(v, lo, hi) if saturate is not None else clamp(v, lo, hi)
 
 
 def _bias(args, channel: Expr) -> Expr:
@@ -97,7 +101,7 @@ def _out_at(args) -> tuple[Expr, tuple[Expr, ...]]:
     return flat_index(coords, args.outputs[0].type.shape), coords
 
 
-@CPP.register("QFullyConnected")
+@CPP.register("QFullyConnected", family="matrix", types=QUANTIZED_CONV)
 def qfully_connected(graph, node_id, cluster_id, args, attrs):
     """Each row of K input values against each of the O weight rows; requantized."""
     x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
@@ -140,7 +144,7 @@ def _binary(op: str):
 
 
 for _op in ("QAdd", "QMul"):
-    CPP.register(_op)(_binary(_op))
+    CPP.register(_op, types=same("int8", 2, acc="int32"))(_binary(_op))
 
 
 def _pool(op: str):
@@ -176,10 +180,10 @@ def _pool(op: str):
 
 
 for _op in ("QAvgPool", "QMaxPool"):
-    CPP.register(_op)(_pool(_op))
+    CPP.register(_op, family="window", types=same("int8", acc="int32"), layout="nhwc")(_pool(_op))
 
 
-@CPP.register("QMean")
+@CPP.register("QMean", family="reduction", types=same("int8", acc="int32"))
 def qmean(graph, node_id, cluster_id, args, attrs):
     """Sum over H and W of (x - zero point), times one multiplier that also divides by the count."""
     x, y = args.inputs[0], args.outputs[0]
@@ -196,7 +200,7 @@ def qmean(graph, node_id, cluster_id, args, attrs):
     return [For("n", n, (For("oc", c, body),))]
 
 
-@CPP.register("Quantize")
+@CPP.register("Quantize", types=takes(FLOATS, out=QUANTIZED))
 def quantize(graph, node_id, cluster_id, args, attrs):
     """round(x / scale) in float, ties away from zero, plus the zero point, saturated."""
     x, y = args.inputs[0], args.outputs[0]
@@ -215,7 +219,7 @@ def quantize(graph, node_id, cluster_id, args, attrs):
     return nest(y.type.shape, "i", body)[0]
 
 
-@CPP.register("Dequantize")
+@CPP.register("Dequantize", types=takes(QUANTIZED, out=FLOATS))
 def dequantize(graph, node_id, cluster_id, args, attrs):
     """scale * (x - zero point), in double as TFLite computes it, rounded once to float."""
     x, y = args.inputs[0], args.outputs[0]
@@ -229,7 +233,7 @@ def dequantize(graph, node_id, cluster_id, args, attrs):
     return nest(y.type.shape, "i", body)[0]
 
 
-@CPP.register("Requantize")
+@CPP.register("Requantize", types=takes(QUANTIZED, out=QUANTIZED, acc="int32"))
 def requantize(graph, node_id, cluster_id, args, attrs):
     """(x - x zero point) rescaled to the output scale, plus its zero point, saturated."""
     x, y = args.inputs[0], args.outputs[0]
@@ -244,7 +248,7 @@ def requantize(graph, node_id, cluster_id, args, attrs):
     return nest(y.type.shape, "i", body)[0]
 
 
-@CPP.register("QPad")
+@CPP.register("QPad", family="movement", types=same(QUANTIZED), layout="nhwc")
 def qpad(graph, node_id, cluster_id, args, attrs):
     """Each output element: the input element it lies over, or the zero point (a real 0)."""
     x, y = args.inputs[0], args.outputs[0]
@@ -264,7 +268,7 @@ def qpad(graph, node_id, cluster_id, args, attrs):
     return nest(y.type.shape, "i", body)[0]
 
 
-@CPP.register("QConcat")
+@CPP.register("QConcat", family="movement", types=same(QUANTIZED))
 def qconcat(graph, node_id, cluster_id, args, attrs):
     """Copies of each input into its slab of the output (the inputs share one quantization)."""
     y = args.outputs[0]

@@ -3,12 +3,13 @@ table (codegen/quant/activations.py for TFLite's LOGISTIC and TANH) is a constan
 the kernel costs one load, one table load and one store per element."""
 from __future__ import annotations
 
-from codegen.generate.backend import CPP
+from codegen.generate.backend import CPP, takes
+from codegen.generate.functors.quantized import QUANTIZED
 from codegen.generate.functors.quantized_math import i32, widen
 from codegen.generate.loop_ir import Binary, Cast, Load, Store, flat_index, nest
 
 
-@CPP.register("QLookup")
+@CPP.register("QLookup", family="table", types=takes(QUANTIZED, QUANTIZED, out=QUANTIZED))
 def qlookup(graph, node_id, cluster_id, args, attrs):
     """y = table[x + 128], element by element."""
     x, table, y = args.inputs[0], args.inputs[1], args.outputs[0]

@@ -1,6 +1,6 @@
 """Cortex-M DSP-extension kernels for the int8 QConv2D, QDepthwise and QFullyConnected:
 register-blocked dot products on SMLAD, lane-wise products on SMLABB / SMLATT. The intrinsics are
-ACLE's, from GCC's arm_acle.h (codegen/generate/backends.py spells them).
+ACLE's, from GCC's arm_acle.h (codegen/generate/kernel_sets.py spells them).
 
 Each inner step of a convolution reads one 32-bit word (four int8 values) per output pixel and
 one per output channel, splits every word into two int16 lane pairs (SXTAB16 adding the negated
@@ -27,14 +27,27 @@ requantization is quantized.py's. Channels and pixels past a block run in smalle
 """
 from __future__ import annotations
 
-from codegen.generate.backends import CORTEX_M
+from codegen.generate.kernel_sets import ARM_DSP
+from codegen.generate.functors.quantized import INT8_CONV
 from codegen.generate.functors import quantized as scalar
 from codegen.generate.functors.conv import Affine, Axis, TileLoops, dot, loops, tile_loops, tiles
-from codegen.generate.functors.quantized_math import i32, widen
+from codegen.generate.functors.quantized_math import i32, select_max, select_min, widen
 from codegen.generate.functors.quantized_windows import _windows, row_major
 from codegen.generate.loop_ir import (Assign, Binary, Call, Comment, Expr, For, Load, Local, Scratch, Stmt, Store,
                                       Var, index)
 
+
+
+@ARM_DSP.micro_kernel("saturate_int8")
+def ssat8(v: Expr, lo: int, hi: int) -> Expr:
+    """v clamped to lo..hi for an int8 output: one SSAT saturates to -128..127, and only a fused
+    activation's tighter bound is tested."""
+    y: Expr = Call("ssat8", (v,), "int32")
+    if lo > -128:
+        y = select_max(y, i32(lo))
+    if hi < 127:
+        y = select_min(y, i32(hi))
+    return y
 
 def pair(v: int) -> int:
     """v in both int16 lanes of an int32 (what SXTAB16 adds to each lane)."""
@@ -231,7 +244,7 @@ def _is_pointwise(args, attrs) -> bool:
             and not any(attrs["pads"]))
 
 
-@CORTEX_M.register("QConv2D", when=lambda args, attrs: args.caps.dsp, scratch=_lanes_scratch)
+@ARM_DSP.register("QConv2D", family="convolution", types=INT8_CONV, layout="nhwc", when=lambda args, attrs: args.caps.dsp, scratch=_lanes_scratch)
 def qconv2d_dsp(graph, node_id, cluster_id, args, attrs):
     """QConv2D on SMLAD in blocks of pixels x channels (see the module doc)."""
     if _is_pointwise(args, attrs):
@@ -349,7 +362,8 @@ def _depthwise_quads(graph, args, attrs, taps_at: list[tuple[Expr, Expr]], tap_l
     return stmts
 
 
-@CORTEX_M.register("QDepthwise", when=lambda args, attrs: args.caps.dsp and attrs["depth_multiplier"] == 1
+@ARM_DSP.register("QDepthwise", family="convolution", types=INT8_CONV, layout="nhwc",
+                  when=lambda args, attrs: args.caps.dsp and attrs["depth_multiplier"] == 1
                    and args.inputs[1].type.shape[3] >= 4)
 def qdepthwise_dsp(graph, node_id, cluster_id, args, attrs):
     """QDepthwise (depth multiplier 1), four channels per step on SMLABB / SMLATT."""
@@ -378,7 +392,7 @@ def qdepthwise_dsp(graph, node_id, cluster_id, args, attrs):
     return [For("n", n, tuple(row_major(stmts)))]
 
 
-@CORTEX_M.register("QFullyConnected", when=lambda args, attrs: args.caps.dsp)
+@ARM_DSP.register("QFullyConnected", family="matrix", types=INT8_CONV, when=lambda args, attrs: args.caps.dsp)
 def qfully_connected_dsp(graph, node_id, cluster_id, args, attrs):
     """QFullyConnected: four weight rows per step share each input word (then the last few alone)."""
     x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]

@@ -10,13 +10,17 @@ from typing import Sequence
 
 import numpy as np
 
-from codegen.generate.backend import CPP
+from codegen.generate.backend import CPP, takes
 from codegen.generate.functors.quantized_math import i32, widen
 from codegen.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store, Unary,
                                       Var, broadcast_index, flat_index, index, nest)
 from codegen.ops import quantized_onnx as qo
 from codegen.ops.conv import windows
 from codegen.quant.fixed_point import DTYPE_RANGES
+
+# ONNX's quantized element types: x and w int8, uint8 or int16 each, scales float32, int32 bias.
+Q8 = ("int8", "uint8", "int16")
+ONNX_QCONV = takes(Q8, "float32", Q8, Q8, "float32", Q8, "float32", Q8, "int32", out=Q8, acc="int32")
 
 
 def f32(v: float) -> Const:
@@ -74,7 +78,7 @@ def float_requantize_store(graph, args, attrs, acc: Expr, channel: Expr, out_at:
                         attrs["y_zero_point"], attrs["act_min"], attrs["act_max"])
 
 
-@CPP.register("QuantizeLinear")
+@CPP.register("QuantizeLinear", types=takes("float32", "float32", Q8, out=Q8))
 def quantize_linear(graph, node_id, cluster_id, args, attrs):
     """saturate(round(x / scale) + zero point), ties to even; per-axis parameters loaded."""
     x, y = args.inputs[0], args.outputs[0]
@@ -90,7 +94,7 @@ def quantize_linear(graph, node_id, cluster_id, args, attrs):
     return nest(y.type.shape, "i", body)[0]
 
 
-@CPP.register("DequantizeLinear")
+@CPP.register("DequantizeLinear", types=takes(Q8 + ("int32",), "float32", Q8 + ("int32",), out="float32"))
 def dequantize_linear(graph, node_id, cluster_id, args, attrs):
     """float32(x - zero point) * scale; per-axis parameters loaded."""
     x, y = args.inputs[0], args.outputs[0]
@@ -105,7 +109,7 @@ def dequantize_linear(graph, node_id, cluster_id, args, attrs):
     return nest(y.type.shape, "i", body)[0]
 
 
-@CPP.register("DynamicQuantizeLinear")
+@CPP.register("DynamicQuantizeLinear", types=takes("float32", out=["uint8", "float32", "uint8"]))
 def dynamic_quantize_linear(graph, node_id, cluster_id, args, attrs):
     """The range of x widened to include 0 sets scale = range / 255 and the zero point; then x is
     quantized to uint8 with them (ties to even)."""
@@ -204,7 +208,7 @@ def _requantize(graph, args, attrs, a_scale_at: int, b_scale_at: int, channel: E
     return scale, epilogue
 
 
-@CPP.register("QLinearConv")
+@CPP.register("QLinearConv", family="convolution", layout="nchw", types=ONNX_QCONV)
 def qlinear_conv(graph, node_id, cluster_id, args, attrs):
     """Integer convolution, then ONNX's float requantization per output channel (the channel's
     multiplier computed once, before its output positions)."""
@@ -215,7 +219,7 @@ def qlinear_conv(graph, node_id, cluster_id, args, attrs):
                  [Local("multiplier", scale, "float32")])
 
 
-@CPP.register("ConvInteger")
+@CPP.register("ConvInteger", family="convolution", layout="nchw", types=takes(Q8, Q8, Q8, Q8, out="int32", acc="int32"))
 def conv_integer(graph, node_id, cluster_id, args, attrs):
     """Integer convolution; the int32 sums are the output."""
     y = args.outputs[0]
@@ -242,7 +246,7 @@ def _matmul(graph, args, a_zp: Expr | None, b_zp, epilogue, bias: Expr | None = 
     return nest(shape, "i", body)[0]
 
 
-@CPP.register("QLinearMatMul")
+@CPP.register("QLinearMatMul", family="matrix", types=ONNX_QCONV)
 def qlinear_matmul(graph, node_id, cluster_id, args, attrs):
     """Integer matrix product (plus a folded Gemm's int32 bias), then ONNX's float requantization."""
     a_zp = _per_axis(graph, args.inputs[2], index(0), False)
@@ -254,7 +258,7 @@ def qlinear_matmul(graph, node_id, cluster_id, args, attrs):
                    (lambda j: Load(bias.name, j)) if bias is not None else None)
 
 
-@CPP.register("MatMulInteger")
+@CPP.register("MatMulInteger", family="matrix", types=takes(Q8, Q8, Q8, Q8, out="int32", acc="int32"))
 def matmul_integer(graph, node_id, cluster_id, args, attrs):
     """Integer matrix product; a's zero point may be per row, b's per column."""
     y = args.outputs[0]
@@ -266,7 +270,7 @@ def matmul_integer(graph, node_id, cluster_id, args, attrs):
 
 
 # --- folded QDQ patterns ------------------------------------------------------------------------
-@CPP.register("QLinearAdd")
+@CPP.register("QLinearAdd", types=takes(Q8, "float32", Q8, Q8, "float32", Q8, "float32", Q8, out=Q8, acc="int32"))
 def qlinear_add(graph, node_id, cluster_id, args, attrs):
     """(a - a_zp) * a_scale / y_scale + (b - b_zp) * b_scale / y_scale in float32, rounded."""
     a, b, y = args.inputs[0], args.inputs[1], args.outputs[0]
@@ -282,7 +286,7 @@ def qlinear_add(graph, node_id, cluster_id, args, attrs):
     return nest(shape, "i", body)[0]
 
 
-@CPP.register("QLinearGlobalAveragePool")
+@CPP.register("QLinearGlobalAveragePool", family="window", layout="any", types=takes(Q8, "float32", Q8, "float32", Q8, out=Q8, acc="int32"))
 def qlinear_global_average_pool(graph, node_id, cluster_id, args, attrs):
     """The sum of (x - x_zp) over each channel's positions, times x_scale / (y_scale * count), rounded.
     Channels last (N, D1.., C): channel c of position p at p * C + c."""
@@ -304,7 +308,7 @@ def qlinear_global_average_pool(graph, node_id, cluster_id, args, attrs):
     return [For("n", n, (For("c", c, body),))]
 
 
-@CPP.register("QLinearAveragePool")
+@CPP.register("QLinearAveragePool", family="window", layout="nchw", types=takes(Q8, "float32", Q8, "float32", Q8, out=Q8, acc="int32"))
 def qlinear_average_pool(graph, node_id, cluster_id, args, attrs):
     """The sum of (x - x_zp) over each window's taps inside the input, times x_scale / y_scale,
     divided by their count, in float32, rounded."""

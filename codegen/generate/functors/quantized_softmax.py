@@ -2,7 +2,7 @@
 in the loop IR, step by step, on int32 locals with int64 products."""
 from __future__ import annotations
 
-from codegen.generate.backend import CPP
+from codegen.generate.backend import CPP, takes
 from codegen.generate.functors.quantized_math import i32, i64, select_max, widen
 from codegen.generate.loop_ir import Assign, Binary, Cast, Expr, For, Load, Local, Select, Stmt, Store, Var, index
 from codegen.quant import fixed_point as fp
@@ -62,7 +62,7 @@ class Steps:
         return self.let(Select(Binary("==", a, i32(0)), i32(fp.INT32_MAX), result))
 
 
-@CPP.register("QSoftmax")
+@CPP.register("QSoftmax", family="reduction", types=takes("int8", out=("int8", "int16"), acc="int32"))
 def qsoftmax(graph, node_id, cluster_id, args, attrs):
     """Per row: the max; the sum of exp(beta * scale * (x - max)) in Q12.19; its reciprocal by
     Newton-Raphson; each output exp * reciprocal rounded to the output's 8 bits."""

@@ -10,6 +10,7 @@ from codegen.generate.functors import quantized as q
 from codegen.generate.functors.conv import Affine, Axis, TileLoops, dot, loops, tiles, window_nests
 from codegen.generate.functors.quantized_math import i32, widen
 from codegen.generate.backend import CPP
+from codegen.generate.functors.quantized import QUANTIZED_CONV
 from codegen.generate.loop_ir import Assign, Binary, Comment, Expr, For, Load, Local, Stmt, Var, index
 from codegen.ops.conv import windows
 
@@ -61,13 +62,8 @@ def row_major(tile_nests: list[Stmt]) -> list[Stmt]:
     return out
 
 
-# pair_dot(x, x_at, w, w_at0, w_at1, count, x_zero_point, var) -> statements adding to `acc0`, `acc1`
-PairDot = Callable[[str, Expr, str, Expr, Expr, int, int, str], list[Stmt]]
-
-
-def conv_nests(graph, args, attrs, channel_dot: Dot, pair_dot: PairDot | None = None) -> list[Stmt]:
-    """QConv2D: per tile, output position and channel, the dot product over taps and input channels.
-    With `pair_dot`, output channels go in pairs that share each input read (an odd last one alone)."""
+def conv_nests(graph, args, attrs, channel_dot: Dot) -> list[Stmt]:
+    """QConv2D: per tile, output position and channel, the dot product over taps and input channels."""
     x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
     o, kh, kw, c = w.type.shape
     n, h, wd, _ = x.type.shape
@@ -88,21 +84,7 @@ def conv_nests(graph, args, attrs, channel_dot: Dot, pair_dot: PairDot | None = 
         single = [Local("acc", q._bias(args, Var("oc")), "int32"),
                   *loops(tl.taps, channel_dot(x.name, x_at, w.name, w_at(Var("oc")), c, attrs["x_zero_point"], "ic")),
                   *finish]
-        if pair_dot is None or o < 2:
-            return [For("oc", o, tuple(single))]
-        oc0, oc1 = Binary("*", Var("ocp"), index(2)), Binary("+", Binary("*", Var("ocp"), index(2)), index(1))
-        pair = [Local("acc0", q._bias(args, oc0), "int32"), Local("acc1", q._bias(args, oc1), "int32"),
-                *loops(tl.taps, pair_dot(x.name, x_at, w.name, w_at(oc0), w_at(oc1), c, attrs["x_zero_point"], "ic")),
-                *q._finish(graph, args, attrs, oc0, Binary("+", out_at, oc0), (*coords, oc0), "acc0"),
-                *q._finish(graph, args, attrs, oc1, Binary("+", out_at, oc1), (*coords, oc1), "acc1")]
-        stmts: list[Stmt] = [For("ocp", o // 2, tuple(pair))]
-        if o % 2:  # the last channel alone (a loop of one, which scopes its locals)
-            last = Binary("+", Var("ol"), index(o - 1))
-            stmts.append(For("ol", 1, (
-                Local("acc", q._bias(args, last), "int32"),
-                *loops(tl.taps, channel_dot(x.name, x_at, w.name, w_at(last), c, attrs["x_zero_point"], "ic")),
-                *q._finish(graph, args, attrs, last, Binary("+", out_at, last), (*coords, last)))))
-        return stmts
+        return [For("oc", o, tuple(single))]
     return [For("n", n, tuple(row_major(window_nests([Axis(win) for win in wins], tiles(wins, exact_only=True), body))))]
 
 
@@ -131,13 +113,13 @@ def depthwise_nests(graph, args, attrs) -> list[Stmt]:
     return [For("n", n, tuple(row_major(window_nests([Axis(win) for win in wins], tiles(wins, exact_only=True), body))))]
 
 
-@CPP.register("QConv2D")
+@CPP.register("QConv2D", family="convolution", types=QUANTIZED_CONV, layout="nhwc")
 def qconv2d(graph, node_id, cluster_id, args, attrs):
     """acc = bias + sum over the window and input channels of (x - x_zero_point) * w; requantized."""
     return conv_nests(graph, args, attrs, scalar_dot)
 
 
-@CPP.register("QDepthwise")
+@CPP.register("QDepthwise", family="convolution", types=QUANTIZED_CONV, layout="nhwc")
 def qdepthwise(graph, node_id, cluster_id, args, attrs):
     """Per output channel oc (input channel oc / depth_multiplier): a window sum, requantized."""
     return depthwise_nests(graph, args, attrs)

@@ -6,7 +6,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from codegen.generate.backend import CPP
+from codegen.generate.backend import CPP, FLOATS, INDICES, NUMBERS, same, takes
+from codegen.generate.functors.elementwise import at_input_precision
 from codegen.generate.loop_ir import (FLOAT_DTYPES, Assign, Binary, Const, Expr, For, Load, Local, Select, Stmt,
                                       Store, Unary, Var, const, flat_index, index, nest)
 from codegen.ops.common import normalize_axis
@@ -46,7 +47,8 @@ def _max_of(x: str, at, n: int) -> list[Stmt]:
             For("j", n, (Assign("max_v", Binary("max", Var("max_v"), Load(x, at(Var("j"))))),))]
 
 
-@CPP.register("Softmax")
+@CPP.register("Softmax", family="reduction", types=same(FLOATS))
+@at_input_precision
 def softmax(graph, node_id, cluster_id, args, attrs):
     """Numerically stable softmax along one axis: subtract the max, exponentiate, normalise."""
     x, y = args.inputs[0], args.outputs[0]
@@ -66,7 +68,8 @@ def softmax(graph, node_id, cluster_id, args, attrs):
     return _along_axis(shape, axis, body)
 
 
-@CPP.register("LogSoftmax")
+@CPP.register("LogSoftmax", family="reduction", types=same(FLOATS))
+@at_input_precision
 def log_softmax(graph, node_id, cluster_id, args, attrs):
     """x - max - log(sum(exp(x - max))) along one axis."""
     x, y = args.inputs[0], args.outputs[0]
@@ -97,7 +100,7 @@ def _arg_extreme(x: str, at, n: int, better: str, dtype: str) -> list[Stmt]:
                          Assign("best_v", Select(wins, Load(x, at(j)), Var("best_v")))))]
 
 
-@CPP.register("Hardmax")
+@CPP.register("Hardmax", family="reduction", types=same(FLOATS))
 def hardmax(graph, node_id, cluster_id, args, attrs):
     """1 at the first maximum along the axis, 0 elsewhere."""
     x, y = args.inputs[0], args.outputs[0]
@@ -128,11 +131,11 @@ def _arg(better_first: str, better_last: str):
     return functor
 
 
-CPP.register("ArgMax")(_arg(">", ">="))
-CPP.register("ArgMin")(_arg("<", "<="))
+CPP.register("ArgMax", family="reduction", types=takes(NUMBERS, out="int64"))(_arg(">", ">="))
+CPP.register("ArgMin", family="reduction", types=takes(NUMBERS, out="int64"))(_arg("<", "<="))
 
 
-@CPP.register("CumSum")
+@CPP.register("CumSum", family="reduction", types=takes(NUMBERS, INDICES, out=NUMBERS))
 def cumsum(graph, node_id, cluster_id, args, attrs):
     """A running sum along the axis (from the end with reverse; exclusive stores it before adding)."""
     x, y = args.inputs[0], args.outputs[0]
@@ -220,10 +223,11 @@ def _reduce_functor(rule: ReduceRule):
 
 
 for _op, _rule in REDUCE_RULES.items():
-    CPP.register(_op)(_reduce_functor(_rule))
+    CPP.register(_op, family="reduction", types=takes(NUMBERS, "int64", out=NUMBERS))(_reduce_functor(_rule))
 
 
-@CPP.register("ReduceLogSumExp")
+@CPP.register("ReduceLogSumExp", family="reduction", types=takes(FLOATS, "int64", out=FLOATS))
+@at_input_precision
 def reduce_log_sum_exp(graph, node_id, cluster_id, args, attrs):
     """log(sum(exp(x - max))) + max over the reduced axes: two passes, no overflow."""
     x, y = args.inputs[0], args.outputs[0]
@@ -253,7 +257,7 @@ def reduce_log_sum_exp(graph, node_id, cluster_id, args, attrs):
     return nest(kept, "i", body)[0]
 
 
-@CPP.register("TopK")
+@CPP.register("TopK", family="reduction", types=takes(NUMBERS, "int64", out=[NUMBERS, "int64"]))
 def topk(graph, node_id, cluster_id, args, attrs):
     """Selection, k passes along the axis: pass r picks the best element that comes after pass r-1's
     pick in the order (greater first, or smaller with largest=0; equal values by lower index). O(k n)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from codegen.generate.backend import CPP
+from codegen.generate.backend import CPP, INDICES, same, takes
 from codegen.generate.functors.indexing import _Float
 from codegen.generate.loop_ir import (INDEX, Binary, Cast, Expr, For, Load, Local, Select, Stmt, Store, Unary, Var,
                                       const, index)
@@ -74,8 +74,8 @@ def _is_bool(v) -> bool:
     return isinstance(e, Binary) and e.op in ("<", ">", "<=", ">=", "==", "!=", "&&", "||")
 
 
-@CPP.register("GridSamplePixels")
-@CPP.register("GridSample")
+@CPP.register("GridSamplePixels", family="sampling", types=same("float32", 2))
+@CPP.register("GridSample", family="sampling", types=same("float32", 2))
 def grid_sample(graph, node_id, cluster_id, args, attrs):
     """y[n, c, o] = sum over taps of weight * x[n, c, tap]; taps outside read per padding_mode."""
     x, grid = args.inputs
@@ -150,7 +150,7 @@ def _floor_index(v: Expr, hi: int) -> Expr:
     return Cast(INDEX, Binary("max", Binary("min", v, const(hi)), const(0)))
 
 
-@CPP.register("RoiAlign")
+@CPP.register("RoiAlign", family="sampling", types=takes("float32", "float32", INDICES, out="float32"))
 def roi_align(graph, node_id, cluster_id, args, attrs):
     """Per roi and bin, the sampling_ratio^2 bilinear samples' corners and weights as locals
     (roi_samples in codegen.ops.sampling, step by step), then per channel their average or max."""

@@ -4,7 +4,7 @@ runs the model (a host runner, or test firmware for a bare-metal target).
 
 Only SCons glue lives here; every stage of the compiler runs in `python -m codegen`.
 
-Use it from any project after `pip install tinsmith` (the repository's own SConstruct finds it
+Use it from any project after installing Tinsmith (docs/INTEGRATION.md, "Installing"; the repository's own SConstruct finds it
 through site_scons/; a checkout also works as `toolpath=["<tinsmith>/site_scons/site_tools"]`):
 
     import tinsmith
@@ -133,6 +133,14 @@ def toolpath() -> str:
     wherever Tinsmith is installed: `Environment(tools=["default", "tinsmith"],
     toolpath=[tinsmith.toolpath()])` after `import tinsmith`."""
     return str(_TOOL_DIR.parent)
+
+
+def baremetal_dir() -> str:
+    """The folder of Tinsmith's bare-metal test runtime (startup.c, semihost.c/.h, measure.c/.h,
+    sections.ld), as `tinsmith include-dir --baremetal` prints it: for firmware examples that
+    borrow it for a QEMU board."""
+    from codegen.paths import BAREMETAL_DIR
+    return str(BAREMETAL_DIR)
 
 
 GENERATED_SUFFIXES = (".hpp", ".h", ".cpp", "_runner.cpp", ".plan.json")
@@ -513,7 +521,8 @@ def generate(env):
                            "${TINSMITH_RAM_BUDGET and ' --ram-budget ' + TINSMITH_RAM_BUDGET}"
                            "${TINSMITH_FLASH_BUDGET and ' --flash-budget ' + TINSMITH_FLASH_BUDGET}"),
         TINSMITHREPORTCOMSTR="",
-        TINSMITHARENACOM="$TINSMITH_PYTHON -m codegen arena $SOURCES -o ${TARGET.dir} --name $TINSMITH_ARENA_NAME --quiet",
+        TINSMITHARENACOM=("$TINSMITH_PYTHON -m codegen arena $SOURCES -o ${TARGET.dir} --name $TINSMITH_ARENA_NAME "
+                          "--target $TINSMITH_TARGET_FILE --quiet"),
         TINSMITHARENACOMSTR="",
     )
     # `python -m codegen` in the build's commands runs the same generator this tool imported.
