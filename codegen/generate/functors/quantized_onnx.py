@@ -270,7 +270,7 @@ def matmul_integer(graph, node_id, cluster_id, args, attrs):
 
 
 # --- folded QDQ patterns ------------------------------------------------------------------------
-@CPP.register("QLinearAdd", types=takes(Q8, "float32", Q8, Q8, "float32", Q8, "float32", Q8, out=Q8, acc="int32"))
+@CPP.register("QLinearAdd", types=takes(Q8, Q8, out=Q8, acc="int32"))  # the scales are attributes
 def qlinear_add(graph, node_id, cluster_id, args, attrs):
     """(a - a_zp) * a_scale / y_scale + (b - b_zp) * b_scale / y_scale in float32, rounded."""
     a, b, y = args.inputs[0], args.inputs[1], args.outputs[0]
