@@ -10,15 +10,16 @@ from codegen.assemble import assemble
 from codegen.expand import expand_graph
 from codegen.files import make_rule, touch, write_if_changed
 from codegen.fuse import fuse
-from codegen.generate import CPP, Backend, GeneratedModel, generate, scratch_bytes
-from codegen.generate.backend import PORTABLE_CAPS, check_kernels
+from codegen.generate import (CPP, PORTABLE_CAPS, Backend, Capabilities, GeneratedModel, Kernels, generate,
+                              render_model, scratch_bytes)
+from codegen.generate.backend import check_kernels
 from codegen.generate.backends import backend_for
 from codegen.ir import Graph
 from codegen.load import load_graph_spec
 from codegen.optimize import optimize
-from codegen.plan import MemoryPlan, plan_memory
+from codegen.plan import MemoryPlan
 from codegen.planners.check import check_plan
-from codegen.planners.rows import plan_with_rows
+from codegen.planners.rows import best_candidate, pipeline_of, plan_with_rows, schedules_to_generate
 from codegen.schedule import Schedule, schedule
 
 
@@ -45,25 +46,54 @@ def compile_graph(path: str | Path, backend: Backend | None = None, constants_in
     none: the portable C++ backend) unless `backend` is given."""
     if constants_section is not None:
         _check_constants_section(constants_section, constants_in_ram)
-    caps = PORTABLE_CAPS
-    if target is not None:
-        from codegen.targets import load_target
-        chosen, caps = backend_for(load_target(target))
-        backend = backend or chosen
-    backend = backend or CPP
+    backend, caps = _backend(backend, target)
+    graph, sched = scheduled(path, backend, caps, fusion)
+    sched, plan, kernels = plan_and_generate(graph, sched, backend, caps)
+    model = render_model(kernels, sched, plan, constants_in_ram)
+    check_plan(model)  # every workspace byte against the kernels' access order
+    return Compiled(graph, sched, plan, model, assemble(model, constants_section))
+
+
+def _backend(backend: Backend | None, target: str | Path | None) -> tuple[Backend, Capabilities]:
+    """The backend and capabilities: `target`'s (none: the portable ones), `backend` if given."""
+    if target is None:
+        return backend or CPP, PORTABLE_CAPS
+    from codegen.targets import load_target
+    chosen, caps = backend_for(load_target(target))
+    return backend or chosen, caps
+
+
+def scheduled(path: str | Path, backend: Backend, caps: Capabilities, fusion: bool = True) -> tuple[Graph, Schedule]:
+    """The graph file lowered (in the target's layout) and scheduled, with the fusions the backend allows."""
     graph = lower(path)
     if caps.channels_last:
         from codegen.layout import channels_last
         graph = channels_last(graph)
     check_kernels(graph, backend, caps)  # every node has a kernel for its element types, or a named error
     sched = schedule(graph)
-    if fusion:
-        sched = fuse(graph, sched, backend, caps)
-    # the planner may merge a run of convolutions into one row-by-row kernel (codegen.planners.rows)
-    sched, plan = plan_with_rows(graph, sched, backend, caps)
-    model = generate(graph, sched, plan, backend, constants_in_ram, caps)
-    check_plan(model)  # every workspace byte against the kernels' access order
-    return Compiled(graph, sched, plan, model, assemble(model, constants_section))
+    return graph, fuse(graph, sched, backend, caps) if fusion else sched
+
+
+def plan_and_generate(graph: Graph, sched: Schedule, backend: Backend, caps: Capabilities
+                      ) -> tuple[Schedule, MemoryPlan, Kernels]:
+    """Generate the kernels once, for the schedule and for the row pipeline that may replace a run of
+    its convolutions (codegen.planners.rows), then plan the workspace from their access order; the
+    plan may take the pipeline's schedule."""
+    scratch = scratch_bytes(graph, sched, backend, caps)
+    candidate = best_candidate(graph, sched, scratch)
+    kernels = generate(graph, schedules_to_generate(sched, candidate), backend, caps)
+    sched, plan = plan_with_rows(graph, sched, kernels, scratch, candidate)
+    return sched, plan, kernels
+
+
+def generate_model(graph: Graph, sched: Schedule, plan: MemoryPlan, backend: Backend = CPP,
+                   constants_in_ram: bool = False, caps: Capabilities = PORTABLE_CAPS,
+                   with_constants: bool = True) -> GeneratedModel:
+    """The kernels of `sched` (with the row pipelines it runs) generated and rendered with `plan`,
+    a plan made elsewhere: for tools and tests that plan a schedule themselves."""
+    pipes = {n.name: p for n, _ in sched.kernel_heads() if (p := pipeline_of(graph, sched, n.name))}
+    kernels = generate(graph, [(sched, pipes)], backend, caps)
+    return render_model(kernels, sched, plan, constants_in_ram, with_constants)
 
 
 def _check_constants_section(section: str, constants_in_ram: bool) -> None:

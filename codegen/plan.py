@@ -16,8 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Collection, Mapping, Sequence
 
+from codegen.generate.functors.elementwise import BINARY_FORMULAS, UNARY_FORMULAS
 from codegen.ir import Graph
 from codegen.planners import PLANNERS, Lifetime, exact_search, peak, top
+from codegen.planners import scratch_name  # noqa: F401  (re-exported: the plan's names of scratch buffers)
 from codegen.schedule import Schedule
 
 if TYPE_CHECKING:
@@ -104,8 +106,6 @@ def lower_bound(lives: list[Lifetime]) -> int:
 
 def elementwise_ops() -> frozenset[str]:
     """Ops whose C++ kernels may write in place: one loop storing y[i] after loading x[i]."""
-    # Imported here: the generator imports this module, so a module-level import would be circular.
-    from codegen.generate.functors.elementwise import BINARY_FORMULAS, UNARY_FORMULAS
     return frozenset(UNARY_FORMULAS) | frozenset(BINARY_FORMULAS)
 
 
@@ -183,38 +183,6 @@ def _best(buffers: list[Lifetime]) -> tuple[int, str, dict[str, int]]:
     if exact is not None:
         best = (top(buffers, exact), EXACT_SEARCH, exact)
     return best
-
-
-def scratch_name(kernel: str, buffer: str) -> str:
-    """The plan's name for scratch buffer `buffer` of kernel `kernel` (never a value name: '.')."""
-    return f"{kernel}.{buffer}"
-
-
-def dying_inputs(graph: Graph, sched: Schedule) -> dict[str, list[str]]:
-    """Kernel head -> the workspace values it reads that die at it: read by no node of a later
-    cluster and by no other kernel of its own cluster (kernels of one cluster may run together)."""
-    cluster_of = sched.cluster_of()
-    members = {head.name: [head.name, *dict(sched.fused).get(head.name, ())] for head, _ in sched.kernel_heads()}
-    kernel_of = {m: head for head, ms in members.items() for m in ms}
-    readers: dict[str, set[str]] = {}
-    for node in sched.nodes:
-        for v in node.inputs:
-            if v:
-                readers.setdefault(v, set()).add(node.name)
-    produced = {v for node in sched.nodes for v in node.outputs}
-    fused = sched.fused_values()
-    result: dict[str, list[str]] = {}
-    for head, ms in members.items():
-        c = cluster_of[head]
-        nodes = {n.name: n for n in sched.nodes}
-        seen = []
-        for m in ms:
-            for v in nodes[m].inputs:
-                if (v and v in produced and v not in fused and graph.is_intermediate(v) and v not in seen
-                        and all(cluster_of[r] < c or kernel_of.get(r) == head for r in readers[v])):
-                    seen.append(v)
-        result[head] = seen
-    return result
 
 
 def _plan(lives: list[Lifetime], links: Mapping[str, tuple[str, int]]):

@@ -14,14 +14,14 @@ import pytest
 
 from codegen.errors import GenerateError, GraphError
 from codegen.expand import expand_graph
-from codegen.generate import CPP, Backend, generate
+from codegen.generate import CPP, Backend
 from codegen.generate.loop_ir import (Binary, For, Load, Select, Store, Unary, Var, broadcast_index, const,
                                       flat_index, nest)
 from codegen.load import load_graph_spec
 from codegen.ops import PRIMITIVES, Attr
 from codegen.ops.common import require_dtype
 from codegen.ops.registry import define
-from codegen.pipeline import compile_graph, lower, write_files
+from codegen.pipeline import compile_graph, generate_model, lower, write_files
 from codegen.plan import plan_memory
 from codegen.reference import evaluate
 from codegen.schedule import schedule
@@ -52,7 +52,7 @@ def write_graph(tmp_path: Path, text: str) -> Path:
 def generated(path: Path, backend: Backend):
     graph = lower(path)
     sched = schedule(graph)
-    return generate(graph, sched, plan_memory(graph, sched), backend)
+    return generate_model(graph, sched, plan_memory(graph, sched), backend)
 
 
 def compile_and_run(path: Path, backend: Backend, inputs: dict[str, np.ndarray], tmp_path: Path):

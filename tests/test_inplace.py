@@ -16,12 +16,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codegen.generate import generate, scratch_bytes  # before codegen.fuse, which it imports
+from codegen.generate import generate, render_model, scratch_bytes  # before codegen.fuse, which it imports
 from codegen.fuse import fuse
 from codegen.generate.backends import backend_for
 from codegen.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Call, Cast, Comment, Const, For, Lane,
                                       Load, Local, ReduceLanes, Select, Store, Unary, Var, width_of)
-from codegen.pipeline import compile_graph, lower
+from codegen.pipeline import compile_graph, generate_model, lower
 from codegen.plan import MemoryPlan, Placement, plan_memory
 from codegen.planners.access import NEVER, UNREAD, trace
 from codegen.planners.check import PlanCheckError, check_plan
@@ -252,7 +252,7 @@ def test_the_checker_passes_the_plan_and_catches_wrong_placements():
     backend, caps = backend_for(load_target("cortex-m4"))
 
     def regenerate(p: MemoryPlan):
-        return generate(compiled.graph, compiled.schedule, p, backend, False, caps, with_constants=False)
+        return generate_model(compiled.graph, compiled.schedule, p, backend, False, caps, with_constants=False)
     # a depthwise output exactly over its input: the first channel block overwrites rows still needed
     wrong = replaced(compiled, {"dw1_relu_out": offsets["relu1_out"]})
     with pytest.raises(PlanCheckError, match="dw1_relu_out.*holds 'relu1_out'|overwrites"):
@@ -369,9 +369,10 @@ def test_random_graphs_plan_overlaps_the_checker_proves(target):
         g = random_graph(rng, rng.randint(1, 30))
         sched = fuse(g, schedule(g), backend, caps)
         scratch = scratch_bytes(g, sched, backend, caps)
-        plan = plan_memory(g, sched, scratch=scratch, overlaps=overlap_options(g, sched, backend, caps))
+        kernels = generate(g, [(sched, {})], backend, caps)
+        plan = plan_memory(g, sched, scratch=scratch, overlaps=overlap_options(g, sched, kernels))
         assert plan.workspace_bytes <= plan_memory(g, sched, scratch=scratch).workspace_bytes
         assert plan.lower_bound_bytes <= plan.workspace_bytes
-        assert check_plan(generate(g, sched, plan, backend, False, caps, with_constants=False)) == []
+        assert check_plan(render_model(kernels, sched, plan, with_constants=False)) == []
         overlapped += bool(plan.overlaps)
     assert overlapped >= 10

@@ -16,10 +16,9 @@ import pytest
 
 from codegen.assemble import assemble
 from codegen.errors import SourceLoc
-from codegen.generate import generate
 from codegen.generate.functors.elementwise import BINARY_FORMULAS, UNARY_FORMULAS
 from codegen.ir import Constant, Graph, Node, TensorType
-from codegen.pipeline import lower, write_files
+from codegen.pipeline import generate_model, lower, write_files
 from codegen.plan import ALIGNMENT, EXACT_SEARCH, MemoryPlan, align, plan_memory
 from codegen.planners import PLANNERS, Lifetime, exact_search
 from codegen.schedule import schedule
@@ -337,7 +336,7 @@ def test_an_in_place_kernel_does_not_declare_its_pair_restrict():
     sched = schedule(g)
     plan = plan_memory(g, sched)
     assert plan.in_place_of()["gt"] == "g"  # gated: gt = g * t, over g
-    model = generate(g, sched, plan)
+    model = generate_model(g, sched, plan)
     (gated,) = [k for k in model.kernels if k.node.name == "gated"]
     signature = gated.source.splitlines()[0]
     assert signature == ("void gated(const float* t_g, const float* __restrict t_t, float* t_gt) "
@@ -362,8 +361,8 @@ def test_a_user_functor_that_is_not_elementwise_cannot_run_in_place():
     backend = Backend("cpp", {**CPP.functors, "Relu": reversed_relu}, CPP.load_functor)
     with pytest.raises(GenerateError, match="reads 'v1' at elements other than the one it writes, so it "
                                             "cannot write 'v2' in place of 'v1'"):
-        generate(g, sched, plan_memory(g, sched), backend)
-    generate(g, sched, plan_memory(g, sched, in_place_ops=()), backend)  # fine when asked not to
+        generate_model(g, sched, plan_memory(g, sched), backend)
+    generate_model(g, sched, plan_memory(g, sched, in_place_ops=()), backend)  # fine when asked not to
 
 
 # Independent NumPy for the ops the compiled graphs below use, in float64 from float32 inputs.
@@ -416,7 +415,7 @@ def compile_and_run(graphs: list[Graph], inputs: list[dict[str, np.ndarray]], tm
         plan = plan_memory(g, sched)
         plans.append(plan)
         folder = tmp_path / g.name
-        write_files(assemble(generate(g, sched, plan)), folder)
+        write_files(assemble(generate_model(g, sched, plan)), folder)
         cmd = ["g++", "-std=c++17", "-O3", "-Wall", "-Wextra", "-Werror", f"-I{RUNTIME_INCLUDE}",
                str(folder / f"{g.name}.cpp"), str(folder / f"{g.name}_runner.cpp"),
                str(ROOT / "runtime_cpp" / "src" / "host_io.cpp"), "-o", str(folder / "runner")]

@@ -13,14 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codegen.generate import generate  # before codegen.fuse, which it imports
 from codegen import pipeline
 from codegen.generate.backends import backend_for
-from codegen.pipeline import compile_graph
+from codegen.generate.functors.row_pipeline import pipeline_kernel
+from codegen.pipeline import compile_graph, generate_model
 from codegen.plan import Placement
 from codegen.planners.access import trace
 from codegen.planners.check import PlanCheckError, check_plan
-from codegen.planners.rows import VARIANT, pipeline_of, plan_with_rows
+from codegen.planners.rows import VARIANT, candidates, pipeline_of, plan_with_rows, with_pipeline
 from codegen.targets import load_target
 from test_inplace import Scalar, needs_arm, needs_gxx, run_on_m4
 from test_kernels import run as run_on_host
@@ -149,7 +149,7 @@ def test_the_checker_rejects_wrong_placements_of_the_pipeline(tmp_path):
         placements = tuple(Placement(p.lifetime, moves.get(p.lifetime.value, p.offset)) for p in plan.placements)
         top = max(p.offset + p.lifetime.nbytes for p in placements)
         plan = dataclasses.replace(plan, placements=placements, workspace_bytes=top)
-        check_plan(generate(compiled.graph, compiled.schedule, plan, backend, False, caps, with_constants=False))
+        check_plan(generate_model(compiled.graph, compiled.schedule, plan, backend, False, caps, with_constants=False))
     # two rings of one pipeline at one offset: rows of one overwrite rows of the other still to be read
     with pytest.raises(PlanCheckError, match="ring_"):
         check({rings[1]: offsets[rings[0]]})
@@ -157,3 +157,19 @@ def test_the_checker_rejects_wrong_placements_of_the_pipeline(tmp_path):
     (stored, *_) = sorted(pipeline_of(compiled.graph, compiled.schedule, name).stored & set(offsets))
     with pytest.raises(PlanCheckError):
         check({rings[0]: offsets[stored]})
+
+
+def test_every_pipeline_the_planner_may_pick_builds(tmp_path):
+    """A run whose residual comes from before the run (not its input) is no pipeline: the kernel
+    reads only the run's input and the values it makes; every other run's kernel builds."""
+    path = tmp_path / "front.yaml"
+    path.write_text(resnet_front(*CASES[0]))
+    backend, caps = backend_for(load_target("cortex-m4"))
+    graph, sched = pipeline.scheduled(path, backend, caps)
+    runs = candidates(graph, sched)
+    pipes = {heads: pipeline_of(graph, with_pipeline(sched, heads), heads[0]) for heads in runs}
+    outside = [h for h, p in pipes.items() if p is None]
+    assert outside and len(outside) < len(runs)  # e.g. the second block conv's, reading `a` from before
+    for heads, p in pipes.items():
+        if p is not None:
+            assert pipeline_kernel(p), heads

@@ -1,28 +1,38 @@
-"""Stage 6, generate: one kernel per scheduled kernel head (a node and the consumers fused into it),
-through the backend's functors and the loop IR."""
+"""Stage 6, generate: the loop IR of every kernel the memory plan may choose among, built once per
+compile before memory planning, then rendered with the plan.
+
+`generate` selects the backend's functor for every kernel (a node and the consumers fused into it)
+of the schedules the plan chooses between, and builds its loop IR, that of the in-place variant
+that applies to it and that of each row pipeline; the memory planner reads their access order from
+that loop IR (codegen.planners.overlap). `render_model` then renders the kernels the plan chose,
+calling them with its offsets."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+import numpy as np
 
 from codegen.errors import GenerateError
 from codegen.generate import functors  # noqa: F401  (registers the C++ backend's functors)
-from typing import Sequence
-
 from codegen.generate.backend import (CPP, PORTABLE_CAPS, Backend, Capabilities, KernelArgs, TensorArg, kernel_args,
                                       kernel_refusal, prepare_node)
 from codegen.generate.epilogue import NotFusable, elementwise_template, fuse_epilogue
-from codegen.generate.functors.inplace import variant_functor
-from codegen.generate.functors.row_pipeline import pipeline_kernel
+from codegen.generate.functors.inplace import applicable_variants, variant_functor
+from codegen.generate.functors.row_pipeline import Pipeline, pipeline_kernel
 from codegen.generate.loop_ir import Comment, For, Kernel, Load, Param, Stmt, Store, annotate
 from codegen.generate.render import STORAGE_NAMES, TYPE_NAMES
 from codegen.generate.simplify import simplify
-import numpy as np
-
 from codegen.ir import Constant, Graph, Node
 from codegen.ir.graph import DTYPES
 from codegen.ops import PRIMITIVES, InferArgs
-from codegen.plan import MemoryPlan, scratch_name
+from codegen.planners.lifetime import scratch_name
 from codegen.schedule import Schedule
+
+if TYPE_CHECKING:
+    from codegen.plan import MemoryPlan
+
+ROW_PIPELINE = "row_pipeline"  # the variant a row pipeline's kernel runs as (MemoryPlan.variants)
 
 
 @dataclass(frozen=True)
@@ -163,7 +173,8 @@ def _find(backend: Backend, graph: Graph, node: Node, caps: Capabilities, prepar
 
 def scratch_bytes(graph: Graph, sched: Schedule, backend: Backend, caps: Capabilities = PORTABLE_CAPS
                   ) -> dict[str, int]:
-    """Bytes of every kernel's scratch buffers, by plan name: what plan_memory needs to place them."""
+    """Bytes of every kernel's scratch buffers, by plan name, as its functor declares them (no loop IR
+    built): what plan_memory needs to place them, known before generation for the row-pipeline choice."""
     result = {}
     for node, _ in sched.kernel_heads():
         found = backend.lookup(node.op, kernel_args(graph, node, caps), node.attrs)
@@ -174,28 +185,45 @@ def scratch_bytes(graph: Graph, sched: Schedule, backend: Backend, caps: Capabil
     return result
 
 
-def _pack_constants(graph: Graph, sched: Schedule, backend: Backend, caps: Capabilities,
-                    unpacked: frozenset[str] = frozenset()) -> Graph:
-    """The graph with the constants kernels asked to be packed (Traits.pack) in their new layout: in
-    place when only that node reads the constant, else as a copy named after the node. Kernels in
-    `unpacked` (running an in-place variant) read the model's layouts."""
+# --- constants in the layout kernels ask for ------------------------------------------------------
+Packing = Mapping[str, tuple[tuple[int, Constant], ...]]  # kernel head -> (input index, constant as packed)
+
+
+def _packing(graph: Graph, heads: Sequence[Node], backend: Backend, caps: Capabilities) -> Packing:
+    """The constants each kernel's functor asks to be packed (Traits.pack), in their new layout: named
+    as the model's constant when only that node reads it, else after the node (a copy)."""
     readers = graph.consumers()
+    result = {}
+    for node in heads:
+        found = backend.lookup(node.op, kernel_args(graph, node, caps), node.attrs)
+        if found is None or found[1].pack is None:
+            continue
+        packed = []
+        for i, fn in found[1].pack(kernel_args(graph, node, caps), node.attrs).items():
+            name = node.inputs[i]
+            old = graph.constants[name]
+            new_name = name if len(readers.get(name, [])) == 1 else f"{name}_{node.name}"
+            packed.append((i, Constant(new_name, np.ascontiguousarray(fn(old.data)),
+                                       f"{old.source}, packed for node '{node.name}'", old.loc)))
+        result[node.name] = tuple(packed)
+    return result
+
+
+def packed_graph(graph: Graph, heads: Sequence[Node], packing: Packing, unpacked: frozenset[str] = frozenset()
+                 ) -> Graph:
+    """The graph with the constants of kernels `heads` (in this order) packed as `packing` says; kernels
+    in `unpacked` (an in-place variant, a row pipeline) read the model's layouts."""
     constants, types, nodes = dict(graph.constants), dict(graph.types), list(graph.nodes)
     index_of = {n.name: i for i, n in enumerate(graph.nodes)}
     changed = False
-    for node, _ in sched.kernel_heads():
-        found = backend.lookup(node.op, kernel_args(graph, node, caps), node.attrs)
-        if found is None or found[1].pack is None or node.name in unpacked:
+    for node in heads:
+        if node.name in unpacked or node.name not in packing:
             continue
         inputs = list(node.inputs)
-        for i, fn in found[1].pack(kernel_args(graph, node, caps), node.attrs).items():
-            name = inputs[i]
-            old = graph.constants[name]
-            new_name = name if len(readers.get(name, [])) == 1 else f"{name}_{node.name}"
-            constants[new_name] = Constant(new_name, np.ascontiguousarray(fn(old.data)),
-                                           f"{old.source}, packed for node '{node.name}'", old.loc)
-            types[new_name] = constants[new_name].type
-            inputs[i] = new_name
+        for i, constant in packing[node.name]:
+            constants[constant.name] = constant
+            types[constant.name] = constant.type
+            inputs[i] = constant.name
             changed = True
         nodes[index_of[node.name]] = replace(node, inputs=tuple(inputs))
     if not changed:
@@ -203,97 +231,187 @@ def _pack_constants(graph: Graph, sched: Schedule, backend: Backend, caps: Capab
     return replace(graph, constants=constants, types=types, nodes=tuple(nodes))
 
 
-def generate(graph: Graph, sched: Schedule, plan: MemoryPlan, backend: Backend = CPP,
-             constants_in_ram: bool = False, caps: Capabilities = PORTABLE_CAPS,
-             with_constants: bool = True) -> GeneratedModel:
-    """Call the backend's functor for every kernel (a node and the consumers fused into it) in schedule
-    order, fuse, simplify and render (the constants too, unless not `with_constants`: the memory plan
-    needs only the kernels)."""
-    original = graph
-    from codegen.planners.rows import pipeline_of  # here: the row planner uses this package (scratch_bytes)
-    variants = plan.variant_of()  # kernels running an in-place variant of their functor
-    pipelines = {n.name: p for n, _ in sched.kernel_heads() if (p := pipeline_of(graph, sched, n.name))}
-    graph = _pack_constants(graph, sched, backend, caps, frozenset(variants) | frozenset(pipelines))
+# --- loop IR, before the plan ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class BuiltKernel:
+    """A kernel's loop IR before memory planning: simplified, its parameters read off its body. The
+    order of its loads and stores is the access order the memory planner traces."""
+
+    node: Node  # the kernel's head as its kernel reads it (constants packed, or in the model's layout)
+    members: tuple[Node, ...]  # the nodes fused into it, in order
+    outputs: tuple[str, ...]  # the values it stores
+    kernel: Kernel
+
+
+KernelKey = tuple[str, tuple[str, ...], str]  # (head, names of the fused nodes, variant: "" for the backend's)
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """Every kernel the memory plan may choose among, built once (`built`), and what rendering the
+    chosen ones needs: the scheduled graph (constants in the model's layout), its packing, the backend."""
+
+    graph: Graph
+    backend: Backend
+    caps: Capabilities
+    packing: Packing
+    variants: Mapping[str, str]  # kernel head -> the in-place variant that applies to it
+    built: Mapping[KernelKey, BuiltKernel]
+
+    def kernel(self, sched: Schedule, head: str, variant: str = "") -> BuiltKernel:
+        """The kernel `head` of `sched` running `variant` (the backend's functor: "")."""
+        return self.built[(head, tuple(dict(sched.fused).get(head, ())), variant)]
+
+    def variant_of(self, sched: Schedule, head: str) -> str:
+        """The variant kernel `head` of `sched` always runs: its row pipeline, else the backend's ("")."""
+        return ROW_PIPELINE if (head, tuple(dict(sched.fused).get(head, ())), ROW_PIPELINE) in self.built else ""
+
+
+@dataclass(frozen=True)
+class _Build:
+    """What building a kernel reads: the graph as its kernel reads it, the scheduled graph, the backend."""
+
+    graph: Graph
+    original: Graph
+    backend: Backend
+    caps: Capabilities
+    node_ids: Mapping[str, int]  # the position of every node in both graphs (packing keeps it)
+    fused_values: frozenset[str]  # values computed and consumed inside one kernel of the schedule
+
+
+def generate(graph: Graph, schedules: Sequence[tuple[Schedule, Mapping[str, Pipeline]]], backend: Backend = CPP,
+             caps: Capabilities = PORTABLE_CAPS) -> Kernels:
+    """Select the backend's functor for every kernel of each schedule the plan may choose (with the row
+    pipelines its kernels run, by head) and build its loop IR, and that of the in-place variant that
+    applies to it: once per compile, before memory planning."""
+    heads = list({n.name: n for s, _ in schedules for n, _ in s.kernel_heads()}.values())
+    packing = _packing(graph, heads, backend, caps)
+    variants = applicable_variants(graph, schedules[0][0], backend, caps)  # the others merge some of its kernels
+    own_layout = frozenset(variants) | frozenset(h for _, pipes in schedules for h in pipes)
     node_ids = {node.name: i for i, node in enumerate(graph.nodes)}
-    by_name = {node.name: node for node in graph.nodes}
-    fused_members = dict(sched.fused)
-    fused_values = sched.fused_values()
-    offsets = plan.offset_of()
-    in_place = plan.in_place_of()
-    overlap = plan.overlap_of()
-    kernels = []
-    for scheduled, cluster in sched.kernel_heads():
-        node = by_name[scheduled.name]  # with its packed constants
-        functor, traits, args = _find(backend, graph, node, caps, prepare_node(original, scheduled))
-        if node.name in variants and node.name not in pipelines:
-            functor, traits = variant_functor(variants[node.name])
-        where = f"{node.loc}" if node.loc else "generated"
-        members = [by_name[m] for m in fused_members.get(node.name, ())]
-        if node.name in pipelines:  # several convolutions row by row: their own kernel, no epilogues
-            body = tuple(pipeline_kernel(pipelines[node.name]))
-        else:
-            body = tuple(functor(graph, node_ids[node.name], cluster, args, node.attrs))
-        if members and node.name not in pipelines:  # fusion reads the width of the values stored
-            body = annotate(Kernel(node.name, (), body)).body
-        serial = [0]
-        value = node.outputs[0] if node.outputs else ""
-        for m in members if node.name not in pipelines else ():
-            m_fn, _, m_args = _find(backend, graph, m, caps)
-            out = m.outputs[0]
-            shape = graph.types[out].shape
-            try:
-                template = elementwise_template(m_fn(graph, node_ids[m.name], cluster, m_args, m.attrs), out, shape)
-                contiguous = lambda u, shape=shape: (u in graph.types and graph.types[u].rank > 0
-                                                     and graph.types[u].shape[-1] == shape[-1] and shape[-1] != 1)
-                body = fuse_epilogue(body, value, out, shape, graph.types[value].dtype, template, contiguous, serial)
-            except NotFusable as e:
-                raise GenerateError(m.loc, f"cannot fuse node '{m.name}' ({m.op}) into the kernel of "
-                                    f"'{node.name}' ({node.op}): {e}",
-                                    "register the producer's functor without epilogue=True") from None
-            value = out
-        inputs = [v for n in [node] + members for v in n.inputs if v and v not in fused_values]
+    as_packed, as_given = packed_graph(graph, heads, packing), packed_graph(graph, heads, packing, own_layout)
+    built: dict[KernelKey, BuiltKernel] = {}
+    for sched, pipes in schedules:
+        fused = sched.fused_values()
+        packed = _Build(as_packed, graph, backend, caps, node_ids, fused)
+        unpacked = _Build(as_given, graph, backend, caps, node_ids, fused)
+        for head, cluster in sched.kernel_heads():
+            members = tuple(dict(sched.fused).get(head.name, ()))
+            choices = [(ROW_PIPELINE, unpacked)] if head.name in pipes else \
+                [("", packed)] + ([(variants[head.name], unpacked)] if head.name in variants else [])
+            for variant, build in choices:
+                if (head.name, members, variant) not in built:
+                    built[(head.name, members, variant)] = _build_kernel(build, head, members, cluster, variant,
+                                                                         pipes.get(head.name))
+    return Kernels(graph, backend, caps, packing, variants, built)
+
+
+def _build_kernel(build: _Build, scheduled: Node, member_names: tuple[str, ...], cluster: int, variant: str,
+                  pipeline: Pipeline | None) -> BuiltKernel:
+    """One kernel's loop IR: its functor's (the backend's, an in-place variant's or a row pipeline's), the
+    fused nodes as its epilogue, simplified, with the parameters its body reads and writes."""
+    graph = build.graph
+    node = graph.nodes[build.node_ids[scheduled.name]]  # with its packed constants
+    functor, traits, args = _find(build.backend, graph, node, build.caps, prepare_node(build.original, scheduled))
+    if variant and pipeline is None:
+        functor, traits = variant_functor(variant)
+    members = [graph.nodes[build.node_ids[m]] for m in member_names]
+    if pipeline is not None:  # several convolutions row by row: their own kernel, no epilogues
+        body = tuple(pipeline_kernel(pipeline))
+        outputs = [v for n in [node] + members for v in n.outputs if v and v not in build.fused_values]
+        scratch = tuple(pipeline.scratch())
+    else:
+        body = tuple(functor(graph, build.node_ids[node.name], cluster, args, node.attrs))
+        body = _fuse_members(build, node, members, cluster, body)
         outputs = list(members[-1].outputs) if members else list(node.outputs)
-        scratch = tuple(traits.scratch(args.prepared, caps)) if traits.scratch else ()
-        if node.name in pipelines:
-            outputs = [v for n in [node] + members for v in n.outputs if v and v not in fused_values]
-            scratch = tuple(pipelines[node.name].scratch())
-        doc = f"{node.name}: {node.op}, cluster {cluster}, from {where}"
-        if members:  # said first in the body: the doc line ends with the node's location
-            body = (Comment("fused: " + ", ".join(f"{m.name} ({m.op}, {m.loc or 'generated'})"
-                                                  for m in members) + "; their inputs are never stored"),) + body
-        # An output the plan puts over its input: the two parameters point at the same bytes.
-        over = {o: in_place[o] for o in outputs if o in in_place}
-        # An output over part of an input, proven safe on the kernel's access order by the plan.
-        partly = {o: overlap[o] for o in outputs if o in overlap}
-        aliased = frozenset(over) | frozenset(over.values()) | frozenset(partly) | frozenset(partly.values())
-        kernel = simplify(Kernel(node.name, (), body, doc, scratch))
-        # Parameters from the simplified body: a tensor simplification stopped reading would be an
-        # unused parameter, a warning under -Wextra.
-        kernel = replace(kernel, params=_params(graph, node, inputs, outputs, kernel.body, backend.name,
-                                                frozenset(s.name for s in scratch)))
-        for o, v in over.items():  # the plan goes by op; a user's functor may not be elementwise
-            if not _reads_only_where_it_writes(kernel.body, v, o):
-                raise GenerateError(node.loc, f"the {backend.name} functor for '{node.op}' (node "
-                                    f"'{node.name}') reads '{v}' at elements other than the one it "
-                                    f"writes, so it cannot write '{o}' in place of '{v}'",
-                                    f"plan with plan_memory(..., in_place_ops=...) without '{node.op}'")
-            kernel = replace(kernel, body=(Comment(f"in place: {o} takes over the bytes of {v}"),) + kernel.body)
-        for o, v in partly.items():
-            kernel = replace(kernel, body=(Comment(f"overlapping: {o} is written over part of {v}, each byte "
-                                                   f"after its last read"),) + kernel.body)
-        kernel = annotate(kernel)
-        call_args = tuple(_call_arg(graph, offsets, p.buffer) for p in kernel.params) + tuple(
-            _call_arg(graph, offsets, scratch_name(node.name, s.name), s.dtype) for s in scratch)
-        macs = _macs(original, scheduled) + sum(_macs(original, m) for m in members)
-        kernels.append(KernelCode(node, cluster, kernel, backend.renderer.kernel(kernel, aliased, macs), call_args,
-                                  macs, tuple(members), tuple(_macs(original, n) for n in [scheduled] + members)))
-    read = {p.buffer for k in kernels for p in k.kernel.params}
+        scratch = tuple(traits.scratch(args.prepared, build.caps)) if traits.scratch else ()
+    if members:  # said first in the body: the doc line ends with the node's location
+        body = (Comment("fused: " + ", ".join(f"{m.name} ({m.op}, {m.loc or 'generated'})"
+                                              for m in members) + "; their inputs are never stored"),) + body
+    inputs = [v for n in [node] + members for v in n.inputs if v and v not in build.fused_values]
+    kernel = simplify(Kernel(node.name, (), body, "", scratch))
+    # Parameters from the simplified body: a tensor simplification stopped reading would be an
+    # unused parameter, a warning under -Wextra.
+    kernel = replace(kernel, params=_params(graph, node, inputs, outputs, kernel.body, build.backend.name,
+                                            frozenset(s.name for s in scratch)))
+    return BuiltKernel(node, tuple(members), tuple(outputs), kernel)
+
+
+def _fuse_members(build: _Build, node: Node, members: Sequence[Node], cluster: int, body: tuple[Stmt, ...]
+                  ) -> tuple[Stmt, ...]:
+    """`body` with each fused node computed as an epilogue of the value it reads, in order."""
+    if not members:
+        return body
+    graph = build.graph
+    body = annotate(Kernel(node.name, (), body)).body  # fusion reads the width of the values stored
+    serial = [0]
+    value = node.outputs[0] if node.outputs else ""
+    for m in members:
+        m_fn, _, m_args = _find(build.backend, graph, m, build.caps)
+        out = m.outputs[0]
+        shape = graph.types[out].shape
+        try:
+            template = elementwise_template(m_fn(graph, build.node_ids[m.name], cluster, m_args, m.attrs), out, shape)
+            contiguous = lambda u, shape=shape: (u in graph.types and graph.types[u].rank > 0
+                                                 and graph.types[u].shape[-1] == shape[-1] and shape[-1] != 1)
+            body = fuse_epilogue(body, value, out, shape, graph.types[value].dtype, template, contiguous, serial)
+        except NotFusable as e:
+            raise GenerateError(m.loc, f"cannot fuse node '{m.name}' ({m.op}) into the kernel of "
+                                f"'{node.name}' ({node.op}): {e}",
+                                "register the producer's functor without epilogue=True") from None
+        value = out
+    return body
+
+
+# --- rendering, with the plan ----------------------------------------------------------------------
+def render_model(kernels: Kernels, sched: Schedule, plan: MemoryPlan, constants_in_ram: bool = False,
+                 with_constants: bool = True) -> GeneratedModel:
+    """Render the kernels of `sched` that `plan` chose (the backend's functor, an in-place variant, a row
+    pipeline) in schedule order with the plan's offsets, and the constants they read (unless not
+    `with_constants`: checking the plan needs only the kernels)."""
+    backend = kernels.backend
+    variants = plan.variant_of()
+    chosen = {n.name: kernels.variant_of(sched, n.name) or variants.get(n.name, "") for n, _ in sched.kernel_heads()}
+    graph = packed_graph(kernels.graph, [n for n, _ in sched.kernel_heads()], kernels.packing,
+                         frozenset(h for h, v in chosen.items() if v))
+    codes = tuple(_render_kernel(kernels, graph, plan, node, cluster, kernels.kernel(sched, node.name, chosen[node.name]))
+                  for node, cluster in sched.kernel_heads())
+    read = {p.buffer for k in codes for p in k.kernel.params}
     load = backend.loader()
     constants = tuple(ConstantCode(c.name, c.data.nbytes, load(c, constants_in_ram))
                       for name, c in graph.constants.items() if name in read and with_constants)
-    return GeneratedModel(graph, sched, plan, tuple(kernels), constants,
-                          backend.renderer.prelude([k.kernel for k in kernels]))
+    return GeneratedModel(graph, sched, plan, codes, constants, backend.renderer.prelude([k.kernel for k in codes]))
 
 
-__all__ = ["CPP", "Backend", "Capabilities", "KernelArgs", "TensorArg", "GeneratedModel", "KernelCode", "generate",
-           "scratch_bytes"]
+def _render_kernel(kernels: Kernels, graph: Graph, plan: MemoryPlan, scheduled: Node, cluster: int,
+                   built: BuiltKernel) -> KernelCode:
+    """One kernel as C++: in place or overlapping where the plan says so, called with the plan's offsets."""
+    node, backend = built.node, kernels.backend
+    where = f"{node.loc}" if node.loc else "generated"
+    kernel = replace(built.kernel, doc=f"{node.name}: {node.op}, cluster {cluster}, from {where}")
+    # An output the plan puts over its input: the two parameters point at the same bytes.
+    over = {o: plan.in_place_of()[o] for o in built.outputs if o in plan.in_place_of()}
+    # An output over part of an input, proven safe on the kernel's access order by the plan.
+    partly = {o: plan.overlap_of()[o] for o in built.outputs if o in plan.overlap_of()}
+    aliased = frozenset(over) | frozenset(over.values()) | frozenset(partly) | frozenset(partly.values())
+    for o, v in over.items():  # the plan goes by op; a user's functor may not be elementwise
+        if not _reads_only_where_it_writes(kernel.body, v, o):
+            raise GenerateError(node.loc, f"the {backend.name} functor for '{node.op}' (node "
+                                f"'{node.name}') reads '{v}' at elements other than the one it "
+                                f"writes, so it cannot write '{o}' in place of '{v}'",
+                                f"plan with plan_memory(..., in_place_ops=...) without '{node.op}'")
+        kernel = replace(kernel, body=(Comment(f"in place: {o} takes over the bytes of {v}"),) + kernel.body)
+    for o, v in partly.items():
+        kernel = replace(kernel, body=(Comment(f"overlapping: {o} is written over part of {v}, each byte "
+                                               f"after its last read"),) + kernel.body)
+    kernel = annotate(kernel)
+    offsets = plan.offset_of()
+    call_args = tuple(_call_arg(graph, offsets, p.buffer) for p in kernel.params) + tuple(
+        _call_arg(graph, offsets, scratch_name(node.name, s.name), s.dtype) for s in kernel.scratch)
+    node_macs = tuple(_macs(kernels.graph, n) for n in [scheduled, *built.members])
+    return KernelCode(node, cluster, kernel, backend.renderer.kernel(kernel, aliased, sum(node_macs)), call_args,
+                      sum(node_macs), built.members, node_macs)
+
+
+__all__ = ["CPP", "ROW_PIPELINE", "Backend", "BuiltKernel", "Capabilities", "KernelArgs", "Kernels", "TensorArg",
+           "GeneratedModel", "KernelCode", "generate", "packed_graph", "render_model", "scratch_bytes"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from codegen.load import graph_file
+from codegen.load import onnx_initializer  # noqa: F401  (registers the `onnx` constant loader)
 from codegen.load.constants import LOADERS, Loader, register_loader
 from codegen.load.graph_file import GraphSpec, NodeSpec, ValueSpec
 from codegen.load.identifiers import identifier_problem

@@ -205,21 +205,6 @@ register_loader(Loader("random", frozenset({"random", "shape", "seed", "scale"})
                        lambda s: f"random {s['random']} (seed {s.get('seed', 0)})"))
 
 
-def _load_onnx(spec: LocatedDict, base: Path) -> np.ndarray:
-    """An initializer of an ONNX model: {onnx: model.onnx, initializer: NAME}."""
-    if not isinstance(spec["onnx"], str) or not spec["onnx"]:
-        raise LoaderError("'onnx' must be a path relative to the graph file", "onnx")
-    if "initializer" not in spec:
-        raise LoaderError("say which initializer of the model with 'initializer'", "onnx",
-                          "add initializer: NAME")
-    from codegen.load.onnx_model import read_initializer  # imports onnx only when used
-    return read_initializer(base / spec["onnx"], spec["initializer"])
-
-
-register_loader(Loader("onnx", frozenset({"onnx", "initializer"}), _load_onnx,
-                       lambda s: f"{s['onnx']} initializer '{s['initializer']}'",
-                       lambda s: [s["onnx"]] if isinstance(s.get("onnx"), str) else []))
-
 # Element types a constant may ask for: the floating-point and integer types.
 STORED_DTYPES = (*FLOAT_DTYPES, *INTEGER_DTYPES)
 # Stored element types map onto the two Tinsmith computes with.

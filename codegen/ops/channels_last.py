@@ -18,7 +18,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from codegen.ir import TensorType
-from codegen.ops.conv import _WINDOW_ATTRS, _conv_reference, conv_geometry
+from codegen.ops.conv import _WINDOW_ATTRS, ConvGeometry, _conv_reference, conv_geometry
 from codegen.ops.pooling import _POOL_ATTRS, _pool_reference, pool_windows
 from codegen.ops.registry import PRIMITIVES, Attr, InferArgs, OpError, define
 
@@ -99,8 +99,11 @@ def _conv_macs(args: InferArgs, outs) -> int:
 
 
 def _prepare_conv(args: InferArgs, outs) -> dict:
+    """As Conv's: the group count, the windows and the geometry (in the model's channel counts)."""
     group, wins = conv_nhwc_geometry(args)
-    return {"group": group, "windows": tuple(wins)}
+    x, w = _nchw_args(args).types[0], args.types[1]
+    geometry = ConvGeometry(x.shape[0], x.shape[1], w.shape[-1], group, tuple(wins))
+    return {"group": group, "windows": tuple(wins), "geometry": geometry}
 
 
 # input_nchw 1: the input is read in the model's layout (N, C, D1..), as a network's first

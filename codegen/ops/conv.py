@@ -204,10 +204,67 @@ def _conv_macs(args: InferArgs, outs) -> int:
 _WINDOW_ATTRS = [Attr("auto_pad", "string", "NOTSET", AUTO_PAD), Attr("dilations", "ints", None),
                  Attr("kernel_shape", "ints", None), Attr("pads", "ints", None), Attr("strides", "ints", None)]
 
+@dataclass(frozen=True)
+class ConvGeometry:
+    """A convolution's shape as every kernel reads it, resolved once per node by `prepare`
+    (layout-free: a channels-last kernel reads the same numbers). The spatial shapes are the
+    windows' own: input D1.. are their in_size, output O1.. their out_size."""
+
+    batch: int
+    channels: int  # input channels, all groups together
+    out_channels: int
+    group: int
+    windows: tuple[Window, ...]
+
+    @property
+    def in_per_group(self) -> int:
+        return self.channels // self.group
+
+    @property
+    def out_per_group(self) -> int:
+        return self.out_channels // self.group
+
+    @property
+    def in_spatial(self) -> tuple[int, ...]:
+        return tuple(win.in_size for win in self.windows)
+
+    @property
+    def out_spatial(self) -> tuple[int, ...]:
+        return tuple(win.out_size for win in self.windows)
+
+    @property
+    def kernel(self) -> tuple[int, ...]:
+        return tuple(win.kernel for win in self.windows)
+
+    @property
+    def in_size(self) -> int:
+        """Input positions per channel."""
+        return math.prod(self.in_spatial)
+
+    @property
+    def out_size(self) -> int:
+        """Output positions per channel."""
+        return math.prod(self.out_spatial)
+
+    @property
+    def kernel_size(self) -> int:
+        """Taps per window."""
+        return math.prod(self.kernel)
+
+    @property
+    def pointwise(self) -> bool:
+        """A 1x1 window with stride 1 and no padding: a matrix product over the positions."""
+        return all(w.kernel == 1 and w.stride == 1 and w.pad_begin == 0 and w.in_size == w.out_size
+                   for w in self.windows)
+
+
 def _prepare_conv(args: InferArgs, outs) -> dict:
-    """The group count and one Window per spatial axis, resolved once for the node's kernels."""
+    """The group count, one Window per spatial axis and the whole geometry, resolved once for the
+    node's kernels."""
     group, windows = conv_geometry(args)
-    return {"group": group, "windows": tuple(windows)}
+    x, w = args.types[0], args.types[1]
+    geometry = ConvGeometry(x.shape[0], x.shape[1], w.shape[0], group, tuple(windows))
+    return {"group": group, "windows": tuple(windows), "geometry": geometry}
 
 
 define("Conv", inputs=(2, 3), infer=_infer_conv, reference=_conv_reference, macs=_conv_macs,
@@ -292,7 +349,13 @@ def _conv_transpose_macs(args: InferArgs, outs) -> int:
     return x.size * math.prod(w.shape[1:])
 
 
+def _prepare_conv_transpose(args: InferArgs, outs) -> dict:
+    """The group count and one TransposedAxis per spatial axis, resolved once for the kernel."""
+    group, axes = conv_transpose_geometry(args)
+    return {"group": group, "axes": axes}
+
+
 define("ConvTranspose", inputs=(2, 3), infer=_infer_conv_transpose, reference=_conv_transpose_reference,
-       macs=_conv_transpose_macs,
+       macs=_conv_transpose_macs, prepare=_prepare_conv_transpose,
        attrs=_WINDOW_ATTRS + [Attr("group", "int", 1), Attr("output_padding", "ints", None),
                               Attr("output_shape", "ints", None)])

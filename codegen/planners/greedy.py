@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from codegen.planners import Lifetime, register
+from codegen.planners.lifetime import Lifetime, register
 
 OrderKey = Callable[[Lifetime], tuple]
 

@@ -9,7 +9,8 @@ workspace alignment; the check itself is exact, element by element.
 
 `overlap_options` asks this of every kernel of a schedule, for the backend's own functors and for
 the in-place variants (codegen.generate.functors.inplace) that apply, which trade speed for a
-smaller footprint; the memory plan picks among the options (codegen.plan).
+smaller footprint, reading the loop IR generated for them before planning (codegen.generate.Kernels);
+the memory plan picks among the options (codegen.plan).
 """
 from __future__ import annotations
 
@@ -18,7 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from codegen.ir import Graph
 from codegen.planners.access import Access, Untraceable, itemsize as dtype_bytes, trace
+from codegen.planners.lifetime import scratch_name
+from codegen.schedule import Schedule
 
 BLOCK = 16  # the workspace alignment: offsets are multiples of it
 
@@ -88,30 +92,49 @@ def kernel_options(kernel, output: str, inputs, itemsize, variant: str = "",
     return options
 
 
-def overlap_options(graph, sched, backend, caps) -> list[OverlapOption]:
-    """Every overlap the kernels of `sched` allow between their output and an input that dies at
-    them, with the backend's functors and with each in-place variant that applies."""
-    # Imported here: the generator imports the memory plan, which imports this module's package.
-    from codegen.generate import generate
-    from codegen.generate.functors.inplace import applicable_variants
-    from codegen.plan import MemoryPlan, dying_inputs, scratch_name
+def dying_inputs(graph: Graph, sched: Schedule) -> dict[str, list[str]]:
+    """Kernel head -> the workspace values it reads that die at it: read by no node of a later
+    cluster and by no other kernel of its own cluster (kernels of one cluster may run together)."""
+    cluster_of = sched.cluster_of()
+    members = {head.name: [head.name, *dict(sched.fused).get(head.name, ())] for head, _ in sched.kernel_heads()}
+    kernel_of = {m: head for head, ms in members.items() for m in ms}
+    readers: dict[str, set[str]] = {}
+    for node in sched.nodes:
+        for v in node.inputs:
+            if v:
+                readers.setdefault(v, set()).add(node.name)
+    produced = {v for node in sched.nodes for v in node.outputs}
+    fused = sched.fused_values()
+    result: dict[str, list[str]] = {}
+    for head, ms in members.items():
+        c = cluster_of[head]
+        nodes = {n.name: n for n in sched.nodes}
+        seen = []
+        for m in ms:
+            for v in nodes[m].inputs:
+                if (v and v in produced and v not in fused and graph.is_intermediate(v) and v not in seen
+                        and all(cluster_of[r] < c or kernel_of.get(r) == head for r in readers[v])):
+                    seen.append(v)
+        result[head] = seen
+    return result
 
+
+def overlap_options(graph, sched, kernels) -> list[OverlapOption]:
+    """Every overlap the kernels of `sched` allow between their output and an input that dies at
+    them, with the backend's functors (or the row pipelines `sched` runs), then with each in-place
+    variant that applies, read off the loop IR generated for them (codegen.generate.Kernels)."""
     dying = dying_inputs(graph, sched)
     itemsize = {v: t.nbytes // max(t.size, 1) for v, t in graph.types.items()}
-    variants = applicable_variants(graph, sched, backend, caps)
+    heads = [n.name for n, _ in sched.kernel_heads() if n.name in dying]
+    own = [(name, kernels.variant_of(sched, name), "") for name in heads]
+    variants = [(name, kernels.variants[name], kernels.variants[name]) for name in heads
+                if name in kernels.variants and not kernels.variant_of(sched, name)]
     options: list[OverlapOption] = []
-    for chosen in ({}, variants):
-        if chosen is variants and not variants:
+    for name, variant, label in own + variants:
+        k = kernels.kernel(sched, name, variant).kernel
+        output = [p.buffer for p in k.params if p.writes]
+        if len(output) != 1 or not graph.is_intermediate(output[0]):
             continue
-        dummy = MemoryPlan((), 0, 0, variants=tuple(sorted(chosen.items())))
-        model = generate(graph, sched, dummy, backend, False, caps, with_constants=False)
-        for k in model.kernels:
-            name = k.node.name
-            if (chosen and name not in chosen) or name not in dying:
-                continue
-            output = [p.buffer for p in k.kernel.params if p.writes]
-            if len(output) != 1 or not graph.is_intermediate(output[0]):
-                continue
-            scratch = tuple((scratch_name(name, s.name), s.size * dtype_bytes(s.dtype)) for s in k.kernel.scratch)
-            options += kernel_options(k.kernel, output[0], dying[name], itemsize, chosen.get(name, ""), scratch)
+        scratch = tuple((scratch_name(name, s.name), s.size * dtype_bytes(s.dtype)) for s in k.scratch)
+        options += kernel_options(k, output[0], dying[name], itemsize, label, scratch)
     return options

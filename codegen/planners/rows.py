@@ -4,19 +4,26 @@ passed between them live in ring buffers of a few rows instead of whole.
 
 `pipeline_of` reads a pipeline off a schedule (a kernel whose fused nodes include convolutions);
 `candidates` lists the runs of kernels that may become one; `with_pipeline` regroups a schedule
-around one; `plan_with_rows` plans the schedule as it is and with the best candidate, and keeps
-the smaller workspace (the schedule as it is on ties: the pipeline's kernels are slower).
+around one; `best_candidate` picks the run whose pipeline needs the least workspace, before the
+kernels are generated (codegen.generate builds its kernel with the others); `plan_with_rows` plans
+the schedule as it is and with that candidate, reading the generated kernels' access order, and
+keeps the smaller workspace (the schedule as it is on ties: the pipeline's kernels are slower).
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Mapping
 
+from codegen.generate import ROW_PIPELINE
 from codegen.generate.backend import prepare_node
 from codegen.generate.functors.row_pipeline import Layer, Pipeline
 from codegen.ir import Graph, Node
+from codegen.plan import MemoryPlan, plan_memory
+from codegen.planners.lifetime import scratch_name
+from codegen.planners.overlap import overlap_options
 from codegen.schedule import Schedule
 
-VARIANT = "row_pipeline"  # the name the plan gives a pipeline's kernel in MemoryPlan.variants
+VARIANT = ROW_PIPELINE  # the name the plan gives a pipeline's kernel in MemoryPlan.variants
 
 
 def _layer(graph: Graph, head: Node, members: list[Node]) -> Layer | None:
@@ -69,6 +76,8 @@ def _pipeline(graph: Graph, kernels: list[tuple[Node, list[Node]]], readers_outs
     for l in layers:
         shapes[l.x] = (l.cin, l.hin, l.win)
         shapes[l.out] = (l.cout, l.hout, l.wout)
+    if any(l.residual is not None and l.residual not in shapes for l in layers):
+        return None  # a residual made before the run, other than its input: the kernel cannot read it
     return Pipeline(tuple(layers), stored, shapes)
 
 
@@ -151,43 +160,58 @@ def with_pipeline(sched: Schedule, heads: tuple[str, ...]) -> Schedule:
     return replace(sched, nodes=tuple(nodes), clusters=tuple(clusters), fused=fused)
 
 
-def plan_with_rows(graph: Graph, sched: Schedule, backend, caps, always: bool = False):
-    """(schedule, plan): the schedule as it is, or with the one pipeline that makes the workspace
-    smallest; each planned with the overlaps its kernels allow. `always`: take the best pipeline even
-    where it saves nothing (tests run the kernel on shapes too small to gain)."""
-    from codegen.generate import scratch_bytes
-    from codegen.plan import plan_memory, scratch_name
-    from codegen.planners.overlap import overlap_options
+@dataclass(frozen=True)
+class RowCandidate:
+    """The schedule with the kernels `heads` merged into one row pipeline, and the workspace a plan
+    without overlaps gives it (`quick_bytes`) with `scratch`, its kernels' scratch and the rings."""
 
-    def full(s: Schedule, extra: dict):
-        scratch = {**scratch_bytes(graph, s, backend, caps), **extra}
-        return plan_memory(graph, s, scratch=scratch, overlaps=overlap_options(graph, s, backend, caps))
+    heads: tuple[str, ...]
+    schedule: Schedule
+    pipeline: Pipeline
+    scratch: dict[str, int]
+    quick_bytes: int
 
-    best_sched, best = sched, full(sched, {})
-    trials = []
+
+def best_candidate(graph: Graph, sched: Schedule, scratch: Mapping[str, int]) -> RowCandidate | None:
+    """The run of kernels whose pipeline gives the smallest workspace planned without overlaps (the
+    shorter run on ties), from the scratch bytes the kernels of `sched` declare (by plan name)."""
+    best = None
     for heads in candidates(graph, sched):
         s = with_pipeline(sched, heads)
         pipe = pipeline_of(graph, s, heads[0])
         if pipe is None:
             continue
-        rings = {scratch_name(heads[0], r.name): r.size * 4 for r in pipe.scratch()}
-        scratch = {k: v for k, v in scratch_bytes(graph, s, backend, caps).items()
-                   if not k.startswith(heads[0] + ".")}
-        quick = plan_memory(graph, s, scratch={**scratch, **rings})
-        trials.append((quick.workspace_bytes, len(heads), heads, s, rings))
-    for size, _, heads, s, rings in sorted(trials, key=lambda t: (t[0], t[1]))[:1]:
-        if size >= best.workspace_bytes and not always:
-            break
-        scratch = {k: v for k, v in scratch_bytes(graph, s, backend, caps).items()
-                   if not k.startswith(heads[0] + ".")}
-        plan = plan_memory(graph, s, scratch={**scratch, **rings},
-                           overlaps=overlap_options(graph, s, backend, caps))
-        if plan.workspace_bytes < best.workspace_bytes or always:
-            best_sched = s
-            # the operator-granularity figure stays the schedule's own: what the pipeline is measured against
-            best = replace(plan, variants=tuple(sorted({*plan.variants, (heads[0], VARIANT)})),
-                           operator_lower_bound_bytes=best.operator_lower_bound_bytes)
-    return best_sched, best
+        kept = {h.name for h, _ in s.kernel_heads()} - {heads[0]}
+        needs = {k: v for k, v in scratch.items() if k.split(".", 1)[0] in kept}
+        needs |= {scratch_name(heads[0], r.name): r.size * 4 for r in pipe.scratch()}  # the rings
+        trial = RowCandidate(heads, s, pipe, needs, plan_memory(graph, s, scratch=needs).workspace_bytes)
+        if best is None or (trial.quick_bytes, len(heads)) < (best.quick_bytes, len(best.heads)):
+            best = trial
+    return best
+
+
+def schedules_to_generate(sched: Schedule, candidate: RowCandidate | None) -> list[tuple[Schedule, dict]]:
+    """The schedules the plan chooses between, each with the row pipelines its kernels run: what
+    codegen.generate builds kernels for."""
+    return [(sched, {})] + ([(candidate.schedule, {candidate.heads[0]: candidate.pipeline})] if candidate else [])
+
+
+def plan_with_rows(graph: Graph, sched: Schedule, kernels, scratch: Mapping[str, int],
+                   candidate: RowCandidate | None, always: bool = False) -> tuple[Schedule, MemoryPlan]:
+    """(schedule, plan): the schedule as it is, or with the `candidate` pipeline where that makes the
+    workspace smaller; each planned with the overlaps its kernels (codegen.generate.Kernels) allow.
+    `always`: take the pipeline even where it saves nothing (tests run the kernel on shapes too small
+    to gain)."""
+    best = plan_memory(graph, sched, scratch=scratch, overlaps=overlap_options(graph, sched, kernels))
+    if candidate is None or (candidate.quick_bytes >= best.workspace_bytes and not always):
+        return sched, best
+    s = candidate.schedule
+    plan = plan_memory(graph, s, scratch=candidate.scratch, overlaps=overlap_options(graph, s, kernels))
+    if plan.workspace_bytes >= best.workspace_bytes and not always:
+        return sched, best
+    # the operator-granularity figure stays the schedule's own: what the pipeline is measured against
+    return s, replace(plan, variants=tuple(sorted({*plan.variants, (candidate.heads[0], VARIANT)})),
+                      operator_lower_bound_bytes=best.operator_lower_bound_bytes)
 
 
 def pipeline_report(graph: Graph, sched: Schedule) -> list[dict]:
@@ -208,4 +232,5 @@ def pipeline_report(graph: Graph, sched: Schedule) -> list[dict]:
     return found
 
 
-__all__ = ["VARIANT", "candidates", "pipeline_report", "pipeline_of", "plan_with_rows", "with_pipeline"]
+__all__ = ["VARIANT", "RowCandidate", "best_candidate", "candidates", "pipeline_report", "pipeline_of", "plan_with_rows",
+           "schedules_to_generate", "with_pipeline"]

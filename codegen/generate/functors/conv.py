@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 
 from codegen.generate.backend import CPP, KernelArgs, same
 from codegen.generate.loop_ir import (Assign, Binary, Comment, Expr, For, Load, Local, Select, Stmt, Store,
                                       Var, const, index)
-from codegen.ops.conv import TransposedAxis, Window, conv_transpose_geometry
+from codegen.ops.conv import ConvGeometry, TransposedAxis, Window
 from codegen.ops.registry import InferArgs
 
 # Edge segments in a row beyond this many are merged into one checked segment: each exact segment
@@ -294,9 +294,98 @@ def tile_loops(axes: Sequence[Axis], tile: Sequence[Segment]) -> TileLoops:
                      f"outputs [{', '.join(ranges)}]: {what}")
 
 
-def is_pointwise(wins: Sequence[Window]) -> bool:
-    """A 1x1 window with stride 1 and no padding: the convolution is a matrix product over positions."""
-    return all(w.kernel == 1 and w.stride == 1 and w.pad_begin == 0 and w.in_size == w.out_size for w in wins)
+# --- what every convolution kernel of the family reads -------------------------------------
+@dataclass(frozen=True)
+class ConvAxes:
+    """The spatial axes a convolution kernel loops over and the row-major strides that turn
+    positions into offsets: the model's windows or, `flat`, a pointwise convolution's positions as
+    one axis (a matrix product of positions by channels, whose long axis blocks well)."""
+
+    windows: tuple[Window, ...]
+    in_strides: tuple[int, ...]
+    out_strides: tuple[int, ...]
+    tap_strides: tuple[int, ...]
+    out_spatial: tuple[int, ...]  # the output's own spatial shape: where a flat position lands
+    flat: bool = False
+
+    @staticmethod
+    def of(geometry: ConvGeometry, flatten_pointwise: bool = False) -> ConvAxes:
+        """The geometry's axes; with `flatten_pointwise` a pointwise convolution's as one axis."""
+        if flatten_pointwise and geometry.pointwise:
+            return ConvAxes((Window(geometry.in_size, geometry.out_size, 1),), (1,), (1,), (0,),
+                            geometry.out_spatial, True)
+        return ConvAxes(geometry.windows, row_major_strides(geometry.in_spatial),
+                        row_major_strides(geometry.out_spatial), row_major_strides(geometry.kernel),
+                        geometry.out_spatial)
+
+    @property
+    def axes(self) -> list[Axis]:
+        return [Axis(win) for win in self.windows]
+
+    @property
+    def row(self) -> str:
+        """The output loop variable of the innermost axis (positions along a row)."""
+        return f"o{len(self.windows) - 1}"
+
+    def coords(self, out_pos: Sequence[Affine]) -> tuple[Expr, ...]:
+        """An output position as one index per spatial axis of the output (a flat one unflattened)."""
+        if not self.flat:
+            return tuple(p.expr() for p in out_pos)
+        flat, result = out_pos[0].expr(), []
+        for d, size in enumerate(self.out_spatial):
+            inner = math.prod(self.out_spatial[d + 1:])
+            at = flat if inner == 1 else Binary("/", flat, index(inner))
+            result.append(at if d == 0 else Binary("%", at, index(size)))
+        return tuple(result)
+
+
+@dataclass(frozen=True)
+class ConvOperands:
+    """One convolution kernel's tensors (value names), its geometry as `prepare` resolved it, the
+    axes its loops run over, and the serial numbers that keep each register block's locals apart
+    (a block without loops of its own shares its scope with the next)."""
+
+    x: str
+    w: str
+    y: str
+    bias: str | None
+    geometry: ConvGeometry
+    space: ConvAxes
+    weights_packed: bool  # the weights were laid out for the kernel at build time
+    serials: Iterator[int] = field(default_factory=itertools.count, compare=False)
+
+    @staticmethod
+    def of(args: KernelArgs, flatten_pointwise: bool = False) -> ConvOperands:
+        geometry = args.prepared["geometry"]
+        b = args.inputs[2] if len(args.inputs) > 2 else None
+        w = args.inputs[1]
+        return ConvOperands(args.inputs[0].name, w.name, args.outputs[0].name, b.name if b is not None else None,
+                            geometry, ConvAxes.of(geometry, flatten_pointwise),
+                            w.type.shape != args.prepared.inputs[1].shape)
+
+    def serial(self) -> int:
+        """A number no other register block of this kernel has."""
+        return next(self.serials)
+
+
+def blocked_row(tl: TileLoops, blocks: int, block: Callable[[list, int], list[Stmt]], width: int = 1,
+                leftover_loop: bool = True) -> list[Stmt]:
+    """The tile's innermost output loop in steps of `blocks` x `width` positions, each step one
+    register block `block(positions, width)`; the positions left over run one at a time in a loop
+    of their own (`leftover_loop`) or as one smaller block."""
+    var, count = tl.outer[-1]
+    step = width * blocks
+    main = count - count % step
+    stmts: list[Stmt] = []
+    if main:
+        stmts += loops(tl.outer[:-1], [For(var, main, tuple(block(tl.neighbours(var, blocks, width), width)), step)])
+    if count - main and leftover_loop:
+        positions = [tl.position(var, Affine.var(var + "r", main))]
+        stmts += loops(tl.outer[:-1], [For(var + "r", count - main, tuple(block(positions, 1)))])
+    elif count - main:
+        positions = [tl.position(var, Affine((), main + j)) for j in range(count - main)]
+        stmts += loops(tl.outer[:-1], block(positions, 1))
+    return stmts
 
 
 def channel_blocks(channels: int, block: int) -> list[tuple[Affine, int, int]]:
@@ -379,26 +468,18 @@ def _bias_init(b, channel: Expr) -> tuple[list[Stmt], Expr]:
 def conv(graph, node_id, cluster_id, args, attrs):
     """Direct convolution: per output channel and position, a dot product over the group's input
     channels and the kernel taps (innermost), the taps clipped or tested only at the edges."""
-    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
-    b = args.inputs[2] if len(args.inputs) > 2 else None
-    group, wins = args.prepared["group"], args.prepared["windows"]
-    batch, channels = x.type.shape[:2]
-    out_channels = w.type.shape[0]
-    cg, mg = channels // group, out_channels // group
-    in_size, out_size, k_size = x.type.size // (batch * channels), y.type.size // (batch * out_channels), \
-        math.prod(w.type.shape[2:])
+    ops = ConvOperands.of(args)
+    geo, space = ops.geometry, ops.space
+    cg, mg, in_size, out_size = geo.in_per_group, geo.out_per_group, geo.in_size, geo.out_size
     n, g, m = Affine.var("n"), Affine.var("g"), Affine.var("m")
     oc = g * mg + m
-    axes = [Axis(win) for win in wins]
-    prelude, init = _bias_init(b, oc.expr())
-    nests = _conv_nests(axes, tiles(wins), x.name, w.name, y.name,
-                        in_base=n * (channels * in_size) + g * (cg * in_size), in_strides=row_major_strides(
-                            x.type.shape[2:]), in_channel=in_size,
-                        w_base=oc * (cg * k_size), w_channel=k_size, k_strides=row_major_strides(w.type.shape[2:]),
-                        out_base=n * (out_channels * out_size) + oc * out_size,
-                        out_strides=row_major_strides(y.type.shape[2:]), init=init, channels=cg,
-                        out_coords=(n, oc))
-    return loops((("g", group), ("m", mg)), prelude + [For("n", batch, tuple(nests))])
+    prelude, init = _bias_init(args.inputs[2] if len(args.inputs) > 2 else None, oc.expr())
+    nests = _conv_nests(space.axes, tiles(space.windows), ops.x, ops.w, ops.y,
+                        in_base=n * (geo.channels * in_size) + g * (cg * in_size), in_strides=space.in_strides,
+                        in_channel=in_size, w_base=oc * (cg * geo.kernel_size), w_channel=geo.kernel_size,
+                        k_strides=space.tap_strides, out_base=n * (geo.out_channels * out_size) + oc * out_size,
+                        out_strides=space.out_strides, init=init, channels=cg, out_coords=(n, oc))
+    return loops((("g", geo.group), ("m", mg)), prelude + [For("n", geo.batch, tuple(nests))])
 
 
 # --- ConvTranspose --------------------------------------------------------------------------
@@ -430,7 +511,7 @@ def conv_transpose(graph, node_id, cluster_id, args, attrs):
     phases (see transposed_phases), each a dot product over input channels and taps."""
     x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
     b = args.inputs[2] if len(args.inputs) > 2 else None
-    group, axes = conv_transpose_geometry(infer_args(graph, args, attrs))
+    group, axes = args.prepared["group"], args.prepared["axes"]
     batch, channels = x.type.shape[:2]
     mg = w.type.shape[1]
     cg, out_channels = channels // group, mg * group

@@ -22,14 +22,13 @@ scalar broadcasts of a regular convolution cost the same either way.
 """
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
 
 from codegen.generate.backend import CPP, same
-from codegen.generate.functors.conv import (Affine, Axis, dot, is_pointwise, loops, row_major_strides, tile_loops,
+from codegen.generate.functors.conv import (Affine, ConvOperands, TileLoops, blocked_row, dot, loops, tile_loops,
                                             tiles)
-from codegen.generate.loop_ir import Assign, Binary, Broadcast, Comment, Const, Expr, Load, Local, Stmt, Store, Var
-from codegen.generate.loop_ir import For, const, index
-from codegen.ops.conv import Window
+from codegen.generate.loop_ir import (Assign, Binary, Broadcast, Comment, Const, Expr, For, Load, Local, Stmt, Store,
+                                      Var, const)
 
 FLOAT = "float32"
 
@@ -73,127 +72,132 @@ def _blocking(caps, depthwise: bool, vectors: int) -> tuple[int, int]:
     return mb, max(1, min(8, (regs - mb - 2) // mb))
 
 
-def conv_nhwc(graph, node_id, cluster_id, args, attrs):
-    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
-    b = args.inputs[2] if len(args.inputs) > 2 else None
-    group, wins = args.prepared["group"], list(args.prepared["windows"])
-    input_nchw = bool(attrs.get("input_nchw"))
-    batch, channels = x.type.shape[0], x.type.shape[1 if input_nchw else -1]
-    out_channels = w.type.shape[-1]
-    cg = w.type.shape[-2]
-    depthwise = group > 1
-    k_shape = tuple(win.kernel for win in wins)
-    in_spatial, out_spatial = x.type.shape[2:] if input_nchw else x.type.shape[1:-1], y.type.shape[1:-1]
-    in_size, out_size = math.prod(in_spatial), math.prod(out_spatial)
-    in_strides, out_strides = row_major_strides(in_spatial), row_major_strides(out_spatial)
-    k_strides = row_major_strides(k_shape)
-    flat = is_pointwise(wins) and len(wins) > 1
-    if flat:  # one axis of every position: a matrix product
-        wins = [Window(in_size, out_size, 1)]
-        in_strides = out_strides = (1,)
-        k_strides = (0,)
-    v = args.caps.lanes(4)
-    n = Affine.var("n")
-    serial = [0]
+@dataclass(frozen=True)
+class NhwcConv:
+    """A channels-last convolution kernel: its operands, whether it is depthwise (each channel its
+    own input) and whether the input is read in the model's layout (input_nchw)."""
 
-    def coords(out_pos) -> tuple[Expr, ...]:
-        if flat:
-            p = out_pos[0].expr()
-            return (Binary("/", p, index(out_spatial[-1])), Binary("%", p, index(out_spatial[-1]))) \
-                if len(out_spatial) == 2 else (p,)
-        return tuple(p.expr() for p in out_pos)
+    ops: ConvOperands
+    depthwise: bool
+    input_nchw: bool
 
-    def store(m: Affine, width: int, out_pos, value: Expr) -> Store:
-        at = n * (out_size * out_channels) + dot(out_pos, out_strides) * out_channels + m
-        return Store(y.name, at.expr(), value, (n.expr(), *coords(out_pos), m.expr()))
+    def store(self, m: Affine, out_pos, value: Expr) -> Store:
+        """y[n, position, m..] = value, saying where it writes (for fusion)."""
+        geo, space = self.ops.geometry, self.ops.space
+        at = N * (geo.out_size * geo.out_channels) + dot(out_pos, space.out_strides) * geo.out_channels + m
+        return Store(self.ops.y, at.expr(), value, (N.expr(), *space.coords(out_pos), m.expr()))
 
-    def bias(m: Affine, width: int) -> Expr:
-        if b is None:
+    def bias(self, m: Affine, width: int) -> Expr:
+        """The bias of channels m.. (or 0) as the accumulators' start."""
+        if self.ops.bias is None:
             return Const(0, FLOAT, width) if width > 1 else const(0)
-        return Load(b.name, m.expr(), width)
+        return Load(self.ops.bias, m.expr(), width)
 
-    def block(tl, m0: Affine, vectors, positions) -> list[Stmt]:
-        t = serial[0]
-        serial[0] += 1
-        accs = [[f"acc{t}_{i}_{j}" for j in range(len(positions))] for i in range(len(vectors))]
-        stmts: list[Stmt] = [Local(accs[i][j], bias(m0 + off, width), FLOAT, width)
-                             for i, (off, width) in enumerate(vectors) for j in range(len(positions))]
-        # The innermost tap loop is unrolled: position j at tap k reads what position j+1 reads at
-        # tap k-stride, so each input is loaded once per block and row of taps.
-        taps = tl.taps
-        unroll = bool(taps) and taps[-1][0] == f"k{len(axes) - 1}" and taps[-1][1] <= 12
-        c = Affine.var(None if depthwise else "c")
-        body: list[Stmt] = []
-        x_names: dict = {}
-        for tv in (range(taps[-1][1]) if unroll else [None]):
-            def at_tap(a: Affine) -> Affine:
-                return a if tv is None else a.substituted(taps[-1][0], Affine((), tv))
-            tap = dot(tuple(at_tap(p) for p in tl.tap), k_strides)
-            suffix = "" if tv is None else f"_{tv}"
-            for i, (off, width) in enumerate(vectors if depthwise else [(0, 1)]):
-                xs = []
-                for in_pos, _ in positions:
-                    pixel = dot(tuple(at_tap(p) for p in in_pos), in_strides)
-                    at = n * (in_size * channels) + (c * in_size + pixel if input_nchw else pixel * channels + c)
-                    at = at + (m0 + off if depthwise else Affine())
-                    key = (i, tuple(sorted(at.terms)), at.const)
-                    if key not in x_names:
-                        x_names[key] = f"x{t}_{len(x_names)}"
-                        body.append(Local(x_names[key], Load(x.name, at.expr(), width), FLOAT, width))
-                    xs.append(x_names[key])
-                if depthwise:
-                    w_at = tap * out_channels + m0 + off
-                    body.append(Local(f"w{t}_{i}{suffix}", Load(w.name, w_at.expr(), width), FLOAT, width))
-                    for j in range(len(positions)):
-                        body.append(Assign(accs[i][j], Binary("+", Var(accs[i][j]), Binary(
-                            "*", Var(xs[j], FLOAT, width), Var(f"w{t}_{i}{suffix}")))))
-            if not depthwise:
-                for i, (off, width) in enumerate(vectors):
-                    w_at = (tap * cg + c) * out_channels + m0 + off
-                    body.append(Local(f"w{t}_{i}{suffix}", Load(w.name, w_at.expr(), width), FLOAT, width))
-                    for j in range(len(positions)):
-                        xj: Expr = Var(xs[j], FLOAT)
-                        body.append(Assign(accs[i][j], Binary("+", Var(accs[i][j]), Binary(
-                            "*", Var(f"w{t}_{i}{suffix}"), Broadcast(xj, width) if width > 1 else xj))))
-        reduce_loops = taps[:-1] if unroll else taps
-        stmts += loops(reduce_loops if depthwise else reduce_loops + (("c", cg),), body)
-        for i, (off, width) in enumerate(vectors):
-            for j, (_, out_pos) in enumerate(positions):
-                stmts.append(store(m0 + off, width, out_pos, Var(accs[i][j], FLOAT, width)))
-        return stmts
+    def input_at(self, pixel: Affine, c: Affine) -> Affine:
+        """Where channel c of input position `pixel` is (in either input layout)."""
+        geo = self.ops.geometry
+        rest = c * geo.in_size + pixel if self.input_nchw else pixel * geo.channels + c
+        return N * (geo.in_size * geo.channels) + rest
 
-    def tile_code(tile, m0: Affine, vectors, nb: int) -> list[Stmt]:
-        tl = tile_loops(axes, tile)
-        stmts: list[Stmt] = [Comment(tl.label)]
-        if tl.empty:  # the window lies in the padding: the bias alone
-            inner = [store(m0 + off, width, tl.out_pos, bias(m0 + off, width)) for off, width in vectors]
-            return stmts + list(loops(tl.outer, inner))
-        if not tl.outer:
-            return stmts + block(tl, m0, vectors, [(tl.in_pos, tl.out_pos)])
-        # positions along the innermost output loop (a column of edge positions runs down its rows)
-        last, count = tl.outer[-1]
-        blocks = max(1, min(nb, count))
-        main = count - count % blocks
-        if main:
-            positions = tl.neighbours(last, blocks)
-            stmts += loops(tl.outer[:-1], [For(last, main, tuple(block(tl, m0, vectors, positions)), blocks)])
-        if count - main:  # the rest of the row as one narrower block: independent accumulators
-            positions = [tl.position(last, Affine((), main + j)) for j in range(count - main)]
-            stmts += loops(tl.outer[:-1], block(tl, m0, vectors, positions))
-        return stmts
 
-    axes = [Axis(win) for win in wins]
-    tile_list = tiles(wins, exact_only=True)
-    mb, nb = _blocking(args.caps, depthwise, max(1, out_channels // v))
+N = Affine.var("n")
+
+
+def _inputs(k: NhwcConv, positions, at_tap, m: Affine, i: int, width: int, t: int, names: dict,
+            body: list[Stmt]) -> list[str]:
+    """Each position's input at one tap (channels m.. for a depthwise block, else channel c) as a
+    local added to `body`, loaded once however many positions read it."""
+    c = Affine.var(None if k.depthwise else "c")
+    xs = []
+    for in_pos, _ in positions:
+        pixel = dot(tuple(at_tap(p) for p in in_pos), k.ops.space.in_strides)
+        at = k.input_at(pixel, c) + (m if k.depthwise else Affine())
+        key = (i, tuple(sorted(at.terms)), at.const)
+        if key not in names:
+            names[key] = f"x{t}_{len(names)}"
+            body.append(Local(names[key], Load(k.ops.x, at.expr(), width), FLOAT, width))
+        xs.append(names[key])
+    return xs
+
+
+def _products(k: NhwcConv, accs, xs, tap: Affine, m0: Affine, i: int, off: int, width: int, wname: str) -> list[Stmt]:
+    """The weight vector of channels m0+off.. at this tap (and input channel c) as a local, times
+    each position's input: a vector of channels (depthwise) or one channel broadcast."""
+    geo = k.ops.geometry
+    if k.depthwise:
+        w_at = tap * geo.out_channels + m0 + off
+    else:
+        w_at = (tap * geo.in_per_group + Affine.var("c")) * geo.out_channels + m0 + off
+    body: list[Stmt] = [Local(wname, Load(k.ops.w, w_at.expr(), width), FLOAT, width)]
+    for j, x in enumerate(xs):
+        if k.depthwise:
+            product = Binary("*", Var(x, FLOAT, width), Var(wname))
+        else:
+            xj: Expr = Var(x, FLOAT)
+            product = Binary("*", Var(wname), Broadcast(xj, width) if width > 1 else xj)
+        body.append(Assign(accs[i][j], Binary("+", Var(accs[i][j]), product)))
+    return body
+
+
+def _block(k: NhwcConv, tl: TileLoops, m0: Affine, vectors, positions) -> list[Stmt]:
+    """Accumulate and store the channel vectors x positions of one tile. The innermost tap loop is
+    unrolled: position j at tap k reads what position j+1 reads at tap k-stride, so each input is
+    loaded once per block and row of taps."""
+    t = k.ops.serial()
+    accs = [[f"acc{t}_{i}_{j}" for j in range(len(positions))] for i in range(len(vectors))]
+    stmts: list[Stmt] = [Local(accs[i][j], k.bias(m0 + off, width), FLOAT, width)
+                         for i, (off, width) in enumerate(vectors) for j in range(len(positions))]
+    taps = tl.taps
+    unroll = bool(taps) and taps[-1][0] == f"k{len(k.ops.space.windows) - 1}" and taps[-1][1] <= 12
+    body: list[Stmt] = []
+    names: dict = {}
+    for tv in (range(taps[-1][1]) if unroll else [None]):
+        def at_tap(a: Affine, tv=tv) -> Affine:
+            return a if tv is None else a.substituted(taps[-1][0], Affine((), tv))
+        tap = dot(tuple(at_tap(p) for p in tl.tap), k.ops.space.tap_strides)
+        suffix = "" if tv is None else f"_{tv}"
+        for i, (off, width) in enumerate(vectors if k.depthwise else [(0, 1)]):
+            xs = _inputs(k, positions, at_tap, m0 + off, i, width, t, names, body)
+            if k.depthwise:
+                body += _products(k, accs, xs, tap, m0, i, off, width, f"w{t}_{i}{suffix}")
+        if not k.depthwise:
+            for i, (off, width) in enumerate(vectors):
+                body += _products(k, accs, xs, tap, m0, i, off, width, f"w{t}_{i}{suffix}")
+    reduce_loops = taps[:-1] if unroll else taps
+    stmts += loops(reduce_loops if k.depthwise else reduce_loops + (("c", k.ops.geometry.in_per_group),), body)
+    return stmts + [k.store(m0 + off, out_pos, Var(accs[i][j], FLOAT, width))
+                    for i, (off, width) in enumerate(vectors) for j, (_, out_pos) in enumerate(positions)]
+
+
+def _tile(k: NhwcConv, tl: TileLoops, m0: Affine, vectors, nb: int) -> list[Stmt]:
+    """One exact tile: NB positions along its innermost output loop at a time (a column of edge
+    positions runs down its rows), the rest of the loop one narrower block."""
+    stmts: list[Stmt] = [Comment(tl.label)]
+    if tl.empty:  # the window lies in the padding: the bias alone
+        inner = [k.store(m0 + off, tl.out_pos, k.bias(m0 + off, width)) for off, width in vectors]
+        return stmts + list(loops(tl.outer, inner))
+    if not tl.outer:
+        return stmts + _block(k, tl, m0, vectors, [(tl.in_pos, tl.out_pos)])
+    blocks = max(1, min(nb, tl.outer[-1][1]))
+    return stmts + blocked_row(tl, blocks, lambda positions, _: _block(k, tl, m0, vectors, positions),
+                               leftover_loop=False)
+
+
+def conv_nhwc(graph, node_id, cluster_id, args, attrs):
+    """Channels-last convolution in register blocks of channel vectors x positions (see the module doc)."""
+    ops = ConvOperands.of(args, flatten_pointwise=True)
+    geo = ops.geometry
+    k = NhwcConv(ops, geo.group > 1, bool(attrs.get("input_nchw")))
+    v = args.caps.lanes(4)
+    tile_list = tiles(ops.space.windows, exact_only=True)
+    mb, nb = _blocking(args.caps, k.depthwise, max(1, geo.out_channels // v))
     stmts: list[Stmt] = []
-    for first, repeat, vectors in channel_blocks(out_channels, v, mb):
+    for first, repeat, vectors in channel_blocks(geo.out_channels, v, mb):
         m0 = Affine.var("mb" if repeat > 1 else None) * (mb * v) + first
         # a block narrower than the target's vectors has registers left for more positions
         block_nb = nb if vectors[0][1] == v else min(8, nb * 2)
-        nests: list[Stmt] = []
-        for tile in tile_list:
-            nests += tile_code(tile, m0, vectors, block_nb)
-        stmts += loops((("mb", repeat),) if repeat > 1 else (), [For("n", batch, tuple(nests))])
+        nests = [s for tile in tile_list for s in _tile(k, tile_loops(ops.space.axes, tile), m0, vectors, block_nb)]
+        stmts += loops((("mb", repeat),) if repeat > 1 else (), [For("n", geo.batch, tuple(nests))])
     return stmts
 
 

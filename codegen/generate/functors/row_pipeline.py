@@ -177,24 +177,12 @@ def _at(p: Pipeline, rings, value: str, c, row: Affine, x):
 def _row(p: Pipeline, rings, l: Layer, row: Affine, r0: int, names: list[int]) -> list:
     """Output row `row` of layer `l` (`r0`: its value at the first repetition, which has the same taps)."""
     kys = [k for k in range(l.kh) if 0 <= r0 * l.sh - l.ph + k < l.hin]
-
-    def kxs(ox):
-        return tuple(k for k in range(l.kw) if 0 <= ox * l.sw - l.pw + k < l.win)
-
-    # columns with the same taps: a loop over the interior, the edges on their own
-    segments: list[list[int]] = []
-    for ox in range(l.wout):
-        if segments and kxs(segments[-1][0]) == kxs(ox):
-            segments[-1].append(ox)
-        else:
-            segments.append([ox])
-    c = Affine.var("c")
-    out = []
     full = l.cout - l.cout % CHANNELS
     blocks = ([(Affine.var("mb") if full > CHANNELS else Affine(), CHANNELS)] if full else []) + \
         [(Affine(const=m), 1) for m in range(full, l.cout)]
-    for seg in segments:
-        taps = kxs(seg[0])
+    out = []
+    for seg in _segments(l):
+        taps = _column_taps(l, seg[0])
         pairs = len(seg) // POSITIONS * POSITIONS
         # positions POSITIONS at a time (a loop over the segment's interior), the one left on its own
         groups = ([(Affine.var("ox") + seg[0] if pairs > POSITIONS else Affine(const=seg[0]), POSITIONS, pairs)]
@@ -203,41 +191,71 @@ def _row(p: Pipeline, rings, l: Layer, row: Affine, r0: int, names: list[int]) -
             for m, count in blocks:
                 tag = names.pop()
                 names.append(tag + 1)
-                acc = [[f"acc{tag}_{i}_{j}" for j in range(width)] for i in range(count)]
-                inner = [Local(acc[i][j], Load(l.b, (m + i).expr()) if l.b else const(0))
-                         for i in range(count) for j in range(width)]
-                tap_stmts = []
-                for ky in kys:
-                    iy = row * l.sh + (ky - l.ph)
-                    for kx in taps:
-                        xs = []
-                        for j in range(width):
-                            buf, at = _at(p, rings, l.x, c, iy, (ox + j) * l.sw + (kx - l.pw))
-                            xs.append(f"x{tag}_{ky}_{kx}_{j}")
-                            tap_stmts.append(Local(xs[-1], Load(buf, at)))
-                        for i in range(count):
-                            wv = f"w{tag}_{ky}_{kx}_{i}"
-                            tap_stmts.append(Local(wv, Load(l.w, (((m + i) * l.cin + c) * (l.kh * l.kw)
-                                                                  + (ky * l.kw + kx)).expr())))
-                            for j in range(width):
-                                tap_stmts.append(Assign(acc[i][j], Binary("+", Var(acc[i][j]),
-                                                                          Binary("*", Var(wv), Var(xs[j])))))
-                inner.append(For("c", l.cin, tuple(tap_stmts)))
-                for i in range(count):
-                    for j in range(width):
-                        value = Var(acc[i][j])
-                        if l.residual is not None:
-                            buf, at = _at(p, rings, l.residual, m + i, row, ox + j)
-                            value = Binary("+", value, Load(buf, at))
-                        if l.relu:
-                            value = Binary("max", value, const(0))
-                        buf, at = _at(p, rings, l.out, m + i, row, ox + j)
-                        inner.append(Store(buf, at, value))
+                inner = _block(p, rings, l, row, kys, taps, ox, width, m, count, tag)
                 block = [For("ox", span, tuple(inner), POSITIONS)] if span > width else inner
                 if count == CHANNELS and full > CHANNELS:
                     block = [For("mb", full, tuple(block), CHANNELS)]
                 out += block
     return out
+
+
+def _column_taps(l: Layer, ox: int) -> tuple[int, ...]:
+    """The window's columns that fall inside the input for output column `ox`."""
+    return tuple(k for k in range(l.kw) if 0 <= ox * l.sw - l.pw + k < l.win)
+
+
+def _segments(l: Layer) -> list[list[int]]:
+    """Runs of output columns with the same taps: a loop over the interior, the edges on their own."""
+    segments: list[list[int]] = []
+    for ox in range(l.wout):
+        if segments and _column_taps(l, segments[-1][0]) == _column_taps(l, ox):
+            segments[-1].append(ox)
+        else:
+            segments.append([ox])
+    return segments
+
+
+def _block(p: Pipeline, rings, l: Layer, row: Affine, kys, taps, ox: Affine, width: int, m: Affine, count: int,
+           tag: int) -> list:
+    """`count` output channels from `m` times `width` positions from `ox`: accumulators that start
+    at the bias, every tap over the input channels, then the epilogue and the stores."""
+    acc = [[f"acc{tag}_{i}_{j}" for j in range(width)] for i in range(count)]
+    inner = [Local(acc[i][j], Load(l.b, (m + i).expr()) if l.b else const(0))
+             for i in range(count) for j in range(width)]
+    inner.append(For("c", l.cin, tuple(_block_taps(p, rings, l, row, kys, taps, ox, width, m, count, tag, acc))))
+    for i in range(count):
+        for j in range(width):
+            value = Var(acc[i][j])
+            if l.residual is not None:
+                buf, at = _at(p, rings, l.residual, m + i, row, ox + j)
+                value = Binary("+", value, Load(buf, at))
+            if l.relu:
+                value = Binary("max", value, const(0))
+            buf, at = _at(p, rings, l.out, m + i, row, ox + j)
+            inner.append(Store(buf, at, value))
+    return inner
+
+
+def _block_taps(p: Pipeline, rings, l: Layer, row: Affine, kys, taps, ox: Affine, width: int, m: Affine,
+                count: int, tag: int, acc) -> list:
+    """One input channel's multiply-adds of a block: per tap, the inputs under it, then each
+    channel's weight times them."""
+    c = Affine.var("c")
+    stmts = []
+    for ky in kys:
+        iy = row * l.sh + (ky - l.ph)
+        for kx in taps:
+            xs = []
+            for j in range(width):
+                buf, at = _at(p, rings, l.x, c, iy, (ox + j) * l.sw + (kx - l.pw))
+                xs.append(f"x{tag}_{ky}_{kx}_{j}")
+                stmts.append(Local(xs[-1], Load(buf, at)))
+            for i in range(count):
+                wv = f"w{tag}_{ky}_{kx}_{i}"
+                stmts.append(Local(wv, Load(l.w, (((m + i) * l.cin + c) * (l.kh * l.kw) + (ky * l.kw + kx)).expr())))
+                for j in range(width):
+                    stmts.append(Assign(acc[i][j], Binary("+", Var(acc[i][j]), Binary("*", Var(wv), Var(xs[j])))))
+    return stmts
 
 
 __all__ = ["Layer", "Pipeline", "pipeline_kernel", "CHANNELS", "POSITIONS"]

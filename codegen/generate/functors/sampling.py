@@ -150,6 +150,69 @@ def _floor_index(v: Expr, hi: int) -> Expr:
     return Cast(INDEX, Binary("max", Binary("min", v, const(hi)), const(0)))
 
 
+def _roi_prelude(rois: str, batch: str, images: int, half_pixel: bool, scale: float, out_h: int,
+                 out_w: int) -> list[Stmt]:
+    """Per roi: its image index (clamped), corner, size and bin size as locals."""
+    offset = 0.5 if half_pixel else 0.0
+
+    def roi(k: int) -> Expr:
+        return Binary("-", Binary("*", Load(rois, Binary("+", Binary("*", Var("r"), index(4)), index(k))),
+                                  const(scale)), const(offset))
+    b = Load(batch, Var("r"))
+    per_roi: list[Stmt] = [
+        Local("b", Cast(INDEX, Select(Binary("<", b, Cast("int64", index(0))), Cast("int64", index(0)),
+                                      Select(Binary(">", b, Cast("int64", index(images - 1))),
+                                             Cast("int64", index(images - 1)), b))), INDEX),
+        Local("x1", roi(0)), Local("y1", roi(1)),
+        Local("roi_w", Binary("-", roi(2), Var("x1"))), Local("roi_h", Binary("-", roi(3), Var("y1")))]
+    if not half_pixel:  # the legacy mode keeps rois at least one pixel wide
+        per_roi += [Local("roi_w1", Binary("max", Var("roi_w"), const(1))),
+                    Local("roi_h1", Binary("max", Var("roi_h"), const(1)))]
+    w_name, h_name = ("roi_w", "roi_h") if half_pixel else ("roi_w1", "roi_h1")
+    return per_roi + [Local("bin_h", Binary("/", Var(h_name), const(out_h))),
+                      Local("bin_w", Binary("/", Var(w_name), const(out_w)))]
+
+
+def _sample_axis(s: str, axis: str, size: int) -> tuple[list[Stmt], tuple[Expr, Expr, Expr]]:
+    """Sample `s`'s coordinate along one axis clipped at 0: its lower and upper input index and the
+    weight of the upper one, as locals."""
+    v = Var(f"{s}_{axis}")
+    clipped = Select(Binary("<", v, const(0)), const(0), v)
+    stmts: list[Stmt] = [Local(f"{s}_{axis}c", clipped), Local(f"{s}_{axis}f", Unary("floor", Var(f"{s}_{axis}c"))),
+                         Local(f"{s}_{axis}e", Binary(">=", Var(f"{s}_{axis}f"), const(size - 1)), "bool")]
+    edge = Var(f"{s}_{axis}e")
+    stmts += [Local(f"{s}_{axis}lo", _floor_index(Var(f"{s}_{axis}f"), size - 1), INDEX),
+              Local(f"{s}_{axis}hi", Select(edge, index(size - 1), Binary("+", Var(f"{s}_{axis}lo"), index(1))), INDEX),
+              Local(f"{s}_{axis}l", Select(edge, const(0), Binary("-", Var(f"{s}_{axis}c"), Var(f"{s}_{axis}f"))))]
+    return stmts, (Var(f"{s}_{axis}lo"), Var(f"{s}_{axis}hi"), Var(f"{s}_{axis}l"))
+
+
+def _sample(iy: int, ix: int, ratio: int, height: int, width: int) -> tuple[list[Stmt], list[tuple[Expr, Expr]]]:
+    """Sample (iy, ix) of the bin (ph, pw): its position, whether it lies outside the image, and
+    its four corners' weights and offsets (zero weight outside), as locals."""
+    s = f"s{iy}_{ix}"
+    yy = Binary("+", Binary("+", Var("y1"), Binary("*", _f(Var("ph")), Var("bin_h"))),
+                Binary("/", Binary("*", const(iy + 0.5), Var("bin_h")), const(ratio)))
+    xx = Binary("+", Binary("+", Var("x1"), Binary("*", _f(Var("pw")), Var("bin_w"))),
+                Binary("/", Binary("*", const(ix + 0.5), Var("bin_w")), const(ratio)))
+    stmts: list[Stmt] = [Local(f"{s}_y", yy), Local(f"{s}_x", xx)]
+    outside = Binary("||", Binary("||", Binary("<", Var(f"{s}_y"), const(-1)), Binary(">", Var(f"{s}_y"), const(height))),
+                     Binary("||", Binary("<", Var(f"{s}_x"), const(-1)), Binary(">", Var(f"{s}_x"), const(width))))
+    stmts.append(Local(f"{s}_out", outside, "bool"))
+    y_stmts, (ylo, yhi, ly) = _sample_axis(s, "y", height)
+    x_stmts, (xlo, xhi, lx) = _sample_axis(s, "x", width)
+    stmts += y_stmts + x_stmts
+    hy, hx = Binary("-", const(1), ly), Binary("-", const(1), lx)
+    taps = []
+    for k, (row, col, weight) in enumerate(((ylo, xlo, Binary("*", hy, hx)), (ylo, xhi, Binary("*", hy, lx)),
+                                            (yhi, xlo, Binary("*", ly, hx)), (yhi, xhi, Binary("*", ly, lx)))):
+        offset = Binary("+", Binary("*", row, index(width)), col)
+        stmts += [Local(f"{s}_w{k}", Select(Var(f"{s}_out"), const(0), weight)),
+                  Local(f"{s}_p{k}", Select(Var(f"{s}_out"), index(0), offset), INDEX)]
+        taps.append((Var(f"{s}_w{k}"), Var(f"{s}_p{k}")))
+    return stmts, taps
+
+
 @CPP.register("RoiAlign", family="sampling", types=takes("float32", "float32", INDICES, out="float32"))
 def roi_align(graph, node_id, cluster_id, args, attrs):
     """Per roi and bin, the sampling_ratio^2 bilinear samples' corners and weights as locals
@@ -159,58 +222,13 @@ def roi_align(graph, node_id, cluster_id, args, attrs):
     n, channels, height, width = x.type.shape
     count, out_h, out_w = y.type.shape[0], y.type.shape[2], y.type.shape[3]
     ratio = attrs["sampling_ratio"]
-    half_pixel = attrs["coordinate_transformation_mode"] == "half_pixel"
-    offset, scale = (0.5 if half_pixel else 0.0), attrs["spatial_scale"]
-
-    def roi(k: int) -> Expr:
-        return Binary("-", Binary("*", Load(rois.name, Binary("+", Binary("*", Var("r"), index(4)), index(k))),
-                                  const(scale)), const(offset))
-    b = Load(batch.name, Var("r"))
-    per_roi: list[Stmt] = [
-        Local("b", Cast(INDEX, Select(Binary("<", b, Cast("int64", index(0))), Cast("int64", index(0)),
-                                      Select(Binary(">", b, Cast("int64", index(n - 1))), Cast("int64", index(n - 1)),
-                                             b))), INDEX),
-        Local("x1", roi(0)), Local("y1", roi(1)),
-        Local("roi_w", Binary("-", roi(2), Var("x1"))), Local("roi_h", Binary("-", roi(3), Var("y1")))]
-    if not half_pixel:  # the legacy mode keeps rois at least one pixel wide
-        per_roi += [Local("roi_w1", Binary("max", Var("roi_w"), const(1))),
-                    Local("roi_h1", Binary("max", Var("roi_h"), const(1)))]
-    w_name, h_name = ("roi_w", "roi_h") if half_pixel else ("roi_w1", "roi_h1")
-    per_roi += [Local("bin_h", Binary("/", Var(h_name), const(out_h))),
-                Local("bin_w", Binary("/", Var(w_name), const(out_w)))]
+    per_roi = _roi_prelude(rois.name, batch.name, n, attrs["coordinate_transformation_mode"] == "half_pixel",
+                           attrs["spatial_scale"], out_h, out_w)
     per_bin: list[Stmt] = []
     samples = []
     for iy, ix in itertools.product(range(ratio), range(ratio)):
-        s = f"s{iy}_{ix}"
-        yy = Binary("+", Binary("+", Var("y1"), Binary("*", _f(Var("ph")), Var("bin_h"))),
-                    Binary("/", Binary("*", const(iy + 0.5), Var("bin_h")), const(ratio)))
-        xx = Binary("+", Binary("+", Var("x1"), Binary("*", _f(Var("pw")), Var("bin_w"))),
-                    Binary("/", Binary("*", const(ix + 0.5), Var("bin_w")), const(ratio)))
-        per_bin += [Local(f"{s}_y", yy), Local(f"{s}_x", xx)]
-        outside = Binary("||", Binary("||", Binary("<", Var(f"{s}_y"), const(-1)), Binary(">", Var(f"{s}_y"), const(height))),
-                         Binary("||", Binary("<", Var(f"{s}_x"), const(-1)), Binary(">", Var(f"{s}_x"), const(width))))
-        per_bin.append(Local(f"{s}_out", outside, "bool"))
-        corners = {}
-        for axis, size in (("y", height), ("x", width)):
-            v = Var(f"{s}_{axis}")
-            clipped = Select(Binary("<", v, const(0)), const(0), v)
-            per_bin += [Local(f"{s}_{axis}c", clipped), Local(f"{s}_{axis}f", Unary("floor", Var(f"{s}_{axis}c"))),
-                        Local(f"{s}_{axis}e", Binary(">=", Var(f"{s}_{axis}f"), const(size - 1)), "bool")]
-            edge = Var(f"{s}_{axis}e")
-            per_bin += [Local(f"{s}_{axis}lo", _floor_index(Var(f"{s}_{axis}f"), size - 1), INDEX),
-                        Local(f"{s}_{axis}hi", Select(edge, index(size - 1), Binary("+", Var(f"{s}_{axis}lo"), index(1))),
-                              INDEX),
-                        Local(f"{s}_{axis}l", Select(edge, const(0), Binary("-", Var(f"{s}_{axis}c"), Var(f"{s}_{axis}f"))))]
-            corners[axis] = (Var(f"{s}_{axis}lo"), Var(f"{s}_{axis}hi"), Var(f"{s}_{axis}l"))
-        (ylo, yhi, ly), (xlo, xhi, lx) = corners["y"], corners["x"]
-        hy, hx = Binary("-", const(1), ly), Binary("-", const(1), lx)
-        taps = []
-        for k, (row, col, weight) in enumerate(((ylo, xlo, Binary("*", hy, hx)), (ylo, xhi, Binary("*", hy, lx)),
-                                                (yhi, xlo, Binary("*", ly, hx)), (yhi, xhi, Binary("*", ly, lx)))):
-            per_bin += [Local(f"{s}_w{k}", Select(Var(f"{s}_out"), const(0), weight)),
-                        Local(f"{s}_p{k}", Select(Var(f"{s}_out"), index(0),
-                                                  Binary("+", Binary("*", row, index(width)), col)), INDEX)]
-            taps.append((Var(f"{s}_w{k}"), Var(f"{s}_p{k}")))
+        stmts, taps = _sample(iy, ix, ratio, height, width)
+        per_bin += stmts
         samples.append(taps)
     base = Binary("*", Binary("+", Binary("*", Var("b"), index(channels)), Var("c")), index(height * width))
 
