@@ -1,4 +1,5 @@
-"""Measure the int8 TFLite models (models/*_int8.tflite) on the emulated Cortex-M4.
+"""Measure the int8 TFLite models (models/*_int8.tflite) on the emulated Cortex-M4, and the kws
+network quantized by ONNX Runtime's quantizer (QDQ ONNX, models/make_qdq.py) next to its .tflite.
 
     python benchmarks/int8.py            # builds build/int8/..., runs QEMU, prints a Markdown table
     python benchmarks/int8.py --per-kernel [MODEL ...]   # also each kernel's instructions
@@ -38,15 +39,30 @@ TFLM_CMSIS_NN = {"kws_dscnn": (7.7e6, 22.8e3), "vww_mobilenet": (24.1e6, 100.7e3
 BUILD = ROOT / "build" / "int8"
 
 
+QDQ_MODELS = ("kws_dscnn",)  # quantized by ONNX Runtime (int8 activations, per-channel int8 weights)
+
+
 def _seeded_input(graph) -> bytes:
     rng = np.random.default_rng(0)
     inputs = {n: rng.integers(-128, 128, graph.types[n].shape).astype(graph.types[n].numpy_dtype)
+              if graph.types[n].dtype != "float32" else rng.normal(0.0, 1.0, graph.types[n].shape).astype(np.float32)
               for n in graph.inputs}
     return _input_bytes(graph, inputs)
 
 
-def measure(name: str) -> dict:
-    path = ROOT / "models" / f"{name}_int8.tflite"
+def qdq_model(name: str) -> Path:
+    """models/make_qdq.py's QDQ ONNX file of `name` (made once, in build/int8)."""
+    path = BUILD / f"{name}_qdq.onnx"
+    if not path.exists():
+        sys.path.insert(0, str(ROOT / "models"))
+        import make_qdq
+        BUILD.mkdir(parents=True, exist_ok=True)
+        make_qdq.quantize(name, path)
+    return path
+
+
+def measure(name: str, path: Path | None = None) -> dict:
+    path = path or ROOT / "models" / f"{name}_int8.tflite"
     graph = lower(path)
     build_dir = BUILD
     program = _scons_build(path, build_dir, TARGET, graph=graph)
@@ -99,12 +115,15 @@ def main() -> int:
     lines = ["| model | instructions | TFLM + CMSIS-NN | ratio | workspace | TFLM arena | ratio | stack | MACs "
              "| instr./MAC |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for name in MODELS:
-        r = measure(name)
+    rows = [(name, measure(name)) for name in MODELS]
+    # the same networks quantized by ONNX Runtime, against the same TFLM + CMSIS-NN figures
+    rows += [(name, {**measure(f"{name}_qdq", qdq_model(name)), "model": f"{name} (QDQ ONNX)"}) for name in QDQ_MODELS]
+    for name, r in rows:
         instr, arena = TFLM_CMSIS_NN[name]
-        lines.append(f"| {name} | {r['instructions'] / 1e6:.2f} M | {instr / 1e6:.2f} M | {r['instructions'] / instr:.2f} "
-                     f"| {r['workspace'] / 1e3:.1f} KB | {arena / 1e3:.1f} KB | {r['workspace'] / arena:.2f} | {r['stack']} "
-                     f"| {r['macs']:,} | {r['instructions'] / r['macs']:.2f} |")
+        lines.append(f"| {r['model']} | {r['instructions'] / 1e6:.2f} M | {instr / 1e6:.2f} M "
+                     f"| {r['instructions'] / instr:.2f} | {r['workspace'] / 1e3:.1f} KB | {arena / 1e3:.1f} KB "
+                     f"| {r['workspace'] / arena:.2f} | {r['stack']} | {r['macs']:,} "
+                     f"| {r['instructions'] / r['macs']:.2f} |")
     print("\n".join(lines))
     if "--write" in args:
         write_section(Path(args[args.index("--write") + 1]), lines)
@@ -122,6 +141,8 @@ def write_section(doc: Path, table: list[str]) -> None:
                "`models/` (float32 versions in the table above) on the emulated Cortex-M4, one inference on",
                "QEMU with `-icount`. The TFLM + CMSIS-NN columns are reference measurements of the same",
                "architectures as int8 `.tflite` files on the same emulated core, not re-run by the script.",
+               "The QDQ ONNX row is the kws network quantized by ONNX Runtime's `quantize_static`",
+               "(`models/make_qdq.py`: int8 activations, per-channel int8 weights), against the same figures.",
                "", *table, ""]
     old = doc.read_text().splitlines()
     if SECTION in old:

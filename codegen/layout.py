@@ -22,7 +22,7 @@ from dataclasses import replace
 import numpy as np
 
 from codegen.ir import Constant, Graph, Node, TensorType
-from codegen.ir.names import numbered
+from codegen.ir.rewriter import GraphRewriter
 from codegen.ops import PRIMITIVES, check_attrs
 from codegen.ops.channels_last import perm_to_first, perm_to_last, to_last, weights_to_hwio
 from codegen.ops.registry import Pattern
@@ -31,20 +31,11 @@ from codegen.optimize import drop_dead_nodes
 _POOLS = {"AveragePool": "AveragePoolNHWC", "MaxPool": "MaxPoolNHWC", "GlobalAveragePool": "AveragePoolNHWC"}
 
 
-class _Rewriter:
+class _Rewriter(GraphRewriter):
     def __init__(self, graph: Graph):
-        self.graph = graph
-        self.types = dict(graph.types)
-        self.consts = dict(graph.constants)
-        self.taken = set(self.types) | set(self.consts) | {n.name for n in graph.nodes}
-        self.nodes: list[Node] = []
+        super().__init__(graph)
         self.nhwc: dict[str, str] = {}  # value -> the name of its channels-last copy
         self.back: set[str] = set()  # NHWC values whose NCHW original has been made again
-
-    def fresh(self, base: str) -> str:
-        name = numbered(base, self.taken)
-        self.taken.add(name)
-        return name
 
     def nhwc_type(self, value: str) -> TensorType:
         t = self.types[value]

@@ -9,6 +9,7 @@ import numpy as np
 from codegen.ir import Constant, Graph, Node, TensorType
 from codegen.ir.names import numbered
 from codegen.ops import PRIMITIVES
+from codegen.quant.onnx_fast import qlinear_on_int8_kernels
 
 Pass = Callable[[Graph], Graph]
 
@@ -224,7 +225,8 @@ def gemm_weights_by_row(graph: Graph) -> Graph:
     return replace(graph, constants=consts, types=types, nodes=tuple(nodes))
 
 
-DEFAULT_PASSES: Sequence[Pass] = (fold_constants, fold_batch_norm, drop_dead_nodes, gemm_weights_by_row)
+DEFAULT_PASSES: Sequence[Pass] = (fold_constants, fold_batch_norm, qlinear_on_int8_kernels, drop_dead_nodes,
+                                  gemm_weights_by_row)
 
 
 def optimize(graph: Graph, passes: Sequence[Pass] = DEFAULT_PASSES) -> Graph:

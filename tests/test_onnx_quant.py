@@ -3,6 +3,9 @@ both ends of their range, per-axis scales orders of magnitude apart, ties that r
 QDQ patterns folded and not, and the kws DS-CNN quantized by onnxruntime's quantize_static
 (models/make_qdq.py) on the host and on the emulated Cortex-M4. Every integer output is within
 1 LSB of ONNX Runtime's (float outputs of a DequantizeLinear: within one step of its scale).
+Convolutions and matrix products whose numbers fit (int8 or uint8 activations, int8 weights with
+zero points 0) run as QConv2D / QDepthwise / QFullyConnected on the int8 kernels
+(codegen/quant/onnx_fast.py); the tests say which path each case takes.
 """
 from __future__ import annotations
 
@@ -124,21 +127,27 @@ def test_dynamic_quantize_linear(tmp_path):
 
 # --- QLinearConv, ConvInteger ------------------------------------------------------------------
 CONV_CASES = {
-    # name: (x dtype, x zp, input shape (N, C, H, W), weights (M, C/group, KH, KW), attrs)
-    "int8_zp_low_pads_stride": ("int8", -128, (1, 3, 7, 6), (5, 3, 3, 3), dict(pads=[1, 0, 2, 1], strides=[2, 1])),
-    "int8_zp_high_dilated": ("int8", 127, (2, 4, 6, 7), (3, 4, 2, 3), dict(dilations=[2, 1], pads=[1, 1, 1, 1])),
-    "uint8_zp_0_depthwise": ("uint8", 0, (1, 5, 5, 5), (5, 1, 3, 3), dict(group=5, pads=[1, 1, 1, 1])),
-    "uint8_zp_255_1x1_input": ("uint8", 255, (1, 7, 1, 1), (5, 7, 1, 1), {}),
-    "int8_groups_odd": ("int8", 3, (1, 6, 4, 5), (9, 2, 3, 2), dict(group=3, auto_pad="SAME_UPPER")),
+    # name: (x dtype, x zp, input shape (N, C, H, W), weights (M, C/group, KH, KW), attrs, the op it runs as)
+    "int8_zp_low_pads_stride": ("int8", -128, (1, 3, 7, 6), (5, 3, 3, 3), dict(pads=[1, 0, 2, 1], strides=[2, 1]),
+                                "QConv2D"),
+    "int8_zp_high_dilated": ("int8", 127, (2, 4, 6, 7), (3, 4, 2, 3), dict(dilations=[2, 1], pads=[1, 1, 1, 1]),
+                             "QConv2D"),
+    "uint8_zp_0_depthwise": ("uint8", 0, (1, 5, 5, 5), (5, 1, 3, 3), dict(group=5, pads=[1, 1, 1, 1]), "QDepthwise"),
+    "uint8_zp_255_1x1_input": ("uint8", 255, (1, 7, 1, 1), (5, 7, 1, 1), {}, "QConv2D"),
+    "int8_depth_multiplier_2": ("int8", 9, (1, 3, 6, 5), (6, 1, 3, 2), dict(group=3, auto_pad="SAME_LOWER"),
+                                "QDepthwise"),
+    "int8_groups_odd": ("int8", 3, (1, 6, 4, 5), (9, 2, 3, 2), dict(group=3, auto_pad="SAME_UPPER"), "QLinearConv"),
 }
 
 
+@pytest.mark.parametrize("per_channel", [True, False], ids=["per_channel", "per_tensor"])
 @pytest.mark.parametrize("case", sorted(CONV_CASES))
-def test_qlinear_conv(tmp_path, case):
-    dtype, x_zp, x_shape, w_shape, attrs = CONV_CASES[case]
+def test_qlinear_conv(tmp_path, case, per_channel):
+    dtype, x_zp, x_shape, w_shape, attrs, runs_as = CONV_CASES[case]
     rng = np.random.default_rng(4)
     m = w_shape[0]
-    w_scale = np.resize(SCALES_APART * 1e-2, m).astype(np.float32)  # per output channel, orders apart
+    # per output channel, orders apart; or one scale
+    w_scale = np.resize(SCALES_APART * 1e-2, m).astype(np.float32) if per_channel else np.float32(0.003)
     x_scale, y_scale = np.float32(0.05), np.float32(0.02)
     bias = rng.integers(-3000, 3000, m).astype(np.int32)
     y_zp = {"int8": -5, "uint8": 128}[dtype]
@@ -146,66 +155,97 @@ def test_qlinear_conv(tmp_path, case):
                                             **attrs)],
                 [value("x", dtype, x_shape)], [helper.make_tensor_value_info("y", ONNX_TYPES[dtype], None)],
                 [tensor("xs", x_scale), tensor("xz", np.array(x_zp, dtype)), tensor("w", ints(rng, "int8", w_shape)),
-                 tensor("ws", w_scale), tensor("wz", np.zeros(m, np.int8)), tensor("ys", y_scale),
+                 tensor("ws", w_scale), tensor("wz", np.zeros(np.shape(w_scale), np.int8)), tensor("ys", y_scale),
                  tensor("yz", np.array(y_zp, dtype)), tensor("b", bias)], opset=10 + 11)
+    assert runs_as in _folded_ops(path)
     check(tmp_path, path, {"x": ints(rng, dtype, x_shape)})
 
 
-@pytest.mark.parametrize("dtype,x_zp,w_zp", [("uint8", 0, 255), ("uint8", 255, 0), ("int8", -128, 127)])
-def test_conv_integer(tmp_path, dtype, x_zp, w_zp):
+@pytest.mark.parametrize("w_dtype,w_zp", [("int8", 3), ("uint8", 128)])
+def test_qlinear_conv_with_weight_zero_points_keeps_its_scalar_kernel(tmp_path, w_dtype, w_zp):
+    """The int8 kernels take weights with zero point 0: others stay QLinearConv, and still match."""
+    rng = np.random.default_rng(16)
+    path = save(tmp_path, [helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"],
+                                            pads=[1, 1, 1, 1])],
+                [value("x", "uint8", (1, 3, 5, 5))], [helper.make_tensor_value_info("y", TensorProto.UINT8, None)],
+                [tensor("xs", np.float32(0.05)), tensor("xz", np.uint8(100)),
+                 tensor("w", ints(rng, w_dtype, (4, 3, 3, 3))),
+                 tensor("ws", np.float32(0.004)), tensor("wz", np.array(w_zp, w_dtype)), tensor("ys", np.float32(0.1)),
+                 tensor("yz", np.uint8(7))])
+    ops = _folded_ops(path)
+    assert "QLinearConv" in ops and "QConv2D" not in ops, ops
+    check(tmp_path, path, {"x": ints(rng, "uint8", (1, 3, 5, 5))})
+
+
+@pytest.mark.parametrize("dtype,w_dtype,x_zp,w_zp,runs_as", [("uint8", "uint8", 0, 255, "ConvInteger"),
+                                                            ("uint8", "uint8", 255, 0, "ConvInteger"),
+                                                            ("int8", "int8", -128, 127, "ConvInteger"),
+                                                            ("uint8", "int8", 131, 0, "QConv2D"),
+                                                            ("int8", "int8", -7, 0, "QConv2D")])
+def test_conv_integer(tmp_path, dtype, w_dtype, x_zp, w_zp, runs_as):
     rng = np.random.default_rng(5)
     x_shape, w_shape = (1, 3, 5, 6), (4, 3, 3, 2)
-    if dtype == "int8" and not _ort_has("ConvInteger", "int8"):
-        pytest.skip("ONNX Runtime has no int8 ConvInteger")
+    if "int8" in (dtype, w_dtype) and not _ort_has("ConvInteger", dtype, w_dtype):
+        pytest.skip(f"ONNX Runtime has no {dtype} x {w_dtype} ConvInteger")
     path = save(tmp_path, [helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], pads=[1, 0, 1, 1])],
                 [value("x", dtype, x_shape)], [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
-                [tensor("w", ints(rng, dtype, w_shape)), tensor("xz", np.array(x_zp, dtype)),
-                 tensor("wz", np.array(w_zp, dtype))])
+                [tensor("w", ints(rng, w_dtype, w_shape)), tensor("xz", np.array(x_zp, dtype)),
+                 tensor("wz", np.array(w_zp, w_dtype))])
+    assert runs_as in _folded_ops(path)
     check(tmp_path, path, {"x": ints(rng, dtype, x_shape)}, lsb=0)
 
 
-def _ort_has(op: str, dtype: str) -> bool:
+def _ort_has(op: str, dtype: str, w_dtype: str | None = None) -> bool:
+    """Whether ONNX Runtime runs `op` on these input types (it may accept a model it cannot run)."""
     x = value("x", dtype, [1, 1, 2, 2])
     try:
         model = helper.make_model(helper.make_graph(
             [helper.make_node(op, ["x", "w"], ["y"])], "probe", [x],
             [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
-            initializer=[tensor("w", np.ones((1, 1, 1, 1), dtype))]), opset_imports=[helper.make_opsetid("", 21)],
-            ir_version=10)
-        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+            initializer=[tensor("w", np.ones((1, 1, 1, 1), w_dtype or dtype))]),
+            opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        session.run(None, {"x": np.ones((1, 1, 2, 2), dtype)})
         return True
     except Exception:
         return False
 
 
 # --- QLinearMatMul, MatMulInteger ---------------------------------------------------------------
-@pytest.mark.parametrize("dtype,a_zp,a_shape,b_shape", [("int8", -128, (3, 5), (5, 4)),
-                                                         ("int8", 127, (2, 3, 7), (7, 5)),
-                                                         ("uint8", 0, (1, 9), (9, 3)),
-                                                         ("uint8", 255, (2, 2, 3), (2, 3, 6))])
-def test_qlinear_matmul(tmp_path, dtype, a_zp, a_shape, b_shape):
+@pytest.mark.parametrize("dtype,b_dtype,a_zp,a_shape,b_shape,per_column,runs_as", [
+    ("int8", "int8", -128, (3, 5), (5, 4), True, "QFullyConnected"),
+    ("int8", "int8", 127, (2, 3, 7), (7, 5), False, "QFullyConnected"),
+    ("uint8", "int8", 0, (1, 9), (9, 3), True, "QFullyConnected"),
+    ("uint8", "int8", 201, (2, 2, 3), (3, 6), False, "QFullyConnected"),
+    ("uint8", "uint8", 0, (1, 9), (9, 3), True, "QLinearMatMul"),  # b's zero point 128
+    ("uint8", "uint8", 255, (2, 2, 3), (2, 3, 6), False, "QLinearMatMul")])  # batched b
+def test_qlinear_matmul(tmp_path, dtype, b_dtype, a_zp, a_shape, b_shape, per_column, runs_as):
     rng = np.random.default_rng(6)
     n = b_shape[-1]
-    b_scale = np.resize(SCALES_APART * 1e-2, n).astype(np.float32) if len(b_shape) == 2 else np.float32(0.004)
+    b_scale = np.resize(SCALES_APART * 1e-2, n).astype(np.float32) if per_column else np.float32(0.004)
     y_zp = {"int8": 7, "uint8": 120}[dtype]
+    b_zp = np.zeros(np.shape(b_scale), b_dtype) if b_dtype == "int8" else np.full(np.shape(b_scale), 128, b_dtype)
     path = save(tmp_path, [helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], ["y"])],
                 [value("a", dtype, a_shape)], [helper.make_tensor_value_info("y", ONNX_TYPES[dtype], None)],
                 [tensor("as", np.float32(0.03)), tensor("az", np.array(a_zp, dtype)),
-                 tensor("b", ints(rng, dtype, b_shape)),
-                 tensor("bs", b_scale), tensor("bz", np.zeros(np.shape(b_scale), dtype) if dtype == "int8"
-                                               else np.full(np.shape(b_scale), 128, dtype)),
+                 tensor("b", ints(rng, b_dtype, b_shape)), tensor("bs", b_scale), tensor("bz", b_zp),
                  tensor("ys", np.float32(0.05)), tensor("yz", np.array(y_zp, dtype))])
+    assert runs_as in _folded_ops(path)
     check(tmp_path, path, {"a": ints(rng, dtype, a_shape)})
 
 
-@pytest.mark.parametrize("dtype,a_zp,b_zp", [("uint8", 0, [255, 0, 17]), ("uint8", 255, [0, 128, 255]),
-                                              ("int8", -128, [127, -128, 0])])
-def test_matmul_integer(tmp_path, dtype, a_zp, b_zp):
+@pytest.mark.parametrize("dtype,b_dtype,a_zp,b_zp,runs_as", [("uint8", "uint8", 0, [255, 0, 17], "MatMulInteger"),
+                                                            ("uint8", "uint8", 255, [0, 128, 255], "MatMulInteger"),
+                                                            ("int8", "int8", -128, [127, -128, 0], "MatMulInteger"),
+                                                            ("uint8", "int8", 255, [0, 0, 0], "QFullyConnected"),
+                                                            ("int8", "int8", 127, [0, 0, 0], "QFullyConnected")])
+def test_matmul_integer(tmp_path, dtype, b_dtype, a_zp, b_zp, runs_as):
     rng = np.random.default_rng(7)
     path = save(tmp_path, [helper.make_node("MatMulInteger", ["a", "b", "az", "bz"], ["y"])],
                 [value("a", dtype, (2, 4, 5))], [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
-                [tensor("b", ints(rng, dtype, (5, 3))), tensor("az", np.array(a_zp, dtype)),
-                 tensor("bz", np.array(b_zp, dtype))])
+                [tensor("b", ints(rng, b_dtype, (5, 3))), tensor("az", np.array(a_zp, dtype)),
+                 tensor("bz", np.array(b_zp, b_dtype))])
+    assert runs_as in _folded_ops(path)
     check(tmp_path, path, {"a": ints(rng, dtype, (2, 4, 5))}, lsb=0)
 
 
@@ -244,7 +284,7 @@ def test_qdq_conv_folds_with_its_activation(tmp_path, activation):
                 weight_dq=[("wf", ints(rng, "int8", (6, 3, 3, 3)), w_scale, 0),
                            ("bf", rng.integers(-5000, 5000, 6).astype(np.int32), bias_scale, 0)])
     ops = _folded_ops(path)
-    assert "QLinearConv" in ops and "Conv" not in ops and not ops & {"Relu", "Clip"}, ops
+    assert "QConv2D" in ops and "Conv" not in ops and not ops & {"Relu", "Clip"}, ops
     check(tmp_path, path, {"x": ints(rng, "int8", (1, 3, 5, 4))})
 
 
@@ -261,7 +301,7 @@ def test_qdq_gemm_and_matmul_fold(tmp_path):
                             (np.float32(0.04) * w_scale).astype(np.float32), 0),
                            ("vf", ints(rng, "int8", (5, 2)), np.array([0.02, 0.0007], np.float32), 1)])
     ops = _folded_ops(path)
-    assert ops & {"Gemm", "MatMul"} == set() and "QLinearMatMul" in ops, ops
+    assert ops & {"Gemm", "MatMul"} == set() and "QFullyConnected" in ops, ops
     check(tmp_path, path, {"x": ints(rng, "int8", (3, 7))})
 
 
@@ -317,16 +357,20 @@ def _kws_check(path: Path, build: Path, seeds, target: str) -> None:
                 assert d <= 1.0 + 1e-6, f"seed {seed}, output {k}: {d} LSB ({session})"
 
 
-def test_kws_qdq_folds_into_integer_operators(kws_qdq):
+def test_kws_qdq_folds_into_integer_operators_on_the_int8_kernels(kws_qdq):
+    """Convolutions on the int8 kernels, NHWC from the input's reshape to the pool: no transposes."""
     ops = [n.op for n in lower(kws_qdq).nodes]
-    assert ops.count("QLinearConv") == 9 and "QLinearMatMul" in ops and "QLinearGlobalAveragePool" in ops
-    assert not {"Conv", "Gemm", "GlobalAveragePool"} & set(ops), ops
+    assert ops.count("QConv2D") == 5 and ops.count("QDepthwise") == 4 and "QFullyConnected" in ops, ops
+    assert "QLinearGlobalAveragePool" in ops
+    assert not {"Conv", "Gemm", "GlobalAveragePool", "QLinearConv", "QLinearMatMul", "Transpose"} & set(ops), ops
     # left: the input's QuantizeLinear, and DequantizeLinear -> Softmax -> QuantizeLinear -> DequantizeLinear
     assert ops.count("QuantizeLinear") == 2 and ops.count("DequantizeLinear") == 2, ops
 
 
-def test_kws_qdq_matches_onnxruntime_on_the_host(kws_qdq, tmp_path):
-    _kws_check(kws_qdq, tmp_path, range(3), "host")
+@pytest.mark.parametrize("target,seeds", [("host", range(3)), ("host-native", [3])])
+def test_kws_qdq_matches_onnxruntime_on_the_host(kws_qdq, tmp_path, target, seeds):
+    """Portable kernels (host) and the vector ones over NHWC int8 (host-native)."""
+    _kws_check(kws_qdq, tmp_path, seeds, target)
 
 
 def test_kws_qdq_matches_onnxruntime_on_the_cortex_m4(kws_qdq, tmp_path):
@@ -341,14 +385,18 @@ def test_kws_qdq_with_uint8_activations_matches_onnxruntime(tmp_path):
     model.graph.output.append(helper.make_tensor_value_info("pool_out_QuantizeLinear_Output", TensorProto.UINT8, None))
     onnx.save(onnx.shape_inference.infer_shapes(model), str(path))
     graph = lower(path)
-    assert [n.op for n in graph.nodes].count("QLinearConv") == 9
+    ops = [n.op for n in graph.nodes]
+    assert ops.count("QConv2D") == 5 and ops.count("QDepthwise") == 4 and "QLinearConv" not in ops, ops
+    # uint8 -> int8 at the input, and back where the uint8 outputs and the fully connected layer read
+    assert ops.count("Requantize") == 4, ops
     assert graph.types[graph.outputs[1]].dtype == "uint8"
     _kws_check(path, tmp_path / "build", range(2), "host")
+    _kws_check(path, tmp_path / "build-m4", [5], "cortex-m4")
 
 
 @pytest.mark.parametrize("name,folded", [
-    ("ic_resnet8", {"QLinearConv", "QLinearAdd", "QLinearAveragePool", "QLinearMatMul"}),
-    ("ad_autoencoder", {"QLinearMatMul"})])
+    ("ic_resnet8", {"QConv2D", "QLinearAdd", "QLinearAveragePool", "QFullyConnected"}),
+    ("ad_autoencoder", {"QFullyConnected"})])
 def test_other_mlperf_tiny_models_in_qdq_match_onnxruntime(tmp_path, name, folded):
     """Residual adds folded (ic_resnet8); BatchNormalization on dense layers, which ONNX Runtime's
     pre-processing leaves in, running between Q/DQ pairs (ad_autoencoder)."""
@@ -438,3 +486,59 @@ def test_matmul_integer_per_row_zero_points_against_numpy(tmp_path):
     np.testing.assert_array_equal(got, want.astype(np.int32))
     graph = lower(path)
     np.testing.assert_array_equal(evaluate(graph, {"a": a})[graph.outputs[0]], want.astype(np.int32))
+
+
+def test_float_requantization_of_a_tflite_primitive_is_checked(tmp_path):
+    """QConv2D with requantize: float (what a rewritten QLinearConv becomes) takes a float32 scale
+    and no shift; a graph file that gives it TFLite's int32 multiplier and shift is refused at
+    its line."""
+    from codegen.errors import GraphError
+    good = """graph: f
+inputs:
+  x: {dtype: int8, shape: [1, 2, 2, 1]}
+outputs: [y]
+constants:
+  w: {value: [[[[3]]]], dtype: int8}
+  scale: {value: [0.25], dtype: float32}
+  mult: {value: [1073741824], dtype: int32}
+  shift: {value: [0], dtype: int32}
+nodes:
+  - op: QConv2D
+    inputs: [x, w, "", %s]
+    outputs: [y]
+    attrs: {y_scale: 0.1, y_zero_point: -3, x_zero_point: 1, requantize: float}
+"""
+    (tmp_path / "good.yaml").write_text(good % 'scale, ""')
+    graph = lower(tmp_path / "good.yaml")
+    assert graph.types["y"].dtype == "int8"
+    from codegen.reference import evaluate
+    x = np.array([-128, 1, 2, 127], np.int8).reshape(1, 2, 2, 1)
+    # (x - 1) * 3 * 0.25, ties to even: -96.75 -> -97, 0, 0.75 -> 1, 94.5 -> 94; plus -3, saturated
+    np.testing.assert_array_equal(evaluate(graph, {"x": x})["y"].reshape(-1), [-100, -3, -2, 91])
+    (tmp_path / "bad.yaml").write_text(good % "mult, shift")
+    with pytest.raises(GraphError, match=r"bad\.yaml:12:.*scale must be float32") as e:
+        lower(tmp_path / "bad.yaml")
+    assert "Traceback" not in str(e.value)
+
+
+def test_integer_operators_on_the_cortex_m4_dsp_kernels(tmp_path):
+    """ConvInteger (depthwise, uint8 input), MatMulInteger (int32 sums) and a per-tensor uint8
+    QLinearConv on the Cortex-M4's DSP kernels, against ONNX Runtime."""
+    rng = np.random.default_rng(17)
+    nodes = [helper.make_node("ConvInteger", ["x", "dw", "xz"], ["sums"], group=4, pads=[1, 1, 1, 1]),
+             helper.make_node("MatMulInteger", ["a", "b", "az"], ["products"]),
+             helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"], strides=[2, 1])]
+    inits = [tensor("dw", ints(rng, "int8", (4, 1, 3, 3))), tensor("xz", np.uint8(77)),
+             tensor("b", ints(rng, "int8", (9, 6))), tensor("az", np.int8(-5)),
+             tensor("xs", np.float32(0.02)), tensor("w", ints(rng, "int8", (6, 4, 3, 2))),
+             tensor("ws", np.float32(0.003)),
+             tensor("wz", np.int8(0)), tensor("ys", np.float32(0.04)), tensor("yz", np.uint8(131))]
+    path = save(tmp_path, nodes, [value("x", "uint8", (1, 4, 7, 6)), value("a", "int8", (3, 9))],
+                [helper.make_tensor_value_info(n, t, None) for n, t in
+                 (("sums", TensorProto.INT32), ("products", TensorProto.INT32), ("y", TensorProto.UINT8))], inits)
+    assert {"QDepthwise", "QFullyConnected", "QConv2D"} <= _folded_ops(path)
+    feeds = {"x": ints(rng, "uint8", (1, 4, 7, 6)), "a": ints(rng, "int8", (3, 9))}
+    got = tinsmith_outputs(path, feeds, tmp_path / "build", "cortex-m4")
+    want = ort_outputs(path, feeds)
+    for k, lsb in enumerate((0, 0, 1)):
+        assert lsb_distance(got[k], want[k]) <= lsb, k

@@ -210,7 +210,9 @@ def test_everything_live_is_unchanged():
 
 def test_default_passes():
     from codegen.optimize import gemm_weights_by_row
-    assert tuple(DEFAULT_PASSES) == (fold_constants, fold_batch_norm, drop_dead_nodes, gemm_weights_by_row)
+    from codegen.quant.onnx_fast import qlinear_on_int8_kernels
+    assert tuple(DEFAULT_PASSES) == (fold_constants, fold_batch_norm, qlinear_on_int8_kernels, drop_dead_nodes,
+                                     gemm_weights_by_row)
 
 
 def test_gemm_weights_by_row_transposes_a_constant_only_that_gemm_reads():

@@ -58,17 +58,44 @@ def _out_type(args: InferArgs, shape: Sequence[int], dtype: str = "int8") -> Ten
     return TensorType(dtype, tuple(int(d) for d in shape), Quant((a["y_scale"],), (a["y_zero_point"],)))
 
 
+REQUANTIZE = Attr("requantize", "string", "fixed_point", ("fixed_point", "float", "none"))
+"""How a convolution's or fully connected layer's int32 sums become outputs: "fixed_point" (TFLite:
+inputs 3 and 4 are the int32 multipliers and shifts), "float" (ONNX's QLinearConv and
+QLinearMatMul: input 3 is the float32 scale (x_scale * w_scale) / y_scale, float32(acc) * scale
+is rounded half to even, and input 4 is omitted) or "none" (ONNX's ConvInteger and MatMulInteger:
+the int32 sums are the output; inputs 3 and 4 are omitted, the y_ attributes unused)."""
+
+
 def _requant_inputs(args: InferArgs, first: int, channels: int) -> None:
-    """Inputs first..first+2: bias (int32 [C], optional), multiplier and shift (int32 [C] or [1])."""
-    b = args.types[first]
+    """Inputs first..first+2: bias (int32 [C], optional), then multiplier and shift (int32 [C] or
+    [1]), or with float requantization the scale (float32 [C] or [1]) and no shift."""
+    if len(args.types) != first + 3:  # (positions matter: "" stands for an omitted one)
+        raise OpError(f"takes {first + 3} inputs: x, weights, bias, multiplier (or scale), shift; \"\" for "
+                      f"one omitted", input=min(len(args.types), first + 2))
+    types, values = args.types, args.values
+    b = types[first]
     if b is not None and (b.dtype != "int32" or b.shape != (channels,)):
         raise OpError(f"the bias must be int32[{channels}], got {b}", input=first)
-    for i, what in ((first + 1, "multiplier"), (first + 2, "shift")):
-        t = args.types[i]
-        if t.dtype != "int32" or t.shape not in ((channels,), (1,)):
-            raise OpError(f"the {what} must be int32[{channels}] or int32[1], got {t}", input=i)
-        if args.values[i] is None:
+    wanted = {"float": ((first + 1, "scale", "float32"),), "none": (),
+              "fixed_point": ((first + 1, "multiplier", "int32"), (first + 2, "shift", "int32")),
+              }[args.attrs["requantize"]]
+    for i, what, dtype in wanted:
+        t = types[i]
+        if t is None or t.dtype != dtype or t.shape not in ((channels,), (1,)):
+            raise OpError(f"the {what} must be {dtype}[{channels}] or {dtype}[1], got {t}", input=i)
+        if values[i] is None:
             raise OpError(f"the {what} must be a constant", input=i)
+    for i in range(first + 1 + len(wanted), first + 3):
+        if types[i] is not None:
+            raise OpError(f"requantize {args.attrs['requantize']} takes no input {i}", input=i)
+
+
+def _sums_type(args: InferArgs, shape: Sequence[int]) -> TensorType:
+    """The output type of a convolution or fully connected layer: the int32 sums themselves
+    (requantize none), else int8 quantized by the y_ attributes."""
+    if args.attrs["requantize"] == "none":
+        return TensorType("int32", tuple(int(d) for d in shape))
+    return _out_type(args, shape)
 
 
 # --- windows (NHWC, explicit pads) ----------------------------------------------------------
@@ -115,6 +142,12 @@ def window_taps(x: np.ndarray, attrs, kh: int, kw: int, pad_value: int):
 
 
 def _requantize(acc, mult, shift, attrs, dtype="int8") -> np.ndarray:
+    if attrs.get("requantize") == "none":
+        return fp.wrap_int32(acc).astype(np.int32)
+    if attrs.get("requantize") == "float":  # ONNX's: float32(acc) * scale, ties to even
+        v = (fp.wrap_int32(acc).astype(np.int32).astype(np.float32) * np.asarray(mult, np.float32)).astype(np.float32)
+        return fp.saturate(np.rint(v.astype(np.float64)) + attrs["y_zero_point"], dtype, attrs["act_min"],
+                           attrs["act_max"])
     y = fp.multiply_by_quantized_multiplier(acc, mult, shift) + attrs["y_zero_point"]
     return fp.saturate(y, dtype, attrs["act_min"], attrs["act_max"])
 
@@ -128,7 +161,7 @@ def _infer_conv(args: InferArgs) -> list[TensorType]:
         raise OpError(f"weights must be int8 [O, KH, KW, {args.types[0].shape[3]}], got {w}", input=1)
     _requant_inputs(args, 2, w.shape[0])
     oh, ow = window_shape(args, w.shape[1], w.shape[2])
-    return [_out_type(args, (args.types[0].shape[0], oh, ow, w.shape[0]))]
+    return [_sums_type(args, (args.types[0].shape[0], oh, ow, w.shape[0]))]
 
 
 def _conv_reference(xs, attrs):
@@ -152,8 +185,8 @@ def _conv_macs(args, outs) -> int:
     return outs[0].size * w.shape[1] * w.shape[2] * w.shape[3]
 
 
-define("QConv2D", inputs=5, infer=_infer_conv, reference=_conv_reference, macs=_conv_macs,
-       constant_inputs=(3, 4), attrs=WINDOW_ATTRS + [Attr("x_zero_point", "int", 0)] + Y_ATTRS)
+define("QConv2D", inputs=(2, 5), infer=_infer_conv, reference=_conv_reference, macs=_conv_macs,
+       constant_inputs=(3, 4), attrs=WINDOW_ATTRS + [Attr("x_zero_point", "int", 0), REQUANTIZE] + Y_ATTRS)
 
 
 # --- QDepthwise -------------------------------------------------------------------------------
@@ -167,7 +200,7 @@ def _infer_depthwise(args: InferArgs) -> list[TensorType]:
         raise OpError(f"weights must be int8 [1, KH, KW, {c * m}], got {w}", input=1)
     _requant_inputs(args, 2, c * m)
     oh, ow = window_shape(args, w.shape[1], w.shape[2])
-    return [_out_type(args, (args.types[0].shape[0], oh, ow, c * m))]
+    return [_sums_type(args, (args.types[0].shape[0], oh, ow, c * m))]
 
 
 def _depthwise_reference(xs, attrs):
@@ -182,10 +215,11 @@ def _depthwise_reference(xs, attrs):
     return [_requantize(fp.wrap_int32(acc), mult, shift, attrs)]
 
 
-define("QDepthwise", inputs=5, infer=_infer_depthwise, reference=_depthwise_reference,
+define("QDepthwise", inputs=(2, 5), infer=_infer_depthwise, reference=_depthwise_reference,
        macs=lambda args, outs: outs[0].size * args.types[1].shape[1] * args.types[1].shape[2],
        constant_inputs=(3, 4),
-       attrs=WINDOW_ATTRS + [Attr("depth_multiplier", "int", 1), Attr("x_zero_point", "int", 0)] + Y_ATTRS)
+       attrs=WINDOW_ATTRS + [Attr("depth_multiplier", "int", 1), Attr("x_zero_point", "int", 0), REQUANTIZE]
+       + Y_ATTRS)
 
 
 # --- QFullyConnected --------------------------------------------------------------------------
@@ -196,7 +230,7 @@ def _infer_fc(args: InferArgs) -> list[TensorType]:
         raise OpError(f"weights must be int8 [O, K] with K dividing the input's {x.size} elements, got {w}",
                       input=1)
     _requant_inputs(args, 2, w.shape[0])
-    return [_out_type(args, (x.size // w.shape[1], w.shape[0]))]
+    return [_sums_type(args, (x.size // w.shape[1], w.shape[0]))]
 
 
 def _fc_reference(xs, attrs):
@@ -208,9 +242,9 @@ def _fc_reference(xs, attrs):
     return [_requantize(fp.wrap_int32(acc), mult, shift, attrs)]
 
 
-define("QFullyConnected", inputs=5, infer=_infer_fc, reference=_fc_reference,
+define("QFullyConnected", inputs=(2, 5), infer=_infer_fc, reference=_fc_reference,
        macs=lambda args, outs: outs[0].size * args.types[1].shape[1], constant_inputs=(3, 4),
-       attrs=[Attr("x_zero_point", "int", 0)] + Y_ATTRS)
+       attrs=[Attr("x_zero_point", "int", 0), REQUANTIZE] + Y_ATTRS)
 
 
 # --- QAdd, QMul -------------------------------------------------------------------------------

@@ -480,20 +480,23 @@ def _infer_global_pool(args: InferArgs) -> list[TensorType]:
     x = _typed_input(args, 0, args.attrs["dtype"])
     if x.rank < 3:
         raise OpError(f"the input must be (N, C, D1, ...), got {list(x.shape)}", input=0)
+    if args.attrs["channels_last"]:
+        return [_y_type(args, (x.shape[0],) + (1,) * (x.rank - 2) + (x.shape[-1],))]
     return [_y_type(args, x.shape[:2] + (1,) * (x.rank - 2))]
 
 
 def _global_pool_reference(xs, attrs):
     x = xs[0]
-    axes = tuple(range(2, x.ndim))
-    count = int(np.prod(x.shape[2:]))
+    axes = tuple(range(1, x.ndim - 1)) if attrs["channels_last"] else tuple(range(2, x.ndim))
+    count = int(np.prod([x.shape[a] for a in axes]))
     acc = (x.astype(np.int64).sum(axis=axes, keepdims=True) - count * attrs["x_zero_point"]).astype(np.int32)
     v = (acc.astype(np.float32) * pool_scale(attrs, count)).astype(np.float32)
     return [round_half_even_saturate(v, attrs["y_zero_point"], attrs["dtype"])]
 
 
+# channels_last (com.microsoft's attribute of the same name): (N, D1.., C) in, (N, 1.., C) out
 define("QLinearGlobalAveragePool", inputs=1, infer=_infer_global_pool, reference=_global_pool_reference,
-       attrs=POOL_ATTRS, pattern=Pattern.REDUCTION)
+       attrs=POOL_ATTRS + [Attr("channels_last", "int", 0, (0, 1))], pattern=Pattern.REDUCTION)
 
 
 AVERAGE_POOL_ATTRS = POOL_ATTRS + [Attr("kernel_shape", "ints"), Attr("pads", "ints", None),

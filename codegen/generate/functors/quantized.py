@@ -8,6 +8,7 @@ from codegen.generate.backend import CPP, FLOATS, same, takes
 from codegen.generate.kernel_sets import micro_kernel
 from codegen.generate.functors.quantized_math import (clamp, i32, multiply_by_quantized_multiplier,
                                                       rounded_divide, select_max, widen)
+from codegen.generate.functors.quantized_onnx import float_requantize_store
 from codegen.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store,
                                       Var, Unary, broadcast_index, flat_index, index, nest)
 from codegen.ops import quantized as q
@@ -15,9 +16,12 @@ from codegen.ops import quantized as q
 # The element types of the quantized kernels: int8, uint8 or int16 activations (TFLite's int8 and
 # 16x8 schemes, ONNX's uint8), int8 weights, int32 bias and per-channel requantization constants.
 QUANTIZED = ("int8", "uint8", "int16")
-QUANTIZED_CONV = takes(QUANTIZED, "int8", "int32", "int32", "int32", out=QUANTIZED, acc="int32")
+# Input 3 is the int32 multiplier, or ONNX's float32 scale (requantize: float); the output is the
+# int32 sums themselves with requantize: none (codegen/ops/quantized.py: REQUANTIZE).
+REQUANTIZERS = ("int32", "float32")
+QUANTIZED_CONV = takes(QUANTIZED, "int8", "int32", REQUANTIZERS, "int32", out=QUANTIZED + ("int32",), acc="int32")
 # what the fast int8 kernels take: int8 activations only
-INT8_CONV = takes("int8", "int8", "int32", "int32", "int32", out="int8", acc="int32")
+INT8_CONV = takes("int8", "int8", "int32", REQUANTIZERS, "int32", out=("int8", "int32"), acc="int32")
 
 
 def _v(name: str) -> Var:
@@ -55,6 +59,10 @@ def _requant_params(graph, args, channel: Expr) -> tuple[Expr | int, Expr | int,
 
 def _finish(graph, args, attrs, channel: Expr, out_at: Expr, coords, acc: str = "acc") -> list[Stmt]:
     """Requantize local `acc`, add the output zero point, clamp, and store."""
+    if attrs.get("requantize") == "float":
+        return [float_requantize_store(graph, args, attrs, Var(acc), channel, out_at, coords)]
+    if attrs.get("requantize") == "none":  # the int32 sums are the output
+        return [Store(args.outputs[0].name, out_at, Var(acc), coords)]
     mult, shift, sign = _requant_params(graph, args, channel)
     stmts, scaled = multiply_by_quantized_multiplier(f"{acc}_scaled", Var(acc), mult, shift, sign)
     y = _saturate(args, Binary("+", scaled, i32(attrs["y_zero_point"])), attrs["act_min"], attrs["act_max"])

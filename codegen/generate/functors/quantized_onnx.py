@@ -69,6 +69,15 @@ def _round_store(out, at, coords, v: Expr, zp: int | Expr | None, lo: int, hi: i
     return Store(out.name, at, Cast(out.type.dtype, Cast("int32", r)), coords)
 
 
+def float_requantize_store(graph, args, attrs, acc: Expr, channel: Expr, out_at: Expr, coords) -> Store:
+    """The store of a TFLite-style primitive (QConv2D, QDepthwise, QFullyConnected) with ONNX's
+    requantization (attribute requantize: float): float32(acc) * scale[channel], rounded half to
+    even, plus the output zero point, clamped to the activation's range."""
+    scale = _per_axis(graph, args.inputs[3], channel, True)
+    return _round_store(args.outputs[0], out_at, coords, Binary("*", Cast("float32", acc), scale),
+                        attrs["y_zero_point"], attrs["act_min"], attrs["act_max"])
+
+
 @CPP.register("QuantizeLinear", types=takes("float32", "float32", Q8, out=Q8))
 def quantize_linear(graph, node_id, cluster_id, args, attrs):
     """saturate(round(x / scale) + zero point), ties to even; per-axis parameters loaded."""
@@ -261,7 +270,7 @@ def matmul_integer(graph, node_id, cluster_id, args, attrs):
 
 
 # --- folded QDQ patterns ------------------------------------------------------------------------
-@CPP.register("QLinearAdd", types=takes(Q8, "float32", Q8, Q8, "float32", Q8, "float32", Q8, out=Q8, acc="int32"))
+@CPP.register("QLinearAdd", types=takes(Q8, Q8, out=Q8, acc="int32"))  # the scales are attributes
 def qlinear_add(graph, node_id, cluster_id, args, attrs):
     """(a - a_zp) * a_scale / y_scale + (b - b_zp) * b_scale / y_scale in float32, rounded."""
     a, b, y = args.inputs[0], args.inputs[1], args.outputs[0]
@@ -277,21 +286,25 @@ def qlinear_add(graph, node_id, cluster_id, args, attrs):
     return nest(shape, "i", body)[0]
 
 
-@CPP.register("QLinearGlobalAveragePool", family="window", layout="nchw", types=takes(Q8, "float32", Q8, "float32", Q8, out=Q8, acc="int32"))
+@CPP.register("QLinearGlobalAveragePool", family="window", layout="any", types=takes(Q8, "float32", Q8, "float32", Q8, out=Q8, acc="int32"))
 def qlinear_global_average_pool(graph, node_id, cluster_id, args, attrs):
-    """The sum of (x - x_zp) over each channel's positions, times x_scale / (y_scale * count), rounded."""
+    """The sum of (x - x_zp) over each channel's positions, times x_scale / (y_scale * count), rounded.
+    Channels last (N, D1.., C): channel c of position p at p * C + c."""
     x, y = args.inputs[0], args.outputs[0]
-    n, c = x.type.shape[:2]
-    count = int(np.prod(x.type.shape[2:]))
+    last = attrs.get("channels_last", 0)
+    n, c = (x.type.shape[0], x.type.shape[-1]) if last else x.type.shape[:2]
+    count = x.type.size // (n * c)
     lo, hi = DTYPE_RANGES[y.type.dtype]
-    v = widen(Load(x.name, Binary("+", Binary("*", Binary("+", Binary("*", Var("n"), index(c)), Var("c")),
-                                              index(count)), Var("p"))))
-    at = Binary("+", Binary("*", Var("n"), index(c)), Var("c"))
-    coords = (Var("n"), Var("c")) + (index(0),) * (x.type.rank - 2)
+    channel = Binary("+", Binary("*", Var("n"), index(c)), Var("c"))
+    at = Binary("+", Binary("*", Binary("+", Binary("*", Var("n"), index(count)), Var("p")), index(c)), Var("c")) \
+        if last else Binary("+", Binary("*", channel, index(count)), Var("p"))
+    ones = (index(0),) * (x.type.rank - 2)
+    coords = (Var("n"), *ones, Var("c")) if last else (Var("n"), Var("c"), *ones)
     scaled = Binary("*", Cast("float32", Binary("-", Var("acc"), i32(count * attrs["x_zero_point"]))),
                     f32(qo.pool_scale(attrs, count)))
-    body = (Local("acc", i32(0), "int32"), For("p", count, (Assign("acc", Binary("+", Var("acc"), v)),)),
-            _round_store(y, at, coords, scaled, attrs["y_zero_point"], lo, hi))
+    body = (Local("acc", i32(0), "int32"),
+            For("p", count, (Assign("acc", Binary("+", Var("acc"), widen(Load(x.name, at)))),)),
+            _round_store(y, channel, coords, scaled, attrs["y_zero_point"], lo, hi))
     return [For("n", n, (For("c", c, body),))]
 
 
