@@ -468,3 +468,61 @@ def test_a_graph_at_the_element_limit_builds_and_its_plan_check_needs_no_memory_
     write(tmp_path / "big.yaml", graph_text(inputs=f"x: {{dtype: float32, shape: [1, {size + 1}]}}", nodes=chain))
     with limits.using(limits.parse(f"tensor_elements={size}")), pytest.raises(GraphError, match="tensor_elements"):
         compile_graph(tmp_path / "big.yaml")
+
+
+# --- TFLite flatbuffers (the input campaign of issue 22) --------------------------------------
+def _tflite_error(tmp_path, data: bytes) -> GraphError:
+    from codegen.pipeline import lower
+    path = tmp_path / "m.tflite"
+    path.write_bytes(data)
+    with pytest.raises(GraphError) as e:
+        lower(path)
+    assert (e.value.loc.path.endswith("m.tflite"), e.value.loc.line) == (True, 1)
+    return e.value
+
+
+def _tanh(**changes) -> bytes:
+    from codegen.quant.activations import OUTPUT_QUANT
+    from tflite_writer import single_operator
+    return single_operator(28, "int8", [1, 8], changes.pop("x_quant", (0.05, 3)), OUTPUT_QUANT["tanh"], **changes)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "root_offset", "vector_length"])
+def test_tflite_flatbuffer_that_points_outside_the_file_is_refused(tmp_path, damage):
+    """The flatbuffer readers are lazy: an offset or a length pointing outside the file raised
+    struct.error, TypeError or ValueError deep inside them, at whatever read came first."""
+    import struct
+    data = bytearray(_tanh())
+    if damage == "truncated":
+        data = data[: len(data) * 2 // 3]
+    elif damage == "root_offset":
+        data[0:4] = struct.pack("<I", 0x7FFFFFF0)
+    else:  # every 32-bit word that holds 2 (the model's tensor count) becomes a huge length
+        for at in range(0, len(data) - 3, 4):
+            if struct.unpack_from("<I", data, at)[0] == 2:
+                data[at:at + 4] = struct.pack("<I", 0x10000000)
+    e = _tflite_error(tmp_path, bytes(data))
+    assert e.message.startswith("not a valid TFLite model")
+
+
+def test_tflite_operator_refers_to_a_tensor_the_model_lacks(tmp_path):
+    e = _tflite_error(tmp_path, _tanh(op_inputs=(5,)))
+    assert e.message == "an operator or the graph refers to tensor 5, but the model has 2 tensors"
+
+
+def test_tflite_operator_without_inputs_is_refused(tmp_path):
+    e = _tflite_error(tmp_path, _tanh(op_inputs=()))
+    assert e.message == "operator 0 (TANH) has 0 inputs and 1 outputs; it needs at least 1 inputs and one output"
+
+
+def test_tflite_tensor_with_an_invalid_quantization_is_refused(tmp_path):
+    e = _tflite_error(tmp_path, _tanh(x_quant=(-0.5, 0)))
+    assert e.message == "tensor 'x' has an invalid quantization: scales must be positive and finite"
+
+
+def test_random_constant_with_a_negative_scale_is_refused_at_the_scale(tmp_path):
+    """A negative scale of a uniform random constant ended in NumPy's 'high - low < 0' traceback."""
+    write(tmp_path / "g.yaml", graph_text(constants="w: {random: uniform, shape: [4], scale: -1.0}",
+                                          nodes="- {op: Add, inputs: [x, w], outputs: [y]}"))
+    assert error_lines(tmp_path, "show", "g.yaml")[0] == (
+        "g.yaml:6:43: error: constant 'w': 'scale' must be a finite number of at least 0, not -1.0")
