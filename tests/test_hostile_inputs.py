@@ -526,3 +526,29 @@ def test_random_constant_with_a_negative_scale_is_refused_at_the_scale(tmp_path)
                                           nodes="- {op: Add, inputs: [x, w], outputs: [y]}"))
     assert error_lines(tmp_path, "show", "g.yaml")[0] == (
         "g.yaml:6:43: error: constant 'w': 'scale' must be a finite number of at least 0, not -1.0")
+
+
+def test_tflite_quantized_operator_with_a_float_output_is_refused(tmp_path):
+    from tflite_writer import single_operator
+    e = _tflite_error(tmp_path, single_operator(0, "float32", [1, 8], (0.05, 3), (0.1, 0), op_inputs=(0, 0)))
+    assert e.message == "tensor 'y' is float32, but the output of a quantized operator must be an integer type (int8)"
+
+
+def test_tflite_operator_without_its_options_takes_the_defaults(tmp_path):
+    """A model may leave an operator's builtin options out (TFLite reads the schema's defaults); the
+    importer read an uninitialised table and failed. ADD(x, x) with no AddOptions: no activation,
+    bit-exact with the TFLite Micro interpreter."""
+    tflm = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
+    from codegen.cli import run_compiled
+    from codegen.pipeline import lower
+    from tflite_writer import single_operator
+    model = single_operator(0, "int8", [1, 256], (0.05, 3), (0.1, -2), op_inputs=(0, 0))
+    path = tmp_path / "add.tflite"
+    path.write_bytes(model)
+    graph = lower(path)
+    x = np.arange(-128, 128, dtype=np.int8).reshape(1, 256)
+    got = run_compiled(path, {graph.inputs[0]: x}, tmp_path / "build", graph)[graph.outputs[0]]
+    interp = tflm.Interpreter.from_bytes(model)
+    interp.set_input(x, 0)
+    interp.invoke()
+    np.testing.assert_array_equal(got, interp.get_output(0))

@@ -128,6 +128,9 @@ class _Reader:
         return q.scale[0], q.zero_point[0]
 
     def act(self, out: int, code: int) -> dict:
+        if self.dtype(out) not in fp.DTYPE_RANGES:
+            raise GraphError(self.loc, f"tensor '{self.original(out)}' is {self.dtype(out)}, but the output of a "
+                             f"quantized operator must be an integer type (int8)")
         scale, zp = self.scale_zp(out)
         lo, hi = fp.activation_range(ACTIVATIONS.get(code, "none"), scale, zp, self.dtype(out))
         return {"act_min": lo, "act_max": hi}
@@ -139,12 +142,24 @@ class _Reader:
                                    tuple(loc for _ in inputs), tuple(loc for _ in outputs)))
 
 
+def _empty_table() -> tuple[bytes, int]:
+    """A flatbuffer table with no fields (bytes, position): its readers return the defaults."""
+    import flatbuffers
+    b = flatbuffers.Builder(16)
+    b.StartObject(0)
+    b.Finish(b.EndObject())
+    data = bytes(b.Output())
+    return data, flatbuffers.encode.Get(flatbuffers.packer.uoffset, data, 0)
+
+
 def _options(op, cls_name: str):
     tfl = _tflite()
     table = op.BuiltinOptions()
     opts = getattr(tfl, cls_name)()
     if table is not None:
         opts.Init(table.Bytes, table.Pos)
+    else:  # options left out: every field at its schema default, as TFLite reads them
+        opts.Init(*_empty_table())
     return opts
 
 

@@ -282,13 +282,15 @@ def tflite_differential(rng: random.Random, folder: Path) -> list[str]:
 
 
 def run_inputs(seed: int, workdir: Path, *, inputs: int | None = None, seconds: float | None = None,
-               compiled_every: int = 200, differential_every: int = 5000, log=None) -> Report:
+               compiled_every: int = 200, differential_every: int = 5000, onnx_models: int = 4,
+               log=None) -> Report:
     """A campaign of `inputs` cases (or of `seconds`) over graph files, ONNX and TFLite models.
 
     Most cases are loaded and lowered in bulk (tests/fuzz/quick.py). After every `compiled_every`
     of them one case goes through the command line, g++ and libclang (harness.run_case), and
-    once per `differential_every` cases four random ONNX models are compared with ONNX Runtime and
-    one random int8 TFLite model with the TFLite Micro interpreter. Every case counts as one input."""
+    once per `differential_every` cases `onnx_models` random ONNX models are compared with ONNX
+    Runtime and one random int8 TFLite model with the TFLite Micro interpreter. Every case counts
+    as one input."""
     from .quick import QuickReport, run_quick
     report, quick = Report(seed), QuickReport()
     slow: dict[str, int] = {}  # compiled and differential cases per kind
@@ -317,7 +319,7 @@ def run_inputs(seed: int, workdir: Path, *, inputs: int | None = None, seconds: 
         folder.mkdir(parents=True, exist_ok=True)
         if total() >= next_differential:
             next_differential += differential_every
-            count, found = differential_batch(rng, folder, 4)
+            count, found = differential_batch(rng, folder, onnx_models) if onnx_models else (0, [])
             found += tflite_differential(rng, folder)
             slow["onnx differential"] = slow.get("onnx differential", 0) + count
             slow["tflite differential"] = slow.get("tflite differential", 0) + 1
