@@ -64,6 +64,30 @@ def test_a_case_that_finds_something_is_kept_as_a_reproducer(tmp_path):
     assert "python -m codegen generate model.yaml" in (kept / "finding.txt").read_text()
 
 
+# Findings of the long campaign, each made again from its seed and index (tests/fuzz/quick.py makes
+# every case from them): (seed, index, what the located error now says). Each was a traceback.
+CAMPAIGN_FINDINGS = [
+    (2, 180, "'scale' must be a finite number of at least 0, not -1.0"),  # NumPy: high - low < 0
+    (3, 1096, "is float32, but the output of a quantized operator must be an integer type"),  # KeyError
+    (4, 611, "is float32, but the output of a quantized operator must be an integer type"),
+    (8, 62, "is not quantized"),  # convolution weights without quantization: AttributeError
+]
+
+
+@pytest.mark.parametrize("seed,index,message", CAMPAIGN_FINDINGS, ids=[f"{s}-{i}" for s, i, _ in CAMPAIGN_FINDINGS])
+def test_campaign_findings_are_located_errors(seed, index, message, tmp_path):
+    from codegen.errors import GraphError
+    from codegen.pipeline import lower
+    from fuzz.quick import case_rng, format_of, judge, make_case
+    rng = case_rng(seed, index)
+    rng.random()  # (the draw that chose the format, as the worker does)
+    path, _ = make_case(format_of(seed, index), rng, tmp_path)
+    assert judge(path, False) == (False, [])  # refused, with located one-line messages only
+    with pytest.raises(GraphError) as e:
+        lower(path)
+    assert message in e.value.message
+
+
 # --- the finding of the issue-22 campaign: a near-zero ReduceLogSum ---------------------------
 def _log_sum_model(channels: int, length: int) -> onnx.ModelProto:
     """MatMul, Clip, Sigmoid, Sub, Erf, ReduceLogSum (over channels), LpPool: the ops of the model

@@ -120,11 +120,16 @@ class _Reader:
         self.constants[name] = Constant(name, np.ascontiguousarray(data), "TFLite import", self.loc)
         return name
 
-    def scale_zp(self, i: int) -> tuple[float, int]:
+    def required_quant(self, i: int) -> Quant:
+        """Tensor i's quantization, which the operator reading it needs."""
         q = self.quant(i)
         if q is None:
             raise GraphError(self.loc, f"tensor '{self.original(i)}' is not quantized",
                              "Tinsmith imports full-integer (int8) TFLite models")
+        return q
+
+    def scale_zp(self, i: int) -> tuple[float, int]:
+        q = self.required_quant(i)
         return q.scale[0], q.zero_point[0]
 
     def act(self, out: int, code: int) -> dict:
@@ -182,7 +187,7 @@ def _pads(r: _Reader, x: int, kh: int, kw: int, opts, dil=(1, 1)) -> list[int]:
 def _requant_constants(r: _Reader, x: int, w: int, y: int, hint: str) -> list[str]:
     x_scale, _ = r.scale_zp(x)
     y_scale, _ = r.scale_zp(y)
-    mult, shift = fp.conv_multipliers(x_scale, r.quant(w).scale, y_scale)
+    mult, shift = fp.conv_multipliers(x_scale, r.required_quant(w).scale, y_scale)
     return [r.add_constant(f"{hint}_multiplier", mult), r.add_constant(f"{hint}_shift", shift)]
 
 
