@@ -204,11 +204,16 @@ def run_quick(seed: int, workdir: Path, first: int, count: int, report: QuickRep
     index, end = first, first + count
     while index < end:
         n = min(chunk, end - index)
-        proc = subprocess.run([sys.executable, "-m", "tests.fuzz.quick", str(workdir), str(seed), str(index), str(n)],
-                              cwd=harness.ROOT, env=harness._env(), capture_output=True, text=True,
-                              timeout=TIMEOUT * n + 600)
+        try:
+            proc = subprocess.run([sys.executable, "-m", "tests.fuzz.quick", str(workdir), str(seed), str(index),
+                                   str(n)], cwd=harness.ROOT, env=harness._env(), capture_output=True, text=True,
+                                  timeout=TIMEOUT * n + 600)
+            stdout, stderr, status = proc.stdout, proc.stderr, proc.returncode
+        except subprocess.TimeoutExpired as e:  # stuck where the alarm cannot interrupt it (native code)
+            stdout = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+            stderr, status = "hang: the worker was stopped", -9
         last_begin, done = None, index
-        for line in proc.stdout.splitlines():
+        for line in stdout.splitlines():
             event = json.loads(line)
             if "begin" in event:
                 last_begin = event
@@ -221,10 +226,10 @@ def run_quick(seed: int, workdir: Path, first: int, count: int, report: QuickRep
             report.counts[key] = report.counts.get(key, 0) + 1
             report.accepted += event["accepted"]
             report.findings += [f"{event['format']}-{event['index']:07d}: {f}" for f in event["findings"]]
-        if proc.returncode != 0 and last_begin is not None and last_begin["begin"] >= done:
+        if status != 0 and last_begin is not None and last_begin["begin"] >= done:
             died = last_begin["begin"]
             fmt = last_begin["format"]
-            why = f"crash: the worker ended with status {proc.returncode} ({proc.stderr.strip()[-300:]})"
+            why = f"crash: the worker ended with status {status} ({stderr.strip()[-300:]})"
             current = workdir / "current"
             files = [p for p in current.iterdir() if p.name.startswith("model")] if current.exists() else []
             keep_finding(workdir, fmt, died, current, files[0] if files else current, [why])
@@ -232,8 +237,8 @@ def run_quick(seed: int, workdir: Path, first: int, count: int, report: QuickRep
             report.counts[key] = report.counts.get(key, 0) + 1
             report.findings.append(f"{fmt}-{died:07d}: {why}")
             done = died + 1
-        elif proc.returncode != 0:
-            raise RuntimeError(f"the fuzz worker failed before its first case: {proc.stderr[-2000:]}")
+        elif status != 0:
+            raise RuntimeError(f"the fuzz worker failed before its first case: {stderr[-2000:]}")
         index = done
 
 
