@@ -71,6 +71,10 @@ CAMPAIGN_FINDINGS = [
     (3, 1096, "is float32, but the output of a quantized operator must be an integer type"),  # KeyError
     (4, 611, "is float32, but the output of a quantized operator must be an integer type"),
     (8, 62, "is not quantized"),  # convolution weights without quantization: AttributeError
+    (3, 3041, "is not quantized"),
+    (2, 3032, "dimensions cannot be negative"),  # NumPy: negative dimensions are not allowed
+    (5, 2134, "dimensions cannot be negative"),
+    (4, 3270, "dimensions cannot be negative"),  # NumPy: array is too big (14 dimensions, some negative)
 ]
 
 

@@ -552,3 +552,13 @@ def test_tflite_operator_without_its_options_takes_the_defaults(tmp_path):
     interp.set_input(x, 0)
     interp.invoke()
     np.testing.assert_array_equal(got, interp.get_output(0))
+
+
+def test_tflite_tensor_over_the_element_limit_is_refused(tmp_path):
+    """A few bytes of shape asked NumPy for an array larger than memory ('array is too big')."""
+    from codegen.quant.activations import OUTPUT_QUANT
+    from tflite_writer import single_operator
+    e = _tflite_error(tmp_path, single_operator(28, "int8", [1, 1 << 27], (0.05, 3), OUTPUT_QUANT["tanh"]))
+    assert e.message == ("tensor 'x' has 134,217,728 elements, more than the limit of 67,108,864 "
+                         "(limit 'tensor_elements')")
+    assert "--limits tensor_elements=N" in e.hint

@@ -17,6 +17,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from codegen import limits
 from codegen.errors import GraphError, SourceLoc
 from codegen.files import irregular_file
 from codegen.ir import Constant, TensorType
@@ -88,7 +89,15 @@ class _Reader:
 
     def shape(self, i: int) -> tuple[int, ...]:
         s = self.tensor(i).ShapeAsNumpy()
-        return tuple(int(d) for d in s) if isinstance(s, np.ndarray) else ()
+        shape = tuple(int(d) for d in s) if isinstance(s, np.ndarray) else ()
+        if any(d < 0 for d in shape):
+            raise GraphError(self.loc, f"tensor '{self.original(i)}' has shape {list(shape)}: dimensions cannot be "
+                             f"negative")
+        problem = limits.shape_problem(shape)
+        if problem:
+            raise GraphError(self.loc, f"tensor '{self.original(i)}' {problem}",
+                             limits.hint("rank" if "'rank'" in problem else "tensor_elements"))
+        return shape
 
     def data(self, i: int) -> np.ndarray | None:
         """A constant tensor's data, or None for a tensor computed at run time."""
