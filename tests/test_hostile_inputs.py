@@ -40,7 +40,7 @@ def graph_text(inputs="x: {dtype: float32, shape: [1, 4]}", constants="", nodes=
     return f"graph: {name}\ninputs:\n  {inputs}\noutputs: [y]\n{consts}nodes:\n  {nodes}\n"
 
 
-def error_lines(tmp_path: Path, *args: str, timeout: float = 60) -> list[str]:
+def error_lines(tmp_path: Path, *args: str, timeout: float = harness.TIMEOUT) -> list[str]:
     """Run `python -m codegen ARGS` in tmp_path; it must fail with status 1 and located messages
     only (the fuzz harness's promises); returns stderr's lines."""
     status, _, err, _ = harness.run_tinsmith(list(args), tmp_path, timeout)
@@ -104,16 +104,16 @@ def test_alias_expansion_limit_can_be_lowered_and_small_aliases_stay_allowed(tmp
 def test_weight_file_that_is_a_fifo_is_refused_without_blocking(tmp_path):
     os.mkfifo(tmp_path / "w.npy")
     write(tmp_path / "g.yaml", graph_text(constants="w: {file: w.npy}", nodes="- {op: Add, inputs: [x, w], outputs: [y]}"))
-    assert error_lines(tmp_path, "show", "g.yaml", timeout=20) == [
+    assert error_lines(tmp_path, "show", "g.yaml") == [
         "g.yaml:6:13: error: constant 'w': cannot read weight file 'w.npy': it is a FIFO, not a regular file"]
 
 
 def test_graph_file_that_is_a_fifo_or_a_device_is_refused(tmp_path):
     os.mkfifo(tmp_path / "g.yaml")
     (tmp_path / "z.yaml").symlink_to("/dev/zero")
-    assert error_lines(tmp_path, "show", "g.yaml", timeout=20) == [
+    assert error_lines(tmp_path, "show", "g.yaml") == [
         "g.yaml:1:1: error: cannot read graph file: it is a FIFO, not a regular file"]
-    assert error_lines(tmp_path, "show", "z.yaml", timeout=20) == [
+    assert error_lines(tmp_path, "show", "z.yaml") == [
         "z.yaml:1:1: error: cannot read graph file: it is a device, not a regular file"]
 
 

@@ -32,7 +32,7 @@ import numpy as np
 from . import harness
 
 FORMATS = ("yaml", "onnx", "tflite")
-TIMEOUT = 120  # seconds for one case in the worker (a generated graph takes 16 s on a machine at load 15)
+TIMEOUT = int(harness.TIMEOUT)  # seconds for one case in the worker (a generated graph: 16 s at load 15)
 MEMORY = 4 << 30  # bytes of address space a worker may use
 GENERATE_SHARE = 0.01  # accepted graphs that are also generated (the plan check included)
 TFLITE_SEEDS = sorted((harness.ROOT / "tests" / "data" / "tflite").glob("*.tflite")) + \
