@@ -74,6 +74,8 @@ CAMPAIGN_FINDINGS = [
     (3, 3041, "is not quantized"),
     (2, 3032, "dimensions cannot be negative"),  # NumPy: negative dimensions are not allowed
     (5, 2134, "dimensions cannot be negative"),
+    (3, 12892, "is float32, but the output of a quantized operator must be an integer type"),  # RELU
+    (7, 8269, "is float32, but the output of a quantized operator must be an integer type"),
     (4, 3270, "dimensions cannot be negative"),  # NumPy: array is too big (14 dimensions, some negative)
 ]
 

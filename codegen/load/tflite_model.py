@@ -141,12 +141,17 @@ class _Reader:
         q = self.required_quant(i)
         return q.scale[0], q.zero_point[0]
 
-    def act(self, out: int, code: int) -> dict:
+    def integer_dtype(self, out: int) -> str:
+        """The element type of a quantized operator's output, which must be an integer type."""
         if self.dtype(out) not in fp.DTYPE_RANGES:
             raise GraphError(self.loc, f"tensor '{self.original(out)}' is {self.dtype(out)}, but the output of a "
                              f"quantized operator must be an integer type (int8)")
+        return self.dtype(out)
+
+    def act(self, out: int, code: int) -> dict:
+        dtype = self.integer_dtype(out)
         scale, zp = self.scale_zp(out)
-        lo, hi = fp.activation_range(ACTIVATIONS.get(code, "none"), scale, zp, self.dtype(out))
+        lo, hi = fp.activation_range(ACTIVATIONS.get(code, "none"), scale, zp, dtype)
         return {"act_min": lo, "act_max": hi}
 
     def emit(self, op: str, inputs, outputs, attrs: Mapping) -> None:
@@ -306,7 +311,7 @@ def _relu(activation: str):
         range (TFLite Micro's ReluQuantized)."""
         x, y = int(inputs[0]), int(outputs[0])
         (x_s, x_zp), (y_s, y_zp) = r.scale_zp(x), r.scale_zp(y)
-        lo, hi = fp.activation_range(activation, y_s, y_zp, r.dtype(y))
+        lo, hi = fp.activation_range(activation, y_s, y_zp, r.integer_dtype(y))
         r.emit("Requantize", [r.value(x)], [r.names[y]], {"x_scale": x_s, "x_zero_point": x_zp, "y_scale": y_s,
                                                           "y_zero_point": y_zp, "dtype": r.dtype(y),
                                                           "act_min": lo, "act_max": hi})
