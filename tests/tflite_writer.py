@@ -46,12 +46,13 @@ def _vector(b: flatbuffers.Builder, offsets) -> int:
 
 
 def single_operator(builtin: int, dtype: str, shape, x_quant: tuple[float, int],
-                    y_quant: tuple[float, int]) -> bytes:
-    """A model computing y = OP(x) for an operator without options (LOGISTIC, TANH, ...)."""
+                    y_quant: tuple[float, int], op_inputs=(0,), op_outputs=(1,)) -> bytes:
+    """A model computing y = OP(x) for an operator without options (LOGISTIC, TANH, ...); the
+    operator's tensor indices can be changed (a hostile model)."""
     b = flatbuffers.Builder(1024)
     tensors = [_tensor(b, "x", dtype, shape, *x_quant), _tensor(b, "y", dtype, shape, *y_quant)]
     O = _schema("Operator")
-    ins, outs = b.CreateNumpyVector(np.array([0], np.int32)), b.CreateNumpyVector(np.array([1], np.int32))
+    ins, outs = b.CreateNumpyVector(np.array(op_inputs, np.int32)), b.CreateNumpyVector(np.array(op_outputs, np.int32))
     O.Start(b)
     O.AddOpcodeIndex(b, 0)
     O.AddInputs(b, ins)

@@ -5,6 +5,8 @@ checks its own fields and returns the data. Users may register loaders of their 
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -194,6 +196,8 @@ def _load_random(spec: LocatedDict, base: Path) -> np.ndarray:
         raise LoaderError("'seed' must be a non-negative integer", "seed")
     if not isinstance(scale, (int, float)) or isinstance(scale, bool):
         raise LoaderError("'scale' must be a number", "scale")
+    if not (math.isfinite(scale) and scale >= 0):  # (a uniform draw needs low <= high)
+        raise LoaderError(f"'scale' must be a finite number of at least 0, not {scale}", "scale")
     rng = np.random.default_rng(seed)
     return _DISTRIBUTIONS[kind](rng, tuple(shape), float(scale))
 

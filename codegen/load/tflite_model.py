@@ -9,12 +9,15 @@ cannot map are all reported at once.
 """
 from __future__ import annotations
 
+import math
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
 import numpy as np
 
+from codegen import limits
 from codegen.errors import GraphError, SourceLoc
 from codegen.files import irregular_file
 from codegen.ir import Constant, TensorType
@@ -56,6 +59,9 @@ class _Reader:
 
     # --- tensors ---
     def tensor(self, i: int):
+        if not 0 <= int(i) < self.graph.TensorsLength():
+            raise GraphError(self.loc, f"an operator or the graph refers to tensor {int(i)}, but the model has "
+                             f"{self.graph.TensorsLength()} tensors")
         return self.graph.Tensors(int(i))
 
     def dtype(self, i: int) -> str:
@@ -66,7 +72,8 @@ class _Reader:
         return TENSOR_TYPES[t.Type()]
 
     def original(self, i: int) -> str:
-        return self.tensor(i).Name().decode("utf-8", "replace")
+        name = self.tensor(i).Name()
+        return name.decode("utf-8", "replace") if name is not None else f"tensor{int(i)}"
 
     def quant(self, i: int) -> Quant | None:
         q = self.tensor(i).Quantization()
@@ -75,20 +82,38 @@ class _Reader:
         scales, zps = q.ScaleAsNumpy(), q.ZeroPointAsNumpy()
         zps = zps if isinstance(zps, np.ndarray) and zps.size else np.zeros(1, np.int64)
         axis = int(q.QuantizedDimension()) if scales.size > 1 else None
-        return Quant(tuple(float(s) for s in scales), tuple(int(z) for z in zps), axis)
+        try:
+            return Quant(tuple(float(s) for s in scales), tuple(int(z) for z in zps), axis)
+        except ValueError as e:  # (counts that disagree, scales that are not positive and finite)
+            raise GraphError(self.loc, f"tensor '{self.original(i)}' has an invalid quantization: {e}") from None
 
     def shape(self, i: int) -> tuple[int, ...]:
         s = self.tensor(i).ShapeAsNumpy()
-        return tuple(int(d) for d in s) if isinstance(s, np.ndarray) else ()
+        shape = tuple(int(d) for d in s) if isinstance(s, np.ndarray) else ()
+        if any(d < 0 for d in shape):
+            raise GraphError(self.loc, f"tensor '{self.original(i)}' has shape {list(shape)}: dimensions cannot be "
+                             f"negative")
+        problem = limits.shape_problem(shape)
+        if problem:
+            raise GraphError(self.loc, f"tensor '{self.original(i)}' {problem}",
+                             limits.hint("rank" if "'rank'" in problem else "tensor_elements"))
+        return shape
 
     def data(self, i: int) -> np.ndarray | None:
         """A constant tensor's data, or None for a tensor computed at run time."""
-        buf = self.model.Buffers(self.tensor(i).Buffer())
+        index = self.tensor(i).Buffer()
+        if index >= self.model.BuffersLength():
+            raise GraphError(self.loc, f"tensor '{self.original(i)}' refers to buffer {index}, but the model has "
+                             f"{self.model.BuffersLength()} buffers")
+        buf = self.model.Buffers(index)
         raw = buf.DataAsNumpy() if buf is not None else 0
         if not isinstance(raw, np.ndarray) or raw.size == 0:
             return None
-        return np.frombuffer(raw.tobytes(), dtype=np.dtype(self.dtype(i)).newbyteorder("<")) \
-            .astype(self.dtype(i)).reshape(self.shape(i))
+        dtype, shape = np.dtype(self.dtype(i)).newbyteorder("<"), self.shape(i)
+        if any(d < 0 for d in shape) or raw.size != dtype.itemsize * math.prod(shape):
+            raise GraphError(self.loc, f"tensor '{self.original(i)}' has shape {list(shape)} of {self.dtype(i)} "
+                             f"but its buffer holds {raw.size} bytes")
+        return np.frombuffer(raw.tobytes(), dtype=dtype).astype(self.dtype(i)).reshape(shape)
 
     def value(self, i: int) -> str:
         """The identifier of tensor i; a constant tensor becomes a graph constant on first use."""
@@ -104,16 +129,29 @@ class _Reader:
         self.constants[name] = Constant(name, np.ascontiguousarray(data), "TFLite import", self.loc)
         return name
 
-    def scale_zp(self, i: int) -> tuple[float, int]:
+    def required_quant(self, i: int) -> Quant:
+        """Tensor i's quantization, which the operator reading it needs."""
         q = self.quant(i)
         if q is None:
             raise GraphError(self.loc, f"tensor '{self.original(i)}' is not quantized",
                              "Tinsmith imports full-integer (int8) TFLite models")
+        return q
+
+    def scale_zp(self, i: int) -> tuple[float, int]:
+        q = self.required_quant(i)
         return q.scale[0], q.zero_point[0]
 
+    def integer_dtype(self, out: int) -> str:
+        """The element type of a quantized operator's output, which must be an integer type."""
+        if self.dtype(out) not in fp.DTYPE_RANGES:
+            raise GraphError(self.loc, f"tensor '{self.original(out)}' is {self.dtype(out)}, but the output of a "
+                             f"quantized operator must be an integer type (int8)")
+        return self.dtype(out)
+
     def act(self, out: int, code: int) -> dict:
+        dtype = self.integer_dtype(out)
         scale, zp = self.scale_zp(out)
-        lo, hi = fp.activation_range(ACTIVATIONS.get(code, "none"), scale, zp, self.dtype(out))
+        lo, hi = fp.activation_range(ACTIVATIONS.get(code, "none"), scale, zp, dtype)
         return {"act_min": lo, "act_max": hi}
 
     def emit(self, op: str, inputs, outputs, attrs: Mapping) -> None:
@@ -123,12 +161,24 @@ class _Reader:
                                    tuple(loc for _ in inputs), tuple(loc for _ in outputs)))
 
 
+def _empty_table() -> tuple[bytes, int]:
+    """A flatbuffer table with no fields (bytes, position): its readers return the defaults."""
+    import flatbuffers
+    b = flatbuffers.Builder(16)
+    b.StartObject(0)
+    b.Finish(b.EndObject())
+    data = bytes(b.Output())
+    return data, flatbuffers.encode.Get(flatbuffers.packer.uoffset, data, 0)
+
+
 def _options(op, cls_name: str):
     tfl = _tflite()
     table = op.BuiltinOptions()
     opts = getattr(tfl, cls_name)()
     if table is not None:
         opts.Init(table.Bytes, table.Pos)
+    else:  # options left out: every field at its schema default, as TFLite reads them
+        opts.Init(*_empty_table())
     return opts
 
 
@@ -151,7 +201,7 @@ def _pads(r: _Reader, x: int, kh: int, kw: int, opts, dil=(1, 1)) -> list[int]:
 def _requant_constants(r: _Reader, x: int, w: int, y: int, hint: str) -> list[str]:
     x_scale, _ = r.scale_zp(x)
     y_scale, _ = r.scale_zp(y)
-    mult, shift = fp.conv_multipliers(x_scale, r.quant(w).scale, y_scale)
+    mult, shift = fp.conv_multipliers(x_scale, r.required_quant(w).scale, y_scale)
     return [r.add_constant(f"{hint}_multiplier", mult), r.add_constant(f"{hint}_shift", shift)]
 
 
@@ -261,7 +311,7 @@ def _relu(activation: str):
         range (TFLite Micro's ReluQuantized)."""
         x, y = int(inputs[0]), int(outputs[0])
         (x_s, x_zp), (y_s, y_zp) = r.scale_zp(x), r.scale_zp(y)
-        lo, hi = fp.activation_range(activation, y_s, y_zp, r.dtype(y))
+        lo, hi = fp.activation_range(activation, y_s, y_zp, r.integer_dtype(y))
         r.emit("Requantize", [r.value(x)], [r.names[y]], {"x_scale": x_s, "x_zero_point": x_zp, "y_scale": y_s,
                                                           "y_zero_point": y_zp, "dtype": r.dtype(y),
                                                           "act_min": lo, "act_max": hi})
@@ -344,21 +394,70 @@ def read_tflite(path: str | Path) -> TfliteModel:
     try:
         buf = path.read_bytes()
         model = tfl.Model.GetRootAsModel(buf, 0)
-        graph = model.Subgraphs(0)
+        graph = model.Subgraphs(0) if model.SubgraphsLength() > 0 else None
     except FileNotFoundError:
         raise GraphError(SourceLoc(where, 1, 1), "cannot read model file: No such file or directory") from None
     except Exception as e:
         raise GraphError(SourceLoc(where, 1, 1), f"not a valid TFLite model ({type(e).__name__})") from None
+    if graph is None:
+        raise GraphError(SourceLoc(where, 1, 1), "not a valid TFLite model: it has no subgraph")
+    try:
+        return _read_graph(path, where, model, graph)
+    except Exception as e:
+        if not _raised_by_the_flatbuffer_readers(e):
+            raise
+        raise GraphError(SourceLoc(where, 1, 1), f"not a valid TFLite model: the flatbuffer holds an offset, "
+                         f"length or value its schema does not allow ({type(e).__name__})") from None
+
+
+def _raised_by_the_flatbuffer_readers(e: Exception) -> bool:
+    """Whether `e` comes from the flatbuffers runtime or the schema's readers (the `tflite` package):
+    the file lies about its layout. The readers are lazy, so this can happen at any read; errors of
+    the importer's own code stay errors."""
+    import flatbuffers
+    import traceback
+    frames = traceback.extract_tb(e.__traceback__)
+    readers = (str(Path(flatbuffers.__file__).parent), str(Path(_tflite().__file__).parent))
+    return bool(frames) and frames[-1].filename.startswith(readers)
+
+
+def _indices(vector) -> list[int]:
+    """A vector of tensor indices as ints (the readers return 0 for a vector the file leaves out)."""
+    return [int(i) for i in vector] if isinstance(vector, np.ndarray) else []
+
+
+# Inputs each operator needs at least (more are optional: a bias, -1 where left out)
+MIN_INPUTS = {"CONV_2D": 2, "DEPTHWISE_CONV_2D": 2, "FULLY_CONNECTED": 2, "ADD": 2, "MUL": 2, "MEAN": 2, "PAD": 2}
+
+
+def _operands(r: _Reader, k: int, name: str, op) -> tuple[list[int], list[int]]:
+    """Operator k's input and output tensor indices, each checked against the model."""
+    inputs, outputs = _indices(op.InputsAsNumpy()), _indices(op.OutputsAsNumpy())
+    need = MIN_INPUTS.get(name, 1)
+    if len(inputs) < need or not outputs or any(i < 0 for i in inputs[:need]):
+        raise GraphError(r.loc, f"operator {k} ({name}) has {len(inputs)} inputs and {len(outputs)} outputs; it "
+                         f"needs at least {need} inputs and one output")
+    for i in [i for i in inputs if i != -1] + outputs:
+        r.tensor(i)
+    return inputs, outputs
+
+
+def _read_graph(path: Path, where: str, model, graph) -> TfliteModel:
+    from tflite.utils import opcode2name
     r = _Reader(path, where, model, graph)
     originals = [r.original(i) for i in range(graph.TensorsLength())]
     # the converter names a fused tensor after every op it absorbed ("a/Relu;a/BiasAdd;..."): the
     # first is enough for an identifier
     short = [n.split(";")[0] for n in originals]
-    ids = unique_names([f"{s}_{i}" if short.count(s) > 1 else s for i, s in enumerate(short)], "t")
-    r.names = {i: ids[f"{s}_{i}" if short.count(s) > 1 else s] for i, s in enumerate(short)}
+    uses = Counter(short)
+    ids = unique_names([f"{s}_{i}" if uses[s] > 1 else s for i, s in enumerate(short)], "t")
+    r.names = {i: ids[f"{s}_{i}" if uses[s] > 1 else s] for i, s in enumerate(short)}
     codes = []
     for k in range(graph.OperatorsLength()):
         op = graph.Operators(k)
+        if op.OpcodeIndex() >= model.OperatorCodesLength():
+            raise GraphError(r.loc, f"operator {k} refers to operator code {op.OpcodeIndex()}, but the model has "
+                             f"{model.OperatorCodesLength()}")
         oc = model.OperatorCodes(op.OpcodeIndex())
         codes.append((op, opcode2name(max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode()))))
     missing = sorted({name for _, name in codes if name not in OPERATORS})
@@ -366,16 +465,24 @@ def read_tflite(path: str | Path) -> TfliteModel:
         raise GraphError(SourceLoc(where, 1, 1), f"unsupported TFLite operator{'s' * (len(missing) > 1)}: "
                          f"{', '.join(missing)}", f"supported: {', '.join(sorted(OPERATORS))}")
     forms = []
-    for op, name in codes:
+    for k, (op, name) in enumerate(codes):
+        inputs, outputs = _operands(r, k, name, op)
         try:
-            OPERATORS[name](r, op, [int(i) for i in op.InputsAsNumpy()], [int(i) for i in op.OutputsAsNumpy()])
+            OPERATORS[name](r, op, inputs, outputs)
         except _Unsupported as e:
             forms.append(str(e))
+        except (ValueError, IndexError, TypeError, ZeroDivisionError) as e:
+            # (operands of the wrong rank, constants missing where the operator needs them)
+            raise GraphError(r.loc, f"operator {k} ({name}): its tensors do not fit the operator "
+                             f"({type(e).__name__}: {e})") from None
     if forms:
         raise GraphError(SourceLoc(where, 1, 1), "unsupported TFLite operators: " + "; ".join(forms))
-    inputs = tuple(ValueSpec(r.names[int(i)], TensorType(r.dtype(i), r.shape(i), r.quant(i)), r.loc, r.loc)
-                   for i in graph.InputsAsNumpy())
-    outputs = tuple(ValueSpec(r.names[int(i)], None, r.loc) for i in graph.OutputsAsNumpy())
+    graph_inputs, graph_outputs = _indices(graph.InputsAsNumpy()), _indices(graph.OutputsAsNumpy())
+    for i in graph_inputs + graph_outputs:
+        r.tensor(i)
+    inputs = tuple(ValueSpec(r.names[i], TensorType(r.dtype(i), r.shape(i), r.quant(i)), r.loc, r.loc)
+                   for i in graph_inputs)
+    outputs = tuple(ValueSpec(r.names[i], None, r.loc) for i in graph_outputs)
     spec = GraphSpec(graph_name_of(path), where, inputs, outputs, tuple(r.constants.values()), tuple(r.nodes),
                      r.loc)
     renamed = {r.names[i]: n for i, n in enumerate(originals) if r.names[i] != n}

@@ -64,12 +64,12 @@ def _depth(stmts: tuple[Stmt, ...]) -> int:
     return max((1 + _depth(s.body) for s in stmts if isinstance(s, For)), default=0)
 
 
-def _span(stmts: tuple[Stmt, ...]) -> int:
+def span(stmts: tuple[Stmt, ...]) -> int:
     """Ticks a block takes: two per executed statement."""
     total = 0
     for s in stmts:
         if isinstance(s, For):
-            total += (s.extent // s.step) * _span(s.body)
+            total += (s.extent // s.step) * span(s.body)
         elif not isinstance(s, Comment):
             total += 2
     return total
@@ -88,12 +88,13 @@ def _c_div(a, b):
 class _Tracer:
     def __init__(self, sizes: Mapping[str, int], depth: int):
         self.sizes, self.depth = dict(sizes), depth  # loop variable k varies along axis k of `depth`
-        self.access = {name: Access.empty(n) for name, n in sizes.items()}
+        self.access: dict[str, Access] = {}  # made at a buffer's first access (a kernel found
+        # untraceable early costs nothing for its large buffers)
 
     def _record(self, buffer: str, index, width: int, stride: int, tick, mask, write: bool) -> None:
         if index is None:
             raise Untraceable(f"an index into '{buffer}' depends on data")
-        if buffer not in self.access:
+        if buffer not in self.sizes:
             raise Untraceable(f"'{buffer}' is not a parameter")
         index = np.asarray(index, np.int64)
         tick = np.asarray(tick, np.int64)
@@ -110,7 +111,7 @@ class _Tracer:
             return
         if index.min() < 0 or index.max() >= self.sizes[buffer]:
             raise Untraceable(f"'{buffer}' is accessed outside its {self.sizes[buffer]} elements")
-        a = self.access[buffer]
+        a = self.access.get(buffer) or self.access.setdefault(buffer, Access.empty(self.sizes[buffer]))
         if write:
             np.minimum.at(a.first_write, index, tick)
             np.maximum.at(a.last_write, index, tick)
@@ -179,7 +180,7 @@ class _Tracer:
                     raise Untraceable(f"more than {MAX_ITERATIONS} loop iterations at once")
                 shape = [1] * depth + [n] + [1] * (self.depth - depth - 1)
                 it = np.arange(n, dtype=np.int64).reshape(shape)
-                inner = _span(s.body)
+                inner = span(s.body)
                 self.block(s.body, {**env, s.var: it * s.step}, {**depth_of, s.var: depth + 1}, depth + 1,
                            tick + it * inner, mask, iterations * n)
                 tick = tick + n * inner
@@ -212,19 +213,20 @@ def trace(kernel: Kernel) -> Trace:
             tracer.block(kernel.body, {}, {}, 0, np.int64(0), True)
     except (ArithmeticError, IndexError, KeyError, TypeError, ValueError) as e:  # IR the tracer does not know
         raise Untraceable(f"{type(e).__name__}: {e}") from None
-    return Trace(tracer.access, _span(kernel.body))
+    return Trace({name: tracer.access.get(name) or Access.empty(n) for name, n in sizes.items()},
+                 span(kernel.body))
 
 
 def worst_case(kernel: Kernel) -> Trace:
     """What may be assumed of a kernel that cannot be traced: every element is written at its start
     and read at its end."""
-    ticks = max(_span(kernel.body), 2)
+    ticks = max(span(kernel.body), 2)
     buffers = {}
     for name, size in ({p.buffer: p.size for p in kernel.params} | {s.name: s.size for s in kernel.scratch}).items():
         writes = any(p.writes for p in kernel.params if p.buffer == name) or name in {s.name for s in kernel.scratch}
-        buffers[name] = Access(np.full(size, 1 if writes else NEVER, np.int64),
-                               np.full(size, ticks if writes else UNREAD, np.int64),
-                               np.full(size, ticks, np.int64))
+        # (read-only views of one value each: a huge buffer costs no memory)
+        buffers[name] = Access(*(np.broadcast_to(np.int64(v), size) for v in
+                                 (1 if writes else NEVER, ticks if writes else UNREAD, ticks)))
     return Trace(buffers, ticks + 1)
 
 

@@ -65,13 +65,15 @@ def safe_shift(read: Access, in_itemsize: int, write: Access, out_itemsize: int)
         return None
     # a sample of output elements rejects most shifts at once; only the full comparison accepts one
     sample = np.unique(np.linspace(0, n_out - 1, 257).astype(np.int64))
-    j = shifts[:, None] + sample[None, :]
-    inside = (j >= 0) & (j < n_in)
-    clash = inside & (first_write[sample][None, :] <= last_read[np.clip(j, 0, max(n_in - 1, 0))])
-    for s in shifts[~clash.any(axis=1)].tolist():
-        lo, hi = max(0, -s), min(n_out, n_in - s)
-        if np.all(first_write[lo:hi] > last_read[lo + s:hi + s]):
-            return s * unit
+    for chunk in range(0, shifts.size, 4096):  # (a bounded block of shifts at a time: large buffers)
+        block = shifts[chunk:chunk + 4096]
+        j = block[:, None] + sample[None, :]
+        inside = (j >= 0) & (j < n_in)
+        clash = inside & (first_write[sample][None, :] <= last_read[np.clip(j, 0, max(n_in - 1, 0))])
+        for s in block[~clash.any(axis=1)].tolist():
+            lo, hi = max(0, -s), min(n_out, n_in - s)
+            if np.all(first_write[lo:hi] > last_read[lo + s:hi + s]):
+                return s * unit
     return None
 
 

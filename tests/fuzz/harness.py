@@ -23,7 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 INCLUDE = ROOT / "runtime_cpp" / "include"
 MESSAGE = re.compile(r"^[^\n]+:\d+:\d+: (error|note): \S")
-TIMEOUT = 60.0  # seconds for one command; the slowest legitimate case here takes a few
+# Seconds for one command: one that has not answered by then is a hang. The slowest legitimate
+# case takes a few seconds on an idle machine, but 20 s and more at load 15 (starting Python and
+# importing the generator alone), where a limit of 20 s or 60 s reported hangs that were not.
+TIMEOUT = 120.0
 CXXFLAGS = ["-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-fno-exceptions", "-fno-rtti"]
 
 
