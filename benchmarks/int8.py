@@ -4,6 +4,7 @@ network quantized by ONNX Runtime's quantizer (QDQ ONNX, models/make_qdq.py) nex
     python benchmarks/int8.py            # builds build/int8/..., runs QEMU, prints a Markdown table
     python benchmarks/int8.py --per-kernel [MODEL ...]   # also each kernel's instructions
     python benchmarks/int8.py --write docs/BENCHMARKS.md  # the table into its int8 section
+    python benchmarks/int8.py --target cortex-m55 --write docs/BENCHMARKS.md  # another core (PEERS)
 
 With --per-kernel the firmware is built once more with the kernel hook (TINSMITH_KERNEL_HOOK) and
 each kernel's instructions are printed, largest first, with its op and MACs.
@@ -29,11 +30,19 @@ from codegen.pipeline import lower  # noqa: E402
 from codegen.targets import load_target  # noqa: E402
 from codegen.targets.qemu import kernel_instructions, run_on_emulator  # noqa: E402
 
-TARGET = "cortex-m4"
+TARGET = "cortex-m4"  # or --target NAME: one of PEERS
 MODELS = ("kws_dscnn", "vww_mobilenet", "ic_resnet8", "ad_autoencoder")
-# TFLM + CMSIS-NN on the emulated Cortex-M4: instructions per inference and arena bytes
-TFLM_CMSIS_NN = {"kws_dscnn": (7.7e6, 22.8e3), "vww_mobilenet": (24.1e6, 100.7e3),
-                 "ic_resnet8": (29.9e6, 55.0e3), "ad_autoencoder": (0.60e6, 20.5e3)}
+# TFLM + CMSIS-NN on each emulated core: instructions per inference and arena bytes. On the M55
+# CMSIS-NN runs its Helium kernels; on the M33 the DSP ones, whose arenas are the M4's.
+PEERS = {
+    "cortex-m4": ("Cortex-M4", {"kws_dscnn": (7.7e6, 22.8e3), "vww_mobilenet": (24.1e6, 100.7e3),
+                                "ic_resnet8": (29.9e6, 55.0e3), "ad_autoencoder": (0.60e6, 20.5e3)}),
+    "cortex-m33": ("Cortex-M33", {"kws_dscnn": (7.68e6, 22.8e3), "vww_mobilenet": (24.05e6, 100.7e3),
+                                  "ic_resnet8": (29.94e6, 55.0e3), "ad_autoencoder": (0.596e6, 20.5e3)}),
+    "cortex-m55": ("Cortex-M55", {"kws_dscnn": (1.82e6, 27.4e3), "vww_mobilenet": (6.56e6, 100.7e3),
+                                  "ic_resnet8": (4.91e6, 55.0e3), "ad_autoencoder": (0.156e6, 27.2e3)}),
+}
+TFLM_CMSIS_NN = PEERS[TARGET][1]
 
 
 BUILD = ROOT / "build" / "int8"
@@ -99,7 +108,13 @@ firmware_program(env, {TARGET!r}, ".", {graph.name!r}, build_dir="firmware-hook"
 
 
 def main() -> int:
+    global TARGET, TFLM_CMSIS_NN, BUILD
     args = sys.argv[1:]
+    if "--target" in args:
+        TARGET = args.pop(args.index("--target") + 1)
+        args.remove("--target")
+        TFLM_CMSIS_NN = PEERS[TARGET][1]
+        BUILD = ROOT / "build" / ("int8" if TARGET == "cortex-m4" else f"int8-{TARGET}")
     if "--per-kernel" in args:
         for name in [a for a in args if not a.startswith("--")] or MODELS:
             rows = per_kernel(name)
@@ -130,26 +145,30 @@ def main() -> int:
     return 0
 
 
-SECTION = "## Cortex-M4: int8 models against TFLite Micro with CMSIS-NN"
+def section_title() -> str:
+    return f"## {PEERS[TARGET][0]}: int8 models against TFLite Micro with CMSIS-NN"
 
 
 def write_section(doc: Path, table: list[str]) -> None:
     """Replace (or add, before the host comparison) the int8 section of the benchmarks document;
     the rest of it is left as it is (benchmarks/firmware.py keeps what follows its own table)."""
-    section = [SECTION, "",
-               "Written by `python benchmarks/int8.py --write docs/BENCHMARKS.md`: the int8 `.tflite` models of",
-               "`models/` (float32 versions in the table above) on the emulated Cortex-M4, one inference on",
+    title = section_title()
+    option = "" if TARGET == "cortex-m4" else f" --target {TARGET}"
+    section = [title, "",
+               f"Written by `python benchmarks/int8.py{option} --write docs/BENCHMARKS.md`: the int8 `.tflite` models of",
+               f"`models/` (float32 versions in the table above) on the emulated {PEERS[TARGET][0]}, one inference on",
                "QEMU with `-icount`. The TFLM + CMSIS-NN columns are reference measurements of the same",
                "architectures as int8 `.tflite` files on the same emulated core, not re-run by the script.",
                "The QDQ ONNX row is the kws network quantized by ONNX Runtime's `quantize_static`",
                "(`models/make_qdq.py`: int8 activations, per-channel int8 weights), against the same figures.",
                "", *table, ""]
     old = doc.read_text().splitlines()
-    if SECTION in old:
-        start = old.index(SECTION)
+    if title in old:
+        start = old.index(title)
         end = next((i for i in range(start + 1, len(old)) if old[i].startswith("## ")), len(old))
     else:
-        start = end = next((i for i, line in enumerate(old) if line.startswith("## ")), len(old))
+        # a new core's section goes after the last int8 section, before the host comparison
+        start = end = next((i for i, line in enumerate(old) if line.startswith("## Host")), len(old))
     doc.write_text("\n".join(old[:start] + section + old[end:]) + "\n")
 
 
