@@ -132,7 +132,7 @@ def test_unknown_target_lists_builtins():
     with pytest.raises(TargetError) as info:
         load_target("cortex-m99")
     assert str(info.value).splitlines() == [
-        "error: unknown target 'cortex-m99'",
+        "error: unknown target 'cortex-m99'; did you mean 'cortex-m7'?",
         f"note: built-in targets are {', '.join(TARGETS)}; or give the path of a target YAML file"]
 
 

@@ -253,8 +253,9 @@ class Backend:
     def register(self, *ops: str, family: str = "elementwise", types: ElementTypes = ANY_TYPES,
                  layout: str = "any", priority: int = 0, epilogue: bool = False,
                  scratch: ScratchRule | None = None, when=None, pack=None) -> Callable[[Functor], Functor]:
-        """Decorator: add the function to the table for each of `ops`. A registration of the same
-        priority and element types as an earlier one replaces it (a user's kernel for a builtin)."""
+        """Decorator: add the function to the table for each of `ops`, ahead of the earlier rows of
+        its priority (a user's kernel for a builtin wins); one of the same priority and element types
+        as an earlier one replaces it."""
         if family not in FAMILIES:
             raise ValueError(f"unknown kernel family {family!r}; one of {', '.join(FAMILIES)}")
         if layout not in LAYOUTS:
@@ -264,7 +265,7 @@ class Backend:
             for op in ops:
                 row = Registration(fn, epilogue, scratch, when, pack, family, types, layout, priority)
                 kept = [r for r in self.traits.get(op, []) if (r.priority, r.types) != (priority, types)]
-                self.traits[op] = sorted(kept + [row], key=lambda r: -r.priority)  # stable: first come first
+                self.traits[op] = sorted([row] + kept, key=lambda r: -r.priority)  # stable: the newest first
                 self.functors[op] = fn
             return fn
         return add

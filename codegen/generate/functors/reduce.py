@@ -223,7 +223,8 @@ def _reduce_functor(rule: ReduceRule):
 
 
 for _op, _rule in REDUCE_RULES.items():
-    CPP.register(_op, family="reduction", types=takes(NUMBERS, "int64", out=NUMBERS))(_reduce_functor(_rule))
+    _taken = NUMBERS | {"bool"} if _op in ("ReduceMax", "ReduceMin") else NUMBERS  # of bool: any, all
+    CPP.register(_op, family="reduction", types=takes(_taken, "int64", out=_taken))(_reduce_functor(_rule))
 
 
 @CPP.register("ReduceLogSumExp", family="reduction", types=takes(FLOATS, "int64", out=FLOATS))
