@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,19 +14,13 @@ from codegen.generate.backends import backend_for
 from codegen.pipeline import lower
 from codegen.targets import load_target
 from codegen.targets.qemu import run_on_emulator
+from conftest import ROOT, scons
 
-ROOT = Path(__file__).resolve().parents[1]
 GRAPHS = sorted((ROOT / "graphs").glob("*.yaml"))
 CORES = ("cortex-m33", "cortex-m55")
 
-pytestmark = pytest.mark.skipif(
-    not (shutil.which("arm-none-eabi-g++") and shutil.which("qemu-system-arm")),
-    reason="needs arm-none-eabi-g++ and qemu-system-arm (sh setup.sh installs them)")
-
-
-def scons(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "SCons", "-Q", "-j2", "-C", str(ROOT), *args],
-                          capture_output=True, text=True)
+pytestmark = pytest.mark.skipif(shutil.which("qemu-system-arm") is None,
+                                reason="needs qemu-system-arm (sh setup.sh installs it)")
 
 
 @pytest.mark.parametrize("core", CORES)
@@ -42,8 +34,7 @@ def test_a_new_core_is_a_target_file_over_existing_kernel_sets(core):
 def host_build(tmp_path_factory):
     """Every graph's host runner, built once for all the cores."""
     out = tmp_path_factory.mktemp("host")
-    host = scons(f"build_dir={out / 'host'}")
-    assert host.returncode == 0, host.stdout + host.stderr
+    scons("-Q", "-j2", f"build_dir={out / 'host'}")
     return out
 
 
@@ -53,8 +44,7 @@ def builds(request, host_build):
     core = request.param
     out = host_build
     elfs = [str(out / core / g.stem / "firmware" / f"{g.stem}.elf") for g in GRAPHS]
-    built = scons(f"target={core}", f"build_dir={out / core}", *elfs)
-    assert built.returncode == 0, built.stdout + built.stderr
+    scons("-Q", "-j2", f"target={core}", f"build_dir={out / core}", *elfs)
     return core, out
 
 
