@@ -32,10 +32,10 @@ def make_backend(kind: str, kernel_sets: tuple[str, ...] = ()) -> Backend:
     default_sets, style = BACKEND_KINDS[kind]
     if kind == "cpp" and not kernel_sets:
         return CPP
-    parents = tuple(KERNEL_SETS[name] for name in (kernel_sets or default_sets))
-    probe = Backend(kind, parents=parents)
-    renderer = Renderer(kind, intrinsics=probe.all_intrinsics(), helpers=probe.all_helpers(), **style)
-    return Backend(kind, parents=parents, renderer=renderer)
+    backend = Backend(kind, parents=tuple(KERNEL_SETS[name] for name in (kernel_sets or default_sets)))
+    # the renderer spells the intrinsics of exactly the sets the backend draws on
+    backend.renderer = Renderer(kind, intrinsics=backend.all_intrinsics(), helpers=backend.all_helpers(), **style)
+    return backend
 
 
 HOST = make_backend("host")
