@@ -3,23 +3,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codegen.escape import one_line
+from tinsmith.escape import one_line
 
 
 @dataclass(frozen=True)
 class SourceLoc:
-    """A position in a graph file (1-based line and column)."""
+    """A position in a graph file (1-based line and column), or a whole file (line 0): a binary
+    model file (.onnx, .tflite) has no lines, so its errors name the file and the message names
+    the place in it (`model.onnx: error: node 'x' (Conv): ...`, as compilers report file-level
+    problems)."""
 
     path: str
     line: int
     col: int
 
+    @classmethod
+    def whole_file(cls, path: str) -> "SourceLoc":
+        return cls(path, 0, 0)
+
     def __str__(self) -> str:
         # A path may hold a newline: it must not break the one-line format of messages.
+        if self.line <= 0:
+            return one_line(self.path)
         return f"{one_line(self.path)}:{self.line}:{self.col}"
 
 
-UNKNOWN_LOC = SourceLoc("<graph>", 0, 0)
+UNKNOWN_LOC = SourceLoc.whole_file("<graph>")
 
 
 class TinsmithError(Exception):

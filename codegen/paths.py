@@ -1,16 +1,16 @@
 """Where Tinsmith's own files are, in a checkout and in an installed package alike.
 
-A checkout keeps the C++ runtime beside the generator (`runtime_cpp/` next to `codegen/`);
-`pip install` ships the same folder inside the package as `codegen/runtime_cpp/`. Every
+A checkout keeps the C++ runtime beside the generator (`runtime_cpp/` next to `codegen/`, the
+folder that is the `tinsmith` package); `pip install` ships the same folder inside the package
+as `tinsmith/runtime_cpp/`, and the SCons tool as `tinsmith/site_tools/`. Every
 stage that needs the runtime asks here, so the two layouts differ in one place only.
 """
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-"""The `codegen` package: the generator's code, templates and target files."""
+"""The `tinsmith` package (codegen/ in a checkout): the generator's code, templates and target files."""
 
 
 def _runtime_dir() -> Path:
@@ -30,11 +30,9 @@ BAREMETAL_DIR = RUNTIME_DIR / "baremetal"
 
 def scons_toolpath() -> Path:
     """The folder to give SCons as `toolpath` for the `tinsmith` tool: site_scons/site_tools in
-    a checkout, the folder the `tinsmith` package is installed in otherwise."""
-    checkout = PACKAGE_DIR.parent / "site_scons" / "site_tools"
-    if (checkout / "tinsmith" / "__init__.py").is_file():
-        return checkout
-    spec = importlib.util.find_spec("tinsmith")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("Tinsmith's SCons tool (the `tinsmith` package) is not installed; reinstall Tinsmith")
-    return Path(next(iter(spec.submodule_search_locations))).resolve().parent
+    a checkout, the package's own site_tools/ folder when installed from a wheel."""
+    for candidate in (PACKAGE_DIR.parent / "site_scons" / "site_tools", PACKAGE_DIR / "site_tools"):
+        if (candidate / "tinsmith" / "__init__.py").is_file():
+            return candidate
+    raise RuntimeError(f"Tinsmith's SCons tool is missing: neither {PACKAGE_DIR.parent / 'site_scons' / 'site_tools'} "
+                       f"nor {PACKAGE_DIR / 'site_tools'} holds tinsmith/__init__.py; reinstall Tinsmith")

@@ -1,4 +1,4 @@
-"""`python -m codegen` end to end: compiled outputs against the independent oracle, and the
+"""`python -m tinsmith` end to end: compiled outputs against the independent oracle, and the
 messages and exit statuses users see.
 
 Tolerance: the compiled code computes in float32 and the oracle in float64 from the same
@@ -13,12 +13,14 @@ changes values by 1e-2 or more).
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 import oracle
-from conftest import EXAMPLES, GRAPHS
+from conftest import EXAMPLES, GRAPHS, ROOT
 
 RTOL, ATOL = 1e-5, 1e-6
 OUTPUTS = {"mlp": ["probs"], "encoder": ["encoded"], "branches": ["merged", "stats"]}
@@ -43,9 +45,9 @@ def test_run_agrees_with_oracle(graph, example_build, tinsmith_cmd, tmp_path):
 
 @pytest.mark.parametrize("graph", EXAMPLES)
 def test_numpy_reference_agrees_with_oracle(graph):
-    """`check` compares with codegen.reference; that reference must itself be right."""
-    from codegen.pipeline import lower
-    from codegen.reference import evaluate
+    """`check` compares with tinsmith.reference; that reference must itself be right."""
+    from tinsmith.pipeline import lower
+    from tinsmith.reference import evaluate
 
     inputs = oracle.seeded_inputs(graph, seed=2)
     got = evaluate(lower(GRAPHS / f"{graph}.yaml"), inputs)
@@ -199,8 +201,8 @@ def test_build_instructions_needs_an_emulated_core(tinsmith_cmd, tmp_path):
 
 
 def test_summary_line_shows_measured_instructions():
-    from codegen.measure import summary
-    from codegen.measure.emulated import with_instructions
+    from tinsmith.measure import summary
+    from tinsmith.measure.emulated import with_instructions
     report = {"graph": "mlp", "target": "cortex-m4", "macs": 2368,
               "ram": {"workspace_bytes": 176, "stack_bytes": 48, "total_bytes": 224},
               "flash": {"code_bytes": 312, "constant_bytes": 9600, "total_bytes": 9912},
@@ -215,7 +217,7 @@ def test_summary_line_shows_measured_instructions():
 def test_readme_summary_line_is_what_the_build_plans():
     """The README's sample line for mlp on the Cortex-M4: workspace, lower bound (never above the
     workspace) and MACs as the generator plans them for that core."""
-    from codegen.pipeline import compile_graph
+    from tinsmith.pipeline import compile_graph
     readme = (GRAPHS.parent / "README.md").read_text()
     m = re.search(r"`mlp \[cortex-m4\]: RAM [^`]*\(workspace (\d+) B, lower bound (\d+) B[^`]*\| ([\d,]+) MACs`",
                   readme)
@@ -257,8 +259,8 @@ def test_unknown_target_suggests_the_closest_and_ops_prints_columns(tinsmith_cmd
     assert proc.returncode == 1
     assert "error: unknown target 'cortex_m4'; did you mean 'cortex-m4'?" in proc.stderr, proc.stderr
     ops = tinsmith_cmd("ops", cwd=tmp_path, env={"COLUMNS": "80"}).stdout.splitlines()
-    from codegen.builders import BUILDERS
-    from codegen.ops import PRIMITIVES
+    from tinsmith.builders import BUILDERS
+    from tinsmith.ops import PRIMITIVES
     assert ops[0].startswith(f"primitives ({len(PRIMITIVES)}") and max(map(len, ops)) <= 80
     listed = {name for line in ops if line.startswith("  ") for name in line.split()}
     assert listed == set(PRIMITIVES) | set(BUILDERS)
@@ -270,3 +272,13 @@ def test_missing_cross_compiler_is_named_with_an_install_hint(tinsmith_cmd, tmp_
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "error: the compiler for target 'cortex-m4', arm-none-eabi-g++, is not on PATH" in proc.stderr
     assert "apt-get install gcc-arm-none-eabi" in proc.stderr
+
+
+@pytest.mark.parametrize("program", [["-m", "codegen"], ["codegen"]])
+def test_the_checkout_runs_its_generator_under_the_folder_name_too(program, tmp_path):
+    """In a checkout, `python -m codegen` (the design's command line) and `python codegen` (how the
+    SCons tool of a checkout that is not installed runs it) are the `tinsmith` command."""
+    folder_run = subprocess.run([sys.executable, *program, "ops"], cwd=ROOT, capture_output=True, text=True)
+    installed = subprocess.run([sys.executable, "-m", "tinsmith", "ops"], cwd=tmp_path, capture_output=True, text=True)
+    assert folder_run.returncode == 0, folder_run.stderr
+    assert folder_run.stdout == installed.stdout and "primitives (" in installed.stdout

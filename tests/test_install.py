@@ -70,12 +70,25 @@ def test_installed_command_builds_and_checks_a_graph_from_another_folder(install
     assert (runner.parent / "tiny.json").is_file() and (runner.parent / "libtiny.a").is_file()
     assert (runner.parent / "tiny.html").is_file()  # the page template is packaged
     # the runtime headers the library was compiled against are the installed ones
-    assert "site-packages/codegen/runtime_cpp/include" in built.stdout
+    assert "site-packages/tinsmith/runtime_cpp/include" in built.stdout
     checked = _run([bin_dir / "tinsmith", "check", graph], elsewhere, env)
     assert checked.stdout.startswith("y: max abs diff")
-    # `python -m codegen` is the same program
-    assert _run([bin_dir / "python", "-m", "codegen", "ops"], elsewhere, env).stdout == \
+    # `python -m tinsmith` is the same program
+    assert _run([bin_dir / "python", "-m", "tinsmith", "ops"], elsewhere, env).stdout == \
         _run([bin_dir / "tinsmith", "ops"], elsewhere, env).stdout
+
+
+def test_the_package_installs_under_its_own_name_only(installed, tmp_path):
+    """One top-level module, `tinsmith` (generator, SCons tool, runtime and documents inside it):
+    nothing named after the checkout's folders, such as `codegen`, lands in site-packages."""
+    bin_dir, env = installed
+    listing = ("import importlib.metadata as m; "
+               "print(sorted({f.parts[0] for f in m.files('tinsmith') if f.parts[0] != '..' "
+               "and not f.parts[0].endswith('.dist-info')}))")
+    assert _run([bin_dir / "python", "-c", listing], tmp_path, env).stdout.strip() == "['tinsmith']"
+    toolpath = _run([bin_dir / "python", "-c", "import tinsmith; print(tinsmith.toolpath())"], tmp_path, env)
+    assert Path(toolpath.stdout.strip(), "tinsmith", "__init__.py").is_file()
+    assert toolpath.stdout.strip().endswith("site-packages/tinsmith/site_tools")
 
 
 def test_project_outside_the_checkout_uses_the_installed_scons_tool(installed, tmp_path):
@@ -98,7 +111,7 @@ def test_version_and_the_documents_help_cites_are_installed(installed, tmp_path)
     wide = {**env, "COLUMNS": "10000"}  # argparse wraps at hyphens otherwise
     help_text = _run([bin_dir / "tinsmith", "build", "--help"], tmp_path, wide).stdout
     cited = next(w for w in help_text.split() if w.endswith("SECURITY.md"))
-    assert Path(cited).is_file() and "site-packages/codegen/docs" in cited, cited
+    assert Path(cited).is_file() and "site-packages/tinsmith/docs" in cited, cited
 
 
 @pytest.mark.skipif(not shutil.which("cmake"), reason="needs cmake")

@@ -18,18 +18,18 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from codegen import limits
-from codegen.errors import GraphError, SourceLoc
-from codegen.files import irregular_file
-from codegen.ir import Constant, TensorType
-from codegen.ir.names import numbered
-from codegen.load.constants import LoaderError
-from codegen.load.graph_file import (SUPPORTED_DTYPES, GraphSpec, NodeSpec, ValueSpec, check_node_count,
+from tinsmith import limits
+from tinsmith.errors import GraphError, SourceLoc
+from tinsmith.files import irregular_file
+from tinsmith.ir import Constant, TensorType
+from tinsmith.ir.names import numbered
+from tinsmith.load.constants import LoaderError
+from tinsmith.load.graph_file import (SUPPORTED_DTYPES, GraphSpec, NodeSpec, ValueSpec, check_node_count,
                                      display_path)
-from codegen.load.identifiers import identifier_problem, valid_identifier
-from codegen.load.onnx_quant import fold_qdq
-from codegen.load.subgraph import Subgraph, SubgraphNode
-from codegen.ops.shape_ops import storage_dtype
+from tinsmith.load.identifiers import identifier_problem, valid_identifier
+from tinsmith.load.onnx_quant import fold_qdq
+from tinsmith.load.subgraph import Subgraph, SubgraphNode
+from tinsmith.ops.shape_ops import storage_dtype
 
 MIN_OPSET = 18  # older models are upgraded to this opset of the default domain
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -97,7 +97,7 @@ class OnnxModel:
 def graph_name_of(path: str | Path) -> str:
     """The graph name of a model file: its stem as an identifier (ONNX graph names are often
     generic, like 'main_graph'), cut to the length a graph file allows."""
-    from codegen.load.graph_file import GRAPH_NAME_MAX
+    from tinsmith.load.graph_file import GRAPH_NAME_MAX
     return sanitize(sanitize(Path(path).stem, "g", "graph")[:GRAPH_NAME_MAX - 1], "g", "graph")
 
 
@@ -188,8 +188,8 @@ def _with_function_bodies(model) -> Any:
     node (attributes, input types) is made for that node. Nodes inside subgraphs are left as they are."""
     import onnx.defs
 
-    from codegen.builders import BUILDERS
-    from codegen.ops import PRIMITIVES
+    from tinsmith.builders import BUILDERS
+    from tinsmith.ops import PRIMITIVES
     onnx = _onnx()
     versions = {o.domain or "": o.version for o in model.opset_import}
     wanted = []
@@ -621,12 +621,12 @@ def _check_outputs(model, where: str) -> None:
 
 
 def located(e: GraphError) -> GraphError:
-    """An error at a place in an ONNX model as `model.onnx:1:1: error: node 'x' (Conv): ...`: a
-    binary file has no lines, so line 1, column 1, and the message names the place."""
+    """An error at a place in an ONNX model as `model.onnx: error: node 'x' (Conv): ...`: a binary
+    file has no lines, so the location is the file and the message names the place."""
     if not isinstance(e.loc, OnnxLoc):
         return e
     message = f"{e.loc.what}: {e.message}" if e.loc.what else e.message
-    return type(e)(SourceLoc(e.loc.path, 1, 1), message, e.hint)
+    return type(e)(SourceLoc.whole_file(e.loc.path), message, e.hint)
 
 
 def load_onnx_spec(path: str | Path, batch: int = 1) -> GraphSpec:
@@ -677,6 +677,6 @@ def read_initializer(path: Path, name: Any) -> np.ndarray:
         raise LoaderError(f"'{path.name}' has no initializer '{name}'", "initializer",
                           f"it holds: {close}{', ...' if len(tensors) > 8 else ''}")
     try:
-        return to_array(tensors[name], SourceLoc(str(path), 1, 1), f"initializer '{printable(name)}'")
+        return to_array(tensors[name], SourceLoc.whole_file(str(path)), f"initializer '{printable(name)}'")
     except GraphError as e:  # (the loader's caller locates it at the constant's entry)
         raise LoaderError(e.message, "initializer", e.hint) from None

@@ -4,7 +4,7 @@ The `tflite` package (the flatbuffer schema's generated Python readers) reads th
 module maps each builtin operator of the first subgraph onto codegen/ops/quantized.py's
 primitives, doing what TFLite Micro's Prepare does once per node: explicit pads from SAME/VALID,
 fused activations as clamps of the output, and per-channel requantization multipliers
-(codegen.quant.fixed_point) as int32 constants. Tensors keep TFLite's NHWC layout. Operators it
+(tinsmith.quant.fixed_point) as int32 constants. Tensors keep TFLite's NHWC layout. Operators it
 cannot map are all reported at once.
 """
 from __future__ import annotations
@@ -17,16 +17,16 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from codegen import limits
-from codegen.errors import GraphError, SourceLoc
-from codegen.files import irregular_file
-from codegen.ir import Constant, TensorType
-from codegen.ir.names import numbered
-from codegen.ir.graph import Quant
-from codegen.load.graph_file import GraphSpec, NodeSpec, ValueSpec, display_path
-from codegen.load.onnx_model import graph_name_of, unique_names
-from codegen.quant import activations
-from codegen.quant import fixed_point as fp
+from tinsmith import limits
+from tinsmith.errors import GraphError, SourceLoc
+from tinsmith.files import irregular_file
+from tinsmith.ir import Constant, TensorType
+from tinsmith.ir.names import numbered
+from tinsmith.ir.graph import Quant
+from tinsmith.load.graph_file import GraphSpec, NodeSpec, ValueSpec, display_path
+from tinsmith.load.onnx_model import graph_name_of, unique_names
+from tinsmith.quant import activations
+from tinsmith.quant import fixed_point as fp
 
 TFLITE_SUFFIXES = (".tflite",)
 # TFLite TensorType numbers and the Tinsmith element type of each
@@ -55,7 +55,7 @@ class _Reader:
 
     @property
     def loc(self) -> SourceLoc:
-        return SourceLoc(self.where, 1, 1)
+        return SourceLoc.whole_file(self.where)
 
     # --- tensors ---
     def tensor(self, i: int):
@@ -390,23 +390,23 @@ def read_tflite(path: str | Path) -> TfliteModel:
     where = display_path(path)
     problem = irregular_file(path)
     if problem:
-        raise GraphError(SourceLoc(where, 1, 1), f"cannot read model file: {problem}")
+        raise GraphError(SourceLoc.whole_file(where), f"cannot read model file: {problem}")
     try:
         buf = path.read_bytes()
         model = tfl.Model.GetRootAsModel(buf, 0)
         graph = model.Subgraphs(0) if model.SubgraphsLength() > 0 else None
     except FileNotFoundError:
-        raise GraphError(SourceLoc(where, 1, 1), "cannot read model file: No such file or directory") from None
+        raise GraphError(SourceLoc.whole_file(where), "cannot read model file: No such file or directory") from None
     except Exception as e:
-        raise GraphError(SourceLoc(where, 1, 1), f"not a valid TFLite model ({type(e).__name__})") from None
+        raise GraphError(SourceLoc.whole_file(where), f"not a valid TFLite model ({type(e).__name__})") from None
     if graph is None:
-        raise GraphError(SourceLoc(where, 1, 1), "not a valid TFLite model: it has no subgraph")
+        raise GraphError(SourceLoc.whole_file(where), "not a valid TFLite model: it has no subgraph")
     try:
         return _read_graph(path, where, model, graph)
     except Exception as e:
         if not _raised_by_the_flatbuffer_readers(e):
             raise
-        raise GraphError(SourceLoc(where, 1, 1), f"not a valid TFLite model: the flatbuffer holds an offset, "
+        raise GraphError(SourceLoc.whole_file(where), f"not a valid TFLite model: the flatbuffer holds an offset, "
                          f"length or value its schema does not allow ({type(e).__name__})") from None
 
 
@@ -462,7 +462,7 @@ def _read_graph(path: Path, where: str, model, graph) -> TfliteModel:
         codes.append((op, opcode2name(max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode()))))
     missing = sorted({name for _, name in codes if name not in OPERATORS})
     if missing:
-        raise GraphError(SourceLoc(where, 1, 1), f"unsupported TFLite operator{'s' * (len(missing) > 1)}: "
+        raise GraphError(SourceLoc.whole_file(where), f"unsupported TFLite operator{'s' * (len(missing) > 1)}: "
                          f"{', '.join(missing)}", f"supported: {', '.join(sorted(OPERATORS))}")
     forms = []
     for k, (op, name) in enumerate(codes):
@@ -476,7 +476,7 @@ def _read_graph(path: Path, where: str, model, graph) -> TfliteModel:
             raise GraphError(r.loc, f"operator {k} ({name}): its tensors do not fit the operator "
                              f"({type(e).__name__}: {e})") from None
     if forms:
-        raise GraphError(SourceLoc(where, 1, 1), "unsupported TFLite operators: " + "; ".join(forms))
+        raise GraphError(SourceLoc.whole_file(where), "unsupported TFLite operators: " + "; ".join(forms))
     graph_inputs, graph_outputs = _indices(graph.InputsAsNumpy()), _indices(graph.OutputsAsNumpy())
     for i in graph_inputs + graph_outputs:
         r.tensor(i)

@@ -22,7 +22,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 INCLUDE = ROOT / "runtime_cpp" / "include"
-MESSAGE = re.compile(r"^[^\n]+:\d+:\d+: (error|note): \S")
+# A text file's messages name line and column; a binary model file has no lines, so its
+# messages name the file alone (and the place in the message).
+MESSAGE = re.compile(r"^(?:[^\n]+:\d+:\d+|[^\n]+\.(?:onnx|tflite)): (error|note): \S")
 # Seconds for one command: one that has not answered by then is a hang. The slowest legitimate
 # case takes a few seconds on an idle machine, but 20 s and more at load 15 (starting Python and
 # importing the generator alone), where a limit of 20 s or 60 s reported hangs that were not.
@@ -63,10 +65,10 @@ def _listing(folder: Path) -> dict[str, tuple[int, int]]:
 
 
 def run_tinsmith(args: list[str], cwd: Path, timeout: float = TIMEOUT) -> tuple[int | None, str, str, float]:
-    """`python -m codegen ARGS` in cwd; (status or None on timeout, stdout, stderr, seconds)."""
+    """`python -m tinsmith ARGS` in cwd; (status or None on timeout, stdout, stderr, seconds)."""
     start = time.monotonic()
     try:
-        proc = subprocess.run([sys.executable, "-m", "codegen", *args], cwd=cwd, env=_env(),
+        proc = subprocess.run([sys.executable, "-m", "tinsmith", *args], cwd=cwd, env=_env(),
                               capture_output=True, text=True, errors="replace", timeout=timeout,
                               stdin=subprocess.DEVNULL)
         return proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start
@@ -94,7 +96,7 @@ def check_messages(status: int | None, stderr: str) -> list[str]:
             findings.append("exit status 1 without a message")
         for line in lines:
             if not MESSAGE.match(line):
-                findings.append(f"message not in path:line:col: error: form: {line[:200]!r}")
+                findings.append(f"message not in path[:line:col]: error: form: {line[:200]!r}")
                 break
     return findings
 

@@ -2,7 +2,7 @@
 library for the chosen target, a JSON report of RAM, flash and stack, and a program that
 runs the model (a host runner, or test firmware for a bare-metal target).
 
-Only SCons glue lives here; every stage of the compiler runs in `python -m codegen`.
+Only SCons glue lives here; every stage of the compiler runs in `python -m tinsmith`.
 
 Use it from any project after installing Tinsmith (docs/INTEGRATION.md, "Installing"; the repository's own SConstruct finds it
 through site_scons/; a checkout also works as `toolpath=["<tinsmith>/site_scons/site_tools"]`):
@@ -46,6 +46,7 @@ Construction variables (defaults in brackets):
   TINSMITH_INCLUDE       the runtime headers code that includes NAME.hpp needs
                          [runtime_cpp/include of the checkout, or of the installed package]
   TINSMITH_PYTHON        Python that runs the generator [the one running SCons]
+  TINSMITH_GENERATOR     the command that runs the generator [$TINSMITH_PYTHON -m tinsmith]
   TINSMITH_BUILD_DIR     where each graph's outputs go, one folder per graph named after the
                          graph; '#' is the top of the project whose SConstruct runs
                          [#build/$TINSMITH_TARGET]
@@ -100,6 +101,7 @@ fails the build like any other failed command.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import sys
@@ -110,37 +112,53 @@ import SCons.Action
 import SCons.Builder
 import SCons.Errors
 import SCons.Scanner
+import SCons.Subst
 import SCons.Util
 
 _TOOL_DIR = Path(__file__).resolve().parent
-_CHECKOUT = _TOOL_DIR.parents[2]
-if (_CHECKOUT / "codegen" / "__init__.py").is_file() and str(_CHECKOUT) not in sys.path:
-    # The tool in a Tinsmith checkout drives that checkout's generator, installed or not.
-    sys.path.insert(0, str(_CHECKOUT))
-
-from codegen.arena import arena_summary, is_arena_file, load_arena_file  # noqa: E402
-from codegen.errors import TinsmithError  # noqa: E402
-from codegen.paths import PACKAGE_DIR, RUNTIME_DIR, RUNTIME_INCLUDE  # noqa: E402
-from codegen.load import graph_dependencies, graph_name  # noqa: E402
-from codegen.measure.summary import summary  # noqa: E402
-from codegen.targets import load_target, with_placement  # noqa: E402
-from codegen.targets.firmware import memory_script  # noqa: E402
-from codegen.targets.firmware_scons import configure_toolchain, firmware_program  # noqa: E402
+_CHECKOUT_GENERATOR = _TOOL_DIR.parents[2] / "codegen"
 
 
-def toolpath() -> str:
-    """The folder to pass as SCons's `toolpath` so that `tools=["tinsmith"]` finds this tool,
-    wherever Tinsmith is installed: `Environment(tools=["default", "tinsmith"],
-    toolpath=[tinsmith.toolpath()])` after `import tinsmith`."""
-    return str(_TOOL_DIR.parent)
+def _import_generator() -> bool:
+    """Import the generator as the `tinsmith` package; True when it is a checkout's codegen/ folder
+    that Python would not find by itself.
+
+    SCons registers a tool loaded from a toolpath in sys.modules under its bare name, `tinsmith`,
+    which is also the generator package's name: the tool gives the name back before importing
+    the generator. The tool in a Tinsmith checkout drives that checkout's generator, installed
+    or not (a copy of a checkout with an edited generator builds with its own edits)."""
+    if sys.modules.get("tinsmith") is sys.modules.get(__name__):
+        del sys.modules["tinsmith"]
+    # SCons puts the toolpath first on sys.path while it loads a tool (and restores it after),
+    # where `tinsmith` is this tool's folder.
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _TOOL_DIR.parent]
+    own = _CHECKOUT_GENERATOR
+    found = importlib.util.find_spec("tinsmith")
+    from_folder = (own / "__init__.py").is_file() and (
+        found is None or Path(found.origin).resolve().parent != own.resolve())
+    if from_folder:
+        spec = importlib.util.spec_from_file_location("tinsmith", own / "__init__.py",
+                                                      submodule_search_locations=[str(own)])
+        package = sys.modules["tinsmith"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(package)
+    import tinsmith
+    for name, module in list(sys.modules.items()):  # submodules a displaced copy of the package had loaded
+        parent, _, child = name.rpartition(".")
+        if parent == "tinsmith" and not hasattr(tinsmith, child):
+            setattr(tinsmith, child, module)
+    return from_folder
 
 
-def baremetal_dir() -> str:
-    """The folder of Tinsmith's bare-metal test runtime (startup.c, semihost.c/.h, measure.c/.h,
-    sections.ld), as `tinsmith include-dir --baremetal` prints it: for firmware examples that
-    borrow it for a QEMU board."""
-    from codegen.paths import BAREMETAL_DIR
-    return str(BAREMETAL_DIR)
+_RUN_FROM_FOLDER = _import_generator()
+
+from tinsmith.arena import arena_summary, is_arena_file, load_arena_file  # noqa: E402
+from tinsmith.errors import TinsmithError  # noqa: E402
+from tinsmith.paths import PACKAGE_DIR, RUNTIME_DIR, RUNTIME_INCLUDE  # noqa: E402
+from tinsmith.load import graph_dependencies, graph_name  # noqa: E402
+from tinsmith.measure.summary import summary  # noqa: E402
+from tinsmith.targets import load_target, with_placement  # noqa: E402
+from tinsmith.targets.firmware import memory_script  # noqa: E402
+from tinsmith.targets.firmware_scons import configure_toolchain, firmware_program  # noqa: E402
 
 
 GENERATED_SUFFIXES = (".hpp", ".h", ".cpp", "_runner.cpp", ".plan.json")
@@ -151,6 +169,7 @@ GRAPH_SUFFIXES = (".yaml", ".yml", ".onnx")
 SETTINGS = ("TINSMITH_TARGET", "TINSMITH_PLACEMENT", "TINSMITH_OPTIMIZE", "TINSMITH_EXTRA_CCFLAGS",
             "TINSMITH_CONSTANTS_IN_RAM", "TINSMITH_LIMITS",
             "TINSMITH_RAM_BUDGET", "TINSMITH_FLASH_BUDGET", "TINSMITH_INCLUDE", "TINSMITH_PYTHON",
+            "TINSMITH_GENERATOR",
             "TINSMITHCOM", "TINSMITHVERIFYCOM", "TINSMITHREPORTCOM", "TINSMITHARENACOM")
 # The settings the host runtime library depends on (runners of models with, say, different
 # budgets share one runtime).
@@ -500,6 +519,10 @@ def generate(env):
         TINSMITH_TARGET_FILE="$TINSMITH_TARGET",
         TINSMITH_INCLUDE=str(RUNTIME_INCLUDE),
         TINSMITH_PYTHON=sys.executable,
+        # The command that runs the generator this tool imported: the installed package, or a
+        # checkout's codegen/ folder run as a program when that checkout is not the installed one.
+        TINSMITH_GENERATOR=(f"$TINSMITH_PYTHON {SCons.Subst.quote_spaces(str(PACKAGE_DIR))}" if _RUN_FROM_FOLDER
+                            else "$TINSMITH_PYTHON -m tinsmith"),
         TINSMITH_BUILD_DIR="#build/$TINSMITH_TARGET",
         TINSMITH_OPTIMIZE="",
         TINSMITH_EXTRA_CCFLAGS="-Werror",
@@ -509,24 +532,22 @@ def generate(env):
         TINSMITH_LIMITS="",
         TINSMITH_PLACEMENT="",
         TINSMITH_CONSTANTS_SECTION_FLAG=_constants_section_flag,
-        TINSMITHCOM=("$TINSMITH_PYTHON -m codegen generate $SOURCE -o ${TARGET.dir} --target $TINSMITH_TARGET_FILE"
+        TINSMITHCOM=("$TINSMITH_GENERATOR generate $SOURCE -o ${TARGET.dir} --target $TINSMITH_TARGET_FILE"
                      "${TINSMITH_CONSTANTS_IN_RAM and ' --constants-in-ram' or ''}"
                      "${TINSMITH_CONSTANTS_SECTION_FLAG(__env__)}"
                      "${TINSMITH_LIMITS and ' --limits ' + TINSMITH_LIMITS or ''}"),
         TINSMITHCOMSTR="",
-        TINSMITHVERIFYCOM="$TINSMITH_PYTHON -m codegen verify $SOURCE --stamp $TARGET",
+        TINSMITHVERIFYCOM="$TINSMITH_GENERATOR verify $SOURCE --stamp $TARGET",
         TINSMITHVERIFYCOMSTR="",
-        TINSMITHREPORTCOM=("$TINSMITH_PYTHON -m codegen report $SOURCES -o $TARGET --html ${TARGETS[1]} "
+        TINSMITHREPORTCOM=("$TINSMITH_GENERATOR report $SOURCES -o $TARGET --html ${TARGETS[1]} "
                            "--target $TINSMITH_TARGET_FILE --quiet"
                            "${TINSMITH_RAM_BUDGET and ' --ram-budget ' + TINSMITH_RAM_BUDGET}"
                            "${TINSMITH_FLASH_BUDGET and ' --flash-budget ' + TINSMITH_FLASH_BUDGET}"),
         TINSMITHREPORTCOMSTR="",
-        TINSMITHARENACOM=("$TINSMITH_PYTHON -m codegen arena $SOURCES -o ${TARGET.dir} --name $TINSMITH_ARENA_NAME "
+        TINSMITHARENACOM=("$TINSMITH_GENERATOR arena $SOURCES -o ${TARGET.dir} --name $TINSMITH_ARENA_NAME "
                           "--target $TINSMITH_TARGET_FILE --quiet"),
         TINSMITHARENACOMSTR="",
     )
-    # `python -m codegen` in the build's commands runs the same generator this tool imported.
-    env.PrependENVPath("PYTHONPATH", str(PACKAGE_DIR.parent))
     env["BUILDERS"]["TinsmithSources"] = SCons.Builder.Builder(
         action=SCons.Action.Action("$TINSMITHCOM", "$TINSMITHCOMSTR"),
         emitter=_sources_emitter,
