@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from codegen.generate.functors import conv_nest, matrix
-from codegen.pipeline import compile_graph
+from tinsmith.generate.functors import conv_nest, matrix
+from tinsmith.pipeline import compile_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 

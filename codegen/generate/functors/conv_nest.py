@@ -41,9 +41,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
-from codegen.generate.functors.conv import (Affine, Axis, ConvOperands, Segment, TileLoops, loops, plan_axis,
+from tinsmith.generate.functors.conv import (Affine, Axis, ConvOperands, Segment, TileLoops, loops, plan_axis,
                                             tile_loops, tiles, whole_axis)
-from codegen.generate.loop_ir import Comment, For, Stmt
+from tinsmith.generate.loop_ir import Comment, For, Stmt
 
 
 # --- channel blocks -------------------------------------------------------------------------

@@ -8,11 +8,11 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from codegen.generate.backend import CPP, same
-from codegen.generate.functors.conv import (Affine, ConvOperands, TileLoops, accumulate, dot, loops,
+from tinsmith.generate.backend import CPP, same
+from tinsmith.generate.functors.conv import (Affine, ConvOperands, TileLoops, accumulate, dot, loops,
                                             row_major_strides, transposed_phases)
-from codegen.generate.functors.conv_nest import ChannelBlock, ConvNest, ConvSchedule, ConvSpace, convolution
-from codegen.generate.loop_ir import Binary, Expr, Load, Local, Select, Stmt, Store, Var, const
+from tinsmith.generate.functors.conv_nest import ChannelBlock, ConvNest, ConvSchedule, ConvSpace, convolution
+from tinsmith.generate.loop_ir import Binary, Expr, Load, Local, Select, Stmt, Store, Var, const
 
 N, G, C = Affine.var("n"), Affine.var("g"), Affine.var("c")
 

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from codegen.generate.backend import KernelArgs, same
-from codegen.generate.kernel_sets import FPU_REGISTERS
-from codegen.generate.functors.conv import ConvOperands
-from codegen.generate.functors.conv_nest import ConvNest, ConvSchedule, convolution
-from codegen.generate.functors.fast import RegisterBlock, _is_float_2d_conv
+from tinsmith.generate.backend import KernelArgs, same
+from tinsmith.generate.kernel_sets import FPU_REGISTERS
+from tinsmith.generate.functors.conv import ConvOperands
+from tinsmith.generate.functors.conv_nest import ConvNest, ConvSchedule, convolution
+from tinsmith.generate.functors.fast import RegisterBlock, _is_float_2d_conv
 
 
 # (output channels, positions) per register block; measured on the emulated Cortex-M4 against

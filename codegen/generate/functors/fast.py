@@ -21,11 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from codegen.generate.backend import KernelArgs, same
-from codegen.generate.kernel_sets import VECTORS
-from codegen.generate.functors.conv import Affine, ConvOperands, TileLoops, dot, loops
-from codegen.generate.functors.conv_nest import ChannelBlock, ConvNest, ConvSchedule, convolution
-from codegen.generate.loop_ir import (Assign, Binary, Broadcast, Const, Expr, Lane, Load, Local, Select, Stmt, Store,
+from tinsmith.generate.backend import KernelArgs, same
+from tinsmith.generate.kernel_sets import VECTORS
+from tinsmith.generate.functors.conv import Affine, ConvOperands, TileLoops, dot, loops
+from tinsmith.generate.functors.conv_nest import ChannelBlock, ConvNest, ConvSchedule, convolution
+from tinsmith.generate.loop_ir import (Assign, Binary, Broadcast, Const, Expr, Lane, Load, Local, Select, Stmt, Store,
                                       Var, const, index)
 
 FLOAT = "float32"
@@ -258,4 +258,4 @@ VECTORS.register("Conv", family="convolution", types=same("float32", 3, acc="flo
 
 # Channels-last kernels (the layout pass's ConvNHWC and pools), registered on cpp: with the
 # target's vector width they are the host's, with one lane the portable ones.
-from codegen.generate.functors import host_conv, host_pool  # noqa: E402,F401
+from tinsmith.generate.functors import host_conv, host_pool  # noqa: E402,F401

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codegen.generate.backend import CPP, same
-from codegen.generate.functors.conv import Affine, ConvOperands, TileLoops, dot, loops
-from codegen.generate.functors.conv_nest import ChannelBlock, ConvNest, ConvSchedule, convolution
-from codegen.generate.loop_ir import Assign, Binary, Broadcast, Const, Expr, Load, Local, Stmt, Store, Var, const
+from tinsmith.generate.backend import CPP, same
+from tinsmith.generate.functors.conv import Affine, ConvOperands, TileLoops, dot, loops
+from tinsmith.generate.functors.conv_nest import ChannelBlock, ConvNest, ConvSchedule, convolution
+from tinsmith.generate.loop_ir import Assign, Binary, Broadcast, Const, Expr, Load, Local, Stmt, Store, Var, const
 
 FLOAT = "float32"
 

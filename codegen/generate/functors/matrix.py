@@ -23,11 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
-from codegen.generate.backend import CPP, FLOATS, KernelArgs, TensorArg, same
-from codegen.generate.kernel_sets import FPU_REGISTERS, VECTORS
-from codegen.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Const, Expr, For, Load, Local, ReduceLanes,
+from tinsmith.generate.backend import CPP, FLOATS, KernelArgs, TensorArg, same
+from tinsmith.generate.kernel_sets import FPU_REGISTERS, VECTORS
+from tinsmith.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Const, Expr, For, Load, Local, ReduceLanes,
                                       Stmt, Store, Var, broadcast_index, const, flat_index, index, nest)
-from codegen.ops.common import broadcast_shapes
+from tinsmith.ops.common import broadcast_shapes
 
 FLOAT = "float32"
 

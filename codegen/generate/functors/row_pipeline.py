@@ -8,7 +8,7 @@ the model's layout. Every row is computed once: nothing is recomputed. Steps tha
 fixed stride of rows become one loop, so the code stays the size of a few kernels; ring slots are
 `row % rows_in_ring`.
 
-`Pipeline` describes the layers (codegen.planners.rows finds them in a schedule); `pipeline_kernel`
+`Pipeline` describes the layers (tinsmith.planners.rows finds them in a schedule); `pipeline_kernel`
 gives the loop IR, which the plan checker traces like any kernel's: each row of each layer is the
 convolution family's loop nest (conv_nest.py) over the row's columns, in the "rows" order, with
 the micro-kernel `RowBlock`.
@@ -19,10 +19,10 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from codegen.generate.functors.conv import Affine, Axis, TileLoops
-from codegen.generate.functors.conv_nest import ChannelBlock, ConvNest, ConvSchedule, ConvSpace, convolution
-from codegen.generate.loop_ir import Assign, Binary, For, Load, Local, Scratch, Store, Var, const, index
-from codegen.ops.conv import Window
+from tinsmith.generate.functors.conv import Affine, Axis, TileLoops
+from tinsmith.generate.functors.conv_nest import ChannelBlock, ConvNest, ConvSchedule, ConvSpace, convolution
+from tinsmith.generate.loop_ir import Assign, Binary, For, Load, Local, Scratch, Store, Var, const, index
+from tinsmith.ops.conv import Window
 
 CHANNELS, POSITIONS = 4, 2  # output channels times positions kept in registers (8 accumulators)
 
