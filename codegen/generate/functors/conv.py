@@ -1,4 +1,5 @@
-"""Functors for Conv and ConvTranspose, and the sliding-window loops the pools share.
+"""The sliding-window geometry every convolution and pool kernel shares: tiles of the output, the
+loops of one tile, a convolution's operands and axes (the family's loop nest is conv_nest.py).
 
 Every geometry is static, so padding is resolved when the code is generated: along each spatial
 axis the output positions are cut into segments whose windows see the same taps. Inside the
@@ -14,9 +15,8 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from tinsmith.generate.backend import CPP, KernelArgs, same
-from tinsmith.generate.loop_ir import (Assign, Binary, Comment, Expr, For, Load, Local, Select, Stmt, Store,
-                                      Var, const, index)
+from tinsmith.generate.backend import KernelArgs
+from tinsmith.generate.loop_ir import Assign, Binary, Comment, Expr, For, Stmt, Var, index
 from tinsmith.ops.conv import ConvGeometry, TransposedAxis, Window
 from tinsmith.ops.registry import InferArgs
 
@@ -368,36 +368,6 @@ class ConvOperands:
         return next(self.serials)
 
 
-def blocked_row(tl: TileLoops, blocks: int, block: Callable[[list, int], list[Stmt]], width: int = 1,
-                leftover_loop: bool = True) -> list[Stmt]:
-    """The tile's innermost output loop in steps of `blocks` x `width` positions, each step one
-    register block `block(positions, width)`; the positions left over run one at a time in a loop
-    of their own (`leftover_loop`) or as one smaller block."""
-    var, count = tl.outer[-1]
-    step = width * blocks
-    main = count - count % step
-    stmts: list[Stmt] = []
-    if main:
-        stmts += loops(tl.outer[:-1], [For(var, main, tuple(block(tl.neighbours(var, blocks, width), width)), step)])
-    if count - main and leftover_loop:
-        positions = [tl.position(var, Affine.var(var + "r", main))]
-        stmts += loops(tl.outer[:-1], [For(var + "r", count - main, tuple(block(positions, 1)))])
-    elif count - main:
-        positions = [tl.position(var, Affine((), main + j)) for j in range(count - main)]
-        stmts += loops(tl.outer[:-1], block(positions, 1))
-    return stmts
-
-
-def channel_blocks(channels: int, block: int) -> list[tuple[Affine, int, int]]:
-    """Output channels in blocks of `block` and one narrower block for the rest: (first channel,
-    channels in the block, how many such blocks run in an `mb` loop)."""
-    full = channels - channels % block
-    parts = [(Affine.var("mb") * block if full > block else Affine(), block, full // block)] if full else []
-    if channels - full:
-        parts.append((Affine((), full), channels - full, 1))
-    return parts
-
-
 def loops(extents: Sequence[tuple[str, int]], body: Sequence[Stmt]) -> tuple[Stmt, ...]:
     """`body` inside For loops over `extents`, the first outermost."""
     stmts = tuple(body)
@@ -431,57 +401,6 @@ def accumulate(acc: str, value: Expr) -> Assign:
     return Assign(acc, Binary("+", Var(acc), value))
 
 
-# --- Conv -----------------------------------------------------------------------------------
-def _conv_nests(axes: Sequence[Axis], tile_list, x: str, w: str, y: str, *, in_base: Affine,
-                in_strides, in_channel: Affine, w_base: Affine, w_channel: int, k_strides,
-                out_base: Affine, out_strides, init: Expr, channels: int,
-                out_coords: tuple[Affine, ...] | None = None, tag: str = "") -> list[Stmt]:
-    """acc = init; acc += x * w over the input channels (loop c) and taps of each tile; store.
-    `out_coords` (batch, channel): the stores also say where they write, for fusion; `tag`
-    keeps locals apart where several nests share one scope (see window_nests)."""
-    def body(tl: TileLoops, suffix: str) -> list[Stmt]:
-        out_at = (out_base + dot(tl.out_pos, out_strides)).expr()
-        coords = None if out_coords is None else tuple(a.expr() for a in (*out_coords, *tl.out_pos))
-        if tl.empty:
-            return [Store(y, out_at, init, coords)]
-        acc = f"acc{suffix}"
-        c = Affine.var("c")
-        x_at = in_base + c * in_channel + dot(tl.in_pos, in_strides)
-        w_at = w_base + c * w_channel + dot(tl.tap, k_strides)
-        value: Expr = Load(x, x_at.expr())
-        if tl.in_bounds is not None:
-            value = Select(tl.in_bounds, value, const(0))
-        reduce = loops((("c", channels),) + tl.taps, [accumulate(acc, Binary("*", value, Load(w, w_at.expr())))])
-        return [Local(acc, init), *reduce, Store(y, out_at, Var(acc), coords)]
-    return window_nests(axes, tile_list, body, tag)
-
-
-def _bias_init(b, channel: Expr) -> tuple[list[Stmt], Expr]:
-    """The accumulator's start: the bias of the output channel, loaded once per channel, or 0."""
-    if b is None:
-        return [], const(0)
-    return [Local("bias", Load(b.name, channel))], Var("bias")
-
-
-@CPP.register("Conv", family="convolution", types=same("float32", 3, acc="float32"), layout="nchw",
-               epilogue=True)
-def conv(graph, node_id, cluster_id, args, attrs):
-    """Direct convolution: per output channel and position, a dot product over the group's input
-    channels and the kernel taps (innermost), the taps clipped or tested only at the edges."""
-    ops = ConvOperands.of(args)
-    geo, space = ops.geometry, ops.space
-    cg, mg, in_size, out_size = geo.in_per_group, geo.out_per_group, geo.in_size, geo.out_size
-    n, g, m = Affine.var("n"), Affine.var("g"), Affine.var("m")
-    oc = g * mg + m
-    prelude, init = _bias_init(args.inputs[2] if len(args.inputs) > 2 else None, oc.expr())
-    nests = _conv_nests(space.axes, tiles(space.windows), ops.x, ops.w, ops.y,
-                        in_base=n * (geo.channels * in_size) + g * (cg * in_size), in_strides=space.in_strides,
-                        in_channel=in_size, w_base=oc * (cg * geo.kernel_size), w_channel=geo.kernel_size,
-                        k_strides=space.tap_strides, out_base=n * (geo.out_channels * out_size) + oc * out_size,
-                        out_strides=space.out_strides, init=init, channels=cg, out_coords=(n, oc))
-    return loops((("g", geo.group), ("m", mg)), prelude + [For("n", geo.batch, tuple(nests))])
-
-
 # --- ConvTranspose --------------------------------------------------------------------------
 def transposed_phases(a: TransposedAxis) -> list[Axis | None]:
     """ConvTranspose along one axis as `stride` ordinary windows, one per phase r: the outputs
@@ -503,35 +422,3 @@ def transposed_phases(a: TransposedAxis) -> list[Axis | None]:
         win = Window(a.in_size, q_hi - q_lo + 1, len(ks), 1, max(1, step * d // s), -first_in)
         result.append(Axis(win, s, q_lo * s + r - a.pad_begin, ks[-1] if ks else 0, -step))
     return result
-
-
-@CPP.register("ConvTranspose", family="convolution", types=same("float32", 3, acc="float32"), layout="nchw")
-def conv_transpose(graph, node_id, cluster_id, args, attrs):
-    """Transposed convolution written as gathers: one ordinary convolution per combination of
-    phases (see transposed_phases), each a dot product over input channels and taps."""
-    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
-    b = args.inputs[2] if len(args.inputs) > 2 else None
-    group, axes = args.prepared["group"], args.prepared["axes"]
-    batch, channels = x.type.shape[:2]
-    mg = w.type.shape[1]
-    cg, out_channels = channels // group, mg * group
-    in_size, out_size, k_size = x.type.size // (batch * channels), y.type.size // (batch * out_channels), \
-        math.prod(w.type.shape[2:])
-    n, g, m = Affine.var("n"), Affine.var("g"), Affine.var("m")
-    prelude, init = _bias_init(b, (g * mg + m).expr())
-    nests: list[Stmt] = []
-    for index, phase in enumerate(itertools.product(*[transposed_phases(a) for a in axes])):
-        if any(p is None for p in phase):
-            continue
-        if any(a.stride > 1 for a in axes):
-            nests.append(Comment("phase: output positions " + " x ".join(
-                f"{p.out_offset} + {p.out_scale} * o{d}" for d, p in enumerate(phase))))
-        nests += _conv_nests(phase, tiles([p.window for p in phase]), x.name, w.name, y.name,
-                             in_base=n * (channels * in_size) + g * (cg * in_size),
-                             in_strides=row_major_strides(x.type.shape[2:]), in_channel=in_size,
-                             w_base=g * (cg * mg * k_size) + m * k_size, w_channel=mg * k_size,
-                             k_strides=row_major_strides(w.type.shape[2:]),
-                             out_base=n * (out_channels * out_size) + (g * mg + m) * out_size,
-                             out_strides=row_major_strides(y.type.shape[2:]), init=init, channels=cg,
-                             tag=f"p{index}_")  # the phases' nests share the batch loop's scope
-    return loops((("g", group), ("m", mg)), prelude + [For("n", batch, tuple(nests))])

@@ -1,4 +1,6 @@
-"""Cortex-M kernels: register blocks of scalar accumulators for the FPv4/FPv5 register file.
+"""The Cortex-M's float convolution schedule (the `fpu-registers` kernel set): the family's loop
+nest (conv_nest.py) in register blocks of scalar accumulators for the FPv4/FPv5 register file, with
+fast.py's RegisterBlock micro-kernel.
 
 Cost is counted in instructions per multiply-accumulate (QEMU -icount, docs/BENCHMARKS.md). A
 fused multiply-add is one; what a kernel adds on top is loads, loop control and the epilogue, so
@@ -11,8 +13,9 @@ pushing so many callee-saved registers that the stack grows:
   hundred bytes of each other and one pointer with immediate offsets reaches them all;
 - a pointwise convolution (1x1, stride 1, no padding): one axis of H * W positions, 4 channels x
   6 positions (24 accumulators, 6 inputs, one weight: 31 registers);
-- a depthwise convolution: 1 channel x 4 positions;
-- Gemm with one row and B as [K, N]: 12 consecutive outputs per pass over a.
+- a depthwise convolution: 1 channel x 4 positions.
+
+(Gemm with one row, 12 consecutive outputs per pass over a: matrix.py's gemv_fpu_schedule.)
 
 Every tile of the output is exact (taps clipped to the input, never a bounds test per tap), so
 the edge rows of a padded convolution run blocked like the interior; positions left over after
@@ -23,15 +26,14 @@ portable kernel's order (bias, input channels, taps), as one fused multiply-add 
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Mapping
 
 from tinsmith.generate.backend import KernelArgs, same
 from tinsmith.generate.kernel_sets import FPU_REGISTERS
-from tinsmith.generate.functors.conv import (Affine, ConvAxes, ConvOperands, TileLoops, blocked_row, channel_blocks,
-                                            loops, plan_axis, tile_loops, tiles, whole_axis)
-from tinsmith.generate.functors.fast import (FLOAT, G, _gemv_operands, _is_float_2d_conv, _is_gemv, gemv,
-                                            gemv_epilogue, nchw_bias_stores, register_block)
-from tinsmith.generate.loop_ir import INDEX, Assign, Binary, Comment, Expr, For, Load, Local, Stmt, Store, Var, const, index
+from tinsmith.generate.functors.conv import ConvOperands
+from tinsmith.generate.functors.conv_nest import ConvNest, ConvSchedule, convolution
+from tinsmith.generate.functors.fast import RegisterBlock, _is_float_2d_conv
+
 
 # (output channels, positions) per register block; measured on the emulated Cortex-M4 against
 # instructions per MAC and the stack (4 x 4 pointwise: 2.05 on vww; 2 x 8 windows: faster than
@@ -39,7 +41,6 @@ from tinsmith.generate.loop_ir import INDEX, Assign, Binary, Comment, Expr, For,
 POINTWISE_BLOCK = (4, 6)
 WINDOW_BLOCK = (2, 6)
 DEPTHWISE_BLOCK = (1, 4)
-GEMV_COLUMNS = 12
 NARROW_ROW = 8
 
 
@@ -60,90 +61,15 @@ def _pack_taps_by_channel(args: KernelArgs, attrs: Mapping) -> dict:
     return {1: lambda a: a.reshape(m, -1).T}
 
 
-def _scalar_tile(ops: ConvOperands, tl: TileLoops, ocs: Sequence[Affine], nb: int, narrow: bool) -> list[Stmt]:
-    """One exact tile: MB channels x NB positions along the row, the positions left over one
-    smaller block; a narrow row is one block, its taps in the padding left out."""
-    stmts: list[Stmt] = [Comment(tl.label)]
-    if tl.empty:  # the window lies in the padding: the bias
-        return stmts + nchw_bias_stores(ops, tl, ocs)
-    row = ops.space.row
-
-    def block(positions, width: int = 1) -> list[Stmt]:
-        return register_block(ops, tl, ocs, positions, clip_row=True)
-    if narrow:  # the whole row is one block
-        count = dict(tl.outer).get(row, 1)
-        positions = [tl.position(row, Affine((), j)) for j in range(count)]
-        return stmts + list(loops([o for o in tl.outer if o[0] != row], block(positions)))
-    assert tl.in_bounds is None  # exact tiles clip their taps instead
-    if not tl.outer or tl.outer[-1][0] != row:  # one position along the row
-        return stmts + list(loops(tl.outer, block([(tl.in_pos, tl.out_pos)])))
-    blocks = min(nb, tl.outer[-1][1])  # a short row takes fewer positions per block
-    return stmts + blocked_row(tl, blocks, block, leftover_loop=False)
-
-
-def _scalar_tiles(space: ConvAxes) -> tuple[list, bool]:
-    """The exact tiles, and whether the row is narrow: at most NARROW_ROW outputs, one block whose
-    edge positions share the inputs with the rest instead of running as tiles of one position (the
-    other axes are exact tiles)."""
-    wins = space.windows
-    narrow = not space.flat and wins[-1].out_size <= NARROW_ROW and wins[-1].kernel <= 8
-    if narrow:
-        row = whole_axis(wins[-1], plan_axis(wins[-1], exact_only=True))
-        return [lead + (row,) for lead in tiles(wins[:-1], exact_only=True)], True
-    return tiles(wins, exact_only=True), False
-
-
 @FPU_REGISTERS.register("Conv", family="convolution", types=same("float32", 3, acc="float32"), layout="nchw",
                          epilogue=True, when=_has_fpu_conv, pack=_pack_taps_by_channel)
 def conv_scalar_blocked(graph, node_id, cluster_id, args, attrs):
-    """Register-blocked direct convolution (see the module doc)."""
+    """The nest in scalar register blocks, every tile exact, a narrow row one block, the
+    channel-block loop inside each tile (see the module doc)."""
     ops = ConvOperands.of(args, flatten_pointwise=True)
     geo = ops.geometry
-    mg = geo.out_per_group
-    mb_full, nb = (DEPTHWISE_BLOCK if geo.in_per_group == 1 and mg == 1
-                   else POINTWISE_BLOCK if ops.space.flat else WINDOW_BLOCK)
-    tile_list, narrow = _scalar_tiles(ops.space)
-    stmts: list[Stmt] = []
-    for m0, mb, count in channel_blocks(mg, mb_full):
-        ocs = [G * mg + m0 + i for i in range(mb)]
-        # the channel-block loop inside each tile: what the compiler hoists out of it (pointers)
-        # then lives in that tile's loops only, not across all of them (spills, stack)
-        for tile in tile_list:
-            nest = _scalar_tile(ops, tile_loops(ops.space.axes, tile), ocs, nb, narrow)
-            stmts += loops((("mb", count),) if count > 1 else (), [For("n", geo.batch, tuple(nest))])
-    return list(loops((("g", geo.group),), stmts))
-
-
-def _is_scalar_gemv(args: KernelArgs, attrs: Mapping) -> bool:
-    return _is_gemv(args, attrs) and args.caps.float_registers >= 32
-
-
-@FPU_REGISTERS.register("Gemm", family="matrix", types=same("float32", 3, acc="float32"), epilogue=True, when=_is_scalar_gemv)
-def gemv_scalar_blocked(graph, node_id, cluster_id, args, attrs):
-    """y = alpha * a B' + beta * c for a single row a. B as [K, N]: GEMV_COLUMNS consecutive outputs
-    accumulate a[k] * B[k, j..] per pass over a (each weight is used once: the loop is a load and
-    a multiply-add per weight, plus the load of a[k] and the loop's own instructions shared by the
-    block); the outputs left over are one smaller block. With transB, the shared kernel."""
-    if attrs["transB"]:
-        return gemv(graph, node_id, cluster_id, args, attrs)
-    a, bm, c, out, n_extent, k_extent = _gemv_operands(args)
-    k = Var("k", INDEX)
-
-    def columns(first: Expr, count: int, p: str) -> list[Stmt]:
-        cols = [Binary("+", first, index(j)) for j in range(count)]
-        body: list[Stmt] = [Local(f"{p}acc{j}", const(0), FLOAT) for j in range(count)]
-        inner: list[Stmt] = [Local(f"{p}ak", Load(a.name, k), FLOAT)]
-        inner += [Assign(f"{p}acc{j}", Binary("+", Var(f"{p}acc{j}"), Binary(
-            "*", Var(f"{p}ak"), Load(bm.name, Binary("+", Binary("*", k, index(n_extent)), col)))))
-            for j, col in enumerate(cols)]
-        body.append(For("k", k_extent, tuple(inner)))
-        return body + [Store(out.name, col, gemv_epilogue(Var(f"{p}acc{j}", FLOAT), col, 1, c, attrs), (index(0), col))
-                       for j, col in enumerate(cols)]
-
-    main = n_extent - n_extent % GEMV_COLUMNS
-    stmts: list[Stmt] = []
-    if main:
-        stmts.append(For("j", main, tuple(columns(Var("j", INDEX), GEMV_COLUMNS, "")), GEMV_COLUMNS))
-    if n_extent - main:
-        stmts += columns(index(main), n_extent - main, "r")
-    return stmts
+    mb, nb = (DEPTHWISE_BLOCK if geo.in_per_group == 1 and geo.out_per_group == 1
+              else POINTWISE_BLOCK if ops.space.flat else WINDOW_BLOCK)
+    schedule = ConvSchedule(channels=mb, positions=nb, exact=True, narrow_row=NARROW_ROW, leftover_loop=False,
+                            order="tiles")
+    return convolution(ConvNest.of(ops), schedule, RegisterBlock(ops, clip_row=True))

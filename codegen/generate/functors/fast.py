@@ -1,31 +1,32 @@
-"""Fast kernels: the overrides the host backend registers over the portable ones (the Cortex-M
-backend's are in cortex_m.py, the channels-last ones in host_conv.py and host_pool.py).
+"""NCHW float convolution on GCC vectors (the `vectors` kernel set), and the NCHW register-block
+micro-kernels: `RegisterBlock`, which the Cortex-M's schedule uses too (cortex_m.py), and
+`ChannelVectors`. Both are micro-kernels of the family's loop nest (conv_nest.py); the schedules
+below say how the vectors kernel set cuts the nest.
 
-Convolution is register-blocked: a block of MB output channels times NB groups of V output
-positions along the last spatial axis keeps MB * NB accumulators (V lanes each) in registers;
-every input vector loaded feeds MB accumulators and every weight feeds NB. V is the target's
-vector width in GCC vector extensions (1 on a target without vectors). Each accumulator adds its terms in the portable
-kernel's order (bias, then input channels, then taps), so results are those of the scalar code.
+`RegisterBlock`: a block of MB output channels times NB groups of V output positions along the
+last spatial axis keeps MB * NB accumulators (V lanes each) in registers; every input vector
+loaded feeds MB accumulators and every weight feeds NB. V is the target's vector width in GCC
+vector extensions (1 on a scalar FPU). Each accumulator adds its terms in the portable kernel's
+order (bias, then input channels, then taps), so results are those of the scalar code. Where the
+window meets padding the tiles of conv.tiles test or clip taps; those edge tiles use the same
+blocking over channels with V = NB = 1. A pointwise convolution (1x1, stride 1, no padding) is one
+axis of H*W positions: a matrix product.
 
-Where the window meets padding the tiles of conv.tiles test or clip taps; those edge tiles
-use the same blocking over channels with V = NB = 1. Positions left over after the last full
-block along the axis run one at a time. A pointwise convolution (1x1, stride 1, no padding) is
-one axis of H*W positions: a matrix product.
-
-Gemm with a single row (the fully connected layers of these models) reads each weight once:
-with transB a block of NB outputs is NB dot products over k in vector lanes; without, V outputs
-at a time accumulate rows of B.
+`ChannelVectors`: vectors over output channels, for a convolution without groups whose channel
+count is a multiple of the vector width (weights packed [C * kh * kw, M] at build time): every
+position, edges included, runs vector code; each lane stores its own element.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from tinsmith.generate.backend import KernelArgs, same
 from tinsmith.generate.kernel_sets import VECTORS
-from tinsmith.generate.functors.conv import (Affine, ConvOperands, TileLoops, blocked_row, channel_blocks, dot, loops,
-                                            tile_loops, tiles)
-from tinsmith.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Comment, Const, Expr, For, Lane, Load,
-                                      Local, ReduceLanes, Select, Stmt, Store, Var, const, index)
+from tinsmith.generate.functors.conv import Affine, ConvOperands, TileLoops, dot, loops
+from tinsmith.generate.functors.conv_nest import ChannelBlock, ConvNest, ConvSchedule, convolution
+from tinsmith.generate.loop_ir import (Assign, Binary, Broadcast, Const, Expr, Lane, Load, Local, Select, Stmt, Store,
+                                      Var, const, index)
 
 FLOAT = "float32"
 
@@ -63,13 +64,6 @@ def _pack_conv(args: KernelArgs, attrs: Mapping) -> dict:
     return {1: lambda w: w.reshape(m, -1).T}
 
 
-def conv_host(graph, node_id, cluster_id, args, attrs):
-    """Vectors over output channels where the weights were packed for it, else over positions."""
-    if args.inputs[1].type.rank == 2:
-        return conv_channel_vectors(graph, node_id, cluster_id, args, attrs)
-    return conv_blocked(graph, node_id, cluster_id, args, attrs)
-
-
 # --- the NCHW steps both register-blocked kernels share (this one and cortex_m.py's) --------
 N, G, C = Affine.var("n"), Affine.var("g"), Affine.var("c")
 
@@ -82,10 +76,9 @@ def nchw_store(ops: ConvOperands, oc: Affine, out_pos, value: Expr) -> Store:
 
 
 def nchw_bias_stores(ops: ConvOperands, tl: TileLoops, ocs: Sequence[Affine]) -> list[Stmt]:
-    """A tile whose windows lie wholly in the padding: each channel's bias (or 0) in its loops."""
-    stores = [nchw_store(ops, oc, tl.out_pos, Load(ops.bias, oc.expr()) if ops.bias is not None else const(0))
-              for oc in ocs]
-    return list(loops(tl.outer, stores))
+    """A tile whose windows lie wholly in the padding: each channel's bias (or 0)."""
+    return [nchw_store(ops, oc, tl.out_pos, Load(ops.bias, oc.expr()) if ops.bias is not None else const(0))
+            for oc in ocs]
 
 
 def _accumulator_start(ops: ConvOperands, oc: Affine, width: int) -> Expr:
@@ -165,36 +158,25 @@ def register_block(ops: ConvOperands, tl: TileLoops, ocs: Sequence[Affine], posi
     return stmts
 
 
-# --- register blocks over positions ---------------------------------------------------------
-def _blocked_tile(ops: ConvOperands, tl: TileLoops, ocs: Sequence[Affine], nb: int, v: int) -> list[Stmt]:
-    """One tile: MB channels x NB vectors of V positions along the row where the row is the tile's
-    innermost loop and no tap is tested, else one position at a time."""
-    stmts: list[Stmt] = [Comment(tl.label)]
-    if tl.empty:
-        return stmts + nchw_bias_stores(ops, tl, ocs)
-    row = ops.space.row
-    if tl.in_bounds is not None or not tl.outer or tl.outer[-1][0] != row:
-        return stmts + list(loops(tl.outer, register_block(ops, tl, ocs, [(tl.in_pos, tl.out_pos)])))
-    count = tl.outer[-1][1]
-    stride_last = dict(tl.in_pos[-1].terms).get(row, 0)
-    width = v if stride_last in (1, 2) and count >= v else 1
-    blocks = max(1, min(nb, count // width))  # a short row takes fewer vectors per block
-    return stmts + blocked_row(tl, blocks, lambda positions, w: register_block(ops, tl, ocs, positions, w), width)
+@dataclass(frozen=True)
+class RegisterBlock:
+    """The NCHW micro-kernel over positions: the channel block's channels (of group g) x the
+    positions, `width` lanes along the row (see register_block)."""
 
+    ops: ConvOperands
+    clip_row: bool = False
 
-def conv_blocked(graph, node_id, cluster_id, args, attrs):
-    """Register-blocked direct convolution (see the module doc)."""
-    ops = ConvOperands.of(args, flatten_pointwise=True)
-    geo = ops.geometry
-    mg = geo.out_per_group
-    mb_full, nb, v = _blocking(args.caps, geo.in_per_group == 1 and mg == 1)
-    tile_list = tiles(ops.space.windows)
-    stmts: list[Stmt] = []
-    for m0, mb, blocks in channel_blocks(mg, mb_full):
-        ocs = [G * mg + m0 + i for i in range(mb)]
-        nests = [s for tile in tile_list for s in _blocked_tile(ops, tile_loops(ops.space.axes, tile), ocs, nb, v)]
-        stmts += loops((("mb", blocks),) if blocks > 1 else (), [For("n", geo.batch, tuple(nests))])
-    return list(loops((("g", geo.group),), stmts))
+    def prelude(self, block: ChannelBlock) -> list[Stmt]:
+        return []
+
+    def _channels(self, block: ChannelBlock) -> list[Affine]:
+        return [G * self.ops.geometry.out_per_group + m for m in block.channels]
+
+    def padding(self, tl: TileLoops, block: ChannelBlock) -> list[Stmt]:
+        return nchw_bias_stores(self.ops, tl, self._channels(block))
+
+    def block(self, tl: TileLoops, block: ChannelBlock, positions, width: int, scope: str) -> list[Stmt]:
+        return register_block(self.ops, tl, self._channels(block), positions, width, self.clip_row)
 
 
 # --- register blocks over output channels --------------------------------------------------
@@ -235,157 +217,44 @@ def _channel_vector_block(ops: ConvOperands, tl: TileLoops, m0: Affine, vectors:
     return stmts + _lane_stores(ops, m0, vectors, v, accs, positions)
 
 
-def _channel_vector_tile(ops: ConvOperands, tl: TileLoops, m0: Affine, vectors: int, v: int, nb: int) -> list[Stmt]:
-    """One tile: NB positions along the row at a time where the row is the tile's innermost loop
-    and no tap is tested (a tested tile's test is written for its own position), else one."""
-    stmts: list[Stmt] = [Comment(tl.label)]
-    if tl.empty:
-        return stmts + nchw_bias_stores(ops, tl, [m0 + i for i in range(vectors * v)])
-    if not tl.outer or tl.outer[-1][0] != ops.space.row or tl.in_bounds is not None:
-        return stmts + list(loops(tl.outer, _channel_vector_block(ops, tl, m0, vectors, v, [(tl.in_pos, tl.out_pos)])))
-    blocks = max(1, min(nb, tl.outer[-1][1]))
-    return stmts + blocked_row(tl, blocks,
-                               lambda positions, _: _channel_vector_block(ops, tl, m0, vectors, v, positions))
+@dataclass(frozen=True)
+class ChannelVectors:
+    """The NCHW micro-kernel over output channels: the channel block's vectors of `lanes` channels
+    x the positions, each input a scalar splat, each weight vector loaded from the packed
+    [C * kh * kw, M] weights (no groups)."""
+
+    ops: ConvOperands
+    lanes: int
+
+    def prelude(self, block: ChannelBlock) -> list[Stmt]:
+        return []
+
+    def padding(self, tl: TileLoops, block: ChannelBlock) -> list[Stmt]:
+        return nchw_bias_stores(self.ops, tl, [block.first + i for i in range(len(block.vectors) * self.lanes)])
+
+    def block(self, tl: TileLoops, block: ChannelBlock, positions, width: int, scope: str) -> list[Stmt]:
+        return _channel_vector_block(self.ops, tl, block.first, len(block.vectors), self.lanes, positions)
 
 
-def conv_channel_vectors(graph, node_id, cluster_id, args, attrs):
-    """acc[i][j] (V channels each) += w[c, tap, channels] * x[c, position j] over channels and taps,
-    for MBV channel vectors and NB positions of a row at a time; each lane then stores its
-    element (the epilogue, if any, runs per element)."""
-    ops = ConvOperands.of(args)
+def conv_host(graph, node_id, cluster_id, args, attrs):
+    """The nest with vectors over output channels where the weights were packed for it (MBV
+    channel vectors x NB positions of a row: 4 x 2 with 4 lanes, 2 x 4 wider), else with
+    vectors over positions along the row (MB channels x NB vectors, see _blocking)."""
     v = args.caps.lanes(4)
-    mbv, nb = (4, 2) if v <= 4 else (2, 4)
-    tile_list = tiles(ops.space.windows)
-    stmts: list[Stmt] = []
-    for m0, width, count in channel_blocks(ops.geometry.out_channels, mbv * v):
-        nests = [s for tile in tile_list
-                 for s in _channel_vector_tile(ops, tile_loops(ops.space.axes, tile), m0, width // v, v, nb)]
-        stmts += loops((("mb", count),) if count > 1 else (), [For("n", ops.geometry.batch, tuple(nests))])
-    return stmts
-
-
-# --- Gemm with one row ---------------------------------------------------------------------
-def _is_gemv(args: KernelArgs, attrs: Mapping) -> bool:
-    a = args.inputs[0]
-    return (args.caps.fpu != "none" and a.type.dtype == FLOAT and args.outputs[0].type.shape[0] == 1 and not attrs["transA"])
-
-
-def gemv_epilogue(acc: Expr, col: Expr, width: int, c, attrs: Mapping) -> Expr:
-    """alpha * acc + beta * c[col] (c's one column broadcast along the row where it has one)."""
-    value = acc
-    if attrs["alpha"] != 1.0:
-        value = Binary("*", Const(attrs["alpha"], FLOAT, width), value)
-    if c is not None:
-        per_column = bool(c.type.shape) and c.type.shape[-1] != 1
-        bias: Expr = Load(c.name, col, width) if per_column else Load(c.name, index(0))
-        if width > 1 and not per_column:
-            bias = Broadcast(bias, width)
-        if attrs["beta"] != 1.0:
-            bias = Binary("*", Const(attrs["beta"], FLOAT, width), bias)
-        value = Binary("+", value, bias)
-    return value
-
-
-def _gemv_operands(args: KernelArgs):
-    """(a, B, c or None, y, N, K) of a one-row Gemm."""
-    a, out = args.inputs[0], args.outputs[0]
-    return (a, args.inputs[1], args.inputs[2] if len(args.inputs) > 2 else None, out, out.type.shape[1],
-            a.type.shape[1])
-
-
-def _dot_outputs(args: KernelArgs, attrs: Mapping, first: Expr, count: int, p: str = "") -> list[Stmt]:
-    """`count` outputs from `first` as dot products of a with rows of B ([N, K]): V lanes along k,
-    then the rest of k one at a time; `p` prefixes local names (no shadowing in nested scopes)."""
-    a, bm, c, out, _, k_extent = _gemv_operands(args)
-    v = args.caps.lanes(4)
-    kv = k_extent - k_extent % v if v > 1 else 0
-    k = Var("k", INDEX)
-    cols = [Binary("+", first, index(j)) for j in range(count)]
-    body: list[Stmt] = []
-    if kv:
-        body += [Local(f"{p}s{j}", Const(0, FLOAT, v), FLOAT, v) for j in range(count)]
-        inner: list[Stmt] = [Local(p + "av", Load(a.name, k, v), FLOAT, v)]
-        inner += [Assign(f"{p}s{j}", Binary("+", Var(f"{p}s{j}"), Binary(
-            "*", Var(p + "av"), Load(bm.name, Binary("+", Binary("*", col, index(k_extent)), k), v))))
-            for j, col in enumerate(cols)]
-        body.append(For("k", kv, tuple(inner), v))
-        body += [Local(f"{p}acc{j}", ReduceLanes("+", Var(f"{p}s{j}", FLOAT, v)), FLOAT) for j in range(count)]
-    else:
-        body += [Local(f"{p}acc{j}", const(0), FLOAT) for j in range(count)]
-    if k_extent - kv:
-        kr = Binary("+", Var("kr"), index(kv))
-        body.append(For("kr", k_extent - kv, tuple(
-            Assign(f"{p}acc{j}", Binary("+", Var(f"{p}acc{j}"), Binary(
-                "*", Load(a.name, kr), Load(bm.name, Binary("+", Binary("*", col, index(k_extent)), kr)))))
-            for j, col in enumerate(cols))))
-    body += [Store(out.name, col, gemv_epilogue(Var(f"{p}acc{j}"), col, 1, c, attrs), (index(0), col))
-             for j, col in enumerate(cols)]
-    return body
-
-
-def _row_products(a, bm, cols, kk: Expr, n_extent: int, width: int, p: str, tag: str) -> list[Stmt]:
-    """acc_j += a[kk] * B[kk, col_j]"""
-    ak: Expr = Load(a.name, kk)
-    name = f"{p}ak{tag}"
-    stmts: list[Stmt] = [Local(name, Broadcast(ak, width) if width > 1 else ak, FLOAT, width)]
-    stmts += [Assign(f"{p}acc{j}", Binary("+", Var(f"{p}acc{j}"), Binary(
-        "*", Var(name), Load(bm.name, Binary("+", Binary("*", kk, index(n_extent)), col), width))))
-        for j, col in enumerate(cols)]
-    return stmts
-
-
-def _column_outputs(args: KernelArgs, attrs: Mapping, first: Expr, count: int, width: int, p: str = "") -> list[Stmt]:
-    """`count` vectors of `width` columns from `first`, accumulating rows of B ([K, N]) scaled by a[k];
-    `p` prefixes local names."""
-    a, bm, c, out, n_extent, k_extent = _gemv_operands(args)
-    k = Var("k", INDEX)
-    cols = [Binary("+", first, index(j * width)) for j in range(count)]
-    zero = Const(0, FLOAT, width) if width > 1 else const(0)
-    body: list[Stmt] = [Local(f"{p}acc{j}", zero, FLOAT, width) for j in range(count)]
-    unroll = 1  # two rows per iteration measured slower on the Cortex-M4 (address arithmetic)
-    main_k = k_extent - k_extent % unroll
-    inner = [s for u in range(unroll)
-             for s in _row_products(a, bm, cols, Binary("+", k, index(u)) if u else k, n_extent, width, p, str(u))]
-    body.append(For("k", main_k, tuple(inner), unroll))
-    if k_extent - main_k:
-        body += _row_products(a, bm, cols, index(main_k), n_extent, width, p, "t")
-    body += [Store(out.name, col, gemv_epilogue(Var(f"{p}acc{j}", FLOAT, width), col, width, c, attrs), (index(0), col))
-             for j, col in enumerate(cols)]
-    return body
-
-
-def gemv(graph, node_id, cluster_id, args, attrs):
-    """y = alpha * a B' + beta * c for a single row a (see the module doc)."""
-    n_extent = args.outputs[0].type.shape[1]
-    v = args.caps.lanes(4)
-    stmts: list[Stmt] = []
-    if attrs["transB"]:  # B is [N, K]: dot products along k, NB outputs share each load of a
-        nb = 4
-        main = n_extent - n_extent % nb
-        if main:
-            stmts.append(For("j", main, tuple(_dot_outputs(args, attrs, Var("j", INDEX), nb)), nb))
-        if n_extent - main:  # leftover outputs, one at a time
-            first = Binary("+", Var("jr", INDEX), index(main))
-            stmts.append(For("jr", n_extent - main, tuple(_dot_outputs(args, attrs, first, 1, "r"))))
-        return stmts
-    # B is [K, N]: V outputs at a time accumulate rows of B
-    # each weight is used once: the loop is loads and multiply-adds, plus one load of a[k] and the
-    # loop's own instructions, shared by more outputs the more accumulators the registers hold
-    nb = 2 if v > 1 else 8 if args.caps.float_registers >= 32 else 4
-    step = v * nb
-    main = n_extent - n_extent % step
-    if main:
-        stmts.append(For("j", main, tuple(_column_outputs(args, attrs, Var("j", INDEX), nb, v)), step))
-    if n_extent - main:  # leftover columns, one at a time
-        first = Binary("+", Var("jr", INDEX), index(main))
-        stmts.append(For("jr", n_extent - main, tuple(_column_outputs(args, attrs, first, 1, 1, "r"))))
-    return stmts
+    if args.inputs[1].type.rank == 2:
+        ops = ConvOperands.of(args)
+        mbv, nb = (4, 2) if v <= 4 else (2, 4)
+        return convolution(ConvNest.of(ops), ConvSchedule(channels=mbv, lanes=v, positions=nb),
+                           ChannelVectors(ops, v))
+    ops = ConvOperands.of(args, flatten_pointwise=True)
+    geo = ops.geometry
+    mb, nb, v = _blocking(args.caps, geo.in_per_group == 1 and geo.out_per_group == 1)
+    return convolution(ConvNest.of(ops), ConvSchedule(channels=mb, positions=nb, row_lanes=v), RegisterBlock(ops))
 
 
 VECTORS.register("Conv", family="convolution", types=same("float32", 3, acc="float32"), layout="nchw", epilogue=True,
                   when=_is_float_2d_conv, pack=_pack_conv)(conv_host)
-VECTORS.register("Gemm", family="matrix", types=same("float32", 3, acc="float32"), epilogue=True, when=_is_gemv)(gemv)
-# the cortex-m backend's kernels: codegen/generate/functors/cortex_m.py
+# the cortex-m backend's schedule: codegen/generate/functors/cortex_m.py
 
 # Channels-last kernels (the layout pass's ConvNHWC and pools), registered on cpp: with the
 # target's vector width they are the host's, with one lane the portable ones.

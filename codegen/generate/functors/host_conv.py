@@ -1,4 +1,5 @@
-"""Channels-last convolution (ConvNHWC): vectors over output channels, register-blocked.
+"""Channels-last convolution (ConvNHWC): the family's loop nest (conv_nest.py) with vectors over
+output channels, register-blocked (the micro-kernel `NhwcConv` and its schedule).
 
 Output y[n, oh, ow, m] is computed in blocks of MB channel vectors (V lanes, the target's width)
 times NB output positions along the row: MB * NB accumulators stay in registers.
@@ -13,8 +14,8 @@ times NB output positions along the row: MB * NB accumulators stay in registers.
 Channels that do not fill a V-lane vector take the widest power-of-two vector of 4 lanes or more
 that fits, then scalars, so every channel count runs (odd ones included). Positions at the edges
 of the window use the tiles of conv.tiles with exact segments: each tile's taps are clipped to
-the input, so no load is tested. A row of positions not divisible by NB ends with single
-positions. The bias starts the accumulators; every store is a vector along the channel axis (the
+the input, so no load is tested. A row of positions not divisible by NB ends with one narrower
+block. The bias starts the accumulators; every store is a vector along the channel axis (the
 tensor's last), so fused ReLU, clip or residual adds run as vector code. Each accumulator adds
 its terms in the reference's order (bias, then taps, then input channels). With input_nchw the
 input is read in the model's layout (a network's first convolution reading its image): the
@@ -25,42 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tinsmith.generate.backend import CPP, same
-from tinsmith.generate.functors.conv import (Affine, ConvOperands, TileLoops, blocked_row, dot, loops, tile_loops,
-                                            tiles)
-from tinsmith.generate.loop_ir import (Assign, Binary, Broadcast, Comment, Const, Expr, For, Load, Local, Stmt, Store,
-                                      Var, const)
+from tinsmith.generate.functors.conv import Affine, ConvOperands, TileLoops, dot, loops
+from tinsmith.generate.functors.conv_nest import ChannelBlock, ConvNest, ConvSchedule, convolution
+from tinsmith.generate.loop_ir import Assign, Binary, Broadcast, Const, Expr, Load, Local, Stmt, Store, Var, const
 
 FLOAT = "float32"
-
-
-def channel_vectors(count: int, lanes: int) -> list[tuple[int, int]]:
-    """(offset, width) of the vectors covering `count` channels: `lanes` wide while they fit, then
-    the widest power of two of at least 4 that fits, then single channels."""
-    out, offset = [], 0
-    while offset < count:
-        width = lanes
-        while width > 1 and (width > count - offset or width < 4):
-            width //= 2
-        width = width if width >= 4 else 1
-        out.append((offset, width))
-        offset += width
-    return out
-
-
-def channel_blocks(count: int, lanes: int, per_block: int) -> list[tuple[int, int, list[tuple[int, int]]]]:
-    """(first channel, repetitions, vectors relative to the block's start): full blocks of
-    `per_block` vectors of `lanes`, repeated, then one block of what is left."""
-    vectors = channel_vectors(count, lanes)
-    full = [v for v in vectors if v[1] == lanes]
-    blocks = len(full) // per_block
-    parts = []
-    if blocks:
-        parts.append((0, blocks, [(i * lanes, lanes) for i in range(per_block)]))
-    rest = vectors[blocks * per_block:]
-    if rest:
-        first = rest[0][0]
-        parts.append((first, 1, [(off - first, w) for off, w in rest]))
-    return parts
 
 
 def _blocking(caps, depthwise: bool, vectors: int) -> tuple[int, int]:
@@ -74,8 +44,9 @@ def _blocking(caps, depthwise: bool, vectors: int) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class NhwcConv:
-    """A channels-last convolution kernel: its operands, whether it is depthwise (each channel its
-    own input) and whether the input is read in the model's layout (input_nchw)."""
+    """The channels-last micro-kernel: its operands, whether it is depthwise (each channel its own
+    input) and whether the input is read in the model's layout (input_nchw); a block is the
+    channel block's vectors x the positions (see _block)."""
 
     ops: ConvOperands
     depthwise: bool
@@ -98,6 +69,17 @@ class NhwcConv:
         geo = self.ops.geometry
         rest = c * geo.in_size + pixel if self.input_nchw else pixel * geo.channels + c
         return N * (geo.in_size * geo.channels) + rest
+
+    def prelude(self, block: ChannelBlock) -> list[Stmt]:
+        return []
+
+    def padding(self, tl: TileLoops, block: ChannelBlock) -> list[Stmt]:
+        """A window wholly in the padding: the bias alone."""
+        return [self.store(block.first + off, tl.out_pos, self.bias(block.first + off, width))
+                for off, width in block.vectors]
+
+    def block(self, tl: TileLoops, block: ChannelBlock, positions, width: int, scope: str) -> list[Stmt]:
+        return _block(self, tl, block.first, block.vectors, positions)
 
 
 N = Affine.var("n")
@@ -169,36 +151,18 @@ def _block(k: NhwcConv, tl: TileLoops, m0: Affine, vectors, positions) -> list[S
                     for i, (off, width) in enumerate(vectors) for j, (_, out_pos) in enumerate(positions)]
 
 
-def _tile(k: NhwcConv, tl: TileLoops, m0: Affine, vectors, nb: int) -> list[Stmt]:
-    """One exact tile: NB positions along its innermost output loop at a time (a column of edge
-    positions runs down its rows), the rest of the loop one narrower block."""
-    stmts: list[Stmt] = [Comment(tl.label)]
-    if tl.empty:  # the window lies in the padding: the bias alone
-        inner = [k.store(m0 + off, tl.out_pos, k.bias(m0 + off, width)) for off, width in vectors]
-        return stmts + list(loops(tl.outer, inner))
-    if not tl.outer:
-        return stmts + _block(k, tl, m0, vectors, [(tl.in_pos, tl.out_pos)])
-    blocks = max(1, min(nb, tl.outer[-1][1]))
-    return stmts + blocked_row(tl, blocks, lambda positions, _: _block(k, tl, m0, vectors, positions),
-                               leftover_loop=False)
-
-
 def conv_nhwc(graph, node_id, cluster_id, args, attrs):
-    """Channels-last convolution in register blocks of channel vectors x positions (see the module doc)."""
+    """The nest channels last: MB channel vectors x NB positions along the innermost output loop
+    (a column of edge positions runs down its rows), exact tiles, the rest of a loop one narrower
+    block; a block narrower than the target's vectors has registers left for more positions."""
     ops = ConvOperands.of(args, flatten_pointwise=True)
     geo = ops.geometry
     k = NhwcConv(ops, geo.group > 1, bool(attrs.get("input_nchw")))
     v = args.caps.lanes(4)
-    tile_list = tiles(ops.space.windows, exact_only=True)
     mb, nb = _blocking(args.caps, k.depthwise, max(1, geo.out_channels // v))
-    stmts: list[Stmt] = []
-    for first, repeat, vectors in channel_blocks(geo.out_channels, v, mb):
-        m0 = Affine.var("mb" if repeat > 1 else None) * (mb * v) + first
-        # a block narrower than the target's vectors has registers left for more positions
-        block_nb = nb if vectors[0][1] == v else min(8, nb * 2)
-        nests = [s for tile in tile_list for s in _tile(k, tile_loops(ops.space.axes, tile), m0, vectors, block_nb)]
-        stmts += loops((("mb", repeat),) if repeat > 1 else (), [For("n", geo.batch, tuple(nests))])
-    return stmts
+    schedule = ConvSchedule(channels=mb, lanes=v, positions=nb, narrow_positions=min(8, nb * 2), along="innermost",
+                            exact=True, leftover_loop=False)
+    return convolution(ConvNest.of(ops, grouped=False), schedule, k)
 
 
 CPP.register("ConvNHWC", family="convolution", types=same("float32", 3, acc="float32"), layout="nhwc", epilogue=True)(conv_nhwc)

@@ -1,7 +1,7 @@
 """Channels-last pools (AveragePoolNHWC, MaxPoolNHWC): vectors over channels.
 
 Each output position's channels are vectors (as wide as the target's, then narrower, then single
-channels: host_conv.channel_vectors); each tap adds (or takes the maximum of) one contiguous input
+channels: conv_nest.channel_vectors); each tap adds (or takes the maximum of) one contiguous input
 vector. The tiles are exact (conv.tiles), so every tap lies inside the input and AveragePool's
 divisor is the tile's constant count. MaxPool starts from the lowest float32 and keeps fmax's
 NaN rule (a NaN never wins), as the NCHW kernels and ONNX Runtime do.
@@ -14,7 +14,7 @@ import numpy as np
 
 from tinsmith.generate.backend import CPP, same
 from tinsmith.generate.functors.conv import Affine, Axis, dot, loops, row_major_strides, tile_loops, tiles
-from tinsmith.generate.functors.host_conv import channel_vectors
+from tinsmith.generate.functors.conv_nest import channel_vectors
 from tinsmith.generate.loop_ir import Assign, Binary, Comment, Const, Load, Local, Stmt, Store, For, Var
 
 FLOAT = "float32"

@@ -5,9 +5,10 @@ generator then calls it instead of the backend's functor.
 
 `pointwise_per_pixel`: a 1x1 convolution (stride 1, no padding, no groups) that copies a block of
 positions' input channels into a scratch buffer, then computes every output channel of those
-positions from the buffer. Output positions are written after their input positions were read
-and before any later position is, so in NCHW the output may start at the input's first byte
-whatever the channel counts: the workspace holds the larger of the two plus a few pixels.
+positions from the buffer: the convolution nest (conv_nest.py) in the "positions" order with the
+micro-kernel `PixelBlock`. Output positions are written after their input positions were read and
+before any later position is, so in NCHW the output may start at the input's first byte whatever
+the channel counts: the workspace holds the larger of the two plus a few pixels.
 """
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from tinsmith.generate.backend import KernelArgs, Traits, kernel_args
-from tinsmith.generate.functors.conv import Affine
-from tinsmith.generate.loop_ir import Assign, Binary, For, Load, Local, Scratch, Store, Var, const, index
+from tinsmith.generate.functors.conv import Affine, ConvOperands
+from tinsmith.generate.functors.conv_nest import ChannelBlock, ConvNest, ConvSchedule, convolution
+from tinsmith.generate.functors.fast import nchw_bias_stores, nchw_store
+from tinsmith.generate.loop_ir import Assign, Binary, For, Load, Local, Scratch, Stmt, Store, Var, const
 
 
 @dataclass(frozen=True)
@@ -53,58 +56,56 @@ def _is_plain_pointwise(args: KernelArgs, attrs) -> bool:
 
 
 PIXELS, CHANNELS = 4, 4  # a block of positions times output channels kept in registers
+N, C = Affine.var("n"), Affine.var("c")
+
+
+@dataclass(frozen=True)
+class PixelBlock:
+    """The micro-kernel of pointwise_per_pixel: a block of positions' input channels copied into
+    `pixel` (gather), then a channel block x those positions from the copy."""
+
+    ops: ConvOperands
+
+    def gather(self, tl, positions) -> list[Stmt]:
+        geo, count = self.ops.geometry, len(positions)
+        return [For("c", geo.channels, tuple(
+            Store("pixel", (C * count + j).expr(),
+                  Load(self.ops.x, (N * (geo.channels * geo.in_size) + C * geo.in_size + in_pos[0]).expr()))
+            for j, (in_pos, _) in enumerate(positions)))]
+
+    def prelude(self, block: ChannelBlock) -> list[Stmt]:
+        return []
+
+    def padding(self, tl, block: ChannelBlock) -> list[Stmt]:
+        return nchw_bias_stores(self.ops, tl, block.channels)  # (no padding: a pointwise convolution)
+
+    def block(self, tl, block: ChannelBlock, positions, width: int, scope: str) -> list[Stmt]:
+        geo, t = self.ops.geometry, self.ops.serial()
+        ocs, count = block.channels, len(positions)
+        accs = [[f"acc{t}_{i}_{j}" for j in range(count)] for i in range(len(ocs))]
+        stmts: list[Stmt] = [Local(accs[i][j], Load(self.ops.bias, oc.expr()) if self.ops.bias else const(0))
+                             for i, oc in enumerate(ocs) for j in range(count)]
+        body: list[Stmt] = [Local(f"w{t}_{i}", Load(self.ops.w, (oc * geo.channels + C).expr()))
+                            for i, oc in enumerate(ocs)]
+        body += [Local(f"x{t}_{j}", Load("pixel", (C * count + j).expr())) for j in range(count)]
+        body += [Assign(accs[i][j], Binary("+", Var(accs[i][j]), Binary("*", Var(f"x{t}_{j}"), Var(f"w{t}_{i}"))))
+                 for i in range(len(ocs)) for j in range(count)]
+        stmts.append(For("c", geo.channels, tuple(body)))
+        return stmts + [nchw_store(self.ops, oc, out_pos, Var(accs[i][j]))
+                        for i, oc in enumerate(ocs) for j, (_, out_pos) in enumerate(positions)]
 
 
 @register_variant("pointwise_per_pixel", "Conv", _is_plain_pointwise,
                   scratch=lambda prepared, caps: [Scratch("pixel", "float32", PIXELS * prepared.inputs[0].shape[1])])
 def pointwise_per_pixel(graph, node_id, cluster_id, args, attrs):
-    """Per block of PIXELS positions: their input channels into `pixel`, then every output channel
-    of those positions, CHANNELS at a time (PIXELS x CHANNELS accumulators, each input and weight
-    loaded once per block). Positions and channels left over run in smaller blocks."""
-    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
-    b = args.inputs[2] if len(args.inputs) > 2 else None
-    batch, channels, height, width = x.type.shape
-    out_channels = y.type.shape[1]
-    hw = height * width
-    n, c = Affine.var("n"), Affine.var("c")
-
-    def block(p0: Affine, pixels: int) -> list:
-        """Positions p0 .. p0 + pixels - 1: gather them, then all output channels."""
-        gather = For("c", channels, tuple(
-            Store("pixel", (c * pixels + j).expr(), Load(x.name, (n * (channels * hw) + c * hw + p0 + j).expr()))
-            for j in range(pixels)))
-
-        def outputs(m0: Affine, count: int) -> list:
-            accs = [[f"acc{i}_{j}" for j in range(pixels)] for i in range(count)]
-            init = [Load(b.name, (m0 + i).expr()) if b is not None else const(0) for i in range(count)]
-            body = [Local(f"w{i}", Load(w.name, ((m0 + i) * channels + c).expr())) for i in range(count)]
-            body += [Local(f"x{j}", Load("pixel", (c * pixels + j).expr())) for j in range(pixels)]
-            body += [Assign(accs[i][j], Binary("+", Var(accs[i][j]), Binary("*", Var(f"x{j}"), Var(f"w{i}"))))
-                     for i in range(count) for j in range(pixels)]
-            stmts = [Local(accs[i][j], init[i]) for i in range(count) for j in range(pixels)]
-            stmts.append(For("c", channels, tuple(body)))
-            for i in range(count):
-                for j in range(pixels):
-                    pos = (p0 + j).expr()
-                    stmts.append(Store(y.name, (n * (out_channels * hw) + (m0 + i) * hw + p0 + j).expr(),
-                                       Var(accs[i][j]), (n.expr(), (m0 + i).expr(), Binary("/", pos, index(width)),
-                                                         Binary("%", pos, index(width)))))
-            return stmts
-        full = out_channels // CHANNELS * CHANNELS
-        stmts = [gather]
-        if full:
-            stmts.append(For("m", full, tuple(outputs(Affine.var("m"), CHANNELS)), CHANNELS))
-        if out_channels > full:
-            stmts.append(For("m", out_channels - full, tuple(outputs(Affine.var("m") + full, 1))))
-        return stmts
-
-    whole = hw // PIXELS * PIXELS
-    body = []
-    if whole:
-        body.append(For("p", whole, tuple(block(Affine.var("p"), PIXELS)), PIXELS))
-    if hw > whole:
-        body += block(Affine(const=whole), hw - whole)
-    return [For("n", batch, tuple(body))]
+    """The convolution nest with positions outside channels: per block of PIXELS positions, their
+    input channels into `pixel`, then every output channel of those positions, CHANNELS at a time
+    (PIXELS x CHANNELS accumulators, each input and weight loaded once per block). Positions and
+    channels left over run as one smaller block each."""
+    ops = ConvOperands.of(args, flatten_pointwise=True)
+    schedule = ConvSchedule(channels=CHANNELS, positions=PIXELS, leftover_loop=False, order="positions",
+                            channel_steps=True, channel_var="m")
+    return convolution(ConvNest.of(ops), schedule, PixelBlock(ops))
 
 
 def applicable_variants(graph, sched, backend, caps) -> dict[str, str]:

@@ -9,14 +9,20 @@ fixed stride of rows become one loop, so the code stays the size of a few kernel
 `row % rows_in_ring`.
 
 `Pipeline` describes the layers (tinsmith.planners.rows finds them in a schedule); `pipeline_kernel`
-gives the loop IR, which the plan checker traces like any kernel's.
+gives the loop IR, which the plan checker traces like any kernel's: each row of each layer is the
+convolution family's loop nest (conv_nest.py) over the row's columns, in the "rows" order, with
+the micro-kernel `RowBlock`.
 """
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from tinsmith.generate.functors.conv import Affine
-from tinsmith.generate.loop_ir import Binary, For, Load, Local, Assign, Scratch, Store, Var, const, index
+from tinsmith.generate.functors.conv import Affine, Axis, TileLoops
+from tinsmith.generate.functors.conv_nest import ChannelBlock, ConvNest, ConvSchedule, ConvSpace, convolution
+from tinsmith.generate.loop_ir import Assign, Binary, For, Load, Local, Scratch, Store, Var, const, index
+from tinsmith.ops.conv import Window
 
 CHANNELS, POSITIONS = 4, 2  # output channels times positions kept in registers (8 accumulators)
 
@@ -151,16 +157,16 @@ def pipeline_kernel(p: Pipeline) -> list:
     rings = p.ring_rows()
     steps = p.steps()
     body = []
-    names = [0]  # a serial for local names: rows of one loop body share a C++ scope
+    serials = itertools.count()  # rows of one loop body share a C++ scope: their locals' names differ
     for t, period, n, advance in _runs(steps):
         items = [item for j in range(period) for item in steps[t + j]]
         if n == 1:
             for l, r in items:
-                body += _row(p, rings, l, Affine(const=r), r, names)
+                body += _row(p, rings, l, Affine(const=r), r, serials)
         else:
             stmts = []
             for (l, r), a in zip(items, advance):
-                stmts += _row(p, rings, l, Affine(const=r) + Affine.var("u") * a, r, names)
+                stmts += _row(p, rings, l, Affine(const=r) + Affine.var("u") * a, r, serials)
             body.append(For("u", n, tuple(stmts)))
     return body
 
@@ -174,88 +180,86 @@ def _at(p: Pipeline, rings, value: str, c, row: Affine, x):
     return value, (c * (height * width) + row * width + x).expr()
 
 
-def _row(p: Pipeline, rings, l: Layer, row: Affine, r0: int, names: list[int]) -> list:
-    """Output row `row` of layer `l` (`r0`: its value at the first repetition, which has the same taps)."""
-    kys = [k for k in range(l.kh) if 0 <= r0 * l.sh - l.ph + k < l.hin]
-    full = l.cout - l.cout % CHANNELS
-    blocks = ([(Affine.var("mb") if full > CHANNELS else Affine(), CHANNELS)] if full else []) + \
-        [(Affine(const=m), 1) for m in range(full, l.cout)]
-    out = []
-    for seg in _segments(l):
-        taps = _column_taps(l, seg[0])
-        pairs = len(seg) // POSITIONS * POSITIONS
-        # positions POSITIONS at a time (a loop over the segment's interior), the one left on its own
-        groups = ([(Affine.var("ox") + seg[0] if pairs > POSITIONS else Affine(const=seg[0]), POSITIONS, pairs)]
-                  if pairs else []) + [(Affine(const=ox), 1, 1) for ox in seg[pairs:]]
-        for ox, width, span in groups:
-            for m, count in blocks:
-                tag = names.pop()
-                names.append(tag + 1)
-                inner = _block(p, rings, l, row, kys, taps, ox, width, m, count, tag)
-                block = [For("ox", span, tuple(inner), POSITIONS)] if span > width else inner
-                if count == CHANNELS and full > CHANNELS:
-                    block = [For("mb", full, tuple(block), CHANNELS)]
-                out += block
-    return out
+def _row(p: Pipeline, rings, l: Layer, row: Affine, r0: int, serials: Iterator[int]) -> list:
+    """Output row `row` of layer `l` (`r0`: its value at the first repetition, which has the same
+    taps): the convolution nest over the row's columns, positions outside channels, with exact
+    tiles (columns whose windows read the same taps) and the micro-kernel `RowBlock`."""
+    kys = tuple(k for k in range(l.kh) if 0 <= r0 * l.sh - l.ph + k < l.hin)
+    columns = ConvSpace((Axis(Window(l.win, l.wout, l.kw, l.sw, 1, l.pw, l.pw)),))
+    schedule = ConvSchedule(channels=CHANNELS, positions=POSITIONS, exact=True, leftover_loop=False,
+                            order="rows", channel_steps=True)
+    return convolution(ConvNest(1, 1, l.cout, (columns,)), schedule, RowBlock(p, rings, l, row, kys, serials))
 
 
-def _column_taps(l: Layer, ox: int) -> tuple[int, ...]:
-    """The window's columns that fall inside the input for output column `ox`."""
-    return tuple(k for k in range(l.kw) if 0 <= ox * l.sw - l.pw + k < l.win)
+@dataclass(frozen=True)
+class RowBlock:
+    """The micro-kernel of one output row of one layer: a channel block x positions along the row,
+    accumulators that start at the bias, every tap of the row's input rows `kys` over the input
+    channels, then the epilogue (residual, ReLU) and the stores, in rings or whole values."""
 
+    p: Pipeline
+    rings: dict
+    l: Layer
+    row: Affine
+    kys: tuple[int, ...]
+    serials: Iterator[int]
 
-def _segments(l: Layer) -> list[list[int]]:
-    """Runs of output columns with the same taps: a loop over the interior, the edges on their own."""
-    segments: list[list[int]] = []
-    for ox in range(l.wout):
-        if segments and _column_taps(l, segments[-1][0]) == _column_taps(l, ox):
-            segments[-1].append(ox)
-        else:
-            segments.append([ox])
-    return segments
+    def prelude(self, block: ChannelBlock) -> list:
+        return []
 
+    def gather(self, tl: TileLoops, positions) -> list:
+        return []
 
-def _block(p: Pipeline, rings, l: Layer, row: Affine, kys, taps, ox: Affine, width: int, m: Affine, count: int,
-           tag: int) -> list:
-    """`count` output channels from `m` times `width` positions from `ox`: accumulators that start
-    at the bias, every tap over the input channels, then the epilogue and the stores."""
-    acc = [[f"acc{tag}_{i}_{j}" for j in range(width)] for i in range(count)]
-    inner = [Local(acc[i][j], Load(l.b, (m + i).expr()) if l.b else const(0))
-             for i in range(count) for j in range(width)]
-    inner.append(For("c", l.cin, tuple(_block_taps(p, rings, l, row, kys, taps, ox, width, m, count, tag, acc))))
-    for i in range(count):
-        for j in range(width):
-            value = Var(acc[i][j])
-            if l.residual is not None:
-                buf, at = _at(p, rings, l.residual, m + i, row, ox + j)
-                value = Binary("+", value, Load(buf, at))
-            if l.relu:
-                value = Binary("max", value, const(0))
-            buf, at = _at(p, rings, l.out, m + i, row, ox + j)
-            inner.append(Store(buf, at, value))
-    return inner
+    def padding(self, tl: TileLoops, block: ChannelBlock) -> list:
+        return self._stores(block, [(tl.in_pos, tl.out_pos)], [[self._bias(m)] for m in block.channels])
 
+    def _bias(self, m: Affine):
+        return Load(self.l.b, m.expr()) if self.l.b else const(0)
 
-def _block_taps(p: Pipeline, rings, l: Layer, row: Affine, kys, taps, ox: Affine, width: int, m: Affine,
-                count: int, tag: int, acc) -> list:
-    """One input channel's multiply-adds of a block: per tap, the inputs under it, then each
-    channel's weight times them."""
-    c = Affine.var("c")
-    stmts = []
-    for ky in kys:
-        iy = row * l.sh + (ky - l.ph)
-        for kx in taps:
-            xs = []
-            for j in range(width):
-                buf, at = _at(p, rings, l.x, c, iy, (ox + j) * l.sw + (kx - l.pw))
-                xs.append(f"x{tag}_{ky}_{kx}_{j}")
-                stmts.append(Local(xs[-1], Load(buf, at)))
-            for i in range(count):
-                wv = f"w{tag}_{ky}_{kx}_{i}"
-                stmts.append(Local(wv, Load(l.w, (((m + i) * l.cin + c) * (l.kh * l.kw) + (ky * l.kw + kx)).expr())))
-                for j in range(width):
-                    stmts.append(Assign(acc[i][j], Binary("+", Var(acc[i][j]), Binary("*", Var(wv), Var(xs[j])))))
-    return stmts
+    def block(self, tl: TileLoops, block: ChannelBlock, positions, width: int, scope: str) -> list:
+        tag = next(self.serials)
+        ms = block.channels
+        acc = [[f"acc{tag}_{i}_{j}" for j in range(len(positions))] for i in range(len(ms))]
+        inner = [Local(acc[i][j], self._bias(m)) for i, m in enumerate(ms) for j in range(len(positions))]
+        inner.append(For("c", self.l.cin, tuple(self._taps(tl, ms, positions, tag, acc))))
+        return inner + self._stores(block, positions, [[Var(a) for a in row] for row in acc])
+
+    def _taps(self, tl: TileLoops, ms, positions, tag: int, acc) -> list:
+        """One input channel's multiply-adds: per tap, the inputs under it, then each channel's
+        weight times them (the tile's column taps unrolled)."""
+        l, c = self.l, Affine.var("c")
+        count = tl.taps[0][1] if tl.taps else 1
+        stmts = []
+        for ky in self.kys:
+            iy = self.row * l.sh + (ky - l.ph)
+            for tv in range(count):
+                kx = tl.tap[0].substituted("k0", Affine((), tv)).const
+                xs = []
+                for j, (in_pos, _) in enumerate(positions):
+                    buf, at = _at(self.p, self.rings, l.x, c, iy, in_pos[0].substituted("k0", Affine((), tv)))
+                    xs.append(f"x{tag}_{ky}_{kx}_{j}")
+                    stmts.append(Local(xs[-1], Load(buf, at)))
+                for i, m in enumerate(ms):
+                    wv = f"w{tag}_{ky}_{kx}_{i}"
+                    stmts.append(Local(wv, Load(l.w, ((m * l.cin + c) * (l.kh * l.kw) + (ky * l.kw + kx)).expr())))
+                    stmts += [Assign(acc[i][j], Binary("+", Var(acc[i][j]), Binary("*", Var(wv), Var(x))))
+                              for j, x in enumerate(xs)]
+        return stmts
+
+    def _stores(self, block: ChannelBlock, positions, values) -> list:
+        """Each value, plus the residual, through ReLU, to its output element."""
+        stmts = []
+        for i, m in enumerate(block.channels):
+            for j, (_, out_pos) in enumerate(positions):
+                value = values[i][j]
+                if self.l.residual is not None:
+                    buf, at = _at(self.p, self.rings, self.l.residual, m, self.row, out_pos[0])
+                    value = Binary("+", value, Load(buf, at))
+                if self.l.relu:
+                    value = Binary("max", value, const(0))
+                buf, at = _at(self.p, self.rings, self.l.out, m, self.row, out_pos[0])
+                stmts.append(Store(buf, at, value))
+        return stmts
 
 
 __all__ = ["Layer", "Pipeline", "pipeline_kernel", "CHANNELS", "POSITIONS"]
