@@ -12,6 +12,8 @@ their own file to `load_target`, with no code change. The format, version 1:
       ar: ar
       ranlib: ranlib
       nm: nm
+      link: gcc                       # optional: the driver that links (default: cxx; gcc where
+                                      # the toolchain has no C++ library for g++ to add)
       path: /opt/arm/bin              # optional
       system_includes: [cxx]          # optional: folders searched for C++'s system headers,
                                       # relative to this file (a toolchain that ships none)
@@ -88,10 +90,13 @@ class Toolchain:
     ranlib: str
     nm: str
     path: Path | None = None
+    link: str | None = None  # the driver that links, when not cxx
     system_includes: tuple[Path, ...] = ()  # C++ system headers the toolchain lacks (searched with -isystem)
 
     def command(self, tool: str) -> str:
-        """The command that runs `tool` ("cc", "cxx", ..., or any other binutils name)."""
+        """The command that runs `tool` ("cc", "cxx", "link", ..., or any other binutils name)."""
+        if tool == "link":
+            return self.prefix + (self.link or self.cxx)
         return self.prefix + getattr(self, tool, tool)
 
 
@@ -344,6 +349,7 @@ def _toolchain(fields: _Fields, path: Path) -> Toolchain:
     tools = {key: fields.string(key) for key in ("cc", "cxx", "ar", "ranlib", "nm")}
     prefix = fields.string("prefix", required=False, default="", empty=True)
     folder = fields.string("path", required=False)
+    link = fields.string("link", required=False)
     includes = fields.strings("system_includes") if "system_includes" in fields.data else ()
     fields.done()
     resolved = tuple((path.parent / item).resolve() for item in includes)
@@ -352,7 +358,7 @@ def _toolchain(fields: _Fields, path: Path) -> Toolchain:
             raise TargetError(fields.at("system_includes"), f"system include folder '{item}' does not exist",
                               f"paths are relative to {path.parent}")
     return Toolchain(prefix=prefix, path=(path.parent / folder).resolve() if folder else None,
-                     system_includes=resolved, **tools)
+                     link=link, system_includes=resolved, **tools)
 
 
 def _region(fields: _Fields) -> MemoryRegion:

@@ -57,7 +57,7 @@ def configure_toolchain(env, target: Target | str | Path, optimize: str | None =
     cpu = list(target.cpu_flags)
     opt = [optimize or target.optimize]
     cross.Replace(
-        CC=tc.command("cc"), CXX=tc.command("cxx"), AS=tc.command("as"), LINK=tc.command("cxx"),
+        CC=tc.command("cc"), CXX=tc.command("cxx"), AS=tc.command("as"), LINK=tc.command("link"),
         AR=tc.command("ar"), RANLIB=tc.command("ranlib"), NM=tc.command("nm"),
         CCFLAGS=cpu + opt + list(target.ccflags) + list(extra_ccflags),
         CFLAGS=list(target.cflags),
