@@ -31,7 +31,7 @@ from codegen.pipeline import lower  # noqa: E402
 from codegen.targets import load_target  # noqa: E402
 from codegen.targets.qemu import kernel_instructions, run_on_emulator  # noqa: E402
 
-TARGETS = ("host", "cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55", "cortex-m0plus")
+TARGETS = ("host", "cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55", "cortex-m0plus", "rv32imafc", "rv32imac")
 OUT = ROOT / "docs" / "BENCHMARKS.md"
 
 
