@@ -140,3 +140,19 @@ def test_riscv_counter_counts_the_instructions_of_a_known_loop(core, tmp_path):
                     "-T", str(tmp_path / "memory.ld"), *sources, "-o", str(tmp_path / "loop.elf")], check=True)
     run = run_on_emulator(core, tmp_path / "loop.elf", b"")
     assert run.instructions == 2001
+
+
+def test_missing_riscv_tools_are_named_with_their_packages(tinsmith_cmd, tmp_path, monkeypatch):
+    proc = tinsmith_cmd("build", str(ROOT / "graphs" / "mlp.yaml"), "--target", "rv32imac", "--build-dir",
+                        str(tmp_path / "b"), cwd=tmp_path, env={"PATH": "/nonexistent"})
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "error: the compiler for target 'rv32imac', riscv64-unknown-elf-g++, is not on PATH" in proc.stderr
+    assert "apt-get install gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf" in proc.stderr
+    from codegen.targets.qemu import EmulatorError
+    (tmp_path / "fw.elf").write_bytes(b"\x7fELF")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(EmulatorError) as info:
+        run_on_emulator("rv32imac", tmp_path / "fw.elf", b"")
+    assert str(info.value).splitlines() == [
+        "error: emulator 'qemu-system-riscv32' for target 'rv32imac' is not on PATH",
+        "note: on Debian or Ubuntu: apt-get install qemu-system-misc"]

@@ -76,7 +76,7 @@ def run_on_emulator(target: Target | str, elf: str | Path, input_bytes: bytes,
     command = emulator_command(target, elf)
     if shutil.which(command[0]) is None:
         raise EmulatorError(None, f"emulator '{command[0]}' for target '{target.name}' is not on PATH",
-                            f"on Debian or Ubuntu: apt-get install {EMULATOR_PACKAGES.get(command[0], 'qemu-system')}")
+                            f"on Debian or Ubuntu: apt-get install {EMULATOR_PACKAGES.get(command[0], 'qemu-system-arm')}")
     limit = timeout if timeout is not None else target.emulator.timeout_seconds
     with tempfile.TemporaryDirectory(prefix="tinsmith-qemu-") as folder:
         work = Path(folder)
