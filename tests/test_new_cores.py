@@ -6,6 +6,7 @@ board draw on cpp (and fpu-registers with the F extension), with a runtime of th
 computes, and the int8 models are bit-exact with the TensorFlow Lite Micro interpreter."""
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 
@@ -83,6 +84,44 @@ def test_every_graph_agrees_with_the_host(builds):
         # as on the Cortex-M4: newlib's (picolibc's) libm and the FPU's contraction against glibc's
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * float(np.abs(want).max()), err_msg=graph.name)
         assert run.instructions and run.instructions > 0
+        # the report's worst case bounds the stack the call used
+        report = json.loads((out / core / graph.name / f"{graph.name}.json").read_text())
+        assert 0 < run.stack_bytes <= report["ram"]["stack_bytes"], graph.name
+
+
+def test_riscv_frames_from_disassembly_match_the_compiler(builds):
+    """The RISC-V rules that bound library functions' frames give GCC's own figure for every
+    function of every graph's model object."""
+    core, out = builds
+    if core not in RISCV_CORES:
+        pytest.skip("the Arm rules are tests/test_measure.py's")
+    from codegen.measure.binutils import read_binary
+    from codegen.measure.frames import frame_from_disassembly, read_callgraph_info
+    compared = 0
+    for path in GRAPHS:
+        ci = out / core / path.stem / f"{path.stem}.ci"
+        binary = read_binary(load_target(core), ci.with_suffix(".o"))
+        for symbol, frame in read_callgraph_info(ci).items():
+            if symbol in binary.functions:
+                assert frame_from_disassembly("riscv", binary.functions[symbol], "-").bytes == frame.bytes, symbol
+                compared += 1
+    assert compared >= 30
+
+
+def test_riscv_millicode_and_register_moves_count_toward_the_frame():
+    from codegen.measure.binutils import Function, Instruction
+    from codegen.measure.frames import frame_from_disassembly
+
+    def fn(*lines):
+        body = tuple(Instruction(2 * i, *(line.split(" ", 1) + [""])[:2], None) for i, line in enumerate(lines))
+        return Function("f", ".text", 0, 2 * len(lines), body)
+    # picolibc's prologue: ra and s0..s2 saved by millicode (16 bytes), then 32 of its own
+    assert frame_from_disassembly("riscv", fn("jal t0,80001dd2 <__riscv_save_3>", "add sp,sp,-32", "mv a0,s0",
+                                              "add sp,sp,32", "j 80001df6 <__riscv_restore_3>"), "-").bytes == 48
+    # the millicode itself: down 64, back up 32 by a register li set
+    assert frame_from_disassembly("riscv", fn("add sp,sp,-64", "li t1,-32", "sw s6,32(sp)", "sub sp,sp,t1",
+                                              "jr t0"), "-").bytes == 64
+    assert frame_from_disassembly("riscv", fn("add sp,sp,-16", "sub sp,sp,a5"), "-").bytes is None
 
 
 INT8_MODELS = ("kws_dscnn", "vww_mobilenet", "ic_resnet8", "ad_autoencoder")
