@@ -6,24 +6,8 @@
  * calls main() and hands its status to the host through semihosting. Symbols come from
  * sections.ld, which puts .vectors (here: Reset_Handler itself) first in FLASH. The global
  * pointer stays unused: nothing defines __global_pointer$, so the linker relaxes no access to it. */
-#include <stdint.h>
+#include "reset_steps.inc"
 
-#include "measure.h"
-#include "semihost.h"
-
-extern uint32_t __data_load[];
-extern uint32_t __data_start[];
-extern uint32_t __data_end[];
-extern uint32_t __bss_start[];
-extern uint32_t __bss_end[];
-typedef void (*tinsmith_init_fn)(void);
-extern tinsmith_init_fn __preinit_array_start[];
-extern tinsmith_init_fn __preinit_array_end[];
-extern tinsmith_init_fn __init_array_start[];
-extern tinsmith_init_fn __init_array_end[];
-
-int main(void);
-void tinsmith_stack_paint_at_reset(void); /* measure_riscv.c */
 void tinsmith_trap_entry(void);
 
 #define MSTATUS_FS_INITIAL 0x2000u /* mstatus.FS = 1: F registers usable */
@@ -34,14 +18,7 @@ __attribute__((noreturn, used)) void tinsmith_reset(void) {
   __asm__ volatile(".option push\n .option arch, +zicsr\n csrs mstatus, %0\n csrw fcsr, zero\n .option pop"
                    :: "r"(MSTATUS_FS_INITIAL));
 #endif
-  tinsmith_stack_paint_at_reset();
-  /* volatile keeps GCC from turning the loops into memcpy/memset calls (see startup.c). */
-  volatile uint32_t* to = __data_start;
-  for (const uint32_t* from = __data_load; to < __data_end;) *to++ = *from++;
-  for (to = __bss_start; to < __bss_end;) *to++ = 0u;
-  for (tinsmith_init_fn* f = __preinit_array_start; f < __preinit_array_end; ++f) (*f)();
-  for (tinsmith_init_fn* f = __init_array_start; f < __init_array_end; ++f) (*f)();
-  tinsmith_sh_exit(main());
+  tinsmith_start_main();
 }
 
 /* The image's entry and first instruction: the stack pointer and trap vector, then C. */
