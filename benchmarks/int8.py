@@ -170,7 +170,8 @@ def write_section(doc: Path, table: list[str]) -> None:
                  ["QEMU with `-icount`. There is no TFLite Micro figure for this core (none was measured on",
                   "the emulated board), so its columns are empty; instructions per MAC compare it with the others."]),
                "The QDQ ONNX row is the kws network quantized by ONNX Runtime's `quantize_static`",
-               "(`models/make_qdq.py`: int8 activations, per-channel int8 weights), against the same figures.",
+               "(`models/make_qdq.py`: int8 activations, per-channel int8 weights)"
+               + (", against the same figures." if TFLM_CMSIS_NN else "."),
                "", *table, ""]
     old = doc.read_text().splitlines()
     if title in old:
