@@ -195,3 +195,22 @@ def test_missing_riscv_tools_are_named_with_their_packages(tinsmith_cmd, tmp_pat
     assert str(info.value).splitlines() == [
         "error: emulator 'qemu-system-riscv32' for target 'rv32imac' is not on PATH",
         "note: on Debian or Ubuntu: apt-get install qemu-system-misc"]
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("runtime: [startup_riscv.c,", "runtime: [startup_nowhere.c,", "'runtime' names 'startup_nowhere.c', which is not in"),
+    ("runtime: [startup_riscv.c,", "runtime: [../baremetal/startup_riscv.c,", "'runtime' names '../baremetal/startup_riscv.c'"),
+    ("system_includes: [../../runtime_cpp/baremetal/riscv_cxx]", "system_includes: [nowhere]",
+     "system include folder 'nowhere' does not exist"),
+])
+def test_a_target_files_runtime_and_system_includes_are_checked_where_written(tmp_path, old, new, message):
+    from codegen.targets import TargetError
+    text = (ROOT / "codegen" / "targets" / "rv32imac.yaml").read_text()
+    path = ROOT / "codegen" / "targets" / "rv32imac.yaml"
+    line = next(i for i, l in enumerate(text.splitlines(), 1) if old in l)
+    bad = tmp_path / "bad.yaml"
+    # system_includes are relative to the file: keep the folder where the built-in one points
+    bad.write_text(text.replace(old, new).replace("../../runtime_cpp", str(path.parents[2] / "runtime_cpp")))
+    with pytest.raises(TargetError) as info:
+        load_target(bad)
+    assert str(info.value).startswith(f"{bad}:{line}:") and message in str(info.value)

@@ -350,7 +350,7 @@ def _toolchain(fields: _Fields, path: Path) -> Toolchain:
     prefix = fields.string("prefix", required=False, default="", empty=True)
     folder = fields.string("path", required=False)
     link = fields.string("link", required=False)
-    includes = fields.strings("system_includes") if "system_includes" in fields.data else ()
+    includes = fields.strings("system_includes") if fields.raw("system_includes", required=False) is not None else ()
     fields.done()
     resolved = tuple((path.parent / item).resolve() for item in includes)
     for item, where in zip(includes, resolved):
@@ -394,7 +394,7 @@ def _board(fields: _Fields, path: Path) -> Board:
     clock = fields.size("core_clock_hz", required=False)
     script = fields.string("linker_script", required=False)
     placement_fields = fields.nested("placement", required=False)
-    runtime = fields.strings("runtime") if "runtime" in fields.data else DEFAULT_RUNTIME
+    runtime = fields.strings("runtime") if fields.raw("runtime", required=False) is not None else DEFAULT_RUNTIME
     fields.done()
     missing = [name for name in runtime if Path(name).name != name or not (BAREMETAL_DIR / name).is_file()]
     if missing:
