@@ -89,12 +89,11 @@ def test_every_graph_agrees_with_the_host(builds):
         assert 0 < run.stack_bytes <= report["ram"]["stack_bytes"], graph.name
 
 
+@pytest.mark.parametrize("builds", [_core(name) for name in RISCV_CORES], indirect=True)
 def test_riscv_frames_from_disassembly_match_the_compiler(builds):
     """The RISC-V rules that bound library functions' frames give GCC's own figure for every
-    function of every graph's model object."""
+    function of every graph's model object (the Arm rules are tests/test_measure.py's)."""
     core, out = builds
-    if core not in RISCV_CORES:
-        pytest.skip("the Arm rules are tests/test_measure.py's")
     from codegen.measure.binutils import read_binary
     from codegen.measure.frames import frame_from_disassembly, read_callgraph_info
     compared = 0
