@@ -13,10 +13,10 @@ import subprocess
 import numpy as np
 import pytest
 
-from codegen.generate.backends import backend_for
-from codegen.pipeline import lower
-from codegen.targets import load_target
-from codegen.targets.qemu import run_on_emulator
+from tinsmith.generate.backends import backend_for
+from tinsmith.pipeline import lower
+from tinsmith.targets import load_target
+from tinsmith.targets.qemu import run_on_emulator
 from conftest import ROOT, scons
 
 GRAPHS = sorted((ROOT / "graphs").glob("*.yaml"))
@@ -94,8 +94,8 @@ def test_riscv_frames_from_disassembly_match_the_compiler(builds):
     """The RISC-V rules that bound library functions' frames give GCC's own figure for every
     function of every graph's model object (the Arm rules are tests/test_measure.py's)."""
     core, out = builds
-    from codegen.measure.binutils import read_binary
-    from codegen.measure.frames import frame_from_disassembly, read_callgraph_info
+    from tinsmith.measure.binutils import read_binary
+    from tinsmith.measure.frames import frame_from_disassembly, read_callgraph_info
     compared = 0
     for path in GRAPHS:
         ci = out / core / path.stem / f"{path.stem}.ci"
@@ -108,8 +108,8 @@ def test_riscv_frames_from_disassembly_match_the_compiler(builds):
 
 
 def test_riscv_millicode_and_register_moves_count_toward_the_frame():
-    from codegen.measure.binutils import Function, Instruction
-    from codegen.measure.frames import frame_from_disassembly
+    from tinsmith.measure.binutils import Function, Instruction
+    from tinsmith.measure.frames import frame_from_disassembly
 
     def fn(*lines):
         body = tuple(Instruction(2 * i, *(line.split(" ", 1) + [""])[:2], None) for i, line in enumerate(lines))
@@ -129,7 +129,7 @@ INT8_MODELS = ("kws_dscnn", "vww_mobilenet", "ic_resnet8", "ad_autoencoder")
 @pytest.mark.parametrize("core", CORES)
 def test_int8_models_are_bit_exact(core, tmp_path):
     tflm = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
-    from codegen.cli import run_compiled
+    from tinsmith.cli import run_compiled
     for name in INT8_MODELS:
         path = ROOT / "models" / f"{name}_int8.tflite"
         graph = lower(path)
@@ -166,8 +166,8 @@ int main(void) {
 def test_riscv_counter_counts_the_instructions_of_a_known_loop(core, tmp_path):
     """minstret, as QEMU's -icount advances it, converted by the target's clock: the loop's 2001
     instructions exactly (the reads around it cost what the overhead measurement subtracts)."""
-    from codegen.targets import BAREMETAL_DIR
-    from codegen.targets.firmware import memory_script
+    from tinsmith.targets import BAREMETAL_DIR
+    from tinsmith.targets.firmware import memory_script
     target = load_target(core)
     (tmp_path / "main.c").write_text(KNOWN_LOOP)
     (tmp_path / "memory.ld").write_text(memory_script(target))
@@ -186,7 +186,7 @@ def test_missing_riscv_tools_are_named_with_their_packages(tinsmith_cmd, tmp_pat
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "error: the compiler for target 'rv32imac', riscv64-unknown-elf-g++, is not on PATH" in proc.stderr
     assert "apt-get install gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf" in proc.stderr
-    from codegen.targets.qemu import EmulatorError
+    from tinsmith.targets.qemu import EmulatorError
     (tmp_path / "fw.elf").write_bytes(b"\x7fELF")
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(EmulatorError) as info:
@@ -203,7 +203,7 @@ def test_missing_riscv_tools_are_named_with_their_packages(tinsmith_cmd, tmp_pat
      "system include folder 'nowhere' does not exist"),
 ])
 def test_a_target_files_runtime_and_system_includes_are_checked_where_written(tmp_path, old, new, message):
-    from codegen.targets import TargetError
+    from tinsmith.targets import TargetError
     text = (ROOT / "codegen" / "targets" / "rv32imac.yaml").read_text()
     path = ROOT / "codegen" / "targets" / "rv32imac.yaml"
     line = next(i for i, l in enumerate(text.splitlines(), 1) if old in l)
