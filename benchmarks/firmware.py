@@ -31,7 +31,7 @@ from tinsmith.pipeline import lower  # noqa: E402
 from tinsmith.targets import load_target  # noqa: E402
 from tinsmith.targets.qemu import kernel_instructions, run_on_emulator  # noqa: E402
 
-TARGETS = ("host", "cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55", "cortex-m0plus")
+TARGETS = ("host", "cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55", "cortex-m0plus", "rv32imafc", "rv32imac")
 OUT = ROOT / "docs" / "BENCHMARKS.md"
 
 
@@ -122,7 +122,7 @@ def main() -> int:
         "Bytes unless stated. *Stack* is the report's worst case for `call()` (from `-fstack-usage`",
         "and the call graph); *measured* is the high-water mark stack painting saw on the emulated",
         "core. *Instructions* are executed by one inference on QEMU with `-icount` (deterministic;",
-        "instructions, not cycles). Default optimisation: `-Os` for Cortex-M, `-O2` for the host.",
+        "instructions, not cycles). Default optimisation: `-Os` for Cortex-M and RISC-V, `-O2` for the host.",
         "",
         "*Instr./MAC* is instructions over MACs (Conv, Gemm and MatMul multiply-accumulates).",
         "",

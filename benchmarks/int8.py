@@ -5,6 +5,7 @@ network quantized by ONNX Runtime's quantizer (QDQ ONNX, models/make_qdq.py) nex
     python benchmarks/int8.py --per-kernel [MODEL ...]   # also each kernel's instructions
     python benchmarks/int8.py --write docs/BENCHMARKS.md  # the table into its int8 section
     python benchmarks/int8.py --target cortex-m55 --write docs/BENCHMARKS.md  # another core (PEERS)
+    python benchmarks/int8.py --target rv32imafc --write docs/BENCHMARKS.md   # RISC-V: no TFLM figure
 
 With --per-kernel the firmware is built once more with the kernel hook (TINSMITH_KERNEL_HOOK) and
 each kernel's instructions are printed, largest first, with its op and MACs.
@@ -41,6 +42,9 @@ PEERS = {
                                   "ic_resnet8": (29.94e6, 55.0e3), "ad_autoencoder": (0.596e6, 20.5e3)}),
     "cortex-m55": ("Cortex-M55", {"kws_dscnn": (1.82e6, 27.4e3), "vww_mobilenet": (6.56e6, 100.7e3),
                                   "ic_resnet8": (4.91e6, 55.0e3), "ad_autoencoder": (0.156e6, 27.2e3)}),
+    # no TFLM figures measured on the emulated RISC-V cores: their tables leave those columns empty
+    "rv32imac": ("RISC-V RV32IMAC", {}),
+    "rv32imafc": ("RISC-V RV32IMAFC", {}),
 }
 TFLM_CMSIS_NN = PEERS[TARGET][1]
 
@@ -134,10 +138,11 @@ def main() -> int:
     # the same networks quantized by ONNX Runtime, against the same TFLM + CMSIS-NN figures
     rows += [(name, {**measure(f"{name}_qdq", qdq_model(name)), "model": f"{name} (QDQ ONNX)"}) for name in QDQ_MODELS]
     for name, r in rows:
-        instr, arena = TFLM_CMSIS_NN[name]
-        lines.append(f"| {r['model']} | {r['instructions'] / 1e6:.2f} M | {instr / 1e6:.2f} M "
-                     f"| {r['instructions'] / instr:.2f} | {r['workspace'] / 1e3:.1f} KB | {arena / 1e3:.1f} KB "
-                     f"| {r['workspace'] / arena:.2f} | {r['stack']} | {r['macs']:,} "
+        instr, arena = TFLM_CMSIS_NN.get(name, (None, None))
+        peer = (f"{instr / 1e6:.2f} M | {r['instructions'] / instr:.2f}" if instr else "— | —",
+                f"{arena / 1e3:.1f} KB | {r['workspace'] / arena:.2f}" if arena else "— | —")
+        lines.append(f"| {r['model']} | {r['instructions'] / 1e6:.2f} M | {peer[0]} "
+                     f"| {r['workspace'] / 1e3:.1f} KB | {peer[1]} | {r['stack']} | {r['macs']:,} "
                      f"| {r['instructions'] / r['macs']:.2f} |")
     print("\n".join(lines))
     if "--write" in args:
@@ -146,6 +151,8 @@ def main() -> int:
 
 
 def section_title() -> str:
+    if not TFLM_CMSIS_NN:
+        return f"## {PEERS[TARGET][0]}: int8 models"
     return f"## {PEERS[TARGET][0]}: int8 models against TFLite Micro with CMSIS-NN"
 
 
@@ -157,10 +164,14 @@ def write_section(doc: Path, table: list[str]) -> None:
     section = [title, "",
                f"Written by `python benchmarks/int8.py{option} --write docs/BENCHMARKS.md`: the int8 `.tflite` models of",
                f"`models/` (float32 versions in the table above) on the emulated {PEERS[TARGET][0]}, one inference on",
-               "QEMU with `-icount`. The TFLM + CMSIS-NN columns are reference measurements of the same",
-               "architectures as int8 `.tflite` files on the same emulated core, not re-run by the script.",
+               *(["QEMU with `-icount`. The TFLM + CMSIS-NN columns are reference measurements of the same",
+                  "architectures as int8 `.tflite` files on the same emulated core, not re-run by the script."]
+                 if TFLM_CMSIS_NN else
+                 ["QEMU with `-icount`. There is no TFLite Micro figure for this core (none was measured on",
+                  "the emulated board), so its columns are empty; instructions per MAC compare it with the others."]),
                "The QDQ ONNX row is the kws network quantized by ONNX Runtime's `quantize_static`",
-               "(`models/make_qdq.py`: int8 activations, per-channel int8 weights), against the same figures.",
+               "(`models/make_qdq.py`: int8 activations, per-channel int8 weights)"
+               + (", against the same figures." if TFLM_CMSIS_NN else "."),
                "", *table, ""]
     old = doc.read_text().splitlines()
     if title in old:

@@ -67,6 +67,14 @@ def _scons_build(graph_path: Path, build_dir: Path, target_name: str = "host", q
     return program
 
 
+# How to install the cross compilers of the built-in targets, by toolchain prefix.
+_COMPILER_HINTS = {
+    "arm-none-eabi": "on Debian or Ubuntu: apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi "
+                     "libstdc++-arm-none-eabi-newlib (or Arm's GNU toolchain from developer.arm.com), then put it on PATH",
+    "riscv64-unknown-elf": "on Debian or Ubuntu: apt-get install gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf",
+}
+
+
 def _check_compiler(target) -> None:
     """A missing cross compiler is named, with how to install it, before SCons fails on it."""
     import shutil
@@ -74,9 +82,8 @@ def _check_compiler(target) -> None:
     compiler = tools.command("cxx")
     found = shutil.which(compiler, path=str(tools.path) if tools.path else None)
     if found is None:
-        hint = ("on Debian or Ubuntu: apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi "
-                "libstdc++-arm-none-eabi-newlib (or Arm's GNU toolchain from developer.arm.com), then put it on PATH"
-                if tools.prefix.startswith("arm-none-eabi") else "install it or set the target file's toolchain")
+        hint = next((h for prefix, h in _COMPILER_HINTS.items() if tools.prefix.startswith(prefix)),
+                    "install it or set the target file's toolchain")
         raise TinsmithError(None, f"the compiler for target '{target.name}', {compiler}, is not on PATH", hint)
 
 

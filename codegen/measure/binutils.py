@@ -88,7 +88,7 @@ class Binary:
     """One object file or linked image."""
 
     path: Path
-    arch: str                  # "arm" or "x86-64"
+    arch: str                  # "arm", "riscv" or "x86-64"
     relocatable: bool          # an object file: addresses are per section
     sections: tuple[Section, ...]
     symbols: tuple[Symbol, ...]
@@ -133,8 +133,10 @@ def _arch(file_format: str) -> str:
         return "arm"
     if "x86-64" in file_format:
         return "x86-64"
+    if "riscv" in file_format:
+        return "riscv"
     raise MeasureError(None, f"cannot measure code in file format '{file_format}'",
-                       "stack analysis knows Arm (Thumb) and x86-64")
+                       "stack analysis knows Arm (Thumb), RISC-V and x86-64")
 
 
 def _sections(text: str) -> tuple[Section, ...]:
@@ -252,6 +254,11 @@ _ARM_CONDITIONS = "eq|ne|cs|hs|cc|lo|mi|pl|vs|vc|hi|ls|ge|lt|gt|le|al"
 _ARM_BRANCH = re.compile(rf"^(bl|blx|b(?:{_ARM_CONDITIONS})?|cbn?z)(?:\.[nw])?$")
 _ARM_REGISTER = re.compile(r"r\d+|ip|lr|sl|fp|sb")
 _X86_BRANCH = re.compile(r"^(call|jmp|j[a-z]{1,3})q?$")
+# Direct jumps and branches; a far call is `auipc` and `jalr` (or `jr`, a far tail call) as a pair.
+_RISCV_BRANCH = re.compile(r"^(jal|j|b(eq|ne|lt|ge|ltu|geu|gt|le|gtu|leu)|b(eq|ne|lt|ge|le|gt)z)$")
+_RISCV_REGISTER_JUMP = ("jalr", "jr")
+_RISCV_OFFSET = re.compile(r"(-?\d+)\(\w+\)$")
+_RISCV_ANNOTATED = re.compile(r"(?:^|[\s,])([0-9a-f]+) <([^>]+)>\s*$")  # "t0,80001dd2 <__riscv_save_0>"
 
 
 @dataclass(frozen=True)
@@ -263,8 +270,41 @@ class Transfer:
     target_address: int | None  # else the address branched to; neither: an indirect transfer
 
 
+def _riscv_far_target(auipc: Instruction, jump: Instruction) -> int:
+    """Where an `auipc rX, HI` / `jalr LO(rX)` pair goes in a linked image: pc + HI<<12 + LO."""
+    high = int(auipc.operands.split(",")[-1].strip(), 0)
+    high -= (high & 0x80000) << 1  # the 20-bit field is signed
+    offset = _RISCV_OFFSET.search(jump.operands)
+    return (auipc.address + (high << 12) + (int(offset.group(1)) if offset else 0)) & 0xFFFFFFFF
+
+
+def _riscv_transfers(fn: Function) -> list[Transfer]:
+    """RISC-V: a direct jump or branch names its target by relocation (object file; a local label
+    `.L...` stays in the function) or by address; an `auipc` before a register jump makes a far
+    call; a `jalr` alone calls through a pointer, a `jr` alone is a computed jump (computed_jumps)."""
+    found, previous = [], None
+    for ins in fn.instructions:
+        if ins.mnemonic in _RISCV_REGISTER_JUMP and previous is not None and previous.mnemonic == "auipc":
+            if previous.relocation is not None:
+                found.append(Transfer(ins, previous.relocation, None))
+            elif not fn.address <= (address := _riscv_far_target(previous, ins)) < fn.address + max(fn.size, 1):
+                found.append(Transfer(ins, None, address))
+        elif ins.mnemonic == "jalr":
+            found.append(Transfer(ins, None, None))
+        elif _RISCV_BRANCH.match(ins.mnemonic) and not ins.operands.startswith("t0,"):  # not millicode
+            if ins.relocation is not None and not ins.relocation.startswith(".L"):
+                found.append(Transfer(ins, ins.relocation, None))
+            elif (annotated := _RISCV_ANNOTATED.search(ins.operands)) and \
+                    not fn.address <= int(annotated.group(1), 16) < fn.address + max(fn.size, 1):
+                found.append(Transfer(ins, None, int(annotated.group(1), 16)))
+        previous = ins
+    return found
+
+
 def transfers(binary: Binary, fn: Function) -> list[Transfer]:
     """Calls and jumps in `fn` whose destination is outside it, or unknown (indirect)."""
+    if binary.arch == "riscv":
+        return _riscv_transfers(fn)
     found = []
     for ins in fn.instructions:
         if binary.arch == "arm":
@@ -294,12 +334,18 @@ def transfers(binary: Binary, fn: Function) -> list[Transfer]:
 
 def computed_jumps(binary: Binary, fn: Function) -> list[Instruction]:
     """Jumps to a computed address in `fn`: switch tables, as compilers and libgcc emit them
-    (Thumb `mov pc, r3` after a table load, x86 `jmp *%rax`). They are taken to stay in
+    (Thumb `mov pc, r3` after a table load, x86 `jmp *%rax`, RISC-V `jr a5` with no `auipc`
+    before it). They are taken to stay in
     the function, which holds for compiled code without function pointers; the report lists
     the functions that have them."""
-    found = []
+    found, previous = [], None
     for ins in fn.instructions:
-        if binary.arch == "arm":
+        if binary.arch == "riscv":
+            # `jr t0` is the return of the -msave-restore millicode (__riscv_save_N), which
+            # libraries call with `jal t0`
+            computed = (ins.mnemonic == "jr" and ins.operands != "t0"
+                        and (previous is None or previous.mnemonic != "auipc"))
+        elif binary.arch == "arm":
             if ins.mnemonic == "bx":
                 computed = ins.operands != "lr"  # bx lr is the return
             else:
@@ -310,6 +356,7 @@ def computed_jumps(binary: Binary, fn: Function) -> list[Instruction]:
                 ins.operands.startswith("*")
         if computed:
             found.append(ins)
+        previous = ins
     return found
 
 

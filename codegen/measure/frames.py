@@ -138,6 +138,38 @@ _X86_UP = ((re.compile(r"(pop|leave)q?"), re.compile(r".*")),
            (re.compile(r"addq?"), re.compile(r"\$(0x[0-9a-f]+|\d+),%rsp")),
            (re.compile(r"(lea|mov)q?"), re.compile(r".*\(?%rbp\)?,%rsp")))
 
+# RISC-V moves sp only by arithmetic on it (objdump spells `addi sp,sp,-48` as `add`).
+_RISCV_DOWN: tuple[Rule, ...] = (
+    (re.compile(r"addi?|c\.addi(16sp)?"), re.compile(r"sp,sp,-(\d+)"), lambda m: int(m.group(1))),
+    (re.compile(r"sub"), re.compile(r"sp,sp,\w+"), lambda m: None),
+)
+_RISCV_UP = ((re.compile(r"addi?|c\.addi(16sp)?"), re.compile(r"sp,sp,\d+")),
+             (re.compile(r"mv"), re.compile(r"sp,(s0|fp)")))
+
+# Libraries built with -msave-restore (picolibc, libgcc) open their frames by calling millicode,
+# `jal t0, __riscv_save_N`, which stores ra and s0..s(N-1) in a frame the caller keeps until
+# `__riscv_restore_N`: the caller's own frame grows by those words rounded up to the ABI's 16-byte
+# alignment. The millicode itself moves sp down by a constant and back up by `sub sp,sp,t1` after
+# `li t1,-K`.
+_RISCV_SAVE = re.compile(r"t0,[0-9a-f]+ <__riscv_save_(\d+)>")
+_RISCV_LOAD_IMMEDIATE = re.compile(r"(\w+),(-?\d+)")
+_RISCV_SUB_REGISTER = re.compile(r"sp,sp,(\w+)")
+
+
+def _riscv_move(ins: Instruction, constants: dict[str, int]) -> int | None:
+    """Bytes a RISC-V instruction moves sp down by (0: up) where the rules' pattern tables cannot
+    tell: a millicode save, a `sub` by a register `li` set; None for any other instruction."""
+    if ins.mnemonic == "jal" and (m := _RISCV_SAVE.fullmatch(ins.operands)):
+        return ((int(m.group(1)) + 1) * 4 + 15) // 16 * 16
+    if ins.mnemonic == "li" and (m := _RISCV_LOAD_IMMEDIATE.fullmatch(ins.operands)):
+        constants[m.group(1)] = int(m.group(2))
+    elif ins.mnemonic == "sub" and (m := _RISCV_SUB_REGISTER.fullmatch(ins.operands)) and m.group(1) in constants:
+        return max(constants[m.group(1)], 0)
+    return None
+
+
+_RULES = {"arm": (_ARM_DOWN, _ARM_UP), "riscv": (_RISCV_DOWN, _RISCV_UP), "x86-64": (_X86_DOWN, _X86_UP)}
+
 
 def _writes_sp(arch: str, ins: Instruction) -> bool:
     ops = ins.operands
@@ -146,6 +178,8 @@ def _writes_sp(arch: str, ins: Instruction) -> bool:
             return False
         return (ops.startswith(("sp,", "sp!")) or "[sp, #-" in ops or "[sp], " in ops
                 or ins.mnemonic.startswith(("push", "vpush", "pop", "vpop")))
+    if arch == "riscv":
+        return ops.startswith("sp,")
     return ops.endswith("%rsp") or ins.mnemonic.startswith(("push", "pop", "leave", "enter"))
 
 
@@ -153,9 +187,13 @@ def frame_from_disassembly(arch: str, fn: Function, source: str) -> Frame:
     """A bound on `fn`'s frame: the sum of every move of the stack pointer down in its body.
     Compiled code moves it down once per prologue push or allocation, so the sum bounds the
     deepest point; a move by a register (alloca) or an unrecognised write is unbounded."""
-    down_rules, up_rules = (_ARM_DOWN, _ARM_UP) if arch == "arm" else (_X86_DOWN, _X86_UP)
+    down_rules, up_rules = _RULES[arch]
     total = 8 if arch == "x86-64" else 0  # the return address the call pushed
+    constants: dict[str, int] = {}
     for ins in fn.instructions:
+        if arch == "riscv" and (moved := _riscv_move(ins, constants)) is not None:
+            total += moved
+            continue
         if not _writes_sp(arch, ins):
             continue
         for mnemonic, operands, size in down_rules:

@@ -24,8 +24,9 @@ def link_probe(target: Target, model_object: Path, entries: Sequence[str], out: 
     extra = [f for f in ("-nostartfiles", "-Wl,--gc-sections") if f not in target.linkflags]
     flags = ([*target.cpu_flags, target.optimize, *target.linkflags, *extra, f"-Wl,--entry={entries[0]}"]
              + [f"-Wl,--undefined={e}" for e in entries[1:]])
-    command = [target.toolchain.command("cxx"), *flags, "-o", str(out), str(model_object)]
-    shown = " ".join([target.toolchain.command("cxx"), *flags, "-o", out.name, Path(model_object).name])
+    linker = target.toolchain.command("link")
+    command = [linker, *flags, "-o", str(out), str(model_object)]
+    shown = " ".join([linker, *flags, "-o", out.name, Path(model_object).name])
     env = dict(os.environ)
     if target.toolchain.path is not None:
         env["PATH"] = f"{target.toolchain.path}{os.pathsep}{env.get('PATH', '')}"

@@ -12,7 +12,11 @@ their own file to `load_target`, with no code change. The format, version 1:
       ar: ar
       ranlib: ranlib
       nm: nm
+      link: gcc                       # optional: the driver that links (default: cxx; gcc where
+                                      # the toolchain has no C++ library for g++ to add)
       path: /opt/arm/bin              # optional
+      system_includes: [cxx]          # optional: folders searched for C++'s system headers,
+                                      # relative to this file (a toolchain that ships none)
     cpu_flags: [-mcpu=cortex-m4, ...] # compile, assemble and link
     optimize: -Os                     # default optimization flag; callers may override
     ccflags: [...]                    # C and C++
@@ -31,7 +35,10 @@ their own file to `load_target`, with no code change. The format, version 1:
         workspace: {region: dtcm, section: .dtcm_bss}          # .tinsmith_constants and
         stack: {region: dtcm}         # .tinsmith_workspace); the stack takes a region only
       stack_bytes: 16K
-      core_clock_hz: 25000000         # SysTick's clock, for converting ticks
+      core_clock_hz: 25000000         # the tick counter's clock, for converting ticks
+      runtime: [startup.c, semihost.c, measure.c]  # optional: the test firmware's start-up,
+                                      # semihosting and counter sources in runtime_cpp/baremetal/
+                                      # (default: the Cortex-M ones, as here)
       linker_script: my.ld            # optional, relative to the YAML file; replaces the
                                       # script written from `memory` (see sections.ld)
     capabilities:                     # optional: what kernels may use (default: portable C++)
@@ -83,9 +90,13 @@ class Toolchain:
     ranlib: str
     nm: str
     path: Path | None = None
+    link: str | None = None  # the driver that links, when not cxx
+    system_includes: tuple[Path, ...] = ()  # C++ system headers the toolchain lacks (searched with -isystem)
 
     def command(self, tool: str) -> str:
-        """The command that runs `tool` ("cc", "cxx", ..., or any other binutils name)."""
+        """The command that runs `tool` ("cc", "cxx", "link", ..., or any other binutils name)."""
+        if tool == "link":
+            return self.prefix + (self.link or self.cxx)
         return self.prefix + getattr(self, tool, tool)
 
 
@@ -118,6 +129,9 @@ class Placement:
 
 
 PLACEABLE = ("constants", "workspace", "stack")
+# The test firmware's start-up code, semihosting and tick counter (runtime_cpp/baremetal/) of a
+# board whose target file names none: the Cortex-M ones.
+DEFAULT_RUNTIME = ("startup.c", "semihost.c", "measure.c")
 DEFAULT_SECTIONS = {"constants": ".tinsmith_constants", "workspace": ".tinsmith_workspace"}
 
 
@@ -131,6 +145,7 @@ class Board:
     linker_script: Path | None = None
     regions: tuple[tuple[str, MemoryRegion], ...] = ()  # more named regions, beyond flash and ram
     placement: Placement = Placement()
+    runtime: tuple[str, ...] = DEFAULT_RUNTIME  # test firmware's sources in runtime_cpp/baremetal/
 
     def region(self, name: str) -> MemoryRegion | None:
         """The region called `name` ("flash", "ram" or one of `regions`)."""
@@ -334,8 +349,16 @@ def _toolchain(fields: _Fields, path: Path) -> Toolchain:
     tools = {key: fields.string(key) for key in ("cc", "cxx", "ar", "ranlib", "nm")}
     prefix = fields.string("prefix", required=False, default="", empty=True)
     folder = fields.string("path", required=False)
+    link = fields.string("link", required=False)
+    includes = fields.strings("system_includes") if fields.raw("system_includes", required=False) is not None else ()
     fields.done()
-    return Toolchain(prefix=prefix, path=(path.parent / folder).resolve() if folder else None, **tools)
+    resolved = tuple((path.parent / item).resolve() for item in includes)
+    for item, where in zip(includes, resolved):
+        if not where.is_dir():
+            raise TargetError(fields.at("system_includes"), f"system include folder '{item}' does not exist",
+                              f"paths are relative to {path.parent}")
+    return Toolchain(prefix=prefix, path=(path.parent / folder).resolve() if folder else None,
+                     link=link, system_includes=resolved, **tools)
 
 
 def _region(fields: _Fields) -> MemoryRegion:
@@ -371,7 +394,12 @@ def _board(fields: _Fields, path: Path) -> Board:
     clock = fields.size("core_clock_hz", required=False)
     script = fields.string("linker_script", required=False)
     placement_fields = fields.nested("placement", required=False)
+    runtime = fields.strings("runtime") if fields.raw("runtime", required=False) is not None else DEFAULT_RUNTIME
     fields.done()
+    missing = [name for name in runtime if Path(name).name != name or not (BAREMETAL_DIR / name).is_file()]
+    if missing:
+        raise TargetError(fields.at("runtime"), f"'runtime' names '{missing[0]}', which is not in {BAREMETAL_DIR}",
+                          f"its sources are {', '.join(sorted(p.name for p in BAREMETAL_DIR.glob('*.c')))}")
     if clock == 0:
         raise TargetError(fields.at("core_clock_hz"), "'core_clock_hz' must be positive")
     script_path = (path.parent / script).resolve() if script else None
@@ -379,7 +407,7 @@ def _board(fields: _Fields, path: Path) -> Board:
         raise TargetError(fields.at("linker_script"), f"linker script '{script}' does not exist",
                           f"paths are relative to {path.parent}")
     board = Board(name=name, flash=flash, ram=ram, stack_bytes=stack, core_clock_hz=clock,
-                  linker_script=script_path, regions=tuple(regions))
+                  linker_script=script_path, regions=tuple(regions), runtime=tuple(runtime))
     if placement_fields is not None:
         board = replace(board, placement=_placement(placement_fields, board))
     return board

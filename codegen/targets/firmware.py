@@ -20,8 +20,6 @@ INPUT_FILE = "tinsmith_in.bin"
 OUTPUT_FILE = "tinsmith_out.bin"
 STATS_FILE = "tinsmith_stats.txt"
 
-# Compiled into every firmware image besides the model and its main.
-RUNTIME_SOURCES = ("startup.c", "semihost.c", "measure.c")
 MAIN_TEMPLATE = BAREMETAL_DIR / "firmware_main.cpp.j2"
 SECTIONS_SCRIPT = BAREMETAL_DIR / "sections.ld"
 

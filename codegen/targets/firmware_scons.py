@@ -19,8 +19,7 @@ import SCons.Errors
 
 from tinsmith.errors import TinsmithError
 from tinsmith.targets import BAREMETAL_DIR, Target, load_target
-from tinsmith.targets.firmware import (MAIN_TEMPLATE, RUNTIME_SOURCES, SECTIONS_SCRIPT, firmware_main_file,
-                                      memory_script)
+from tinsmith.targets.firmware import MAIN_TEMPLATE, SECTIONS_SCRIPT, firmware_main_file, memory_script
 
 _RUNTIME_INCLUDE = BAREMETAL_DIR.parent / "include"
 # Settings of the caller's environment that describe its own compiler; a cross build
@@ -58,10 +57,11 @@ def configure_toolchain(env, target: Target | str | Path, optimize: str | None =
     cpu = list(target.cpu_flags)
     opt = [optimize or target.optimize]
     cross.Replace(
-        CC=tc.command("cc"), CXX=tc.command("cxx"), AS=tc.command("as"), LINK=tc.command("cxx"),
+        CC=tc.command("cc"), CXX=tc.command("cxx"), AS=tc.command("as"), LINK=tc.command("link"),
         AR=tc.command("ar"), RANLIB=tc.command("ranlib"), NM=tc.command("nm"),
         CCFLAGS=cpu + opt + list(target.ccflags) + list(extra_ccflags),
-        CFLAGS=list(target.cflags), CXXFLAGS=list(target.cxxflags),
+        CFLAGS=list(target.cflags),
+        CXXFLAGS=[f"-isystem{folder}" for folder in tc.system_includes] + list(target.cxxflags),
         ASFLAGS=cpu, LINKFLAGS=cpu + opt + list(target.linkflags),
         TINSMITH_TARGET=target.name)
     cross.SetDefault(TINSMITHFIRMWARECOMSTR="tinsmith firmware $TARGET")
@@ -123,7 +123,7 @@ def firmware_program(env, target: Target | str | Path, model_dir, name: str, bui
         objects.append(cross.Object(out.File(f"{name}{cross['OBJSUFFIX']}"), model_dir.File(f"{name}.cpp")))
     objects += [cross.Object(out.Dir("baremetal").File(Path(src).stem + cross["OBJSUFFIX"]),
                              env.File(str(BAREMETAL_DIR / src)))
-                for src in RUNTIME_SOURCES]
+                for src in target.board.runtime]
     cross.Append(LINKFLAGS=["-T", script.abspath, f"-L{BAREMETAL_DIR}", "-Wl,-Map=${TARGET.base}.map"])
     elf = cross.Program(out.File(f"{name}{cross['PROGSUFFIX']}"), objects + list(model_library or []))
     cross.Depends(elf, [script, env.File(str(SECTIONS_SCRIPT))])

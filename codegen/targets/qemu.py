@@ -28,6 +28,9 @@ class EmulatorRun(NamedTuple):
     stats: Mapping[str, int]  # everything the firmware measured (see firmware_main.cpp.j2)
 
 
+# The Debian package of each emulator a built-in target runs, for the hint when it is missing.
+EMULATOR_PACKAGES = {"qemu-system-arm": "qemu-system-arm", "qemu-system-riscv32": "qemu-system-misc"}
+
 # Exit statuses of the firmware (firmware_main.cpp.j2, startup.c).
 _STATUS = {1: "could not read its inputs", 2: "could not write its outputs",
            3: "took an unexpected exception (a fault)"}
@@ -73,7 +76,7 @@ def run_on_emulator(target: Target | str, elf: str | Path, input_bytes: bytes,
     command = emulator_command(target, elf)
     if shutil.which(command[0]) is None:
         raise EmulatorError(None, f"emulator '{command[0]}' for target '{target.name}' is not on PATH",
-                            "on Debian or Ubuntu: apt-get install qemu-system-arm")
+                            f"on Debian or Ubuntu: apt-get install {EMULATOR_PACKAGES.get(command[0], 'qemu-system-arm')}")
     limit = timeout if timeout is not None else target.emulator.timeout_seconds
     with tempfile.TemporaryDirectory(prefix="tinsmith-qemu-") as folder:
         work = Path(folder)

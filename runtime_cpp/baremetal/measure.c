@@ -1,13 +1,6 @@
-/* Stack painting and tick counting; see measure.h. */
+/* Stack painting and tick counting on Cortex-M, see measure.h: the stack walks in Thumb-1
+ * assembly (stack_marks.inc does the rest), the ticks from SysTick. */
 #include "measure.h"
-
-/* From the linker script (sections.ld). */
-extern uint32_t __stack_limit[];
-extern uint32_t __stack_top[];
-
-/* The lowest address written before the last repaint: painting below the stack pointer
- * erases earlier high-water marks, so tinsmith_stack_paint's callers keep them here. */
-static uintptr_t lowest_before_repaint = 0;
 
 /* Naked, so it writes below sp without a frame of its own in the way: r0 walks up from
  * the limit to sp. Thumb-1 instructions only, so it runs on ARMv6-M as well. */
@@ -54,28 +47,7 @@ uintptr_t tinsmith_stack_pointer(void) {
   return sp;
 }
 
-uintptr_t tinsmith_stack_lowest(void) {
-  return first_written(__stack_limit, __stack_top, TINSMITH_STACK_PATTERN);
-}
-
-void tinsmith_stack_paint(void) {
-  const uintptr_t lowest = tinsmith_stack_lowest();
-  if (lowest_before_repaint == 0 || lowest < lowest_before_repaint) lowest_before_repaint = lowest;
-  paint_below_sp(__stack_limit, TINSMITH_STACK_PATTERN);
-}
-
-uint32_t tinsmith_stack_region_bytes(void) {
-  return (uint32_t)((uintptr_t)__stack_top - (uintptr_t)__stack_limit);
-}
-
-uint32_t tinsmith_stack_peak_bytes(void) {
-  uintptr_t lowest = tinsmith_stack_lowest();
-  if (lowest_before_repaint != 0 && lowest_before_repaint < lowest) lowest = lowest_before_repaint;
-  return (uint32_t)((uintptr_t)__stack_top - lowest);
-}
-
-/* Called by the reset handler before anything else touches the stack region. */
-void tinsmith_stack_paint_at_reset(void) { paint_below_sp(__stack_limit, TINSMITH_STACK_PATTERN); }
+#include "stack_marks.inc"
 
 /* SysTick, present on every Cortex-M that QEMU models. */
 #define SYST_CSR (*(volatile uint32_t*)0xE000E010u)

@@ -9,19 +9,7 @@
 #include "semihost.h"
 
 extern uint32_t __stack_top[];
-extern uint32_t __data_load[];
-extern uint32_t __data_start[];
-extern uint32_t __data_end[];
-extern uint32_t __bss_start[];
-extern uint32_t __bss_end[];
-typedef void (*tinsmith_init_fn)(void);
-extern tinsmith_init_fn __preinit_array_start[];
-extern tinsmith_init_fn __preinit_array_end[];
-extern tinsmith_init_fn __init_array_start[];
-extern tinsmith_init_fn __init_array_end[];
-
-int main(void);
-void tinsmith_stack_paint_at_reset(void); /* measure.c */
+#include "reset_steps.inc"
 
 #define CPACR (*(volatile uint32_t*)0xE000ED88u)
 #define CPACR_CP10_CP11_FULL (0xFu << 20)
@@ -33,15 +21,7 @@ void Reset_Handler(void) {
   CPACR |= CPACR_CP10_CP11_FULL;
   __asm__ volatile("dsb\n isb" ::: "memory");
 #endif
-  tinsmith_stack_paint_at_reset();
-  /* volatile keeps GCC from turning the loops into memcpy/memset calls, which would be
-   * fine today but ties the reset path to whatever libc provides. */
-  volatile uint32_t* to = __data_start;
-  for (const uint32_t* from = __data_load; to < __data_end;) *to++ = *from++;
-  for (to = __bss_start; to < __bss_end;) *to++ = 0u;
-  for (tinsmith_init_fn* f = __preinit_array_start; f < __preinit_array_end; ++f) (*f)();
-  for (tinsmith_init_fn* f = __init_array_start; f < __init_array_end; ++f) (*f)();
-  tinsmith_sh_exit(main());
+  tinsmith_start_main();
 }
 
 static void hex(char* to, uint32_t value) {

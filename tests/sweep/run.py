@@ -153,7 +153,8 @@ def _host_meta(combo: Combo, graph, work: Path) -> dict:
 # --- stage 2: the compiler ----------------------------------------------------------------------
 def compiler_command(target: str) -> list[str]:
     t = load_target(TARGETS[target])
-    return [t.toolchain.command("cxx"), *t.cpu_flags, t.optimize, *t.ccflags, *t.cxxflags,
+    return [t.toolchain.command("cxx"), *t.cpu_flags, t.optimize, *t.ccflags,
+            *(f"-isystem{folder}" for folder in t.toolchain.system_includes), *t.cxxflags,
             "-Wall", "-Wextra", "-Werror", f"-I{RUNTIME_INCLUDE}"]
 
 
