@@ -1,0 +1,291 @@
+"""TFLite operators that move, select, compare or reshape elements, and the shape operators folded at
+build time. They compute on the stored values, so one converter serves every element type (an int8
+tensor keeps its quantization through them: TFLite requires the output's to be the input's, and
+where a node compares or picks values, `same_quantization` checks it)."""
+from __future__ import annotations
+
+import numpy as np
+
+from codegen.load.tflite_float import NCHW_TO_NHWC, NHWC_TO_NCHW
+from codegen.load.tflite_reader import Reader, Unsupported, options
+
+BIG = np.iinfo(np.int64).max  # an end past every dimension (ONNX's Slice clamps it)
+
+
+def _y(r: Reader, outputs) -> str:
+    return r.names[int(outputs[0])]
+
+
+def same_quantization(r: Reader, tensors, what: str) -> None:
+    """Integer tensors a node compares or picks from must share one quantization, as TFLite requires."""
+    quants = {(q.scale, q.zero_point) if q else None for q in (r.quant(int(t)) for t in tensors if t >= 0)}
+    if r.dtype(int(tensors[0])) in ("int8", "uint8", "int16") and len(quants) > 1:
+        raise Unsupported(f"{what} of {r.dtype(int(tensors[0]))} tensors with different quantizations")
+
+
+def _shape_constant(r: Reader, outputs) -> str:
+    return r.int64(f"{_y(r, outputs)}_shape", r.shape(int(outputs[0])))
+
+
+def reshape(r: Reader, op, inputs, outputs) -> None:
+    """RESHAPE, SQUEEZE, EXPAND_DIMS: the output tensor's static shape says it all."""
+    r.emit("Reshape", [r.value(inputs[0]), _shape_constant(r, outputs)], [_y(r, outputs)], {})
+
+
+def transpose(r: Reader, op, inputs, outputs) -> None:
+    perm = [int(p) for p in r.constant_data(inputs[1], "TRANSPOSE permutation")]
+    r.emit("Transpose", [r.value(inputs[0])], [_y(r, outputs)], {"perm": perm})
+
+
+def _slice(r: Reader, x: int, outputs, starts, ends, steps=None) -> None:
+    """ONNX Slice over every axis, then the output's own shape (axes TFLite drops or adds)."""
+    name = _y(r, outputs)
+    rank = len(starts)
+    out = name if tuple(r.shape(int(outputs[0]))) == _sliced_shape(r.shape(x), starts, ends, steps) \
+        else r.fresh(f"{name}_slice")
+    operands = [r.value(x), r.int64(f"{name}_starts", starts), r.int64(f"{name}_ends", ends),
+                r.int64(f"{name}_axes", list(range(rank)))]
+    if steps is not None:
+        operands.append(r.int64(f"{name}_steps", steps))
+    r.emit("Slice", operands, [out], {})
+    if out != name:
+        r.emit("Reshape", [out, _shape_constant(r, outputs)], [name], {})
+
+
+def _sliced_shape(shape, starts, ends, steps) -> tuple[int, ...]:
+    return tuple(len(range(*slice(s, e, st).indices(d)))
+                 for d, s, e, st in zip(shape, starts, ends, steps or [1] * len(shape)))
+
+
+def slice_(r: Reader, op, inputs, outputs) -> None:
+    x = int(inputs[0])
+    begin = [int(v) for v in r.constant_data(inputs[1], "SLICE begin")]
+    size = [int(v) for v in r.constant_data(inputs[2], "SLICE size")]
+    ends = [d if s == -1 else b + s for b, s, d in zip(begin, size, r.shape(x))]
+    _slice(r, x, outputs, begin, ends)
+
+
+def strided_slice(r: Reader, op, inputs, outputs) -> None:
+    x = int(inputs[0])
+    opts = options(op, "StridedSliceOptions")
+    if opts.EllipsisMask() or opts.NewAxisMask():
+        raise Unsupported("STRIDED_SLICE with an ellipsis or new-axis mask")
+    shape = r.shape(x)
+    begin = [int(v) for v in r.constant_data(inputs[1], "STRIDED_SLICE begin")]
+    end = [int(v) for v in r.constant_data(inputs[2], "STRIDED_SLICE end")]
+    strides = [int(v) for v in r.constant_data(inputs[3], "STRIDED_SLICE strides")] if len(inputs) > 3 \
+        else [1] * len(begin)
+    if len(begin) != len(shape):
+        raise Unsupported(f"STRIDED_SLICE of {len(begin)} of {len(shape)} axes")
+    starts, ends = [], []
+    for d, (b, e, s) in enumerate(zip(begin, end, strides)):
+        if s == 0:
+            raise Unsupported("STRIDED_SLICE with a stride of 0")
+        if opts.Offset():
+            e = b + e
+        if opts.ShrinkAxisMask() >> d & 1:  # one element, the axis dropped by the output's shape
+            b = b + shape[d] if b < 0 else b
+            starts.append(b)
+            ends.append(b + 1)
+            continue
+        starts.append((0 if s > 0 else BIG) if opts.BeginMask() >> d & 1 else b)
+        ends.append((BIG if s > 0 else -BIG) if opts.EndMask() >> d & 1 else e)
+    steps = [1 if opts.ShrinkAxisMask() >> d & 1 else s for d, s in enumerate(strides)]
+    _slice(r, x, outputs, starts, ends, steps)
+
+
+def concat(r: Reader, op, inputs, outputs) -> None:
+    """CONCATENATION of non-float tensors (int32, bool; int8 ones share one quantization)."""
+    opts = options(op, "ConcatenationOptions")
+    if opts.FusedActivationFunction():
+        raise Unsupported(f"{r.dtype(int(inputs[0]))} CONCATENATION with a fused activation")
+    r.emit("Concat", [r.value(i) for i in inputs], [_y(r, outputs)], {"axis": int(opts.Axis())})
+
+
+def pack(r: Reader, op, inputs, outputs) -> None:
+    opts = options(op, "PackOptions")
+    rank = len(r.shape(int(outputs[0])))
+    axis = int(opts.Axis()) % rank
+    parts = []
+    for i in inputs:
+        part = r.fresh(f"{r.names[int(i)]}_packed")
+        shape = list(r.shape(int(i)))
+        r.emit("Reshape", [r.value(i), r.int64(f"{part}_shape", shape[:axis] + [1] + shape[axis:])], [part], {})
+        parts.append(part)
+    r.emit("Concat", parts, [_y(r, outputs)], {"axis": axis})
+
+
+def _split(r: Reader, x: int, axis: int, sizes, outputs, keep_axis: bool = True) -> None:
+    axis %= len(r.shape(x))
+    names = [r.names[int(o)] if keep_axis else r.fresh(f"{r.names[int(o)]}_part") for o in outputs]
+    r.emit("Split", [r.value(x), r.int64(f"{names[0]}_split", sizes)], names, {"axis": axis})
+    if not keep_axis:
+        for part, o in zip(names, outputs):
+            r.emit("Reshape", [part, r.int64(f"{r.names[int(o)]}_shape", r.shape(int(o)))], [r.names[int(o)]], {})
+
+
+def unpack(r: Reader, op, inputs, outputs) -> None:
+    x = int(inputs[0])
+    axis = int(options(op, "UnpackOptions").Axis())
+    _split(r, x, axis, [1] * len(outputs), outputs, keep_axis=False)
+
+
+def split(r: Reader, op, inputs, outputs) -> None:
+    """SPLIT(axis, x): equal parts."""
+    x = int(inputs[1])
+    axis = int(np.asarray(r.constant_data(inputs[0], "SPLIT axis")).reshape(-1)[0])
+    size = r.shape(x)[axis % len(r.shape(x))] // len(outputs)
+    _split(r, x, axis, [size] * len(outputs), outputs)
+
+
+def split_v(r: Reader, op, inputs, outputs) -> None:
+    """SPLIT_V(x, sizes, axis): one size may be -1, the rest of the axis."""
+    x = int(inputs[0])
+    axis = int(np.asarray(r.constant_data(inputs[2], "SPLIT_V axis")).reshape(-1)[0])
+    sizes = [int(s) for s in r.constant_data(inputs[1], "SPLIT_V sizes")]
+    if -1 in sizes:
+        sizes[sizes.index(-1)] = r.shape(x)[axis % len(r.shape(x))] - sum(s for s in sizes if s != -1)
+    _split(r, x, axis, sizes, outputs)
+
+
+def gather(r: Reader, op, inputs, outputs) -> None:
+    opts = options(op, "GatherOptions")
+    if opts.BatchDims():
+        raise Unsupported("GATHER with batch_dims")
+    r.emit("Gather", [r.value(inputs[0]), r.value(inputs[1])], [_y(r, outputs)], {"axis": int(opts.Axis())})
+
+
+def gather_nd(r: Reader, op, inputs, outputs) -> None:
+    r.emit("GatherND", [r.value(inputs[0]), r.value(inputs[1])], [_y(r, outputs)], {})
+
+
+def embedding_lookup(r: Reader, op, inputs, outputs) -> None:
+    """EMBEDDING_LOOKUP(ids, table): rows of the table."""
+    r.emit("Gather", [r.value(inputs[1]), r.value(inputs[0])], [_y(r, outputs)], {"axis": 0})
+
+
+def _block(r: Reader, op, inputs, outputs, onnx_op: str, options_class: str) -> None:
+    """DEPTH_TO_SPACE / SPACE_TO_DEPTH on NHWC: TensorFlow orders depth as ONNX's DCR mode does."""
+    name = _y(r, outputs)
+    first, done = r.fresh(f"{name}_nchw_in"), r.fresh(f"{name}_nchw")
+    r.emit("Transpose", [r.value(inputs[0])], [first], {"perm": NHWC_TO_NCHW})
+    attrs = {"blocksize": int(options(op, options_class).BlockSize())}
+    r.emit(onnx_op, [first], [done], {**attrs, "mode": "DCR"} if onnx_op == "DepthToSpace" else attrs)
+    r.emit("Transpose", [done], [name], {"perm": NCHW_TO_NHWC})
+
+
+def depth_to_space(r: Reader, op, inputs, outputs) -> None:
+    _block(r, op, inputs, outputs, "DepthToSpace", "DepthToSpaceOptions")
+
+
+def space_to_depth(r: Reader, op, inputs, outputs) -> None:
+    _block(r, op, inputs, outputs, "SpaceToDepth", "SpaceToDepthOptions")
+
+
+def resize(mode: str):
+    def read(r: Reader, op, inputs, outputs) -> None:
+        """RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR over H and W of NHWC data, TensorFlow's
+        coordinate conventions spelled as ONNX Resize's."""
+        opts = options(op, "ResizeBilinearOptions" if mode == "linear" else "ResizeNearestNeighborOptions")
+        if opts.AlignCorners():
+            coords, nearest = "align_corners", "round_prefer_ceil"
+        elif opts.HalfPixelCenters():
+            coords, nearest = ("half_pixel" if mode == "linear" else "tf_half_pixel_for_nn"), "floor"
+        else:
+            coords, nearest = "asymmetric", "floor"
+        y = int(outputs[0])
+        sizes = r.int64(f"{r.names[y]}_sizes", r.shape(y)[1:3])
+        r.emit("Resize", [r.value(inputs[0]), "", "", sizes], [r.names[y]],
+               {"mode": mode, "coordinate_transformation_mode": coords, "nearest_mode": nearest, "axes": [1, 2]})
+    return read
+
+
+def cast(r: Reader, op, inputs, outputs) -> None:
+    r.emit("Cast", [r.value(inputs[0])], [_y(r, outputs)], {"to": r.dtype(int(outputs[0]))})
+
+
+def compare(onnx_op: str, negate: bool = False):
+    def read(r: Reader, op, inputs, outputs) -> None:
+        same_quantization(r, inputs[:2], "a comparison")
+        y = _y(r, outputs)
+        out = r.fresh(f"{y}_equal") if negate else y
+        r.emit(onnx_op, [r.value(inputs[0]), r.value(inputs[1])], [out], {})
+        if negate:
+            r.emit("Not", [out], [y], {})
+    return read
+
+
+def extremum(onnx_op: str):
+    def read(r: Reader, op, inputs, outputs) -> None:
+        """MAXIMUM / MINIMUM; ADD_N (Sum) of float tensors."""
+        same_quantization(r, [*inputs, *outputs], onnx_op.upper())
+        r.emit(onnx_op, [r.value(i) for i in inputs], [_y(r, outputs)], {})
+    return read
+
+
+def logical(onnx_op: str):
+    def read(r: Reader, op, inputs, outputs) -> None:
+        r.emit(onnx_op, [r.value(i) for i in inputs], [_y(r, outputs)], {})
+    return read
+
+
+def select(r: Reader, op, inputs, outputs) -> None:
+    same_quantization(r, [*inputs[1:], *outputs], "SELECT")
+    r.emit("Where", [r.value(i) for i in inputs], [_y(r, outputs)], {})
+
+
+def arg(onnx_op: str):
+    def read(r: Reader, op, inputs, outputs) -> None:
+        axis = int(np.asarray(r.constant_data(inputs[1], f"{onnx_op} axis")).reshape(-1)[0])
+        y = int(outputs[0])
+        wide = _y(r, outputs) if r.dtype(y) == "int64" else r.fresh(f"{_y(r, outputs)}_int64")
+        r.emit(onnx_op, [r.value(inputs[0])], [wide], {"axis": axis, "keepdims": 0})
+        if wide != _y(r, outputs):
+            r.emit("Cast", [wide], [_y(r, outputs)], {"to": r.dtype(y)})
+    return read
+
+
+def reduce(onnx_op: str, picks: bool = False):
+    def read(r: Reader, op, inputs, outputs) -> None:
+        """MEAN, SUM, REDUCE_MAX, ...: axes from the second input, keep_dims from the options. On integer
+        data only the reductions that pick an element (max, min) keep the quantization."""
+        if picks:
+            same_quantization(r, [inputs[0], *outputs], onnx_op)
+        axes = [int(a) for a in np.atleast_1d(r.constant_data(inputs[1], "reduction axes"))]
+        keep = int(bool(options(op, "ReducerOptions").KeepDims()))
+        r.emit(onnx_op, [r.value(inputs[0]), r.int64(f"{_y(r, outputs)}_axes", axes)], [_y(r, outputs)],
+               {"keepdims": keep})
+    return read
+
+
+def cumsum(r: Reader, op, inputs, outputs) -> None:
+    opts = options(op, "CumsumOptions")
+    axis = int(np.asarray(r.constant_data(inputs[1], "CUMSUM axis")).reshape(-1)[0])
+    r.emit("CumSum", [r.value(inputs[0]), r.int64(f"{_y(r, outputs)}_axis", axis)], [_y(r, outputs)],
+           {"exclusive": int(opts.Exclusive()), "reverse": int(opts.Reverse())})
+
+
+def broadcast_to(r: Reader, op, inputs, outputs) -> None:
+    r.emit("Expand", [r.value(inputs[0]), _shape_constant(r, outputs)], [_y(r, outputs)], {})
+
+
+def tile(r: Reader, op, inputs, outputs) -> None:
+    repeats = r.int64(f"{_y(r, outputs)}_repeats", r.constant_data(inputs[1], "TILE multiples"))
+    r.emit("Tile", [r.value(inputs[0]), repeats], [_y(r, outputs)], {})
+
+
+# --- shapes folded at build time -----------------------------------------------------------------
+def _fold(compute):
+    def read(r: Reader, op, inputs, outputs) -> None:
+        y = int(outputs[0])
+        r.set_constant(y, np.asarray(compute(r, inputs, y)).astype(r.dtype(y)).reshape(r.shape(y)))
+    return read
+
+
+shape = _fold(lambda r, inputs, y: r.shape(int(inputs[0])))
+rank = _fold(lambda r, inputs, y: len(r.shape(int(inputs[0]))))
+zeros_like = _fold(lambda r, inputs, y: np.zeros(r.shape(y)))
+ones_like = _fold(lambda r, inputs, y: np.ones(r.shape(y)))
+fill = _fold(lambda r, inputs, y: np.full(r.shape(y), r.constant_data(inputs[1], "FILL value")))
+range_ = _fold(lambda r, inputs, y: np.arange(*(np.asarray(r.constant_data(i, "RANGE operand")).item()
+                                                 for i in inputs[:3])))
