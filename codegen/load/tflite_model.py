@@ -27,6 +27,7 @@ from codegen.load.tflite_reader import Reader, Unsupported, tflite_schema
 
 TFLITE_SUFFIXES = (".tflite",)
 # what a converter raises on operands that do not fit (wrong rank, missing constants)
+_tflite = tflite_schema  # (validate.py reads the schema through this name)
 _OPERAND_ERRORS = (ValueError, IndexError, TypeError, KeyError, ZeroDivisionError, OverflowError)
 
 
