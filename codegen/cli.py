@@ -223,19 +223,21 @@ def cmd_report(args) -> int:
 def cmd_emulate(args) -> int:
     import json
 
+    from codegen.measure.smoke import read_outputs, smoke_bytes
     from codegen.targets import load_target
     from codegen.targets.qemu import run_on_emulator
     report = json.loads(Path(args.report).read_text(encoding="utf-8"))
-    # The host runner's smoke pattern, so host and target smoke runs can be compared.
-    data = b"".join((((np.arange(v["bytes"] // 4) % 17) - 8) / 8).astype("<f4").tobytes()
-                    for v in report["inputs"])
-    run = run_on_emulator(load_target(args.target), Path(args.firmware), data)
-    offset = 0
-    for v in report["outputs"]:
-        values = np.frombuffer(run.output, dtype="<f4", count=v["bytes"] // 4, offset=offset)
-        offset += v["bytes"]
+    # The host runner's smoke pattern in each input's element type, so host and target runs compare.
+    run = run_on_emulator(load_target(args.target), Path(args.firmware), smoke_bytes(report["inputs"]))
+    try:
+        outputs = read_outputs(report["outputs"], run.output)
+    except ValueError as e:
+        raise TinsmithError(None, f"{args.firmware}: {e}") from None
+    for v, values in zip(report["outputs"], outputs):
+        if not values.size:  # (the host runner prints no summary of an empty output either)
+            continue
         print(f"{report['graph']} [{args.target}]: {v['name']}[{'x'.join(map(str, v['shape']))}] "
-              f"sum={float(values.astype(np.float64).sum()):.6g} first={float(values[0]):.6g}")
+              f"sum={float(values.astype(np.float64).sum()):.6g} first={float(values.reshape(-1)[0]):.6g}")
     counted = f", {run.instructions:,} instructions" if run.instructions is not None else ""
     print(f"{report['graph']} [{args.target}]: call used {run.stack_bytes} bytes of stack{counted}")
     return 0

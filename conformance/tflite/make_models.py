@@ -380,10 +380,34 @@ def _add_int8(c: Case):
     c.op("ADD", [a, b], [c.output("y", "int8", (2, 3, 4), quant=(0.1, 1))], ("AddOptions", {}))
 
 
+CONVERTED = ROOT / "tests" / "data" / "tflite"  # int8 models made by TensorFlow's converter (models/make_int8.py)
+
+
+def copy_converted(folder: Path, select: str | None) -> list[str]:
+    """The int8 single-operator models TensorFlow's converter made, with seeded inputs over the int8 range."""
+    import tflite
+    names = []
+    for path in sorted(CONVERTED.glob("*.tflite")):
+        name = f"converted_{path.stem}_int8"
+        if select and select not in name:
+            continue
+        data = path.read_bytes()
+        graph = tflite.Model.GetRootAsModel(data, 0).Subgraphs(0)
+        rng = np.random.default_rng(zlib.crc32(name.encode()))
+        feeds = {}
+        for k in range(graph.InputsLength()):
+            t = graph.Tensors(int(graph.Inputs(k)))
+            feeds[t.Name().decode()] = rng.integers(-128, 128, t.ShapeAsNumpy()).astype(np.int8)
+        (folder / f"{name}.tflite").write_bytes(data)
+        np.savez(folder / f"{name}.npz", **feeds)
+        names.append(name)
+    return names
+
+
 def write_all(folder: Path = MODELS, select: str | None = None) -> list[str]:
     """Write every case (or those whose name contains `select`); returns their names."""
     folder.mkdir(parents=True, exist_ok=True)
-    names = []
+    names = copy_converted(folder, select)
     for name, build in sorted(CASES.items()):
         if select and select not in name:
             continue

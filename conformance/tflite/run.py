@@ -53,24 +53,21 @@ def case_names(select: str | None = None) -> list[str]:
 
 
 def _describe(path: Path) -> tuple[str, str]:
-    """(operator, element type) of a case: its first operator's builtin name and first input's type."""
+    """(operator, element type) of a case: its main operator's builtin name (the last one, after a
+    QUANTIZE or SHAPE that feeds it) and the element type that picks its converter."""
     import tflite
     from tflite.utils import opcode2name
 
+    from codegen.load.tflite_operators import OPERATORS
     from codegen.load.tflite_reader import TENSOR_TYPES
     model = tflite.Model.GetRootAsModel(path.read_bytes(), 0)
     graph = model.Subgraphs(0)
-    op = graph.Operators(graph.OperatorsLength() - 1 if graph.OperatorsLength() > 1 and
-                         opcode2name(model.OperatorCodes(graph.Operators(0).OpcodeIndex()).BuiltinCode())
-                         in ("SHAPE", "QUANTIZE") else 0)
-    code = model.OperatorCodes(op.OpcodeIndex())
-    first = graph.Tensors(int(op.InputsAsNumpy()[0] if op.InputsLength() else 0))
-    name = opcode2name(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()))
-    if name == "TRANSPOSE_CONV":
-        first = graph.Tensors(int(op.InputsAsNumpy()[2]))
-    elif name == "SPLIT":
-        first = graph.Tensors(int(op.InputsAsNumpy()[1]))
-    return name, TENSOR_TYPES.get(first.Type(), str(first.Type()))
+    names = [opcode2name(max(c.BuiltinCode(), c.DeprecatedBuiltinCode()))
+             for c in (model.OperatorCodes(graph.Operators(k).OpcodeIndex()) for k in range(graph.OperatorsLength()))]
+    k = max((i for i, n in enumerate(names) if n not in ("SHAPE", "QUANTIZE")), default=0)
+    rule = OPERATORS.get(names[k])
+    tensor = graph.Tensors(int(graph.Operators(k).InputsAsNumpy()[rule.typed_by if rule else 0]))
+    return names[k], TENSOR_TYPES.get(tensor.Type(), str(tensor.Type()))
 
 
 def _inputs(name: str) -> list[np.ndarray]:
@@ -89,7 +86,8 @@ def _oracle(path: Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray] | str:
         count = len(interp.get_output_details(0)) and _output_count(path)
         return [np.asarray(interp.get_output(i)) for i in range(count)]
     except Exception as e:  # noqa: BLE001  (an op TFLite Micro does not register, and friends)
-        return f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        return f"the TFLite Micro interpreter cannot run it ({type(e).__name__}: {text}; it prints why on stderr)"
 
 
 def _output_count(path: Path) -> int:
@@ -108,7 +106,7 @@ def run_cases(names: Sequence[str], build_dir: Path, jobs: int = 2,
         path = MODELS / f"{name}.tflite"
         operator, dtype = _describe(path)
 
-        def result(status: str, reason: str = "") -> Result:
+        def result(status: str, reason: str = "", name=name, operator=operator, dtype=dtype) -> Result:
             return Result(name, operator, dtype, status, reason)
         want = _oracle(path, _inputs(name))
         if isinstance(want, str):
