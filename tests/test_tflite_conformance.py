@@ -36,3 +36,26 @@ def test_a_sample_of_the_baseline_still_passes(tmp_path):
     results = run_cases(sample, tmp_path, jobs=2, log=lambda _: None)
     failed = [f"{r.name}: {r.status}: {r.reason}" for r in results if r.status != "passed"]
     assert not failed, "\n".join(failed)
+
+
+M4_CASES = ("transpose_conv_same_stride2_float32", "depthwise_conv_2d_multiplier2_float32",
+            "resize_bilinear_half_pixel_float32", "strided_slice_int8", "relu6_int8", "l2_normalization_float32")
+
+
+@pytest.mark.parametrize("name", M4_CASES)
+def test_case_matches_tflite_micro_on_the_cortex_m4(name, tmp_path):
+    """A few cases cross-compiled and run on the emulated Cortex-M4, compared as on the host."""
+    import numpy as np
+
+    from codegen.cli import run_compiled
+    from codegen.pipeline import lower
+    from conformance.tflite.run import ATOL, RTOL, _inputs, _oracle
+    path = MODELS / f"{name}.tflite"
+    graph = lower(path)
+    inputs = _inputs(name)
+    got = run_compiled(path, dict(zip(graph.inputs, inputs)), tmp_path, graph, "cortex-m4")
+    for value, want in zip(graph.outputs, _oracle(path, inputs)):
+        if want.dtype.kind == "f":
+            np.testing.assert_allclose(got[value], want, rtol=RTOL, atol=ATOL, err_msg=f"{name} {value}")
+        else:
+            np.testing.assert_array_equal(got[value], want, err_msg=f"{name} {value}")

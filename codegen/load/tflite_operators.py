@@ -63,7 +63,7 @@ OPERATORS: dict[str, Rule] = {
     "MINIMUM": Rule(each(t.extremum("Min"), COMPARABLE), 2),
     # --- activations and elementwise math ------------------------------------------------------
     "RELU": Rule({"float32": flt.unary("Relu"), "int8": q.relu("relu")}),
-    "RELU6": Rule(each(flt.clamp(0.0, 6.0), FLOAT)),
+    "RELU6": Rule({"float32": flt.clamp(0.0, 6.0), "int8": q.relu6}),
     "RELU_N1_TO_1": Rule(each(flt.clamp(-1.0, 1.0), FLOAT)),
     "RELU_0_TO_1": Rule(each(flt.clamp(0.0, 1.0), FLOAT)),
     "LOGISTIC": Rule({"float32": flt.unary("Sigmoid"), "int8": q.table_function("logistic")}),

@@ -160,3 +160,13 @@ def table_function(function: str):
         table = r.add_constant(f"{r.names[y]}_table", activations.int8_table(function, x_s, x_zp))
         r.emit("QLookup", [r.value(x), table], [r.names[y]], {"y_scale": y_s, "y_zero_point": y_zp})
     return read
+
+
+def relu6(r: Reader, op, inputs, outputs) -> None:
+    """TFLite Micro's int8 RELU6: the input's integers clamped to its zero point and to 6 in its
+    quantization (zero point + round(6 / scale), saturated), not rescaled to the output's."""
+    x, y = int(inputs[0]), int(outputs[0])
+    scale, zp = r.scale_zp(x)
+    lo_limit, hi_limit = fp.DTYPE_RANGES[r.integer_dtype(x)]
+    six = min(max(zp + int(np.floor(6.0 / scale + 0.5)), lo_limit), hi_limit)
+    r.emit("Clip", [r.value(x)], [r.names[y]], {"min": float(zp), "max": float(six)})

@@ -120,6 +120,8 @@ unary("gelu_tanh_float32", "GELU", options=("GeluOptions", {"Approximate": True}
 unary("cast_float32_to_int32", "CAST", lo=-50, hi=50, out_dtype="int32")
 unary("cast_int32_to_float32", "CAST", dtype="int32", lo=-100, hi=100, out_dtype="float32")
 unary("logical_not_bool", "LOGICAL_NOT", dtype="bool")
+unary("relu6_int8", "RELU6", dtype="int8", quant=(0.03, -20))
+unary("relu6_saturated_int8", "RELU6", dtype="int8", quant=(0.02, 10))
 
 # --- binary float32, NumPy broadcasting -------------------------------------------------------
 binary("add_float32", "ADD", options=("AddOptions", {}))
