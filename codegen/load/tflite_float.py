@@ -90,11 +90,8 @@ def binary(onnx_op: str, options_class: str | None):
 
 def pool(kind: str):
     def read(r: Reader, op, inputs, outputs) -> None:
-        x, y = int(inputs[0]), int(outputs[0])
-        opts = options(op, "Pool2DOptions")
-        k = (opts.FilterHeight(), opts.FilterWidth())
-        r.emit_activated(kind, [r.value(x)], y, {"kernel_shape": list(k), "strides": [opts.StrideH(), opts.StrideW()],
-                                                 "pads": r.pads(x, k[0], k[1], opts)}, opts.FusedActivationFunction())
+        attrs, code = r.pool_window(int(inputs[0]), op)
+        r.emit_activated(kind, [r.value(inputs[0])], int(outputs[0]), attrs, code)
     return read
 
 

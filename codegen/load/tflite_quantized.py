@@ -71,12 +71,9 @@ def binary(kind: str):
 
 def pool(kind: str):
     def read(r: Reader, op, inputs, outputs) -> None:
-        x, y = int(inputs[0]), int(outputs[0])
-        opts = options(op, "Pool2DOptions")
-        k = (opts.FilterHeight(), opts.FilterWidth())
-        r.emit(kind, [r.value(x)], [r.names[y]],
-               {"kernel_shape": list(k), "strides": [opts.StrideH(), opts.StrideW()],
-                "pads": r.pads(x, k[0], k[1], opts), **r.act(y, opts.FusedActivationFunction())})
+        y = int(outputs[0])
+        attrs, code = r.pool_window(int(inputs[0]), op)
+        r.emit(kind, [r.value(inputs[0])], [r.names[y]], {**attrs, **r.act(y, code)})
     return read
 
 

@@ -224,6 +224,13 @@ class Reader:
         left, right = same_pads(w, kw, opts.StrideW(), dil[1])
         return [top, left, bottom, right]
 
+    def pool_window(self, x: int, op) -> tuple[dict, int]:
+        """A pooling operator's window over NHWC tensor x as attributes, and its fused activation code."""
+        opts = options(op, "Pool2DOptions")
+        k = (opts.FilterHeight(), opts.FilterWidth())
+        return ({"kernel_shape": list(k), "strides": [opts.StrideH(), opts.StrideW()],
+                 "pads": self.pads(x, k[0], k[1], opts)}, opts.FusedActivationFunction())
+
     def int64(self, hint: str, values) -> str:
         """An int64 constant (shapes, axes, pads: the operands ONNX primitives take as inputs)."""
         return self.add_constant(hint, np.asarray(values, np.int64))
