@@ -157,6 +157,7 @@ def _convert(r: Reader, k: int, name: str, op) -> str | None:
     dtype = r.dtype(inputs[rule.typed_by])
     if dtype not in rule.converters:
         return f"operator {k} ({name}) on {dtype} data (Tinsmith supports {name} on {', '.join(rule.types)})"
+    r.operator = f"{name.lower()}_{k}"
     try:
         rule.converters[dtype](r, op, inputs, outputs)
     except Unsupported as e:

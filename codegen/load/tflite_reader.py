@@ -73,6 +73,7 @@ class Reader:
     names: dict[int, str] = field(default_factory=dict)
     constants: dict[str, Constant] = field(default_factory=dict)
     nodes: list[NodeSpec] = field(default_factory=list)
+    operator: str = "node"  # what nodes are named after: the operator being converted ("conv_2d_3")
 
     @property
     def loc(self) -> SourceLoc:
@@ -198,10 +199,12 @@ class Reader:
         return {"act_min": lo, "act_max": hi}
 
     def emit(self, op: str, inputs, outputs, attrs: Mapping) -> None:
-        n = len(self.nodes)
+        """A node of the operator being converted, named after it (conv_2d_3, then conv_2d_3_2, ...)
+        so that a later error or a kernel of the generated code points back to the operator."""
         loc = self.loc
-        self.nodes.append(NodeSpec(op, f"{op.lower().replace('.', '_')}_{n}", tuple(inputs), tuple(outputs),
-                                   dict(attrs), loc, loc, tuple(loc for _ in inputs), tuple(loc for _ in outputs)))
+        name = numbered(self.operator, {n.name for n in self.nodes})
+        self.nodes.append(NodeSpec(op, name, tuple(inputs), tuple(outputs), dict(attrs), loc, loc,
+                                   tuple(loc for _ in inputs), tuple(loc for _ in outputs)))
 
     def emit_activated(self, op: str, inputs, y: int, attrs: Mapping, code: int) -> None:
         """A float node followed by its fused activation (a clamp of its output)."""
