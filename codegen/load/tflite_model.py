@@ -184,7 +184,7 @@ def _read_graph(path: Path, where: str, model, graph) -> TfliteModel:
     graph_inputs, graph_outputs = _indices(graph.InputsAsNumpy()), _indices(graph.OutputsAsNumpy())
     for i in graph_inputs + graph_outputs:
         r.tensor(i)
-    inputs = tuple(ValueSpec(r.names[i], TensorType(r.dtype(i), r.shape(i), r.quant(i)), r.loc, r.loc)
+    inputs = tuple(ValueSpec(r.names[i], TensorType(r.dtype(i), r.shape(i), r.value_quant(i)), r.loc, r.loc)
                    for i in graph_inputs)
     outputs = tuple(ValueSpec(r.names[i], None, r.loc) for i in graph_outputs)
     spec = GraphSpec(graph_name_of(path), where, inputs, outputs, tuple(r.constants.values()), tuple(r.nodes),

@@ -111,6 +111,11 @@ class Reader:
         except ValueError as e:  # (counts that disagree, scales that are not positive and finite)
             raise GraphError(self.loc, f"tensor '{self.original(i)}' has an invalid quantization: {e}") from None
 
+    def value_quant(self, i: int) -> Quant | None:
+        """The quantization tensor i carries as a graph value: none for float32 data (TFLite ignores
+        what a file gives a float tensor)."""
+        return None if self.dtype(i) == "float32" else self.quant(i)
+
     def shape(self, i: int) -> tuple[int, ...]:
         s = self.tensor(i).ShapeAsNumpy()
         shape = tuple(int(d) for d in s) if isinstance(s, np.ndarray) else ()
@@ -153,7 +158,7 @@ class Reader:
         data = self.data(i)
         if data is not None and name not in self.constants:
             self.constants[name] = Constant(name, np.ascontiguousarray(data), f"{self.where} tensor "
-                                            f"'{self.original(i)}'", self.loc, self.quant(i))
+                                            f"'{self.original(i)}'", self.loc, self.value_quant(i))
         return name
 
     def add_constant(self, hint: str, data: np.ndarray) -> str:
@@ -176,7 +181,7 @@ class Reader:
         """Tensor i's quantization, which the operator reading it needs."""
         q = self.quant(i)
         if q is None:
-            raise GraphError(self.loc, f"tensor '{self.original(i)}' is {self.dtype(i)} but not quantized",
+            raise GraphError(self.loc, f"tensor '{self.original(i)}' is not quantized",
                              "an integer operator reads quantized tensors (a full-integer model)")
         return q
 
