@@ -219,3 +219,13 @@ def transpose_conv(r: Reader, op, inputs, outputs) -> None:
     attrs = {"strides": list(strides), "kernel_shape": [kh, kw], "output_padding": extra,
              "pads": [pads[0][0], pads[1][0], pads[0][1], pads[1][1]]}
     _via_nchw(r, r.value(x), y, "ConvTranspose", [weights, *bias], attrs, opts.FusedActivationFunction())
+
+
+def floor_mod(r: Reader, op, inputs, outputs) -> None:
+    """x - floor(x / y) * y: the remainder with the divisor's sign, as TensorFlow's FloorMod."""
+    a, b, y = r.value(inputs[0]), r.value(inputs[1]), int(outputs[0])
+    quotient, floored, product = (r.fresh(f"{r.names[y]}_{s}") for s in ("quotient", "floor", "product"))
+    r.emit("Div", [a, b], [quotient], {})
+    r.emit("Floor", [quotient], [floored], {})
+    r.emit("Mul", [floored, b], [product], {})
+    r.emit("Sub", [a, product], [r.names[y]], {})

@@ -289,3 +289,61 @@ ones_like = _fold(lambda r, inputs, y: np.ones(r.shape(y)))
 fill = _fold(lambda r, inputs, y: np.full(r.shape(y), r.constant_data(inputs[1], "FILL value")))
 range_ = _fold(lambda r, inputs, y: np.arange(*(np.asarray(r.constant_data(i, "RANGE operand")).item()
                                                  for i in inputs[:3])))
+
+
+def reverse(r: Reader, op, inputs, outputs) -> None:
+    """REVERSE_V2: a Slice stepping back over the given axes."""
+    x = int(inputs[0])
+    rank = len(r.shape(x))
+    axes = {int(a) % rank for a in np.atleast_1d(r.constant_data(inputs[1], "REVERSE_V2 axes"))}
+    _slice(r, x, outputs, [-1 if d in axes else 0 for d in range(rank)],
+           [-BIG if d in axes else BIG for d in range(rank)], [-1 if d in axes else 1 for d in range(rank)])
+
+
+def mirror_pad(r: Reader, op, inputs, outputs) -> None:
+    if options(op, "MirrorPadOptions").Mode() != 0:
+        raise Unsupported("MIRROR_PAD in SYMMETRIC mode (REFLECT only)")
+    widths = np.asarray(r.constant_data(inputs[1], "MIRROR_PAD paddings"), np.int64).reshape(-1, 2)
+    r.emit("Pad", [r.value(inputs[0]), r.int64(f"{_y(r, outputs)}_pads", widths.T.reshape(-1))], [_y(r, outputs)],
+           {"mode": "reflect"})
+
+
+def _pad_value(r: Reader, x: int) -> list[str]:
+    """What SPACE_TO_BATCH_ND pads with: zero, the zero point of quantized data."""
+    q = r.quant(x) if r.dtype(x) != "float32" else None
+    zero = q.zero_point[0] if q else 0
+    return [r.add_constant(f"{r.names[x]}_pad_value", np.array(zero, r.dtype(x)))]
+
+
+def space_to_batch(r: Reader, op, inputs, outputs) -> None:
+    """SPACE_TO_BATCH_ND over H and W of NHWC data: pad, split each spatial axis by its block,
+    move the blocks in front of the batch."""
+    x, y = int(inputs[0]), int(outputs[0])
+    b, h, w, c = r.shape(x)
+    bh, bw = (int(v) for v in r.constant_data(inputs[1], "SPACE_TO_BATCH_ND block shape"))
+    pads = np.asarray(r.constant_data(inputs[2], "SPACE_TO_BATCH_ND paddings"), np.int64).reshape(2, 2)
+    hp, wp = h + int(pads[0].sum()), w + int(pads[1].sum())
+    name = _y(r, outputs)
+    padded, split, moved = (r.fresh(f"{name}_{s}") for s in ("padded", "blocks", "moved"))
+    all_pads = [0, int(pads[0, 0]), int(pads[1, 0]), 0, 0, int(pads[0, 1]), int(pads[1, 1]), 0]
+    r.emit("Pad", [r.value(x), r.int64(f"{name}_pads", all_pads), *_pad_value(r, x)], [padded], {"mode": "constant"})
+    r.emit("Reshape", [padded, r.int64(f"{name}_blocks_shape", [b, hp // bh, bh, wp // bw, bw, c])], [split], {})
+    r.emit("Transpose", [split], [moved], {"perm": [2, 4, 0, 1, 3, 5]})
+    r.emit("Reshape", [moved, _shape_constant(r, outputs)], [r.names[y]], {})
+
+
+def batch_to_space(r: Reader, op, inputs, outputs) -> None:
+    """BATCH_TO_SPACE_ND over H and W of NHWC data: the inverse, then the crops cut away."""
+    x = int(inputs[0])
+    nb, h, w, c = r.shape(x)
+    bh, bw = (int(v) for v in r.constant_data(inputs[1], "BATCH_TO_SPACE_ND block shape"))
+    crops = np.asarray(r.constant_data(inputs[2], "BATCH_TO_SPACE_ND crops"), np.int64).reshape(2, 2)
+    b = nb // (bh * bw)
+    name = _y(r, outputs)
+    split, moved, joined = (r.fresh(f"{name}_{s}") for s in ("blocks", "moved", "joined"))
+    r.emit("Reshape", [r.value(x), r.int64(f"{name}_blocks_shape", [bh, bw, b, h, w, c])], [split], {})
+    r.emit("Transpose", [split], [moved], {"perm": [2, 3, 0, 4, 1, 5]})
+    r.emit("Reshape", [moved, r.int64(f"{name}_joined_shape", [b, h * bh, w * bw, c])], [joined], {})
+    starts = [0, int(crops[0, 0]), int(crops[1, 0]), 0]
+    ends = [b, h * bh - int(crops[0, 1]), w * bw - int(crops[1, 1]), c]
+    r.emit("Slice", [joined, r.int64(f"{name}_starts", starts), r.int64(f"{name}_ends", ends)], [name], {})

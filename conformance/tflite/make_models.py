@@ -259,6 +259,14 @@ for _dtype, _quant in (("float32", None), ("int8", Q)):
            dtype=_dtype, quant=_quant)
     shaped(f"gather_{_dtype}", "GATHER", (4, 5, 3), (4, 3, 3), [[4, 0, 2]], ("GatherOptions", {"Axis": 1}),
            dtype=_dtype, quant=_quant)
+    shaped(f"space_to_batch_nd_{_dtype}", "SPACE_TO_BATCH_ND", (1, 5, 4, 3), (4, 3, 3, 3),
+           [[2, 2], [[1, 0], [1, 1]]], dtype=_dtype, quant=_quant)
+    shaped(f"batch_to_space_nd_{_dtype}", "BATCH_TO_SPACE_ND", (4, 3, 3, 2), (1, 5, 5, 2),
+           [[2, 2], [[1, 0], [0, 1]]], dtype=_dtype, quant=_quant)
+    shaped(f"reverse_v2_{_dtype}", "REVERSE_V2", (2, 3, 4), (2, 3, 4), [[1]], dtype=_dtype, quant=_quant)
+shaped("mirror_pad_reflect_float32", "MIRROR_PAD", (2, 3, 4), (2, 6, 5), [[[0, 0], [2, 1], [1, 0]]],
+       ("MirrorPadOptions", {"Mode": 0}))
+binary("floor_mod_float32", "FLOOR_MOD", b_lo=0.5, b_hi=2.0)
 shaped("squeeze_float32", "SQUEEZE", (1, 3, 1, 4), (3, 4), options=("SqueezeOptions", {"SqueezeDims": [0, 2]}))
 shaped("expand_dims_float32", "EXPAND_DIMS", (3, 4), (3, 1, 4), [[1]])
 shaped("slice_float32", "SLICE", (4, 6, 5), (2, 3, 5), [[1, 2, 0], [2, 3, -1]])

@@ -37,6 +37,8 @@ DOC = ROOT / "docs" / "TFLITE.md"
 TABLE_BEGIN, TABLE_END = "<!-- conformance table: begin -->", "<!-- conformance table: end -->"
 RTOL, ATOL = 1e-5, 1e-6
 BATCH_SIZE = 24
+# Operators whose TFLite Micro results are not defined in some cases, checked against LiteRT instead
+LITERT_FIRST = {"SPACE_TO_BATCH_ND": "TFLite Micro's kernel pads with a value it never sets (the arena's bytes)"}
 
 
 @dataclass(frozen=True)
@@ -76,11 +78,14 @@ def _inputs(name: str) -> list[np.ndarray]:
         return [archive[k] for k in archive.files]  # (written in the model's input order)
 
 
-def _oracle(path: Path, inputs: Sequence[np.ndarray]) -> tuple[str, list[np.ndarray] | str]:
-    """(interpreter, its outputs), or (interpreter, why it cannot run the model): TFLite Micro, or
-    where it does not register the operator, TFLite's own runtime (LiteRT, also in the test extra)."""
+def _oracle(path: Path, inputs: Sequence[np.ndarray], micro: bool = True) -> tuple[str, list[np.ndarray] | str]:
+    """(interpreter, its outputs), or (interpreter, why it cannot run the model): TFLite Micro (unless
+    not `micro`), or where it does not register the operator, TFLite's own runtime (LiteRT, also in
+    the test extra)."""
     from tflite_micro.python.tflite_micro.runtime import Interpreter
     try:
+        if not micro:
+            raise RuntimeError("its results are not defined for this operator")
         interp = Interpreter.from_bytes(path.read_bytes())
         for i, x in enumerate(inputs):
             interp.set_input(x, i)
@@ -117,7 +122,7 @@ def run_cases(names: Sequence[str], build_dir: Path, jobs: int = 2,
         path = MODELS / f"{name}.tflite"
         operator, dtype = _describe(path)
 
-        oracle, want = _oracle(path, _inputs(name))
+        oracle, want = _oracle(path, _inputs(name), micro=operator not in LITERT_FIRST)
 
         def result(status: str, reason: str = "", name=name, operator=operator, dtype=dtype, oracle=oracle) -> Result:
             return Result(name, operator, dtype, status, reason, oracle)
