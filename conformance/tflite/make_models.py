@@ -414,6 +414,78 @@ def copy_converted(folder: Path, select: str | None) -> list[str]:
     return names
 
 
+def _int8_weights(c: Case, shape, channels: int, axis: int, x_scale: float):
+    """Per-channel int8 weights and their int32 bias, quantized as TFLite's converter does."""
+    scales = c.rng.uniform(0.005, 0.03, channels)
+    w = c.const("w", c.rng.integers(-127, 128, shape).astype(np.int8), quant=(scales, np.zeros(channels, np.int64)))
+    c.tensors[w] = Tensor("w", "int8", list(shape), c.tensors[w].data, (scales, np.zeros(channels, np.int64)), axis)
+    b = c.const("b", c.rng.integers(-800, 800, (channels,)).astype(np.int32),
+                quant=(scales * x_scale, np.zeros(channels, np.int64)))
+    return w, b
+
+
+@case("depthwise_conv_2d_multiplier2_int8")
+def _dw_int8(c: Case):
+    x = c.input("x", "int8", (1, 7, 6, 3), quant=(0.04, 5))
+    w, b = _int8_weights(c, (1, 3, 3, 6), 6, 3, 0.04)
+    c.op("DEPTHWISE_CONV_2D", [x, w, b], [c.output("y", "int8", (1, 4, 3, 6), quant=(0.15, -9))],
+         ("DepthwiseConv2DOptions", {"Padding": 0, "StrideH": 2, "StrideW": 2, "DepthMultiplier": 2,
+                                     "FusedActivationFunction": 3}))
+
+
+@case("fully_connected_int8")
+def _fc_int8(c: Case):
+    x = c.input("x", "int8", (3, 10), quant=(0.06, -4))
+    w, b = _int8_weights(c, (7, 10), 7, 0, 0.06)
+    c.op("FULLY_CONNECTED", [x, w, b], [c.output("y", "int8", (3, 7), quant=(0.3, 2))],
+         ("FullyConnectedOptions", {}))
+
+
+def _int8_window(name: str, code: str, options, y_shape, y_quant=(0.05, 3)):
+    def build(c: Case):
+        x = c.input("x", "int8", (1, 7, 6, 4), quant=(0.05, 3))
+        c.op(code, [x], [c.output("y", "int8", y_shape, quant=y_quant)], options)
+    CASES[name] = build
+
+
+_int8_window("average_pool_2d_same_int8", "AVERAGE_POOL_2D", ("Pool2DOptions", {
+    "Padding": 0, "FilterHeight": 3, "FilterWidth": 2, "StrideH": 2, "StrideW": 2}), (1, 4, 3, 4))
+_int8_window("max_pool_2d_valid_relu6_int8", "MAX_POOL_2D", ("Pool2DOptions", {
+    "Padding": 1, "FilterHeight": 2, "FilterWidth": 2, "StrideH": 2, "StrideW": 2, "FusedActivationFunction": 3}),
+    (1, 3, 3, 4))
+_int8_window("softmax_int8", "SOFTMAX", ("SoftmaxOptions", {"Beta": 1.0}), (1, 7, 6, 4), (1 / 256, -128))
+_int8_window("logistic_int8", "LOGISTIC", None, (1, 7, 6, 4), (1 / 256, -128))
+_int8_window("tanh_int8", "TANH", None, (1, 7, 6, 4), (1 / 128, 0))
+_int8_window("relu_int8", "RELU", None, (1, 7, 6, 4), (0.03, -128))
+
+
+@case("mean_int8")
+def _mean_int8(c: Case):
+    x = c.input("x", "int8", (1, 5, 6, 4), quant=(0.05, 3))
+    c.op("MEAN", [x, c.const("axes", np.int32([1, 2]))], [c.output("y", "int8", (1, 4), quant=(0.02, -1))],
+         ("ReducerOptions", {"KeepDims": False}))
+
+
+@case("mul_relu_int8")
+def _mul_int8(c: Case):
+    a, b = c.input("a", "int8", (2, 3, 4), quant=(0.05, 3)), c.input("b", "int8", (1, 4), quant=(0.08, -7))
+    c.op("MUL", [a, b], [c.output("y", "int8", (2, 3, 4), quant=(0.1, -20))],
+         ("MulOptions", {"FusedActivationFunction": 1}))
+
+
+@case("pad_int8")
+def _pad_int8(c: Case):
+    x = c.input("x", "int8", (1, 3, 4, 2), quant=(0.05, 9))
+    c.op("PAD", [x, c.const("pads", np.int32([[0, 0], [1, 2], [0, 1], [0, 0]]))],
+         [c.output("y", "int8", (1, 6, 5, 2), quant=(0.05, 9))])
+
+
+@case("quantize_requantize_int8")
+def _requant(c: Case):
+    x = c.input("x", "int8", (2, 9), quant=(0.05, 3))
+    c.op("QUANTIZE", [x], [c.output("y", "int8", (2, 9), quant=(0.11, -17))])
+
+
 def write_all(folder: Path = MODELS, select: str | None = None) -> list[str]:
     """Write every case (or those whose name contains `select`); returns their names."""
     folder.mkdir(parents=True, exist_ok=True)
