@@ -211,3 +211,23 @@ def test_emulate_reads_int8_and_bool_outputs_as_the_host_runner_does(tmp_path, t
                         cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert _summary(proc.stdout) == _summary(host) and len(_summary(host)) == 2, (proc.stdout, host)
+
+
+def test_constant_outputs_are_written_by_the_generated_code(tmp_path):
+    """A SHAPE folded at build time and a tensor stored in the file, both graph outputs: the
+    generated code still writes them, as TFLite Micro returns them."""
+    from codegen.cli import run_compiled
+    tensors = [Tensor("x", "float32", [2, 3]), Tensor("s", "int32", [2]),
+               Tensor("c", "float32", [2], np.float32([1.5, -2])), Tensor("y", "float32", [2, 3])]
+    data = model(tensors, [Op("SHAPE", [0], [1], ("ShapeOptions", {"OutType": 2})), Op("RELU", [0], [3])],
+                 [0], [1, 2, 3])
+    path = tmp_path / "shape.tflite"
+    path.write_bytes(data)
+    graph = lower(path)
+    x = np.float32([[1, -2, 3], [-4, 5, -6]])
+    got = run_compiled(path, {"x": x}, tmp_path / "build", graph)
+    interp = tflm.Interpreter.from_bytes(data)
+    interp.set_input(x, 0)
+    interp.invoke()
+    for k, name in enumerate(("s", "c", "y")):
+        np.testing.assert_array_equal(got[name], interp.get_output(k), err_msg=name)

@@ -172,6 +172,18 @@ def _convert(r: Reader, k: int, name: str, op) -> str | None:
     return None
 
 
+def _compute_constant_output(r: Reader, i: int) -> None:
+    """A graph output that is constant (stored in the file, or a shape folded at build time) is
+    still an output the generated code writes: an Identity copies it from the constant."""
+    name = r.names[i]
+    if r.data(i) is None and name not in r.constants:
+        return
+    r.value(i)
+    stored = r.constants.pop(name)
+    r.operator = "output"
+    r.emit("Identity", [r.add_constant(f"{name}_value", stored.data)], [name], {})
+
+
 def _read_graph(path: Path, where: str, model, graph) -> TfliteModel:
     r = Reader(path, where, model, graph)
     originals = _names(r, graph)
@@ -184,6 +196,8 @@ def _read_graph(path: Path, where: str, model, graph) -> TfliteModel:
     graph_inputs, graph_outputs = _indices(graph.InputsAsNumpy()), _indices(graph.OutputsAsNumpy())
     for i in graph_inputs + graph_outputs:
         r.tensor(i)
+    for i in graph_outputs:
+        _compute_constant_output(r, i)
     inputs = tuple(ValueSpec(r.names[i], TensorType(r.dtype(i), r.shape(i), r.value_quant(i)), r.loc, r.loc)
                    for i in graph_inputs)
     outputs = tuple(ValueSpec(r.names[i], None, r.loc) for i in graph_outputs)
