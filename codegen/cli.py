@@ -99,8 +99,32 @@ def _read_inputs(graph, path: Path, aliases: dict[str, str] | None = None) -> di
         if tuple(a.shape) != t.shape:
             raise TinsmithError(None, f"input '{name}' in {path} has shape {list(a.shape)}, "
                                 f"the graph expects {list(t.shape)}")
+        problem = _conversion_problem(a, t)
+        if problem:
+            raise TinsmithError(None, f"input '{name}' in {path} {problem}", _quantize_hint(t))
         result[name] = np.ascontiguousarray(a, dtype=t.numpy_dtype)
     return result
+
+
+def _conversion_problem(a: np.ndarray, t) -> str | None:
+    """Why array `a` cannot become the input of type `t` without changing its values, or None:
+    an integer or bool input takes integers (or bools) in its range, never floats."""
+    want = t.numpy_dtype
+    if want.kind not in "biu" or a.dtype == want:
+        return None
+    if a.dtype.kind not in "biu":
+        return f"is {a.dtype}, the graph expects {t.dtype}"
+    low, high = (0, 1) if want.kind == "b" else (np.iinfo(want).min, np.iinfo(want).max)
+    if a.size and (a.min() < low or a.max() > high):
+        return f"holds values from {a.min()} to {a.max()}, outside the range of {t.dtype} ({low} to {high})"
+    return None
+
+
+def _quantize_hint(t) -> str | None:
+    if t.quant is None:
+        return None
+    return (f"the input is quantized: pass q = round(x / {t.quant.scale[0]:.9g}) + {t.quant.zero_point[0]}, "
+            f"clipped to the range of {t.dtype}")
 
 
 def _input_bytes(graph, inputs: dict[str, np.ndarray]) -> bytes:

@@ -231,3 +231,15 @@ def test_constant_outputs_are_written_by_the_generated_code(tmp_path):
     interp.invoke()
     for k, name in enumerate(("s", "c", "y")):
         np.testing.assert_array_equal(got[name], interp.get_output(k), err_msg=name)
+
+
+def test_run_refuses_floats_for_a_quantized_input(tmp_path, tinsmith_cmd):
+    """Float data for an int8 input was cast silently (1.7 became 1); now it is refused with how to
+    quantize it."""
+    (tmp_path / "relu.tflite").write_bytes(single_operator(0, "int8", [1, 4], (0.05, 3), (0.1, 0), op_inputs=(0, 0)))
+    np.savez(tmp_path / "in.npz", x=np.float32([[0.5, 1.7, -2, 0]]))
+    proc = tinsmith_cmd("run", "relu.tflite", "--inputs", "in.npz", "--output", "out.npz", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [
+        "error: input 'x' in in.npz is float32, the graph expects int8",
+        "note: the input is quantized: pass q = round(x / 0.0500000007) + 3, clipped to the range of int8"]
