@@ -69,7 +69,7 @@ OPERATORS: dict[str, Rule] = {
     "RELU_0_TO_1": Rule(each(flt.clamp(0.0, 1.0), FLOAT)),
     "LOGISTIC": Rule({"float32": flt.unary("Sigmoid"), "int8": q.table_function("logistic")}),
     "TANH": Rule({"float32": flt.unary("Tanh"), "int8": q.table_function("tanh")}),
-    "LEAKY_RELU": Rule(each(flt.leaky_relu, FLOAT)),
+    "LEAKY_RELU": Rule({"float32": flt.leaky_relu, "int8": q.leaky_relu}),
     "PRELU": Rule(each(flt.binary("PRelu", None), FLOAT), 2),
     "HARD_SWISH": _unary_float("HardSwish"),
     "ELU": _unary_float("Elu", alpha=1.0),

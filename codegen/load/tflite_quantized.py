@@ -167,3 +167,20 @@ def relu6(r: Reader, op, inputs, outputs) -> None:
     lo_limit, hi_limit = fp.DTYPE_RANGES[r.integer_dtype(x)]
     six = min(max(zp + int(np.floor(6.0 / scale + 0.5)), lo_limit), hi_limit)
     r.emit("Clip", [r.value(x)], [r.names[y]], {"min": float(zp), "max": float(six)})
+
+
+def leaky_relu(r: Reader, op, inputs, outputs) -> None:
+    """TFLite Micro's int8 LEAKY_RELU, tabulated for every int8 input: the input minus its zero point
+    requantized to the output by the identity multiplier (x >= 0) or the alpha one (x < 0), each
+    derived from float32 scales as its Prepare derives them."""
+    x, y = int(inputs[0]), int(outputs[0])
+    (x_s, x_zp), (y_s, y_zp) = r.scale_zp(x), r.scale_zp(y)
+    alpha = np.float32(options(op, "LeakyReluOptions").Alpha())
+    identity = fp.quantize_multiplier(float(np.float32(x_s) / np.float32(y_s)))
+    scaled = fp.quantize_multiplier(float(np.float32(x_s) * alpha / np.float32(y_s)))
+    centered = np.arange(-128, 128, dtype=np.int64) - x_zp
+    positive = fp.multiply_by_quantized_multiplier(centered, *identity)
+    negative = fp.multiply_by_quantized_multiplier(centered, *scaled)
+    table = fp.saturate(y_zp + np.where(centered >= 0, positive, negative), r.integer_dtype(y)).astype(np.int8)
+    r.emit("QLookup", [r.value(x), r.add_constant(f"{r.names[y]}_table", table)], [r.names[y]],
+           {"y_scale": y_s, "y_zero_point": y_zp})

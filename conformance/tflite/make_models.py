@@ -120,6 +120,7 @@ unary("gelu_tanh_float32", "GELU", options=("GeluOptions", {"Approximate": True}
 unary("cast_float32_to_int32", "CAST", lo=-50, hi=50, out_dtype="int32")
 unary("cast_int32_to_float32", "CAST", dtype="int32", lo=-100, hi=100, out_dtype="float32")
 unary("logical_not_bool", "LOGICAL_NOT", dtype="bool")
+unary("leaky_relu_int8", "LEAKY_RELU", dtype="int8", quant=(0.04, -10), options=("LeakyReluOptions", {"Alpha": 0.3}))
 unary("relu6_int8", "RELU6", dtype="int8", quant=(0.03, -20))
 unary("relu6_saturated_int8", "RELU6", dtype="int8", quant=(0.02, 10))
 
@@ -457,6 +458,12 @@ _int8_window("softmax_int8", "SOFTMAX", ("SoftmaxOptions", {"Beta": 1.0}), (1, 7
 _int8_window("logistic_int8", "LOGISTIC", None, (1, 7, 6, 4), (1 / 256, -128))
 _int8_window("tanh_int8", "TANH", None, (1, 7, 6, 4), (1 / 128, 0))
 _int8_window("relu_int8", "RELU", None, (1, 7, 6, 4), (0.03, -128))
+
+
+@case("leaky_relu_requantized_int8")
+def _leaky_int8(c: Case):
+    x = c.input("x", "int8", (4, 64), quant=(0.04, -10))
+    c.op("LEAKY_RELU", [x], [c.output("y", "int8", (4, 64), quant=(0.027, 7))], ("LeakyReluOptions", {"Alpha": 0.15}))
 
 
 @case("mean_int8")
