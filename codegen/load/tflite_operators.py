@@ -71,7 +71,7 @@ OPERATORS: dict[str, Rule] = {
     "TANH": Rule({"float32": flt.unary("Tanh"), "int8": q.table_function("tanh")}),
     "LEAKY_RELU": Rule({"float32": flt.leaky_relu, "int8": q.leaky_relu}),
     "PRELU": Rule(each(flt.binary("PRelu", None), FLOAT), 2),
-    "HARD_SWISH": _unary_float("HardSwish"),
+    "HARD_SWISH": Rule({"float32": flt.unary("HardSwish"), "int8": q.hard_swish}),
     "ELU": _unary_float("Elu", alpha=1.0),
     "GELU": Rule(each(flt.gelu, FLOAT)),
     "EXP": _unary_float("Exp"), "LOG": _unary_float("Log"), "SQRT": _unary_float("Sqrt"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from codegen.load import tflite_tables as tables
 from codegen.load.tflite_reader import Reader, Unsupported, options
 from codegen.quant import activations
 from codegen.quant import fixed_point as fp
@@ -169,18 +170,18 @@ def relu6(r: Reader, op, inputs, outputs) -> None:
     r.emit("Clip", [r.value(x)], [r.names[y]], {"min": float(zp), "max": float(six)})
 
 
-def leaky_relu(r: Reader, op, inputs, outputs) -> None:
-    """TFLite Micro's int8 LEAKY_RELU, tabulated for every int8 input: the input minus its zero point
-    requantized to the output by the identity multiplier (x >= 0) or the alpha one (x < 0), each
-    derived from float32 scales as its Prepare derives them."""
-    x, y = int(inputs[0]), int(outputs[0])
-    (x_s, x_zp), (y_s, y_zp) = r.scale_zp(x), r.scale_zp(y)
-    alpha = np.float32(options(op, "LeakyReluOptions").Alpha())
-    identity = fp.quantize_multiplier(float(np.float32(x_s) / np.float32(y_s)))
-    scaled = fp.quantize_multiplier(float(np.float32(x_s) * alpha / np.float32(y_s)))
-    centered = np.arange(-128, 128, dtype=np.int64) - x_zp
-    positive = fp.multiply_by_quantized_multiplier(centered, *identity)
-    negative = fp.multiply_by_quantized_multiplier(centered, *scaled)
-    table = fp.saturate(y_zp + np.where(centered >= 0, positive, negative), r.integer_dtype(y)).astype(np.int8)
-    r.emit("QLookup", [r.value(x), r.add_constant(f"{r.names[y]}_table", table)], [r.names[y]],
-           {"y_scale": y_s, "y_zero_point": y_zp})
+def table(function):
+    def read(r: Reader, op, inputs, outputs) -> None:
+        """An int8 function of one input as a QLookup of its table (tflite_tables.py)."""
+        x, y = int(inputs[0]), int(outputs[0])
+        if r.integer_dtype(y) != "int8":
+            raise Unsupported(f"an int8 input with a {r.dtype(y)} output")
+        (x_s, x_zp), (y_s, y_zp) = r.scale_zp(x), r.scale_zp(y)
+        values = function(r, op, x_s, x_zp, y_s, y_zp)
+        r.emit("QLookup", [r.value(x), r.add_constant(f"{r.names[y]}_table", values)], [r.names[y]],
+               {"y_scale": y_s, "y_zero_point": y_zp})
+    return read
+
+
+leaky_relu = table(lambda r, op, *quant: tables.leaky_relu(*quant, options(op, "LeakyReluOptions").Alpha()))
+hard_swish = table(lambda r, op, *quant: tables.hard_swish(*quant))

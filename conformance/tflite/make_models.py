@@ -466,6 +466,18 @@ def _leaky_int8(c: Case):
     c.op("LEAKY_RELU", [x], [c.output("y", "int8", (4, 64), quant=(0.027, 7))], ("LeakyReluOptions", {"Alpha": 0.15}))
 
 
+@case("hard_swish_int8")
+def _hard_swish_int8(c: Case):
+    x = c.input("x", "int8", (4, 64), quant=(0.05, -6))
+    c.op("HARD_SWISH", [x], [c.output("y", "int8", (4, 64), quant=(0.03, -100))])
+
+
+@case("hard_swish_fine_int8")
+def _hard_swish_fine_int8(c: Case):
+    x = c.input("x", "int8", (4, 64), quant=(0.004, 20))
+    c.op("HARD_SWISH", [x], [c.output("y", "int8", (4, 64), quant=(0.0021, -3))])
+
+
 @case("mean_int8")
 def _mean_int8(c: Case):
     x = c.input("x", "int8", (1, 5, 6, 4), quant=(0.05, 3))
