@@ -44,6 +44,9 @@ class Case:
     def input(self, name, dtype, shape, lo=-3.0, hi=3.0, quant=None) -> int:
         if dtype == "bool":
             data = self.rng.integers(0, 2, shape).astype(bool)
+        elif dtype in ("uint8", "int16"):  # quantized data over its whole range
+            info = np.iinfo(dtype)
+            data = self.rng.integers(info.min, info.max + 1, shape).astype(dtype)
         elif dtype in ("int8", "int32"):
             info = np.iinfo(np.int8)  # (int32 inputs: small values, indices or counts stay in range)
             data = self.rng.integers(max(info.min, int(lo)) if dtype == "int32" else info.min,
@@ -497,6 +500,24 @@ def _pad_int8(c: Case):
     x = c.input("x", "int8", (1, 3, 4, 2), quant=(0.05, 9))
     c.op("PAD", [x, c.const("pads", np.int32([[0, 0], [1, 2], [0, 1], [0, 0]]))],
          [c.output("y", "int8", (1, 6, 5, 2), quant=(0.05, 9))])
+
+
+@case("quantize_uint8_to_int8")
+def _uint8_in(c: Case):
+    x = c.input("x", "uint8", (2, 9), quant=(0.05, 128))
+    c.op("QUANTIZE", [x], [c.output("y", "int8", (2, 9), quant=(0.05, 0))])
+
+
+@case("quantize_int8_to_uint8")
+def _uint8_out(c: Case):
+    x = c.input("x", "int8", (2, 9), quant=(0.05, -3))
+    c.op("QUANTIZE", [x], [c.output("y", "uint8", (2, 9), quant=(0.07, 120))])
+
+
+@case("dequantize_uint8")
+def _uint8_dequantize(c: Case):
+    x = c.input("x", "uint8", (2, 9), quant=(0.05, 128))
+    c.op("DEQUANTIZE", [x], [c.output("y", "float32", (2, 9))])
 
 
 @case("quantize_requantize_int8")
