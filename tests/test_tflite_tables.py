@@ -34,3 +34,13 @@ def test_hard_swish_table_is_tflite_micros(x_quant, y_quant):
 def test_leaky_relu_table_is_tflite_micros(x_quant, y_quant, alpha):
     want = interpreted("LEAKY_RELU", x_quant, y_quant, ("LeakyReluOptions", {"Alpha": alpha}))
     np.testing.assert_array_equal(tables.leaky_relu(*x_quant, *y_quant, alpha), want)
+
+
+@pytest.mark.parametrize("x_quant,y_quant", QUANTS)
+def test_abs_table_is_tflite_micros(x_quant, y_quant):
+    np.testing.assert_array_equal(tables.abs_(*x_quant, *y_quant), interpreted("ABS", x_quant, y_quant))
+
+
+@pytest.mark.parametrize("x_quant,y_quant", QUANTS)
+def test_elu_table_is_tflite_micros(x_quant, y_quant):
+    np.testing.assert_array_equal(tables.elu(*x_quant, *y_quant), interpreted("ELU", x_quant, y_quant))

@@ -185,3 +185,5 @@ def table(function):
 
 leaky_relu = table(lambda r, op, *quant: tables.leaky_relu(*quant, options(op, "LeakyReluOptions").Alpha()))
 hard_swish = table(lambda r, op, *quant: tables.hard_swish(*quant))
+abs_ = table(lambda r, op, *quant: tables.abs_(*quant))
+elu = table(lambda r, op, *quant: tables.elu(*quant))

@@ -82,3 +82,22 @@ def hard_swish(x_scale: float, x_zp: int, y_scale: float, y_zp: int) -> np.ndarr
     reluish = (reluish + (1 << 15)) >> 1
     out = _rounding_divide16(_sdhm16(reluish, preshift), -out_exp) + y_zp
     return np.clip(out, -128, 127).astype(np.int8)
+
+
+def abs_(x_scale: float, x_zp: int, y_scale: float, y_zp: int) -> np.ndarray:
+    """ABS: |x - zp|, requantized to the output when the scales differ (float32 ratio)."""
+    value = np.abs(INPUTS - x_zp)
+    if _f32(x_scale) != _f32(y_scale):
+        value = fp.multiply_by_quantized_multiplier(value, *fp.quantize_multiplier(float(_f32(x_scale) / _f32(y_scale))))
+    return np.clip(value + y_zp, -128, 127).astype(np.int8)
+
+
+def elu(x_scale: float, x_zp: int, y_scale: float, y_zp: int) -> np.ndarray:
+    """ELU: its Prepare's table, in float32: dequantize, exp(x) - 1 below zero, round half away
+    from zero on the output's scale."""
+    real = _f32(x_scale) * (INPUTS - x_zp).astype(np.float32)
+    with np.errstate(over="ignore"):
+        transformed = np.where(real < 0, np.exp(real) - _f32(1.0), real).astype(np.float32)
+    scaled = (transformed * (_f32(1.0) / _f32(y_scale))).astype(np.float64)  # (float32 product, exact in float64)
+    rounded = np.sign(scaled) * np.floor(np.abs(scaled) + 0.5)  # std::round: half away from zero
+    return np.clip(rounded.astype(np.int64) + y_zp, -128, 127).astype(np.int8)

@@ -481,6 +481,18 @@ def _hard_swish_fine_int8(c: Case):
     c.op("HARD_SWISH", [x], [c.output("y", "int8", (4, 64), quant=(0.0021, -3))])
 
 
+@case("abs_requantized_int8")
+def _abs_int8(c: Case):
+    x = c.input("x", "int8", (4, 64), quant=(0.05, -6))
+    c.op("ABS", [x], [c.output("y", "int8", (4, 64), quant=(0.03, -100))])
+
+
+@case("elu_int8")
+def _elu_int8(c: Case):
+    x = c.input("x", "int8", (4, 64), quant=(0.04, 10))
+    c.op("ELU", [x], [c.output("y", "int8", (4, 64), quant=(0.03, -90))])
+
+
 @case("mean_int8")
 def _mean_int8(c: Case):
     x = c.input("x", "int8", (1, 5, 6, 4), quant=(0.05, 3))
