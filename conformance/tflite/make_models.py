@@ -88,10 +88,10 @@ def case(name: str):
 
 
 def unary(name, code, lo=-3.0, hi=3.0, options=None, dtype="float32", shape=(2, 3, 5), out_dtype=None,
-          quant=None):
+          quant=None, y_quant=None):
     def build(c: Case):
         x = c.input("x", dtype, shape, lo, hi, quant)
-        c.op(code, [x], [c.output("y", out_dtype or dtype, shape, quant)], options)
+        c.op(code, [x], [c.output("y", out_dtype or dtype, shape, y_quant or quant)], options)
     CASES[name] = build
 
 
@@ -463,34 +463,12 @@ _int8_window("tanh_int8", "TANH", None, (1, 7, 6, 4), (1 / 128, 0))
 _int8_window("relu_int8", "RELU", None, (1, 7, 6, 4), (0.03, -128))
 
 
-@case("leaky_relu_requantized_int8")
-def _leaky_int8(c: Case):
-    x = c.input("x", "int8", (4, 64), quant=(0.04, -10))
-    c.op("LEAKY_RELU", [x], [c.output("y", "int8", (4, 64), quant=(0.027, 7))], ("LeakyReluOptions", {"Alpha": 0.15}))
-
-
-@case("hard_swish_int8")
-def _hard_swish_int8(c: Case):
-    x = c.input("x", "int8", (4, 64), quant=(0.05, -6))
-    c.op("HARD_SWISH", [x], [c.output("y", "int8", (4, 64), quant=(0.03, -100))])
-
-
-@case("hard_swish_fine_int8")
-def _hard_swish_fine_int8(c: Case):
-    x = c.input("x", "int8", (4, 64), quant=(0.004, 20))
-    c.op("HARD_SWISH", [x], [c.output("y", "int8", (4, 64), quant=(0.0021, -3))])
-
-
-@case("abs_requantized_int8")
-def _abs_int8(c: Case):
-    x = c.input("x", "int8", (4, 64), quant=(0.05, -6))
-    c.op("ABS", [x], [c.output("y", "int8", (4, 64), quant=(0.03, -100))])
-
-
-@case("elu_int8")
-def _elu_int8(c: Case):
-    x = c.input("x", "int8", (4, 64), quant=(0.04, 10))
-    c.op("ELU", [x], [c.output("y", "int8", (4, 64), quant=(0.03, -90))])
+unary("leaky_relu_requantized_int8", "LEAKY_RELU", dtype="int8", shape=(4, 64), quant=(0.04, -10),
+      y_quant=(0.027, 7), options=("LeakyReluOptions", {"Alpha": 0.15}))
+unary("hard_swish_int8", "HARD_SWISH", dtype="int8", shape=(4, 64), quant=(0.05, -6), y_quant=(0.03, -100))
+unary("hard_swish_fine_int8", "HARD_SWISH", dtype="int8", shape=(4, 64), quant=(0.004, 20), y_quant=(0.0021, -3))
+unary("abs_requantized_int8", "ABS", dtype="int8", shape=(4, 64), quant=(0.05, -6), y_quant=(0.03, -100))
+unary("elu_int8", "ELU", dtype="int8", shape=(4, 64), quant=(0.04, 10), y_quant=(0.03, -90))
 
 
 @case("mean_int8")
