@@ -243,3 +243,10 @@ def test_run_refuses_floats_for_a_quantized_input(tmp_path, tinsmith_cmd):
     assert proc.stderr.splitlines() == [
         "error: input 'x' in in.npz is float32, the graph expects int8",
         "note: the input is quantized: pass q = round(x / 0.0500000007) + 3, clipped to the range of int8"]
+
+
+def test_every_registered_operator_is_a_tflite_builtin():
+    import tflite
+
+    from codegen.load.tflite_operators import OPERATORS
+    assert [name for name in OPERATORS if not hasattr(tflite.BuiltinOperator, name)] == []

@@ -137,7 +137,7 @@ OPERATORS: dict[str, Rule] = {
     "CAST": Rule(each(t.cast)),
     # --- shapes, folded at build time ----------------------------------------------------------
     "SHAPE": Rule(each(t.shape)), "RANK": Rule(each(t.rank)),
-    "ZEROS_LIKE": Rule(each(t.zeros_like)), "ONES_LIKE": Rule(each(t.ones_like)),
+    "ZEROS_LIKE": Rule(each(t.zeros_like)),
     "FILL": Rule(each(t.fill, ("int32", "int64")), 2),
     "RANGE": Rule(each(t.range_, ("float32", "int32", "int64")), 3),
 }

@@ -285,7 +285,6 @@ def _fold(compute):
 shape = _fold(lambda r, inputs, y: r.shape(int(inputs[0])))
 rank = _fold(lambda r, inputs, y: len(r.shape(int(inputs[0]))))
 zeros_like = _fold(lambda r, inputs, y: np.zeros(r.shape(y)))
-ones_like = _fold(lambda r, inputs, y: np.ones(r.shape(y)))
 fill = _fold(lambda r, inputs, y: np.full(r.shape(y), r.constant_data(inputs[1], "FILL value")))
 range_ = _fold(lambda r, inputs, y: np.arange(*(np.asarray(r.constant_data(i, "RANGE operand")).item()
                                                  for i in inputs[:3])))
