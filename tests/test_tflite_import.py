@@ -250,3 +250,46 @@ def test_every_registered_operator_is_a_tflite_builtin():
 
     from codegen.load.tflite_operators import OPERATORS
     assert [name for name in OPERATORS if not hasattr(tflite.BuiltinOperator, name)] == []
+
+
+_WINDOW_OPTIONS = {"CONV_2D": "Conv2DOptions", "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions",
+                   "AVERAGE_POOL_2D": "Pool2DOptions", "MAX_POOL_2D": "Pool2DOptions",
+                   "TRANSPOSE_CONV": "TransposeConvOptions"}
+
+
+def _random_model(rng: random.Random, seed: int) -> bytes:
+    """Up to three registered operators on random tensors (types, ranks, sizes 0..3, constants,
+    quantizations), wired at random, with random strides and paddings where they take them."""
+    from codegen.load.tflite_operators import OPERATORS
+    tensors = []
+    for i in range(rng.randint(2, 6)):
+        dtype = rng.choice(["float32", "int8", "int32", "bool"])
+        shape = [rng.randint(0, 3) for _ in range(rng.randint(0, 4))]
+        data = np.random.default_rng(seed + i).integers(-3, 4, shape).astype(dtype) if rng.random() < 0.4 else None
+        quant = (rng.choice([0.05, 1.0]), rng.randint(-5, 5)) if dtype == "int8" and rng.random() < 0.8 else None
+        tensors.append(Tensor(f"t{i}", dtype, shape, data, quant))
+    ops = []
+    for _ in range(rng.randint(1, 3)):
+        code = rng.choice(sorted(OPERATORS))
+        options = None
+        if code in _WINDOW_OPTIONS:
+            options = (_WINDOW_OPTIONS[code], {"Padding": rng.randint(0, 1), "StrideH": rng.randint(0, 2), "StrideW": 1})
+        ops.append(Op(code, [rng.randrange(len(tensors)) for _ in range(rng.randint(1, 4))],
+                      [rng.randrange(len(tensors))], options))
+    return model(tensors, ops, [0], [len(tensors) - 1])
+
+
+def test_random_operator_graphs_import_or_are_located_errors(tmp_path):
+    """Registered operators on operands that rarely fit: every model imports, or is refused with a
+    located error (a converter's IndexError, ValueError, ... would be a traceback)."""
+    rng = random.Random(11)
+    path = tmp_path / "random.tflite"
+    messages = set()
+    for seed in range(400):
+        path.write_bytes(_random_model(rng, seed))
+        try:
+            lower(path)
+        except TinsmithError as e:
+            assert e.loc is not None and e.loc.path.endswith("random.tflite"), str(e)
+            messages.add(e.message.split(":")[0])
+    assert len(messages) > 10  # (the models reach many different checks)
