@@ -131,7 +131,7 @@ OPERATORS: dict[str, Rule] = {
     "DEPTH_TO_SPACE": Rule(each(t.depth_to_space)),
     "SPACE_TO_DEPTH": Rule(each(t.space_to_depth)),
     "RESIZE_BILINEAR": Rule(each(t.resize("linear"), FLOAT), 2),
-    "RESIZE_NEAREST_NEIGHBOR": Rule(each(t.resize("nearest"), FLOAT), 2),
+    "RESIZE_NEAREST_NEIGHBOR": Rule({**each(t.resize_nearest_by_gather), "float32": t.resize("nearest")}, 2),
     "BROADCAST_TO": Rule(each(t.broadcast_to), 2),
     "TILE": Rule(each(t.tile), 2),
     "CAST": Rule(each(t.cast)),

@@ -200,6 +200,29 @@ def resize(mode: str):
     return read
 
 
+def _nearest_indices(in_size: int, out_size: int, align_corners: bool, half_pixel: bool) -> np.ndarray:
+    """The input row of each output row, in TFLite's float32 arithmetic (GetNearestNeighbor)."""
+    f32 = np.float32
+    scale = f32(in_size - 1) / f32(out_size - 1) if align_corners and out_size > 1 else f32(in_size) / f32(out_size)
+    at = (np.arange(out_size, dtype=np.float32) + f32(0.5 if half_pixel else 0.0)) * scale
+    index = np.floor(np.abs(at.astype(np.float64)) + 0.5) if align_corners else np.floor(at)  # std::round, floor
+    index = np.minimum(index.astype(np.int64), in_size - 1)
+    return np.maximum(index, 0) if half_pixel else index
+
+
+def resize_nearest_by_gather(r: Reader, op, inputs, outputs) -> None:
+    """RESIZE_NEAREST_NEIGHBOR on data that is not float32 (int8, ...): it only picks elements, so two
+    Gathers of the rows and columns TFLite picks compute it for every element type."""
+    opts = options(op, "ResizeNearestNeighborOptions")
+    x, y = int(inputs[0]), int(outputs[0])
+    (_, h, w, _), (_, oh, ow, _) = r.shape(x), r.shape(y)
+    rows = _nearest_indices(h, oh, bool(opts.AlignCorners()), bool(opts.HalfPixelCenters()))
+    cols = _nearest_indices(w, ow, bool(opts.AlignCorners()), bool(opts.HalfPixelCenters()))
+    picked = r.fresh(f"{_y(r, outputs)}_rows")
+    r.emit("Gather", [r.value(x), r.int64(f"{_y(r, outputs)}_row_indices", rows)], [picked], {"axis": 1})
+    r.emit("Gather", [picked, r.int64(f"{_y(r, outputs)}_column_indices", cols)], [_y(r, outputs)], {"axis": 2})
+
+
 def cast(r: Reader, op, inputs, outputs) -> None:
     r.emit("Cast", [r.value(inputs[0])], [_y(r, outputs)], {"to": r.dtype(int(outputs[0]))})
 

@@ -290,6 +290,12 @@ shaped("broadcast_to_float32", "BROADCAST_TO", (3, 1), (2, 3, 4), [[2, 3, 4]])
 shaped("cumsum_float32", "CUMSUM", (3, 5), (3, 5), [[1]], ("CumsumOptions", {"Exclusive": False, "Reverse": True}))
 shaped("resize_nearest_neighbor_float32", "RESIZE_NEAREST_NEIGHBOR", (1, 3, 4, 2), (1, 5, 7, 2), [[5, 7]],
        ("ResizeNearestNeighborOptions", {}))
+for _variant, _options in (("", {}), ("_half_pixel", {"HalfPixelCenters": True}),
+                           ("_align_corners", {"AlignCorners": True})):
+    shaped(f"resize_nearest_neighbor{_variant}_int8", "RESIZE_NEAREST_NEIGHBOR", (1, 3, 4, 2), (1, 5, 7, 2),
+           [[5, 7]], ("ResizeNearestNeighborOptions", _options), dtype="int8", quant=Q)
+shaped("resize_nearest_neighbor_down_int8", "RESIZE_NEAREST_NEIGHBOR", (1, 7, 9, 2), (1, 3, 4, 2),
+       [[3, 4]], ("ResizeNearestNeighborOptions", {"HalfPixelCenters": True}), dtype="int8", quant=Q)
 shaped("resize_bilinear_float32", "RESIZE_BILINEAR", (1, 3, 4, 2), (1, 5, 7, 2), [[5, 7]],
        ("ResizeBilinearOptions", {}))
 shaped("resize_bilinear_half_pixel_float32", "RESIZE_BILINEAR", (1, 3, 4, 2), (1, 6, 9, 2), [[6, 9]],
