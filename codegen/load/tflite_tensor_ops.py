@@ -65,32 +65,52 @@ def slice_(r: Reader, op, inputs, outputs) -> None:
     _slice(r, x, outputs, begin, ends)
 
 
+def _strided_axes(rank: int, begin, end, strides, opts) -> list[tuple]:
+    """One (begin, end, stride, begin masked, end masked, shrink) per input axis: the ellipsis spelled
+    out as whole axes, new axes dropped (the output's shape puts them back), axes the spec leaves
+    out taken whole."""
+    bit = lambda mask, j: bool(mask >> j & 1)  # noqa: E731
+    whole = (0, 0, 1, True, True, False)
+    spec = range(len(begin))
+    real = sum(1 for j in spec if not bit(opts.EllipsisMask(), j) and not bit(opts.NewAxisMask(), j))
+    axes = []
+    for j in spec:
+        if bit(opts.EllipsisMask(), j):
+            axes += [whole] * (rank - real)
+        elif not bit(opts.NewAxisMask(), j):
+            axes.append((begin[j], end[j], strides[j], bit(opts.BeginMask(), j), bit(opts.EndMask(), j),
+                         bit(opts.ShrinkAxisMask(), j)))
+    if len(axes) > rank:
+        raise Unsupported(f"STRIDED_SLICE of {len(axes)} axes of a rank-{rank} tensor")
+    return axes + [whole] * (rank - len(axes))
+
+
 def strided_slice(r: Reader, op, inputs, outputs) -> None:
     x = int(inputs[0])
     opts = options(op, "StridedSliceOptions")
-    if opts.EllipsisMask() or opts.NewAxisMask():
-        raise Unsupported("STRIDED_SLICE with an ellipsis or new-axis mask")
     shape = r.shape(x)
     begin = [int(v) for v in r.constant_data(inputs[1], "STRIDED_SLICE begin")]
     end = [int(v) for v in r.constant_data(inputs[2], "STRIDED_SLICE end")]
     strides = [int(v) for v in r.constant_data(inputs[3], "STRIDED_SLICE strides")] if len(inputs) > 3 \
         else [1] * len(begin)
-    if len(begin) != len(shape):
-        raise Unsupported(f"STRIDED_SLICE of {len(begin)} of {len(shape)} axes")
-    starts, ends = [], []
-    for d, (b, e, s) in enumerate(zip(begin, end, strides)):
+    if not len(begin) == len(end) == len(strides):
+        raise Unsupported(f"STRIDED_SLICE with {len(begin)} begins, {len(end)} ends and {len(strides)} strides")
+    starts, ends, steps = [], [], []
+    for d, (b, e, s, begin_masked, end_masked, shrink) in enumerate(_strided_axes(len(shape), begin, end, strides,
+                                                                                   opts)):
         if s == 0:
             raise Unsupported("STRIDED_SLICE with a stride of 0")
         if opts.Offset():
             e = b + e
-        if opts.ShrinkAxisMask() >> d & 1:  # one element, the axis dropped by the output's shape
+        if shrink:  # one element, the axis dropped by the output's shape
             b = b + shape[d] if b < 0 else b
             starts.append(b)
             ends.append(b + 1)
+            steps.append(1)
             continue
-        starts.append((0 if s > 0 else BIG) if opts.BeginMask() >> d & 1 else b)
-        ends.append((BIG if s > 0 else -BIG) if opts.EndMask() >> d & 1 else e)
-    steps = [1 if opts.ShrinkAxisMask() >> d & 1 else s for d, s in enumerate(strides)]
+        starts.append((0 if s > 0 else BIG) if begin_masked else b)
+        ends.append((BIG if s > 0 else -BIG) if end_masked else e)
+        steps.append(s)
     _slice(r, x, outputs, starts, ends, steps)
 
 

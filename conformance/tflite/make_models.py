@@ -276,6 +276,10 @@ shaped("expand_dims_float32", "EXPAND_DIMS", (3, 4), (3, 1, 4), [[1]])
 shaped("slice_float32", "SLICE", (4, 6, 5), (2, 3, 5), [[1, 2, 0], [2, 3, -1]])
 shaped("strided_slice_shrink_negative_stride_float32", "STRIDED_SLICE", (4, 6, 5), (3, 3),
        [[2, -1, 0], [3, 0, 5], [1, -2, 2]], ("StridedSliceOptions", {"ShrinkAxisMask": 1}))
+shaped("strided_slice_ellipsis_new_axis_float32", "STRIDED_SLICE", (4, 6, 5), (4, 6, 1, 2),
+       [[0, 0, 1], [0, 0, 5], [1, 1, 2]], ("StridedSliceOptions", {"EllipsisMask": 1, "NewAxisMask": 2}))
+shaped("strided_slice_short_spec_float32", "STRIDED_SLICE", (4, 6, 5), (2, 6, 5), [[1], [3], [1]],
+       ("StridedSliceOptions", {}))
 shaped("space_to_depth_float32", "SPACE_TO_DEPTH", (1, 4, 6, 2), (1, 2, 3, 8),
        options=("SpaceToDepthOptions", {"BlockSize": 2}))
 shaped("arg_min_float32", "ARG_MIN", (2, 3, 7), (2, 7), [[1]], ("ArgMinOptions", {"OutputType": 2}),
