@@ -157,19 +157,19 @@ class Reader:
         name = self.names[int(i)]
         data = self.data(i)
         if data is not None and name not in self.constants:
-            self.constants[name] = Constant(name, np.ascontiguousarray(data), f"{self.where} tensor "
+            self.constants[name] = Constant(name, np.array(data, order="C"), f"{self.where} tensor "
                                             f"'{self.original(i)}'", self.loc, self.value_quant(i))
         return name
 
     def add_constant(self, hint: str, data: np.ndarray) -> str:
         name = numbered(hint, set(self.constants) | set(self.names.values()))
-        self.constants[name] = Constant(name, np.ascontiguousarray(data), "TFLite import", self.loc)
+        self.constants[name] = Constant(name, np.array(data, order="C"), "TFLite import", self.loc)
         return name
 
     def set_constant(self, i: int, data: np.ndarray) -> None:
         """Tensor i computed at build time (a shape operator folded): a constant under its own name."""
         name = self.names[int(i)]
-        self.constants[name] = Constant(name, np.ascontiguousarray(data), f"{self.where} tensor "
+        self.constants[name] = Constant(name, np.array(data, order="C"), f"{self.where} tensor "
                                         f"'{self.original(i)}' (computed at build time)", self.loc)
 
     def fresh(self, hint: str) -> str:

@@ -372,6 +372,37 @@ def _shape(c: Case):
     c.op("RESHAPE", [z, s], [c.output("y", "float32", (2, 3, 4))])
 
 
+shaped("reduce_any_bool", "REDUCE_ANY", (2, 3, 4), (2, 4), [[1]], ("ReducerOptions", {"KeepDims": False}),
+       dtype="bool")
+shaped("reduce_all_bool", "REDUCE_ALL", (2, 3, 4), (2, 3, 1), [[2]], ("ReducerOptions", {"KeepDims": True}),
+       dtype="bool")
+
+
+@case("select_float32")
+def _select_v1(c: Case):
+    cond = c.input("cond", "bool", (2, 3, 4))
+    a, b = c.input("a", "float32", (2, 3, 4)), c.input("b", "float32", (2, 3, 4))
+    c.op("SELECT", [cond, a, b], [c.output("y", "float32", (2, 3, 4))])
+
+
+@case("zeros_like_add_float32")
+def _zeros_like(c: Case):
+    x = c.input("x", "float32", (2, 3))
+    zeros = c.add("zeros", "float32", (2, 3))
+    c.op("ZEROS_LIKE", [x], [zeros])
+    c.op("ADD", [zeros, x], [c.output("y", "float32", (2, 3))], ("AddOptions", {}))
+
+
+@case("fill_rank_range_int32")
+def _folded(c: Case):
+    """Shapes folded at build time, each a graph output: FILL, RANK of the input, RANGE."""
+    x = c.input("x", "int32", (2, 3, 4))
+    c.op("FILL", [c.const("dims", np.int32([2, 3])), c.const("value", np.int32(7))], [c.output("filled", "int32", (2, 3))])
+    c.op("RANK", [x], [c.output("rank", "int32", ())])
+    c.op("RANGE", [c.const("start", np.int32(2)), c.const("limit", np.int32(11)), c.const("delta", np.int32(3))],
+         [c.output("range", "int32", (3,))])
+
+
 @case("embedding_lookup_float32")
 def _embedding(c: Case):
     ids = c.input("ids", "int32", (3,), lo=0, hi=4)
