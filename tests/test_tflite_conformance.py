@@ -47,8 +47,8 @@ def test_case_matches_tflite_micro_on_the_cortex_m4(name, tmp_path):
     """A few cases cross-compiled and run on the emulated Cortex-M4, compared as on the host."""
     import numpy as np
 
-    from codegen.cli import run_compiled
-    from codegen.pipeline import lower
+    from tinsmith.cli import run_compiled
+    from tinsmith.pipeline import lower
     from conformance.tflite.run import ATOL, RTOL, _inputs, _oracle
     path = MODELS / f"{name}.tflite"
     graph = lower(path)

@@ -11,8 +11,8 @@ import re
 import numpy as np
 import pytest
 
-from codegen.errors import GraphError, TinsmithError
-from codegen.pipeline import lower
+from tinsmith.errors import GraphError, TinsmithError
+from tinsmith.pipeline import lower
 from tflite_writer import Op, Tensor, model, single_operator
 
 tflm = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
@@ -61,7 +61,7 @@ def small_cnn(names: bool = True) -> bytes:
 
 @pytest.mark.parametrize("target", ["host", "cortex-m4"])
 def test_float_model_matches_tflite_micro(target, tmp_path):
-    from codegen.cli import run_compiled
+    from tinsmith.cli import run_compiled
     data = small_cnn()
     path = tmp_path / "cnn.tflite"
     path.write_bytes(data)
@@ -76,7 +76,7 @@ def test_float_model_matches_tflite_micro(target, tmp_path):
 def test_unnamed_tensors_get_generated_names(tmp_path):
     """A model whose tensors have no names (AttributeError: 'NoneType' object has no attribute
     'decode' before): each is called after its index, and the model computes as TFLite Micro does."""
-    from codegen.cli import run_compiled
+    from tinsmith.cli import run_compiled
     data = small_cnn(names=False)
     path = tmp_path / "unnamed.tflite"
     path.write_bytes(data)
@@ -89,7 +89,7 @@ def test_unnamed_tensors_get_generated_names(tmp_path):
 
 def _error(tmp_path, data: bytes) -> GraphError:
     """The error importing `data` raises, located at the file."""
-    from codegen.load.tflite_model import load_tflite_spec
+    from tinsmith.load.tflite_model import load_tflite_spec
     (tmp_path / "m.tflite").write_bytes(data)
     with pytest.raises(GraphError) as e:
         load_tflite_spec(tmp_path / "m.tflite")
@@ -216,7 +216,7 @@ def test_emulate_reads_int8_and_bool_outputs_as_the_host_runner_does(tmp_path, t
 def test_constant_outputs_are_written_by_the_generated_code(tmp_path):
     """A SHAPE folded at build time and a tensor stored in the file, both graph outputs: the
     generated code still writes them, as TFLite Micro returns them."""
-    from codegen.cli import run_compiled
+    from tinsmith.cli import run_compiled
     tensors = [Tensor("x", "float32", [2, 3]), Tensor("s", "int32", [2]),
                Tensor("c", "float32", [2], np.float32([1.5, -2])), Tensor("y", "float32", [2, 3])]
     data = model(tensors, [Op("SHAPE", [0], [1], ("ShapeOptions", {"OutType": 2})), Op("RELU", [0], [3])],
@@ -248,7 +248,7 @@ def test_run_refuses_floats_for_a_quantized_input(tmp_path, tinsmith_cmd):
 def test_every_registered_operator_is_a_tflite_builtin():
     import tflite
 
-    from codegen.load.tflite_operators import OPERATORS
+    from tinsmith.load.tflite_operators import OPERATORS
     assert [name for name in OPERATORS if not hasattr(tflite.BuiltinOperator, name)] == []
 
 
@@ -260,7 +260,7 @@ _WINDOW_OPTIONS = {"CONV_2D": "Conv2DOptions", "DEPTHWISE_CONV_2D": "DepthwiseCo
 def _random_model(rng: random.Random, seed: int) -> bytes:
     """Up to three registered operators on random tensors (types, ranks, sizes 0..3, constants,
     quantizations), wired at random, with random strides and paddings where they take them."""
-    from codegen.load.tflite_operators import OPERATORS
+    from tinsmith.load.tflite_operators import OPERATORS
     tensors = []
     for i in range(rng.randint(2, 6)):
         dtype = rng.choice(["float32", "int8", "int32", "bool"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from codegen.load import tflite_tables as tables
+from tinsmith.load import tflite_tables as tables
 from tflite_writer import Op, Tensor, model
 
 tflm = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")

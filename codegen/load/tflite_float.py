@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from codegen.load.tflite_reader import Reader, Unsupported, options
+from tinsmith.load.tflite_reader import Reader, Unsupported, options
 
 NHWC_TO_NCHW, NCHW_TO_NHWC = [0, 3, 1, 2], [0, 2, 3, 1]
 

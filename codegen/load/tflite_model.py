@@ -17,13 +17,13 @@ from typing import Mapping
 
 import numpy as np
 
-from codegen.errors import GraphError, SourceLoc
-from codegen.files import irregular_file
-from codegen.ir import TensorType
-from codegen.load.graph_file import GraphSpec, ValueSpec, display_path
-from codegen.load.onnx_model import graph_name_of, unique_names
-from codegen.load.tflite_operators import OPERATORS, custom_operator_problem
-from codegen.load.tflite_reader import Reader, Unsupported, tflite_schema
+from tinsmith.errors import GraphError, SourceLoc
+from tinsmith.files import irregular_file
+from tinsmith.ir import TensorType
+from tinsmith.load.graph_file import GraphSpec, ValueSpec, display_path
+from tinsmith.load.onnx_model import graph_name_of, unique_names
+from tinsmith.load.tflite_operators import OPERATORS, custom_operator_problem
+from tinsmith.load.tflite_reader import Reader, Unsupported, tflite_schema
 
 TFLITE_SUFFIXES = (".tflite",)
 # what a converter raises on operands that do not fit (wrong rank, missing constants)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from codegen.load import tflite_float as flt
-from codegen.load import tflite_quantized as q
-from codegen.load import tflite_tensor_ops as t
+from tinsmith.load import tflite_float as flt
+from tinsmith.load import tflite_quantized as q
+from tinsmith.load import tflite_tensor_ops as t
 
 Converter = Callable  # (reader, operator, input tensor indices, output tensor indices) -> None
 FLOAT = ("float32",)

@@ -1,15 +1,15 @@
 """TFLite integer operators -> codegen/ops/quantized.py's primitives, doing what TFLite Micro's
 Prepare does once per node: explicit pads from SAME/VALID, fused activations as clamps of the
-output, and per-channel requantization multipliers (codegen.quant.fixed_point) as int32 constants.
+output, and per-channel requantization multipliers (tinsmith.quant.fixed_point) as int32 constants.
 Tensors keep TFLite's NHWC layout. Each function converts one operator (see tflite_operators.py)."""
 from __future__ import annotations
 
 import numpy as np
 
-from codegen.load import tflite_tables as tables
-from codegen.load.tflite_reader import Reader, Unsupported, options
-from codegen.quant import activations
-from codegen.quant import fixed_point as fp
+from tinsmith.load import tflite_tables as tables
+from tinsmith.load.tflite_reader import Reader, Unsupported, options
+from tinsmith.quant import activations
+from tinsmith.quant import fixed_point as fp
 
 
 def _requant_constants(r: Reader, x: int, w: int, y: int, hint: str) -> list[str]:

@@ -10,13 +10,13 @@ from typing import Mapping
 
 import numpy as np
 
-from codegen import limits
-from codegen.errors import GraphError, SourceLoc
-from codegen.ir import Constant
-from codegen.ir.graph import Quant
-from codegen.ir.names import numbered
-from codegen.load.graph_file import NodeSpec
-from codegen.quant import fixed_point as fp
+from tinsmith import limits
+from tinsmith.errors import GraphError, SourceLoc
+from tinsmith.ir import Constant
+from tinsmith.ir.graph import Quant
+from tinsmith.ir.names import numbered
+from tinsmith.load.graph_file import NodeSpec
+from tinsmith.quant import fixed_point as fp
 
 # TFLite TensorType numbers and the Tinsmith element type of each
 TENSOR_TYPES = {0: "float32", 2: "int32", 3: "uint8", 4: "int64", 6: "bool", 7: "int16", 9: "int8"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from codegen.quant import fixed_point as fp
+from tinsmith.quant import fixed_point as fp
 
 INPUTS = np.arange(-128, 128, dtype=np.int64)  # the table's index order
 INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from codegen.load.tflite_float import NCHW_TO_NHWC, NHWC_TO_NCHW
-from codegen.load.tflite_reader import Reader, Unsupported, options
+from tinsmith.load.tflite_float import NCHW_TO_NHWC, NHWC_TO_NCHW
+from tinsmith.load.tflite_reader import Reader, Unsupported, options
 
 BIG = np.iinfo(np.int64).max  # an end past every dimension (ONNX's Slice clamps it)
 

@@ -10,7 +10,7 @@ import numpy as np
 
 
 def _dtype(name: str) -> np.dtype:
-    from codegen.ir.graph import DTYPES
+    from tinsmith.ir.graph import DTYPES
     return np.dtype(DTYPES[name][0])
 
 

@@ -61,8 +61,8 @@ def _describe(path: Path) -> tuple[str, str]:
     import tflite
     from tflite.utils import opcode2name
 
-    from codegen.load.tflite_operators import OPERATORS
-    from codegen.load.tflite_reader import TENSOR_TYPES
+    from tinsmith.load.tflite_operators import OPERATORS
+    from tinsmith.load.tflite_reader import TENSOR_TYPES
     model = tflite.Model.GetRootAsModel(path.read_bytes(), 0)
     graph = model.Subgraphs(0)
     names = [opcode2name(max(c.BuiltinCode(), c.DeprecatedBuiltinCode()))
@@ -114,8 +114,8 @@ def _output_count(path: Path) -> int:
 def run_cases(names: Sequence[str], build_dir: Path, jobs: int = 2,
               log: Callable[[str], None] = print) -> list[Result]:
     """Import, compile, run and compare each named case; one Result each, in order."""
-    from codegen.errors import TinsmithError
-    from codegen.pipeline import compile_graph
+    from tinsmith.errors import TinsmithError
+    from tinsmith.pipeline import compile_graph
     results: dict[str, Result] = {}
     built, expected = [], {}
     for name in names:
