@@ -106,8 +106,32 @@ def _read_inputs(graph, path: Path, aliases: dict[str, str] | None = None) -> di
         if tuple(a.shape) != t.shape:
             raise TinsmithError(None, f"input '{name}' in {path} has shape {list(a.shape)}, "
                                 f"the graph expects {list(t.shape)}")
+        problem = _conversion_problem(a, t)
+        if problem:
+            raise TinsmithError(None, f"input '{name}' in {path} {problem}", _quantize_hint(t))
         result[name] = np.ascontiguousarray(a, dtype=t.numpy_dtype)
     return result
+
+
+def _conversion_problem(a: np.ndarray, t) -> str | None:
+    """Why array `a` cannot become the input of type `t` without changing its values, or None:
+    an integer or bool input takes integers (or bools) in its range, never floats."""
+    want = t.numpy_dtype
+    if want.kind not in "biu" or a.dtype == want:
+        return None
+    if a.dtype.kind not in "biu":
+        return f"is {a.dtype}, the graph expects {t.dtype}"
+    low, high = (0, 1) if want.kind == "b" else (np.iinfo(want).min, np.iinfo(want).max)
+    if a.size and (a.min() < low or a.max() > high):
+        return f"holds values from {a.min()} to {a.max()}, outside the range of {t.dtype} ({low} to {high})"
+    return None
+
+
+def _quantize_hint(t) -> str | None:
+    if t.quant is None:
+        return None
+    return (f"the input is quantized: pass q = round(x / {t.quant.scale[0]:.9g}) + {t.quant.zero_point[0]}, "
+            f"clipped to the range of {t.dtype}")
 
 
 def _input_bytes(graph, inputs: dict[str, np.ndarray]) -> bytes:
@@ -230,19 +254,21 @@ def cmd_report(args) -> int:
 def cmd_emulate(args) -> int:
     import json
 
+    from tinsmith.measure.smoke import read_outputs, smoke_bytes
     from tinsmith.targets import load_target
     from tinsmith.targets.qemu import run_on_emulator
     report = json.loads(Path(args.report).read_text(encoding="utf-8"))
-    # The host runner's smoke pattern, so host and target smoke runs can be compared.
-    data = b"".join((((np.arange(v["bytes"] // 4) % 17) - 8) / 8).astype("<f4").tobytes()
-                    for v in report["inputs"])
-    run = run_on_emulator(load_target(args.target), Path(args.firmware), data)
-    offset = 0
-    for v in report["outputs"]:
-        values = np.frombuffer(run.output, dtype="<f4", count=v["bytes"] // 4, offset=offset)
-        offset += v["bytes"]
+    # The host runner's smoke pattern in each input's element type, so host and target runs compare.
+    run = run_on_emulator(load_target(args.target), Path(args.firmware), smoke_bytes(report["inputs"]))
+    try:
+        outputs = read_outputs(report["outputs"], run.output)
+    except ValueError as e:
+        raise TinsmithError(None, f"{args.firmware}: {e}") from None
+    for v, values in zip(report["outputs"], outputs):
+        if not values.size:  # (the host runner prints no summary of an empty output either)
+            continue
         print(f"{report['graph']} [{args.target}]: {v['name']}[{'x'.join(map(str, v['shape']))}] "
-              f"sum={float(values.astype(np.float64).sum()):.6g} first={float(values[0]):.6g}")
+              f"sum={float(values.astype(np.float64).sum()):.6g} first={float(values.reshape(-1)[0]):.6g}")
     counted = f", {run.instructions:,} instructions" if run.instructions is not None else ""
     print(f"{report['graph']} [{args.target}]: call used {run.stack_bytes} bytes of stack{counted}")
     return 0

@@ -132,7 +132,8 @@ class TfliteReference:
         tfl = _tflite()
         model = tfl.Model.GetRootAsModel(path.read_bytes(), 0)
         graph = model.Subgraphs(0)
-        self.names = [graph.Tensors(i).Name().decode("utf-8", "replace") for i in range(graph.TensorsLength())]
+        self.names = [(graph.Tensors(i).Name() or f"tensor{i}".encode()).decode("utf-8", "replace")
+                      for i in range(graph.TensorsLength())]  # (unnamed tensors as the importer names them)
         self.quant: dict[str, tuple[float, int]] = {}
         constant = set()
         for i in range(graph.TensorsLength()):

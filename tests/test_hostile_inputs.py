@@ -520,7 +520,7 @@ def test_tflite_operator_without_inputs_is_refused(tmp_path):
 
 def test_tflite_tensor_with_an_invalid_quantization_is_refused(tmp_path):
     e = _tflite_error(tmp_path, _tanh(x_quant=(-0.5, 0)))
-    assert e.message == "tensor 'x' has an invalid quantization: scales must be positive and finite"
+    assert e.message == "operator 0 (TANH): tensor 'x' has an invalid quantization: scales must be positive and finite"
 
 
 def test_random_constant_with_a_negative_scale_is_refused_at_the_scale(tmp_path):
@@ -533,8 +533,10 @@ def test_random_constant_with_a_negative_scale_is_refused_at_the_scale(tmp_path)
 
 def test_tflite_quantized_operator_with_a_float_output_is_refused(tmp_path):
     from tflite_writer import single_operator
-    e = _tflite_error(tmp_path, single_operator(0, "float32", [1, 8], (0.05, 3), (0.1, 0), op_inputs=(0, 0)))
-    assert e.message == "tensor 'y' is float32, but the output of a quantized operator must be an integer type (int8)"
+    e = _tflite_error(tmp_path, single_operator(0, "int8", [1, 8], (0.05, 3), (0.1, 0), op_inputs=(0, 0),
+                                                y_dtype="float32"))
+    assert e.message == ("operator 0 (ADD): tensor 'y' is float32, but the output of a quantized operator must be "
+                         "an integer type (int8)")
 
 
 def test_tflite_operator_without_its_options_takes_the_defaults(tmp_path):

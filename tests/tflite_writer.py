@@ -1,41 +1,53 @@
-"""Small .tflite flatbuffers written with the `tflite` package's schema builders, for operator
-tests that need no TensorFlow: one builtin operator from graph input to graph output."""
+"""Small .tflite flatbuffers written with the `tflite` package's schema builders, for tests and the
+TFLite conformance models that need no TensorFlow: tensors (named or not, constant or not,
+quantized or not), builtin operators with their options, custom operators by their code.
+
+    model([Tensor("x", "float32", [1, 4]), Tensor("y", "float32", [1, 4])],
+          [Op("RELU", [0], [1])], inputs=[0], outputs=[1])
+"""
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
 
 import flatbuffers
 import numpy as np
 
-TYPES = {"int8": 9, "int16": 7, "uint8": 3, "int32": 2, "float32": 0}
+TYPES = {"float32": 0, "int32": 2, "uint8": 3, "int64": 4, "bool": 6, "int16": 7, "int8": 9, "float16": 1}
 
 
 def _schema(name: str):
     return importlib.import_module(f"tflite.{name}")
 
 
-def _quant(b: flatbuffers.Builder, scale: float, zero_point: int) -> int:
-    Q = _schema("QuantizationParameters")
-    scales = b.CreateNumpyVector(np.array([scale], np.float32))
-    zps = b.CreateNumpyVector(np.array([zero_point], np.int64))
-    Q.Start(b)
-    Q.AddScale(b, scales)
-    Q.AddZeroPoint(b, zps)
-    return Q.End(b)
+@dataclass(frozen=True)
+class Tensor:
+    """A tensor: `data` makes it a constant; `quant` is (scales, zero points) or (scale, zero point);
+    a name of None leaves the name out of the file."""
+
+    name: str | None
+    dtype: str
+    shape: Sequence[int]
+    data: np.ndarray | None = None
+    quant: tuple | None = None
+    axis: int = 0  # the quantized dimension of per-channel scales
 
 
-def _tensor(b: flatbuffers.Builder, name: str, dtype: str, shape, scale: float, zero_point: int) -> int:
-    T = _schema("Tensor")
-    name_off = b.CreateString(name)
-    shape_off = b.CreateNumpyVector(np.array(shape, np.int32))
-    quant = _quant(b, scale, zero_point)
-    T.Start(b)
-    T.AddShape(b, shape_off)
-    T.AddType(b, TYPES[dtype])
-    T.AddBuffer(b, 0)
-    T.AddName(b, name_off)
-    T.AddQuantization(b, quant)
-    return T.End(b)
+@dataclass(frozen=True)
+class Op:
+    """An operator: a builtin by name (or number), or a custom one by its code; options as
+    (options table name, {field: value}), e.g. ("Conv2DOptions", {"Padding": 1})."""
+
+    code: str | int
+    inputs: Sequence[int]
+    outputs: Sequence[int]
+    options: tuple[str, Mapping] | None = None
+    custom: str | None = None
+
+
+def builtin_code(code: str | int) -> int:
+    return code if isinstance(code, int) else getattr(importlib.import_module("tflite").BuiltinOperator, code)
 
 
 def _vector(b: flatbuffers.Builder, offsets) -> int:
@@ -45,43 +57,124 @@ def _vector(b: flatbuffers.Builder, offsets) -> int:
     return b.EndVector()
 
 
-def single_operator(builtin: int, dtype: str, shape, x_quant: tuple[float, int],
-                    y_quant: tuple[float, int], op_inputs=(0,), op_outputs=(1,)) -> bytes:
-    """A model computing y = OP(x) for an operator without options (LOGISTIC, TANH, ...); the
-    operator's tensor indices can be changed (a hostile model)."""
-    b = flatbuffers.Builder(1024)
-    tensors = [_tensor(b, "x", dtype, shape, *x_quant), _tensor(b, "y", dtype, shape, *y_quant)]
+def _bytes(b: flatbuffers.Builder, data: bytes) -> int:
+    """A byte vector aligned to 16 bytes, as TFLite's own writer aligns buffers."""
+    b.StartVector(1, len(data), 16)
+    b.head = b.head - len(data)
+    b.Bytes[b.head:b.head + len(data)] = data
+    return b.EndVector()
+
+
+def _quant(b: flatbuffers.Builder, quant, axis: int) -> int:
+    Q = _schema("QuantizationParameters")
+    scales = b.CreateNumpyVector(np.atleast_1d(np.asarray(quant[0], np.float32)))
+    zps = b.CreateNumpyVector(np.atleast_1d(np.asarray(quant[1], np.int64)))
+    Q.Start(b)
+    Q.AddScale(b, scales)
+    Q.AddZeroPoint(b, zps)
+    Q.AddQuantizedDimension(b, axis)
+    return Q.End(b)
+
+
+def _tensor(b: flatbuffers.Builder, t: Tensor, buffer: int) -> int:
+    T = _schema("Tensor")
+    name = b.CreateString(t.name) if t.name is not None else None
+    shape = b.CreateNumpyVector(np.array(t.shape, np.int32))
+    quant = _quant(b, t.quant, t.axis) if t.quant is not None else None
+    T.Start(b)
+    T.AddShape(b, shape)
+    T.AddType(b, TYPES[t.dtype])
+    T.AddBuffer(b, buffer)
+    if name is not None:
+        T.AddName(b, name)
+    if quant is not None:
+        T.AddQuantization(b, quant)
+    return T.End(b)
+
+
+def _options(b: flatbuffers.Builder, options: tuple[str, Mapping]) -> tuple[int, int]:
+    """(union type, table) of an operator's builtin options."""
+    cls_name, fields = options
+    M = _schema(cls_name)
+    vectors = {k: b.CreateNumpyVector(np.asarray(v, np.int32)) for k, v in fields.items()
+               if isinstance(v, (list, tuple, np.ndarray))}
+    M.Start(b)
+    for k, v in fields.items():
+        getattr(M, f"Add{k}")(b, vectors.get(k, v))
+    table = M.End(b)
+    return getattr(importlib.import_module("tflite").BuiltinOptions, cls_name), table
+
+
+def _operator(b: flatbuffers.Builder, op: Op, opcode_index: int) -> int:
     O = _schema("Operator")
-    ins, outs = b.CreateNumpyVector(np.array(op_inputs, np.int32)), b.CreateNumpyVector(np.array(op_outputs, np.int32))
+    ins = b.CreateNumpyVector(np.array(op.inputs, np.int32))
+    outs = b.CreateNumpyVector(np.array(op.outputs, np.int32))
+    options = _options(b, op.options) if op.options else None
     O.Start(b)
-    O.AddOpcodeIndex(b, 0)
+    O.AddOpcodeIndex(b, opcode_index)
     O.AddInputs(b, ins)
     O.AddOutputs(b, outs)
-    op = O.End(b)
+    if options:
+        O.AddBuiltinOptionsType(b, options[0])
+        O.AddBuiltinOptions(b, options[1])
+    return O.End(b)
+
+
+def _opcode(b: flatbuffers.Builder, code: int, custom: str | None) -> int:
+    C = _schema("OperatorCode")
+    custom_off = b.CreateString(custom) if custom is not None else None
+    C.Start(b)
+    C.AddDeprecatedBuiltinCode(b, min(code, 127))
+    C.AddBuiltinCode(b, code)
+    if custom_off is not None:
+        C.AddCustomCode(b, custom_off)
+    C.AddVersion(b, 1)
+    return C.End(b)
+
+
+def model(tensors: Sequence[Tensor], ops: Sequence[Op], inputs: Sequence[int], outputs: Sequence[int]) -> bytes:
+    """A model of one subgraph; buffer 0 is the empty one TFLite reserves."""
+    b = flatbuffers.Builder(1024)
+    B = _schema("Buffer")
+    buffers, data_buffers = [], {}
+    for i, t in enumerate(tensors):
+        if t.data is not None:
+            data_buffers[i] = len(data_buffers) + 1
+    tensor_offsets = [_tensor(b, t, data_buffers.get(i, 0)) for i, t in enumerate(tensors)]
+    kinds = list(dict.fromkeys((builtin_code(op.code), op.custom) for op in ops))
+    op_offsets = [_operator(b, op, kinds.index((builtin_code(op.code), op.custom))) for op in ops]
     S = _schema("SubGraph")
-    tensors_off, ops_off = _vector(b, tensors), _vector(b, [op])
-    g_in, g_out = b.CreateNumpyVector(np.array([0], np.int32)), b.CreateNumpyVector(np.array([1], np.int32))
+    tensors_off, ops_off = _vector(b, tensor_offsets), _vector(b, op_offsets)
+    g_in, g_out = b.CreateNumpyVector(np.array(inputs, np.int32)), b.CreateNumpyVector(np.array(outputs, np.int32))
     S.Start(b)
     S.AddTensors(b, tensors_off)
     S.AddInputs(b, g_in)
     S.AddOutputs(b, g_out)
     S.AddOperators(b, ops_off)
     graph = S.End(b)
-    C = _schema("OperatorCode")
-    C.Start(b)
-    C.AddDeprecatedBuiltinCode(b, min(builtin, 127))
-    C.AddBuiltinCode(b, builtin)
-    C.AddVersion(b, 1)
-    code = C.End(b)
-    B = _schema("Buffer")
-    B.Start(b)
-    empty = B.End(b)
+    codes = [_opcode(b, code, custom) for code, custom in kinds]
+    for t in [None] + [tensors[i] for i in data_buffers]:
+        raw = _bytes(b, np.ascontiguousarray(t.data, np.dtype(t.dtype).newbyteorder("<")).tobytes()) \
+            if t is not None else None
+        B.Start(b)
+        if raw is not None:
+            B.AddData(b, raw)
+        buffers.append(B.End(b))
     M = _schema("Model")
-    codes, graphs, buffers = _vector(b, [code]), _vector(b, [graph]), _vector(b, [empty])
+    codes_off, graphs, buffers_off = _vector(b, codes), _vector(b, [graph]), _vector(b, buffers)
     M.Start(b)
     M.AddVersion(b, 3)
-    M.AddOperatorCodes(b, codes)
+    M.AddOperatorCodes(b, codes_off)
     M.AddSubgraphs(b, graphs)
-    M.AddBuffers(b, buffers)
+    M.AddBuffers(b, buffers_off)
     b.Finish(M.End(b), file_identifier=b"TFL3")
     return bytes(b.Output())
+
+
+def single_operator(builtin: int, dtype: str, shape, x_quant: tuple[float, int] | None,
+                    y_quant: tuple[float, int] | None, op_inputs=(0,), op_outputs=(1,), y_dtype: str | None = None,
+                    names=("x", "y")) -> bytes:
+    """A model computing y = OP(x) for an operator without options (LOGISTIC, TANH, ...); the
+    operator's tensor indices can be changed (a hostile model)."""
+    tensors = [Tensor(names[0], dtype, shape, quant=x_quant), Tensor(names[1], y_dtype or dtype, shape, quant=y_quant)]
+    return model(tensors, [Op(builtin, op_inputs, op_outputs)], [0], [1])

@@ -1,0 +1,159 @@
+"""The TFLite builtin operators Tinsmith imports: one registration each, naming the element types it
+takes (of the input that decides it) and the converter for each. An operator with no row here, or an
+element type its row lacks, is refused at import with the operator's index and name."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from tinsmith.load import tflite_float as flt
+from tinsmith.load import tflite_quantized as q
+from tinsmith.load import tflite_tensor_ops as t
+
+Converter = Callable  # (reader, operator, input tensor indices, output tensor indices) -> None
+FLOAT = ("float32",)
+INTEGERS = ("int8", "uint8", "int16", "int32", "int64")
+EVERY = FLOAT + INTEGERS + ("bool",)  # element types the operators that only move elements take
+COMPARABLE = FLOAT + INTEGERS
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One builtin operator: its converter per element type, the inputs it needs at least, and
+    which input's element type decides (the data input; SPLIT's is its second)."""
+
+    converters: Mapping[str, Converter]
+    min_inputs: int = 1
+    typed_by: int = 0
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        return tuple(self.converters)
+
+
+def each(converter: Converter, types=EVERY) -> dict[str, Converter]:
+    return {dtype: converter for dtype in types}
+
+
+def _unary_float(onnx_op: str, **attrs) -> Rule:
+    return Rule(each(flt.unary(onnx_op, **attrs), FLOAT))
+
+
+OPERATORS: dict[str, Rule] = {
+    # --- convolutions, matrix products, pools -----------------------------------------------
+    "CONV_2D": Rule({"float32": flt.conv, "int8": q.conv}, 2),
+    "DEPTHWISE_CONV_2D": Rule({"float32": flt.depthwise, "int8": q.depthwise}, 2),
+    "FULLY_CONNECTED": Rule({"float32": flt.fully_connected, "int8": q.fully_connected}, 2),
+    "TRANSPOSE_CONV": Rule({"float32": flt.transpose_conv}, 3, typed_by=2),
+    "BATCH_MATMUL": Rule({"float32": flt.batch_matmul}, 2),
+    "AVERAGE_POOL_2D": Rule({"float32": flt.pool("AveragePoolNHWC"), "int8": q.pool("QAvgPool")}),
+    "MAX_POOL_2D": Rule({"float32": flt.pool("MaxPoolNHWC"), "int8": q.pool("QMaxPool")}),
+    # --- arithmetic ---------------------------------------------------------------------------
+    "ADD": Rule({"float32": flt.binary("Add", "AddOptions"), "int8": q.binary("add"),
+                 "int32": flt.binary("Add", "AddOptions")}, 2),
+    "MUL": Rule({"float32": flt.binary("Mul", "MulOptions"), "int8": q.binary("mul"),
+                 "int32": flt.binary("Mul", "MulOptions")}, 2),
+    "SUB": Rule(each(flt.binary("Sub", "SubOptions"), ("float32", "int32")), 2),
+    "DIV": Rule(each(flt.binary("Div", "DivOptions"), FLOAT), 2),
+    "FLOOR_DIV": Rule(each(flt.floor_div, FLOAT), 2),
+    "FLOOR_MOD": Rule({"float32": flt.floor_mod, "int32": flt.binary("Mod", None)}, 2),
+    "POW": Rule(each(flt.binary("Pow", None), FLOAT), 2),
+    "SQUARED_DIFFERENCE": Rule(each(flt.squared_difference, FLOAT), 2),
+    "ADD_N": Rule(each(t.extremum("Sum"), FLOAT)),
+    "MAXIMUM": Rule(each(t.extremum("Max"), COMPARABLE), 2),
+    "MINIMUM": Rule(each(t.extremum("Min"), COMPARABLE), 2),
+    # --- activations and elementwise math ------------------------------------------------------
+    "RELU": Rule({"float32": flt.unary("Relu"), "int8": q.relu("relu")}),
+    "RELU6": Rule({"float32": flt.clamp(0.0, 6.0), "int8": q.relu6}),
+    "RELU_N1_TO_1": Rule(each(flt.clamp(-1.0, 1.0), FLOAT)),
+    "RELU_0_TO_1": Rule(each(flt.clamp(0.0, 1.0), FLOAT)),
+    "LOGISTIC": Rule({"float32": flt.unary("Sigmoid"), "int8": q.table_function("logistic")}),
+    "TANH": Rule({"float32": flt.unary("Tanh"), "int8": q.table_function("tanh")}),
+    "LEAKY_RELU": Rule({"float32": flt.leaky_relu, "int8": q.leaky_relu}),
+    "PRELU": Rule(each(flt.binary("PRelu", None), FLOAT), 2),
+    "HARD_SWISH": Rule({"float32": flt.unary("HardSwish"), "int8": q.hard_swish}),
+    "ELU": Rule({"float32": flt.unary("Elu", alpha=1.0), "int8": q.elu}),
+    "GELU": Rule(each(flt.gelu, FLOAT)),
+    "EXP": _unary_float("Exp"), "LOG": _unary_float("Log"), "SQRT": _unary_float("Sqrt"),
+    "RSQRT": Rule(each(flt.chain("Sqrt", "Reciprocal"), FLOAT)),
+    "SIN": _unary_float("Sin"), "COS": _unary_float("Cos"), "FLOOR": _unary_float("Floor"),
+    "CEIL": _unary_float("Ceil"), "ROUND": _unary_float("Round"), "SIGN": _unary_float("Sign"),
+    "ABS": Rule({"float32": flt.unary("Abs"), "int8": q.abs_}), "NEG": _unary_float("Neg"),
+    "SQUARE": Rule(each(flt.square, FLOAT)),
+    "SOFTMAX": Rule({"float32": flt.softmax, "int8": q.softmax}),
+    "LOG_SOFTMAX": Rule(each(flt.log_softmax, FLOAT)),
+    "L2_NORMALIZATION": Rule(each(flt.l2_normalization, FLOAT)),
+    # --- quantization -------------------------------------------------------------------------
+    "QUANTIZE": Rule(each(q.quantize, ("float32", "int8", "uint8", "int16"))),
+    "DEQUANTIZE": Rule(each(q.dequantize, ("int8", "uint8", "int16"))),
+    # --- reductions ---------------------------------------------------------------------------
+    "MEAN": Rule({"float32": t.reduce("ReduceMean"), "int8": q.mean}, 2),
+    "SUM": Rule(each(t.reduce("ReduceSum"), ("float32", "int32")), 2),
+    "REDUCE_PROD": Rule(each(t.reduce("ReduceProd"), ("float32", "int32")), 2),
+    "REDUCE_MAX": Rule(each(t.reduce("ReduceMax", picks=True), COMPARABLE), 2),
+    "REDUCE_MIN": Rule(each(t.reduce("ReduceMin", picks=True), COMPARABLE), 2),
+    "REDUCE_ANY": Rule(each(t.reduce("ReduceMax"), ("bool",)), 2),
+    "REDUCE_ALL": Rule(each(t.reduce("ReduceMin"), ("bool",)), 2),
+    "ARG_MAX": Rule(each(t.arg("ArgMax"), COMPARABLE), 2),
+    "ARG_MIN": Rule(each(t.arg("ArgMin"), COMPARABLE), 2),
+    "CUMSUM": Rule(each(t.cumsum, ("float32", "int32")), 2),
+    # --- comparisons and logic ----------------------------------------------------------------
+    "EQUAL": Rule(each(t.compare("Equal"), EVERY), 2),
+    "NOT_EQUAL": Rule(each(t.compare("Equal", negate=True), EVERY), 2),
+    "LESS": Rule(each(t.compare("Less"), COMPARABLE), 2),
+    "LESS_EQUAL": Rule(each(t.compare("LessOrEqual"), COMPARABLE), 2),
+    "GREATER": Rule(each(t.compare("Greater"), COMPARABLE), 2),
+    "GREATER_EQUAL": Rule(each(t.compare("GreaterOrEqual"), COMPARABLE), 2),
+    "LOGICAL_AND": Rule(each(t.logical("And"), ("bool",)), 2),
+    "LOGICAL_OR": Rule(each(t.logical("Or"), ("bool",)), 2),
+    "LOGICAL_NOT": Rule(each(t.logical("Not"), ("bool",))),
+    "SELECT": Rule(each(t.select), 3, typed_by=1),
+    "SELECT_V2": Rule(each(t.select), 3, typed_by=1),
+    # --- moving elements (every element type) --------------------------------------------------
+    "RESHAPE": Rule(each(t.reshape)), "SQUEEZE": Rule(each(t.reshape)), "EXPAND_DIMS": Rule(each(t.reshape)),
+    "TRANSPOSE": Rule(each(t.transpose), 2),
+    "SLICE": Rule(each(t.slice_), 3),
+    "STRIDED_SLICE": Rule(each(t.strided_slice), 3),
+    "CONCATENATION": Rule({**each(t.concat), "float32": flt.concat, "int8": q.concat}),
+    "PACK": Rule(each(t.pack)),
+    "UNPACK": Rule(each(t.unpack)),
+    "SPLIT": Rule(each(t.split), 2, typed_by=1),
+    "SPLIT_V": Rule(each(t.split_v), 3),
+    "GATHER": Rule(each(t.gather), 2),
+    "GATHER_ND": Rule(each(t.gather_nd), 2),
+    "EMBEDDING_LOOKUP": Rule(each(t.embedding_lookup, FLOAT), 2, typed_by=1),
+    "PAD": Rule({**each(flt.pad, ("float32", "int32")), "int8": q.pad}, 2),
+    "PADV2": Rule(each(flt.pad, ("float32", "int32")), 3),
+    "MIRROR_PAD": Rule(each(t.mirror_pad, ("float32", "int32")), 2),
+    "REVERSE_V2": Rule(each(t.reverse), 2),
+    "SPACE_TO_BATCH_ND": Rule(each(t.space_to_batch, ("float32", "int8")), 3),
+    "BATCH_TO_SPACE_ND": Rule(each(t.batch_to_space, ("float32", "int8")), 3),
+    "DEPTH_TO_SPACE": Rule(each(t.depth_to_space)),
+    "SPACE_TO_DEPTH": Rule(each(t.space_to_depth)),
+    "RESIZE_BILINEAR": Rule(each(t.resize("linear"), FLOAT), 2),
+    "RESIZE_NEAREST_NEIGHBOR": Rule({**each(t.resize_nearest_by_gather), "float32": t.resize("nearest")}, 2),
+    "BROADCAST_TO": Rule(each(t.broadcast_to), 2),
+    "TILE": Rule(each(t.tile), 2),
+    "CAST": Rule(each(t.cast)),
+    # --- shapes, folded at build time ----------------------------------------------------------
+    "SHAPE": Rule(each(t.shape)), "RANK": Rule(each(t.rank)),
+    "ZEROS_LIKE": Rule(each(t.zeros_like)),
+    "FILL": Rule(each(t.fill, ("int32", "int64")), 2),
+    "RANGE": Rule(each(t.range_, ("float32", "int32", "int64")), 3),
+}
+
+# Custom operators: what a model that holds one is told
+NPU_CODES = {"ethos-u": "an Arm Ethos-U NPU", "edgetpu-custom-op": "a Google Edge TPU"}
+SIGNAL_PREFIX = "Signal"  # TFLite Micro's signal library (Window, Rfft, FilterBank, ... as SignalWindow, ...)
+
+
+def custom_operator_problem(code: str) -> str:
+    """Why a CUSTOM operator with custom code `code` cannot be compiled."""
+    if code.lower() in NPU_CODES:
+        return (f"the custom operator '{code}' runs a subgraph compiled for {NPU_CODES[code.lower()]}; Tinsmith "
+                f"compiles for the CPU and does not drive NPUs (compile the model before it went through the NPU's "
+                f"compiler, e.g. Vela)")
+    if code.startswith(SIGNAL_PREFIX):
+        return (f"the custom operator '{code}' of TFLite Micro's signal library (audio front end) is not yet "
+                f"supported by Tinsmith")
+    return f"the custom operator '{code}' is not a TFLite builtin; Tinsmith cannot compile it"

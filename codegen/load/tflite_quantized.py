@@ -1,0 +1,189 @@
+"""TFLite integer operators -> codegen/ops/quantized.py's primitives, doing what TFLite Micro's
+Prepare does once per node: explicit pads from SAME/VALID, fused activations as clamps of the
+output, and per-channel requantization multipliers (tinsmith.quant.fixed_point) as int32 constants.
+Tensors keep TFLite's NHWC layout. Each function converts one operator (see tflite_operators.py)."""
+from __future__ import annotations
+
+import numpy as np
+
+from tinsmith.load import tflite_tables as tables
+from tinsmith.load.tflite_reader import Reader, Unsupported, options
+from tinsmith.quant import activations
+from tinsmith.quant import fixed_point as fp
+
+
+def _requant_constants(r: Reader, x: int, w: int, y: int, hint: str) -> list[str]:
+    x_scale, _ = r.scale_zp(x)
+    y_scale, _ = r.scale_zp(y)
+    mult, shift = fp.conv_multipliers(x_scale, r.required_quant(w).scale, y_scale)
+    return [r.add_constant(f"{hint}_multiplier", mult), r.add_constant(f"{hint}_shift", shift)]
+
+
+def _bias(r: Reader, inputs) -> str:
+    return r.value(inputs[2]) if len(inputs) > 2 and inputs[2] >= 0 else ""
+
+
+def conv(r: Reader, op, inputs, outputs, depthwise: bool = False) -> None:
+    x, w, y = int(inputs[0]), int(inputs[1]), int(outputs[0])
+    opts = options(op, "DepthwiseConv2DOptions" if depthwise else "Conv2DOptions")
+    _, kh, kw, _ = r.shape(w)
+    dil = (opts.DilationHFactor() or 1, opts.DilationWFactor() or 1)
+    y_scale, y_zp = r.scale_zp(y)
+    attrs = {"strides": [opts.StrideH(), opts.StrideW()], "dilations": list(dil),
+             "pads": r.pads(x, kh, kw, opts, dil), "x_zero_point": r.scale_zp(x)[1], "y_scale": y_scale,
+             "y_zero_point": y_zp, **r.act(y, opts.FusedActivationFunction())}
+    if depthwise:
+        attrs["depth_multiplier"] = r.shape(w)[3] // r.shape(x)[3]
+    name = r.names[y]
+    r.emit("QDepthwise" if depthwise else "QConv2D",
+           [r.value(x), r.value(w), _bias(r, inputs), *_requant_constants(r, x, w, y, name)], [name], attrs)
+
+
+def depthwise(r: Reader, op, inputs, outputs) -> None:
+    conv(r, op, inputs, outputs, depthwise=True)
+
+
+def fully_connected(r: Reader, op, inputs, outputs) -> None:
+    x, w, y = int(inputs[0]), int(inputs[1]), int(outputs[0])
+    opts = options(op, "FullyConnectedOptions")
+    y_scale, y_zp = r.scale_zp(y)
+    name = r.names[y]
+    attrs = {"x_zero_point": r.scale_zp(x)[1], "y_scale": y_scale, "y_zero_point": y_zp,
+             **r.act(y, opts.FusedActivationFunction())}
+    rows = int(np.prod(r.shape(x))) // r.shape(w)[1]
+    out_shape = r.shape(y)
+    target = name if out_shape == (rows, r.shape(w)[0]) else r.fresh(f"{name}_rows")
+    r.emit("QFullyConnected", [r.value(x), r.value(w), _bias(r, inputs), *_requant_constants(r, x, w, y, name)],
+           [target], attrs)
+    if target != name:  # keep_num_dims: the rows take the input's leading dimensions back
+        r.emit("Reshape", [target, r.int64(f"{name}_shape", out_shape)], [name], {})
+
+
+def binary(kind: str):
+    def read(r: Reader, op, inputs, outputs) -> None:
+        a, b, y = int(inputs[0]), int(inputs[1]), int(outputs[0])
+        opts = options(op, f"{kind.title()}Options")
+        (a_s, a_zp), (b_s, b_zp), (y_s, y_zp) = r.scale_zp(a), r.scale_zp(b), r.scale_zp(y)
+        r.emit(f"Q{kind.title()}", [r.value(a), r.value(b)], [r.names[y]],
+               {"a_scale": a_s, "a_zero_point": a_zp, "b_scale": b_s, "b_zero_point": b_zp, "y_scale": y_s,
+                "y_zero_point": y_zp, **r.act(y, opts.FusedActivationFunction())})
+    return read
+
+
+def pool(kind: str):
+    def read(r: Reader, op, inputs, outputs) -> None:
+        y = int(outputs[0])
+        attrs, code = r.pool_window(int(inputs[0]), op)
+        r.emit(kind, [r.value(inputs[0])], [r.names[y]], {**attrs, **r.act(y, code)})
+    return read
+
+
+def mean(r: Reader, op, inputs, outputs) -> None:
+    x, y = int(inputs[0]), int(outputs[0])
+    axes = sorted(int(a) % 4 for a in np.atleast_1d(r.constant_data(inputs[1], "MEAN's axes")))
+    if len(r.shape(x)) != 4 or axes != [1, 2]:
+        raise Unsupported(f"int8 MEAN over axes {axes} (only over H and W of NHWC data)")
+    (x_s, x_zp), (y_s, y_zp) = r.scale_zp(x), r.scale_zp(y)
+    attrs = {"x_scale": x_s, "x_zero_point": x_zp, "y_scale": y_s, "y_zero_point": y_zp}
+    if len(r.shape(y)) == 4:
+        r.emit("QMean", [r.value(x)], [r.names[y]], attrs)
+    else:
+        pooled = r.fresh(r.names[y] + "_pooled")
+        r.emit("QMean", [r.value(x)], [pooled], attrs)
+        r.emit("Reshape", [pooled, r.int64(f"{r.names[y]}_shape", r.shape(y))], [r.names[y]], {})
+
+
+def softmax(r: Reader, op, inputs, outputs) -> None:
+    x, y = int(inputs[0]), int(outputs[0])
+    opts = options(op, "SoftmaxOptions")
+    (x_s, _), (y_s, y_zp) = r.scale_zp(x), r.scale_zp(y)
+    r.emit("QSoftmax", [r.value(x)], [r.names[y]], {"beta": float(opts.Beta()), "x_scale": x_s,
+                                                    "y_scale": y_s, "y_zero_point": y_zp})
+
+
+def quantize(r: Reader, op, inputs, outputs) -> None:
+    x, y = int(inputs[0]), int(outputs[0])
+    y_s, y_zp = r.scale_zp(y)
+    if r.dtype(x) == "float32":
+        r.emit("Quantize", [r.value(x)], [r.names[y]], {"y_scale": y_s, "y_zero_point": y_zp, "dtype": r.dtype(y)})
+    else:
+        x_s, x_zp = r.scale_zp(x)
+        r.emit("Requantize", [r.value(x)], [r.names[y]], {"x_scale": x_s, "x_zero_point": x_zp, "y_scale": y_s,
+                                                          "y_zero_point": y_zp, "dtype": r.dtype(y)})
+
+
+def relu(activation: str):
+    def read(r: Reader, op, inputs, outputs) -> None:
+        """TFLite's int8 RELU: the input rescaled to the output and clamped to the activation's
+        range (TFLite Micro's ReluQuantized)."""
+        x, y = int(inputs[0]), int(outputs[0])
+        (x_s, x_zp), (y_s, y_zp) = r.scale_zp(x), r.scale_zp(y)
+        lo, hi = fp.activation_range(activation, y_s, y_zp, r.integer_dtype(y))
+        r.emit("Requantize", [r.value(x)], [r.names[y]], {"x_scale": x_s, "x_zero_point": x_zp, "y_scale": y_s,
+                                                          "y_zero_point": y_zp, "dtype": r.dtype(y),
+                                                          "act_min": lo, "act_max": hi})
+    return read
+
+
+def dequantize(r: Reader, op, inputs, outputs) -> None:
+    x, y = int(inputs[0]), int(outputs[0])
+    x_s, x_zp = r.scale_zp(x)
+    r.emit("Dequantize", [r.value(x)], [r.names[y]], {"x_scale": x_s, "x_zero_point": x_zp})
+
+
+def pad(r: Reader, op, inputs, outputs) -> None:
+    x, y = int(inputs[0]), int(outputs[0])
+    widths = np.asarray(r.constant_data(inputs[1], "PAD's paddings")).reshape(-1, 2)
+    r.emit("QPad", [r.value(x)], [r.names[y]],
+           {"pads": [int(v) for v in widths[:, 0]] + [int(v) for v in widths[:, 1]], "x_zero_point": r.scale_zp(x)[1]})
+
+
+def concat(r: Reader, op, inputs, outputs) -> None:
+    opts = options(op, "ConcatenationOptions")
+    if opts.FusedActivationFunction():
+        raise Unsupported("int8 CONCATENATION with a fused activation")
+    r.emit("QConcat", [r.value(i) for i in inputs], [r.names[int(outputs[0])]], {"axis": int(opts.Axis())})
+
+
+def table_function(function: str):
+    def read(r: Reader, op, inputs, outputs) -> None:
+        """TFLite's int8 LOGISTIC / TANH: TFLite Micro's fixed-point function of every int8 input,
+        tabulated at import (codegen/quant/activations.py) and looked up per element."""
+        x, y = int(inputs[0]), int(outputs[0])
+        (x_s, x_zp), (y_s, y_zp) = r.scale_zp(x), r.scale_zp(y)
+        want = activations.OUTPUT_QUANT[function]
+        if (np.float32(y_s), y_zp) != (np.float32(want[0]), want[1]):
+            raise Unsupported(f"{function.upper()} with output scale {y_s} and zero point {y_zp} (TFLite "
+                              f"requires {want[0]} and {want[1]})")
+        table = r.add_constant(f"{r.names[y]}_table", activations.int8_table(function, x_s, x_zp))
+        r.emit("QLookup", [r.value(x), table], [r.names[y]], {"y_scale": y_s, "y_zero_point": y_zp})
+    return read
+
+
+def relu6(r: Reader, op, inputs, outputs) -> None:
+    """TFLite Micro's int8 RELU6: the input's integers clamped to its zero point and to 6 in its
+    quantization (zero point + round(6 / scale), saturated), not rescaled to the output's."""
+    x, y = int(inputs[0]), int(outputs[0])
+    scale, zp = r.scale_zp(x)
+    lo_limit, hi_limit = fp.DTYPE_RANGES[r.integer_dtype(x)]
+    six = min(max(zp + int(np.floor(6.0 / scale + 0.5)), lo_limit), hi_limit)
+    r.emit("Clip", [r.value(x)], [r.names[y]], {"min": float(zp), "max": float(six)})
+
+
+def table(function):
+    def read(r: Reader, op, inputs, outputs) -> None:
+        """An int8 function of one input as a QLookup of its table (tflite_tables.py)."""
+        x, y = int(inputs[0]), int(outputs[0])
+        if r.integer_dtype(y) != "int8":
+            raise Unsupported(f"an int8 input with a {r.dtype(y)} output")
+        (x_s, x_zp), (y_s, y_zp) = r.scale_zp(x), r.scale_zp(y)
+        values = function(r, op, x_s, x_zp, y_s, y_zp)
+        r.emit("QLookup", [r.value(x), r.add_constant(f"{r.names[y]}_table", values)], [r.names[y]],
+               {"y_scale": y_s, "y_zero_point": y_zp})
+    return read
+
+
+leaky_relu = table(lambda r, op, *quant: tables.leaky_relu(*quant, options(op, "LeakyReluOptions").Alpha()))
+hard_swish = table(lambda r, op, *quant: tables.hard_swish(*quant))
+abs_ = table(lambda r, op, *quant: tables.abs_(*quant))
+elu = table(lambda r, op, *quant: tables.elu(*quant))

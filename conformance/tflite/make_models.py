@@ -1,0 +1,575 @@
+"""Write the TFLite single-operator conformance models (conformance/tflite/models/NAME.tflite) and
+their seeded inputs (NAME.npz, arrays keyed by input tensor name), without TensorFlow: the
+flatbuffers come from tests/tflite_writer.py. Run it again after changing a case:
+
+    python conformance/tflite/make_models.py
+
+Each case is one builtin operator (a few need a second: SHAPE feeds a RESHAPE) in one attribute
+variant and element type. Inputs lie where the operator is defined (positive for LOG, SQRT, ...);
+int8 inputs cover the whole range.
+"""
+from __future__ import annotations
+
+import sys
+import zlib
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+from tflite_writer import Op, Tensor, model  # noqa: E402  (the tests' writer, found through sys.path)
+
+MODELS = Path(__file__).resolve().parent / "models"
+Q = (0.05, 3)  # an int8 quantization shared by inputs and outputs that move elements
+
+
+class Case:
+    """One model being written: tensors, operators, graph inputs with their seeded data."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.tensors: list[Tensor] = []
+        self.ops: list[Op] = []
+        self.inputs: list[int] = []
+        self.outputs: list[int] = []
+        self.feeds: dict[str, np.ndarray] = {}
+        self.rng = np.random.default_rng(zlib.crc32(name.encode()))
+
+    def add(self, name, dtype, shape, data=None, quant=None) -> int:
+        self.tensors.append(Tensor(name, dtype, list(shape), data, quant))
+        return len(self.tensors) - 1
+
+    def input(self, name, dtype, shape, lo=-3.0, hi=3.0, quant=None) -> int:
+        if dtype == "bool":
+            data = self.rng.integers(0, 2, shape).astype(bool)
+        elif dtype in ("uint8", "int16"):  # quantized data over its whole range
+            info = np.iinfo(dtype)
+            data = self.rng.integers(info.min, info.max + 1, shape).astype(dtype)
+        elif dtype in ("int8", "int32"):
+            info = np.iinfo(np.int8)  # (int32 inputs: small values, indices or counts stay in range)
+            data = self.rng.integers(max(info.min, int(lo)) if dtype == "int32" else info.min,
+                                     min(info.max, int(hi)) + 1 if dtype == "int32" else info.max + 1,
+                                     shape).astype(dtype)
+        else:
+            data = self.rng.uniform(lo, hi, shape).astype(dtype)
+        self.feeds[name] = data
+        self.inputs.append(self.add(name, dtype, shape, quant=quant))
+        return self.inputs[-1]
+
+    def const(self, name, data, dtype=None, quant=None) -> int:
+        data = np.asarray(data, dtype or np.asarray(data).dtype)
+        return self.add(name, str(data.dtype), data.shape, data, quant)
+
+    def weights(self, name, shape, scale=0.5) -> int:
+        return self.const(name, self.rng.normal(0, scale, shape).astype(np.float32))
+
+    def op(self, code, ins, outs, options=None) -> None:
+        self.ops.append(Op(code, ins, outs, options))
+
+    def output(self, name, dtype, shape, quant=None) -> int:
+        self.outputs.append(self.add(name, dtype, shape, quant=quant))
+        return self.outputs[-1]
+
+    def write(self, folder: Path) -> None:
+        (folder / f"{self.name}.tflite").write_bytes(model(self.tensors, self.ops, self.inputs, self.outputs))
+        np.savez(folder / f"{self.name}.npz", **self.feeds)
+
+
+CASES: dict[str, Callable[[Case], None]] = {}
+
+
+def case(name: str):
+    def register(fn):
+        CASES[name] = fn
+        return fn
+    return register
+
+
+def unary(name, code, lo=-3.0, hi=3.0, options=None, dtype="float32", shape=(2, 3, 5), out_dtype=None,
+          quant=None, y_quant=None):
+    def build(c: Case):
+        x = c.input("x", dtype, shape, lo, hi, quant)
+        c.op(code, [x], [c.output("y", out_dtype or dtype, shape, y_quant or quant)], options)
+    CASES[name] = build
+
+
+def binary(name, code, b_shape=(3, 1), lo=-3.0, hi=3.0, b_lo=-3.0, b_hi=3.0, options=None, dtype="float32",
+           out_dtype=None, a_shape=(2, 3, 4), quant=None, const_b=False):
+    def build(c: Case):
+        a = c.input("a", dtype, a_shape, lo, hi, quant)
+        if const_b:
+            b = c.const("b", c.rng.uniform(b_lo, b_hi, b_shape).astype(dtype))
+        else:
+            b = c.input("b", dtype, b_shape, b_lo, b_hi, quant)
+        shape = np.broadcast_shapes(a_shape, b_shape)
+        c.op(code, [a, b], [c.output("y", out_dtype or dtype, shape, quant)], options)
+    CASES[name] = build
+
+
+# --- elementwise float32 --------------------------------------------------------------------
+for _code in ("RELU", "RELU6", "RELU_N1_TO_1", "LOGISTIC", "TANH", "HARD_SWISH", "ELU", "EXP", "SIN", "COS",
+              "FLOOR", "CEIL", "ROUND", "ABS", "NEG", "SQUARE", "LOG_SOFTMAX", "L2_NORMALIZATION", "SIGN",
+              "RELU_0_TO_1"):
+    unary(f"{_code.lower()}_float32", _code)
+for _code in ("LOG", "SQRT", "RSQRT"):
+    unary(f"{_code.lower()}_float32", _code, lo=0.05, hi=4.0)
+unary("softmax_beta_float32", "SOFTMAX", options=("SoftmaxOptions", {"Beta": 0.5}))
+unary("softmax_float32", "SOFTMAX", options=("SoftmaxOptions", {"Beta": 1.0}))
+unary("leaky_relu_float32", "LEAKY_RELU", options=("LeakyReluOptions", {"Alpha": 0.2}))
+unary("gelu_float32", "GELU", options=("GeluOptions", {"Approximate": False}))
+unary("gelu_tanh_float32", "GELU", options=("GeluOptions", {"Approximate": True}))
+unary("cast_float32_to_int32", "CAST", lo=-50, hi=50, out_dtype="int32")
+unary("cast_int32_to_float32", "CAST", dtype="int32", lo=-100, hi=100, out_dtype="float32")
+unary("logical_not_bool", "LOGICAL_NOT", dtype="bool")
+unary("leaky_relu_int8", "LEAKY_RELU", dtype="int8", quant=(0.04, -10), options=("LeakyReluOptions", {"Alpha": 0.3}))
+unary("relu6_int8", "RELU6", dtype="int8", quant=(0.03, -20))
+unary("relu6_saturated_int8", "RELU6", dtype="int8", quant=(0.02, 10))
+
+# --- binary float32, NumPy broadcasting -------------------------------------------------------
+binary("add_float32", "ADD", options=("AddOptions", {}))
+binary("add_relu6_float32", "ADD", options=("AddOptions", {"FusedActivationFunction": 3}))
+binary("sub_float32", "SUB", b_shape=(4,), options=("SubOptions", {}))
+binary("sub_relu_float32", "SUB", b_shape=(2, 3, 4), options=("SubOptions", {"FusedActivationFunction": 1}))
+binary("mul_float32", "MUL", options=("MulOptions", {}))
+binary("mul_relu_n1_to_1_float32", "MUL", b_shape=(1,), const_b=True,
+       options=("MulOptions", {"FusedActivationFunction": 2}))
+binary("div_float32", "DIV", b_lo=0.5, b_hi=2.0, options=("DivOptions", {}))
+binary("floor_div_float32", "FLOOR_DIV", b_lo=0.5, b_hi=2.0)
+binary("maximum_float32", "MAXIMUM")
+binary("minimum_float32", "MINIMUM", b_shape=(2, 3, 4))
+binary("squared_difference_float32", "SQUARED_DIFFERENCE")
+binary("pow_float32", "POW", lo=0.1, hi=2.0, b_lo=-2.0, b_hi=2.0)
+binary("prelu_float32", "PRELU", b_shape=(4,), const_b=True)
+binary("add_int32", "ADD", dtype="int32", lo=-100, hi=100, b_lo=-100, b_hi=100, options=("AddOptions", {}))
+binary("sub_int32", "SUB", dtype="int32", lo=-100, hi=100, b_lo=-100, b_hi=100, options=("SubOptions", {}))
+binary("mul_int32", "MUL", dtype="int32", lo=-100, hi=100, b_lo=-100, b_hi=100, options=("MulOptions", {}))
+binary("maximum_int8", "MAXIMUM", b_shape=(2, 3, 4), dtype="int8", quant=Q)
+binary("minimum_int8", "MINIMUM", b_shape=(2, 3, 4), dtype="int8", quant=Q)
+for _code in ("LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL"):
+    binary(f"{_code.lower()}_float32", _code, out_dtype="bool")
+    binary(f"{_code.lower()}_int32", _code, dtype="int32", lo=-3, hi=3, b_lo=-3, b_hi=3, out_dtype="bool")
+binary("less_int8", "LESS", b_shape=(2, 3, 4), dtype="int8", quant=Q, out_dtype="bool")
+binary("logical_and_bool", "LOGICAL_AND", dtype="bool")
+binary("logical_or_bool", "LOGICAL_OR", dtype="bool")
+
+
+@case("select_v2_float32")
+def _select(c: Case):
+    cond = c.input("cond", "bool", (2, 3, 4))
+    a, b = c.input("a", "float32", (2, 3, 4)), c.input("b", "float32", (3, 1))
+    c.op("SELECT_V2", [cond, a, b], [c.output("y", "float32", (2, 3, 4))])
+
+
+@case("add_n_float32")
+def _add_n(c: Case):
+    xs = [c.input(f"x{i}", "float32", (2, 5)) for i in range(3)]
+    c.op("ADD_N", xs, [c.output("y", "float32", (2, 5))])
+
+
+# --- convolutions, matrix products, pools (float32, NHWC) ------------------------------------
+def conv(name, x_shape, w_shape, y_shape, options, bias=True, depthwise=False):
+    def build(c: Case):
+        x = c.input("x", "float32", x_shape)
+        ins = [x, c.weights("w", w_shape)]
+        if bias:
+            ins.append(c.weights("b", (w_shape[0] if not depthwise else w_shape[3],)))
+        c.op("DEPTHWISE_CONV_2D" if depthwise else "CONV_2D", ins, [c.output("y", "float32", y_shape)], options)
+    CASES[name] = build
+
+
+conv("conv_2d_same_stride2_relu_float32", (1, 7, 8, 3), (4, 3, 3, 3), (1, 4, 4, 4),
+     ("Conv2DOptions", {"Padding": 0, "StrideH": 2, "StrideW": 2, "FusedActivationFunction": 1}))
+conv("conv_2d_valid_dilated_float32", (1, 9, 9, 2), (5, 3, 3, 2), (1, 5, 5, 5),
+     ("Conv2DOptions", {"Padding": 1, "StrideH": 1, "StrideW": 1, "DilationHFactor": 2, "DilationWFactor": 2}))
+conv("conv_2d_1x1_no_bias_float32", (1, 5, 6, 8), (3, 1, 1, 8), (1, 5, 6, 3),
+     ("Conv2DOptions", {"Padding": 1, "StrideH": 1, "StrideW": 1}), bias=False)
+conv("depthwise_conv_2d_same_relu6_float32", (1, 6, 7, 4), (1, 3, 3, 4), (1, 6, 7, 4),
+     ("DepthwiseConv2DOptions", {"Padding": 0, "StrideH": 1, "StrideW": 1, "DepthMultiplier": 1,
+                                 "FusedActivationFunction": 3}), depthwise=True)
+conv("depthwise_conv_2d_multiplier2_float32", (1, 7, 7, 3), (1, 3, 3, 6), (1, 3, 3, 6),
+     ("DepthwiseConv2DOptions", {"Padding": 1, "StrideH": 2, "StrideW": 2, "DepthMultiplier": 2}), depthwise=True)
+
+
+@case("fully_connected_float32")
+def _fc(c: Case):
+    x = c.input("x", "float32", (2, 6))
+    c.op("FULLY_CONNECTED", [x, c.weights("w", (4, 6)), c.weights("b", (4,))], [c.output("y", "float32", (2, 4))],
+         ("FullyConnectedOptions", {"FusedActivationFunction": 1}))
+
+
+@case("fully_connected_keep_dims_float32")
+def _fc_keep(c: Case):
+    x = c.input("x", "float32", (2, 3, 6))
+    c.op("FULLY_CONNECTED", [x, c.weights("w", (5, 6)), -1], [c.output("y", "float32", (2, 3, 5))],
+         ("FullyConnectedOptions", {"KeepNumDims": True}))
+
+
+@case("batch_matmul_float32")
+def _bmm(c: Case):
+    a, b = c.input("a", "float32", (2, 3, 4)), c.input("b", "float32", (2, 5, 4))
+    c.op("BATCH_MATMUL", [a, b], [c.output("y", "float32", (2, 3, 5))], ("BatchMatMulOptions", {"AdjY": True}))
+
+
+@case("transpose_conv_same_stride2_float32")
+def _tconv(c: Case):
+    x = c.input("x", "float32", (1, 4, 5, 3))
+    shape = c.const("output_shape", np.array([1, 8, 10, 2], np.int32))
+    c.op("TRANSPOSE_CONV", [shape, c.weights("w", (2, 3, 3, 3)), x, c.weights("b", (2,))],
+         [c.output("y", "float32", (1, 8, 10, 2))], ("TransposeConvOptions", {"Padding": 0, "StrideH": 2, "StrideW": 2}))
+
+
+@case("transpose_conv_valid_float32")
+def _tconv_valid(c: Case):
+    x = c.input("x", "float32", (1, 3, 4, 2))
+    shape = c.const("output_shape", np.array([1, 7, 9, 3], np.int32))
+    c.op("TRANSPOSE_CONV", [shape, c.weights("w", (3, 3, 3, 2)), x],
+         [c.output("y", "float32", (1, 7, 9, 3))], ("TransposeConvOptions", {"Padding": 1, "StrideH": 2, "StrideW": 2}))
+
+
+def pool(name, code, x_shape, y_shape, padding, k, s, act=0):
+    def build(c: Case):
+        x = c.input("x", "float32", x_shape)
+        c.op(code, [x], [c.output("y", "float32", y_shape)],
+             ("Pool2DOptions", {"Padding": padding, "FilterHeight": k, "FilterWidth": k, "StrideH": s, "StrideW": s,
+                                "FusedActivationFunction": act}))
+    CASES[name] = build
+
+
+pool("average_pool_2d_same_float32", "AVERAGE_POOL_2D", (1, 7, 6, 3), (1, 4, 3, 3), 0, 3, 2)
+pool("max_pool_2d_valid_relu_float32", "MAX_POOL_2D", (1, 7, 6, 3), (1, 3, 2, 3), 1, 3, 2, act=1)
+
+# --- moving and selecting elements -------------------------------------------------------------
+def shaped(name, code, x_shape, y_shape, consts=(), options=None, dtype="float32", quant=None, out_dtype=None):
+    """x and constant operands (int32 arrays) -> y."""
+    def build(c: Case):
+        x = c.input("x", dtype, x_shape, quant=quant)
+        ins = [x] + [c.const(f"operand{i}", np.asarray(v, np.int32)) for i, v in enumerate(consts)]
+        c.op(code, ins, [c.output("y", out_dtype or dtype, y_shape, quant)], options)
+    CASES[name] = build
+
+
+for _dtype, _quant in (("float32", None), ("int8", Q)):
+    shaped(f"transpose_{_dtype}", "TRANSPOSE", (2, 3, 4, 5), (2, 5, 3, 4), [[0, 3, 1, 2]], dtype=_dtype, quant=_quant)
+    shaped(f"reshape_{_dtype}", "RESHAPE", (2, 3, 4), (6, 4), [[6, 4]], dtype=_dtype, quant=_quant)
+    shaped(f"strided_slice_{_dtype}", "STRIDED_SLICE", (4, 6, 5), (2, 6, 3), [[1, 0, -1], [4, 0, 0], [2, 1, -2]],
+           ("StridedSliceOptions", {"BeginMask": 2, "EndMask": 6}), dtype=_dtype, quant=_quant)
+    shaped(f"depth_to_space_{_dtype}", "DEPTH_TO_SPACE", (1, 2, 3, 8), (1, 4, 6, 2),
+           options=("DepthToSpaceOptions", {"BlockSize": 2}), dtype=_dtype, quant=_quant)
+    shaped(f"arg_max_{_dtype}", "ARG_MAX", (2, 3, 7), (2, 3), [[-1]], ("ArgMaxOptions", {"OutputType": 2}),
+           dtype=_dtype, quant=_quant, out_dtype="int32")
+    shaped(f"reduce_max_{_dtype}", "REDUCE_MAX", (2, 3, 4), (2, 1, 4), [[1]], ("ReducerOptions", {"KeepDims": True}),
+           dtype=_dtype, quant=_quant)
+    shaped(f"gather_{_dtype}", "GATHER", (4, 5, 3), (4, 3, 3), [[4, 0, 2]], ("GatherOptions", {"Axis": 1}),
+           dtype=_dtype, quant=_quant)
+    shaped(f"space_to_batch_nd_{_dtype}", "SPACE_TO_BATCH_ND", (1, 5, 4, 3), (4, 3, 3, 3),
+           [[2, 2], [[1, 0], [1, 1]]], dtype=_dtype, quant=_quant)
+    shaped(f"batch_to_space_nd_{_dtype}", "BATCH_TO_SPACE_ND", (4, 3, 3, 2), (1, 5, 5, 2),
+           [[2, 2], [[1, 0], [0, 1]]], dtype=_dtype, quant=_quant)
+    shaped(f"reverse_v2_{_dtype}", "REVERSE_V2", (2, 3, 4), (2, 3, 4), [[1]], dtype=_dtype, quant=_quant)
+shaped("mirror_pad_reflect_float32", "MIRROR_PAD", (2, 3, 4), (2, 6, 5), [[[0, 0], [2, 1], [1, 0]]],
+       ("MirrorPadOptions", {"Mode": 0}))
+binary("floor_mod_float32", "FLOOR_MOD", b_lo=0.5, b_hi=2.0)
+shaped("squeeze_float32", "SQUEEZE", (1, 3, 1, 4), (3, 4), options=("SqueezeOptions", {"SqueezeDims": [0, 2]}))
+shaped("expand_dims_float32", "EXPAND_DIMS", (3, 4), (3, 1, 4), [[1]])
+shaped("slice_float32", "SLICE", (4, 6, 5), (2, 3, 5), [[1, 2, 0], [2, 3, -1]])
+shaped("strided_slice_shrink_negative_stride_float32", "STRIDED_SLICE", (4, 6, 5), (3, 3),
+       [[2, -1, 0], [3, 0, 5], [1, -2, 2]], ("StridedSliceOptions", {"ShrinkAxisMask": 1}))
+shaped("strided_slice_ellipsis_new_axis_float32", "STRIDED_SLICE", (4, 6, 5), (4, 6, 1, 2),
+       [[0, 0, 1], [0, 0, 5], [1, 1, 2]], ("StridedSliceOptions", {"EllipsisMask": 1, "NewAxisMask": 2}))
+shaped("strided_slice_short_spec_float32", "STRIDED_SLICE", (4, 6, 5), (2, 6, 5), [[1], [3], [1]],
+       ("StridedSliceOptions", {}))
+shaped("space_to_depth_float32", "SPACE_TO_DEPTH", (1, 4, 6, 2), (1, 2, 3, 8),
+       options=("SpaceToDepthOptions", {"BlockSize": 2}))
+shaped("arg_min_float32", "ARG_MIN", (2, 3, 7), (2, 7), [[1]], ("ArgMinOptions", {"OutputType": 2}),
+       out_dtype="int32")
+shaped("mean_float32", "MEAN", (2, 3, 4, 5), (2, 5), [[1, 2]], ("ReducerOptions", {"KeepDims": False}))
+shaped("mean_keep_dims_float32", "MEAN", (2, 3, 4, 5), (2, 3, 4, 1), [[-1]], ("ReducerOptions", {"KeepDims": True}))
+shaped("sum_float32", "SUM", (2, 3, 4), (4,), [[0, 1]], ("ReducerOptions", {"KeepDims": False}))
+shaped("reduce_min_float32", "REDUCE_MIN", (2, 3, 4), (2, 3), [[2]], ("ReducerOptions", {"KeepDims": False}))
+shaped("reduce_prod_float32", "REDUCE_PROD", (2, 3, 4), (2, 4), [[1]], ("ReducerOptions", {"KeepDims": False}))
+shaped("pad_float32", "PAD", (2, 3, 4), (3, 6, 4), [[[1, 0], [2, 1], [0, 0]]])
+shaped("broadcast_to_float32", "BROADCAST_TO", (3, 1), (2, 3, 4), [[2, 3, 4]])
+shaped("cumsum_float32", "CUMSUM", (3, 5), (3, 5), [[1]], ("CumsumOptions", {"Exclusive": False, "Reverse": True}))
+shaped("resize_nearest_neighbor_float32", "RESIZE_NEAREST_NEIGHBOR", (1, 3, 4, 2), (1, 5, 7, 2), [[5, 7]],
+       ("ResizeNearestNeighborOptions", {}))
+for _variant, _options in (("", {}), ("_half_pixel", {"HalfPixelCenters": True}),
+                           ("_align_corners", {"AlignCorners": True})):
+    shaped(f"resize_nearest_neighbor{_variant}_int8", "RESIZE_NEAREST_NEIGHBOR", (1, 3, 4, 2), (1, 5, 7, 2),
+           [[5, 7]], ("ResizeNearestNeighborOptions", _options), dtype="int8", quant=Q)
+shaped("resize_nearest_neighbor_down_int8", "RESIZE_NEAREST_NEIGHBOR", (1, 7, 9, 2), (1, 3, 4, 2),
+       [[3, 4]], ("ResizeNearestNeighborOptions", {"HalfPixelCenters": True}), dtype="int8", quant=Q)
+shaped("resize_bilinear_float32", "RESIZE_BILINEAR", (1, 3, 4, 2), (1, 5, 7, 2), [[5, 7]],
+       ("ResizeBilinearOptions", {}))
+shaped("resize_bilinear_half_pixel_float32", "RESIZE_BILINEAR", (1, 3, 4, 2), (1, 6, 9, 2), [[6, 9]],
+       ("ResizeBilinearOptions", {"HalfPixelCenters": True}))
+shaped("resize_bilinear_align_corners_float32", "RESIZE_BILINEAR", (1, 3, 4, 2), (1, 5, 7, 2), [[5, 7]],
+       ("ResizeBilinearOptions", {"AlignCorners": True}))
+shaped("resize_nearest_neighbor_half_pixel_float32", "RESIZE_NEAREST_NEIGHBOR", (1, 3, 4, 2), (1, 5, 7, 2), [[5, 7]],
+       ("ResizeNearestNeighborOptions", {"HalfPixelCenters": True}))
+shaped("resize_nearest_neighbor_align_corners_float32", "RESIZE_NEAREST_NEIGHBOR", (1, 3, 4, 2), (1, 5, 7, 2),
+       [[5, 7]], ("ResizeNearestNeighborOptions", {"AlignCorners": True}))
+shaped("tile_float32", "TILE", (2, 3), (4, 9), [[2, 3]])
+
+
+@case("padv2_float32")
+def _padv2(c: Case):
+    x = c.input("x", "float32", (2, 3))
+    c.op("PADV2", [x, c.const("pads", np.array([[0, 1], [2, 0]], np.int32)), c.const("value", np.float32([1.5]))],
+         [c.output("y", "float32", (3, 5))])
+
+
+@case("gather_nd_float32")
+def _gather_nd(c: Case):
+    x = c.input("x", "float32", (4, 5, 3))
+    c.op("GATHER_ND", [x, c.const("indices", np.array([[1, 2], [3, 0]], np.int32))], [c.output("y", "float32", (2, 3))])
+
+
+def _split(c: Case, code: str, dtype: str, quant):
+    x = c.input("x", dtype, (2, 9, 3), quant=quant)
+    sizes = [2, 3, 4] if code == "SPLIT_V" else [3, 3, 3]
+    outs = [c.output(f"y{i}", dtype, (2, s, 3), quant) for i, s in enumerate(sizes)]
+    if code == "SPLIT":
+        c.op(code, [c.const("axis", np.int32([1])), x], outs, ("SplitOptions", {"NumSplits": 3}))
+    else:
+        c.op(code, [x, c.const("sizes", np.int32([2, -1, 4])), c.const("axis", np.int32([-2]))], outs,
+             ("SplitVOptions", {"NumSplits": 3}))
+
+
+CASES["split_float32"] = lambda c: _split(c, "SPLIT", "float32", None)
+CASES["split_int8"] = lambda c: _split(c, "SPLIT", "int8", Q)
+CASES["split_v_float32"] = lambda c: _split(c, "SPLIT_V", "float32", None)
+
+
+def _pack(c: Case, dtype: str, quant):
+    xs = [c.input(f"x{i}", dtype, (3, 4), quant=quant) for i in range(2)]
+    c.op("PACK", xs, [c.output("y", dtype, (3, 2, 4), quant)], ("PackOptions", {"ValuesCount": 2, "Axis": 1}))
+
+
+def _unpack(c: Case, dtype: str, quant):
+    x = c.input("x", dtype, (3, 2, 4), quant=quant)
+    c.op("UNPACK", [x], [c.output(f"y{i}", dtype, (3, 4), quant) for i in range(2)],
+         ("UnpackOptions", {"Num": 2, "Axis": -2}))
+
+
+def _concat(c: Case, dtype: str, quant):
+    xs = [c.input("x0", dtype, (2, 3, 4), quant=quant), c.input("x1", dtype, (2, 1, 4), quant=quant)]
+    c.op("CONCATENATION", xs, [c.output("y", dtype, (2, 4, 4), quant)], ("ConcatenationOptions", {"Axis": 1}))
+
+
+for _dtype, _quant in (("float32", None), ("int8", Q)):
+    CASES[f"pack_{_dtype}"] = lambda c, d=_dtype, q=_quant: _pack(c, d, q)
+    CASES[f"unpack_{_dtype}"] = lambda c, d=_dtype, q=_quant: _unpack(c, d, q)
+    CASES[f"concatenation_{_dtype}"] = lambda c, d=_dtype, q=_quant: _concat(c, d, q)
+
+
+@case("shape_reshape_float32")
+def _shape(c: Case):
+    x, z = c.input("x", "float32", (2, 3, 4)), c.input("z", "float32", (4, 3, 2))
+    s = c.add("shape", "int32", (3,))
+    c.op("SHAPE", [x], [s], ("ShapeOptions", {"OutType": 2}))
+    c.op("RESHAPE", [z, s], [c.output("y", "float32", (2, 3, 4))])
+
+
+shaped("reduce_any_bool", "REDUCE_ANY", (2, 3, 4), (2, 4), [[1]], ("ReducerOptions", {"KeepDims": False}),
+       dtype="bool")
+shaped("reduce_all_bool", "REDUCE_ALL", (2, 3, 4), (2, 3, 1), [[2]], ("ReducerOptions", {"KeepDims": True}),
+       dtype="bool")
+
+
+@case("select_float32")
+def _select_v1(c: Case):
+    cond = c.input("cond", "bool", (2, 3, 4))
+    a, b = c.input("a", "float32", (2, 3, 4)), c.input("b", "float32", (2, 3, 4))
+    c.op("SELECT", [cond, a, b], [c.output("y", "float32", (2, 3, 4))])
+
+
+@case("zeros_like_add_float32")
+def _zeros_like(c: Case):
+    x = c.input("x", "float32", (2, 3))
+    zeros = c.add("zeros", "float32", (2, 3))
+    c.op("ZEROS_LIKE", [x], [zeros])
+    c.op("ADD", [zeros, x], [c.output("y", "float32", (2, 3))], ("AddOptions", {}))
+
+
+@case("fill_rank_range_int32")
+def _folded(c: Case):
+    """Shapes folded at build time, each a graph output: FILL, RANK of the input, RANGE."""
+    x = c.input("x", "int32", (2, 3, 4))
+    c.op("FILL", [c.const("dims", np.int32([2, 3])), c.const("value", np.int32(7))], [c.output("filled", "int32", (2, 3))])
+    c.op("RANK", [x], [c.output("rank", "int32", ())])
+    c.op("RANGE", [c.const("start", np.int32(2)), c.const("limit", np.int32(11)), c.const("delta", np.int32(3))],
+         [c.output("range", "int32", (3,))])
+
+
+@case("embedding_lookup_float32")
+def _embedding(c: Case):
+    ids = c.input("ids", "int32", (3,), lo=0, hi=4)
+    c.op("EMBEDDING_LOOKUP", [ids, c.weights("table", (5, 4))], [c.output("y", "float32", (3, 4))])
+
+
+# --- quantized (int8) -------------------------------------------------------------------------------
+@case("quantize_dequantize_int8")
+def _qdq(c: Case):
+    x = c.input("x", "float32", (2, 8), lo=-8, hi=8)
+    q = c.add("q", "int8", (2, 8), quant=(0.06, -5))
+    c.op("QUANTIZE", [x], [q])
+    c.op("DEQUANTIZE", [q], [c.output("y", "float32", (2, 8))])
+
+
+@case("conv_2d_int8")
+def _conv_int8(c: Case):
+    x = c.input("x", "int8", (1, 6, 5, 3), quant=(0.05, -3))
+    w = c.const("w", c.rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8),
+                quant=([0.01, 0.02, 0.015, 0.03], [0, 0, 0, 0]))
+    b = c.const("b", c.rng.integers(-500, 500, (4,)).astype(np.int32),
+                quant=([0.05 * s for s in (0.01, 0.02, 0.015, 0.03)], [0, 0, 0, 0]))
+    c.op("CONV_2D", [x, w, b], [c.output("y", "int8", (1, 3, 3, 4), quant=(0.2, 4))],
+         ("Conv2DOptions", {"Padding": 0, "StrideH": 2, "StrideW": 2, "FusedActivationFunction": 1}))
+
+
+@case("add_int8")
+def _add_int8(c: Case):
+    a, b = c.input("a", "int8", (2, 3, 4), quant=(0.05, 3)), c.input("b", "int8", (2, 3, 4), quant=(0.08, -7))
+    c.op("ADD", [a, b], [c.output("y", "int8", (2, 3, 4), quant=(0.1, 1))], ("AddOptions", {}))
+
+
+CONVERTED = ROOT / "tests" / "data" / "tflite"  # int8 models made by TensorFlow's converter (models/make_int8.py)
+
+
+def copy_converted(folder: Path, select: str | None) -> list[str]:
+    """The int8 single-operator models TensorFlow's converter made, with seeded inputs over the int8 range."""
+    import tflite
+    names = []
+    for path in sorted(CONVERTED.glob("*.tflite")):
+        name = f"converted_{path.stem}_int8"
+        if select and select not in name:
+            continue
+        data = path.read_bytes()
+        graph = tflite.Model.GetRootAsModel(data, 0).Subgraphs(0)
+        rng = np.random.default_rng(zlib.crc32(name.encode()))
+        feeds = {}
+        for k in range(graph.InputsLength()):
+            t = graph.Tensors(int(graph.Inputs(k)))
+            feeds[t.Name().decode()] = rng.integers(-128, 128, t.ShapeAsNumpy()).astype(np.int8)
+        (folder / f"{name}.tflite").write_bytes(data)
+        np.savez(folder / f"{name}.npz", **feeds)
+        names.append(name)
+    return names
+
+
+def _int8_weights(c: Case, shape, channels: int, axis: int, x_scale: float):
+    """Per-channel int8 weights and their int32 bias, quantized as TFLite's converter does."""
+    scales = c.rng.uniform(0.005, 0.03, channels)
+    w = c.const("w", c.rng.integers(-127, 128, shape).astype(np.int8), quant=(scales, np.zeros(channels, np.int64)))
+    c.tensors[w] = Tensor("w", "int8", list(shape), c.tensors[w].data, (scales, np.zeros(channels, np.int64)), axis)
+    b = c.const("b", c.rng.integers(-800, 800, (channels,)).astype(np.int32),
+                quant=(scales * x_scale, np.zeros(channels, np.int64)))
+    return w, b
+
+
+@case("depthwise_conv_2d_multiplier2_int8")
+def _dw_int8(c: Case):
+    x = c.input("x", "int8", (1, 7, 6, 3), quant=(0.04, 5))
+    w, b = _int8_weights(c, (1, 3, 3, 6), 6, 3, 0.04)
+    c.op("DEPTHWISE_CONV_2D", [x, w, b], [c.output("y", "int8", (1, 4, 3, 6), quant=(0.15, -9))],
+         ("DepthwiseConv2DOptions", {"Padding": 0, "StrideH": 2, "StrideW": 2, "DepthMultiplier": 2,
+                                     "FusedActivationFunction": 3}))
+
+
+@case("fully_connected_int8")
+def _fc_int8(c: Case):
+    x = c.input("x", "int8", (3, 10), quant=(0.06, -4))
+    w, b = _int8_weights(c, (7, 10), 7, 0, 0.06)
+    c.op("FULLY_CONNECTED", [x, w, b], [c.output("y", "int8", (3, 7), quant=(0.3, 2))],
+         ("FullyConnectedOptions", {}))
+
+
+def _int8_window(name: str, code: str, options, y_shape, y_quant=(0.05, 3)):
+    def build(c: Case):
+        x = c.input("x", "int8", (1, 7, 6, 4), quant=(0.05, 3))
+        c.op(code, [x], [c.output("y", "int8", y_shape, quant=y_quant)], options)
+    CASES[name] = build
+
+
+_int8_window("average_pool_2d_same_int8", "AVERAGE_POOL_2D", ("Pool2DOptions", {
+    "Padding": 0, "FilterHeight": 3, "FilterWidth": 2, "StrideH": 2, "StrideW": 2}), (1, 4, 3, 4))
+_int8_window("max_pool_2d_valid_relu6_int8", "MAX_POOL_2D", ("Pool2DOptions", {
+    "Padding": 1, "FilterHeight": 2, "FilterWidth": 2, "StrideH": 2, "StrideW": 2, "FusedActivationFunction": 3}),
+    (1, 3, 3, 4))
+_int8_window("softmax_int8", "SOFTMAX", ("SoftmaxOptions", {"Beta": 1.0}), (1, 7, 6, 4), (1 / 256, -128))
+_int8_window("logistic_int8", "LOGISTIC", None, (1, 7, 6, 4), (1 / 256, -128))
+_int8_window("tanh_int8", "TANH", None, (1, 7, 6, 4), (1 / 128, 0))
+_int8_window("relu_int8", "RELU", None, (1, 7, 6, 4), (0.03, -128))
+
+
+unary("leaky_relu_requantized_int8", "LEAKY_RELU", dtype="int8", shape=(4, 64), quant=(0.04, -10),
+      y_quant=(0.027, 7), options=("LeakyReluOptions", {"Alpha": 0.15}))
+unary("hard_swish_int8", "HARD_SWISH", dtype="int8", shape=(4, 64), quant=(0.05, -6), y_quant=(0.03, -100))
+unary("hard_swish_fine_int8", "HARD_SWISH", dtype="int8", shape=(4, 64), quant=(0.004, 20), y_quant=(0.0021, -3))
+unary("abs_requantized_int8", "ABS", dtype="int8", shape=(4, 64), quant=(0.05, -6), y_quant=(0.03, -100))
+unary("elu_int8", "ELU", dtype="int8", shape=(4, 64), quant=(0.04, 10), y_quant=(0.03, -90))
+
+
+@case("mean_int8")
+def _mean_int8(c: Case):
+    x = c.input("x", "int8", (1, 5, 6, 4), quant=(0.05, 3))
+    c.op("MEAN", [x, c.const("axes", np.int32([1, 2]))], [c.output("y", "int8", (1, 4), quant=(0.02, -1))],
+         ("ReducerOptions", {"KeepDims": False}))
+
+
+@case("mul_relu_int8")
+def _mul_int8(c: Case):
+    a, b = c.input("a", "int8", (2, 3, 4), quant=(0.05, 3)), c.input("b", "int8", (1, 4), quant=(0.08, -7))
+    c.op("MUL", [a, b], [c.output("y", "int8", (2, 3, 4), quant=(0.1, -20))],
+         ("MulOptions", {"FusedActivationFunction": 1}))
+
+
+@case("pad_int8")
+def _pad_int8(c: Case):
+    x = c.input("x", "int8", (1, 3, 4, 2), quant=(0.05, 9))
+    c.op("PAD", [x, c.const("pads", np.int32([[0, 0], [1, 2], [0, 1], [0, 0]]))],
+         [c.output("y", "int8", (1, 6, 5, 2), quant=(0.05, 9))])
+
+
+@case("quantize_uint8_to_int8")
+def _uint8_in(c: Case):
+    x = c.input("x", "uint8", (2, 9), quant=(0.05, 128))
+    c.op("QUANTIZE", [x], [c.output("y", "int8", (2, 9), quant=(0.05, 0))])
+
+
+@case("quantize_int8_to_uint8")
+def _uint8_out(c: Case):
+    x = c.input("x", "int8", (2, 9), quant=(0.05, -3))
+    c.op("QUANTIZE", [x], [c.output("y", "uint8", (2, 9), quant=(0.07, 120))])
+
+
+@case("dequantize_uint8")
+def _uint8_dequantize(c: Case):
+    x = c.input("x", "uint8", (2, 9), quant=(0.05, 128))
+    c.op("DEQUANTIZE", [x], [c.output("y", "float32", (2, 9))])
+
+
+@case("quantize_requantize_int8")
+def _requant(c: Case):
+    x = c.input("x", "int8", (2, 9), quant=(0.05, 3))
+    c.op("QUANTIZE", [x], [c.output("y", "int8", (2, 9), quant=(0.11, -17))])
+
+
+def write_all(folder: Path = MODELS, select: str | None = None) -> list[str]:
+    """Write every case (or those whose name contains `select`); returns their names."""
+    folder.mkdir(parents=True, exist_ok=True)
+    names = copy_converted(folder, select)
+    for name, build in sorted(CASES.items()):
+        if select and select not in name:
+            continue
+        c = Case(name)
+        build(c)
+        c.write(folder)
+        names.append(name)
+    return names
+
+
+if __name__ == "__main__":
+    print(f"wrote {len(write_all(select=sys.argv[1] if len(sys.argv) > 1 else None))} models to {MODELS}")
