@@ -15,6 +15,7 @@ from dataclasses import replace
 from codegen.generate import functors  # noqa: F401  (registers the portable kernels)
 from codegen.generate.backend import CPP, Backend
 from codegen.generate.functors import cortex_m, fast, host_int8, quantized_dsp  # noqa: F401  (register theirs)
+from codegen.generate.functors import quantized_helium  # noqa: F401  (registers the Helium kernels)
 from codegen.generate.kernel_sets import KERNEL_SETS
 from codegen.generate.render import Renderer
 from codegen.targets import Capabilities, Target, TargetError

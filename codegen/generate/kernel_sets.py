@@ -14,7 +14,7 @@ from typing import Callable
 
 from codegen.targets import Capabilities
 
-__all__ = ["CPP", "VECTORS", "FPU_REGISTERS", "ARM_DSP", "KERNEL_SETS", "micro_kernel"]
+__all__ = ["CPP", "VECTORS", "FPU_REGISTERS", "ARM_DSP", "HELIUM", "KERNEL_SETS", "micro_kernel"]
 
 # GCC vector extensions, as wide as the target's simd_bits (host: SSE2's 128 bits; host-native:
 # what -march=native enables).
@@ -59,7 +59,50 @@ DSP_HELPERS = ("#include <arm_acle.h>",
 ARM_DSP = Backend("arm-dsp", requires=lambda caps: caps.dsp, needs="the Arm DSP extension (dsp: true)",
                   intrinsics=DSP_INTRINSICS, helpers=DSP_HELPERS)
 
-KERNEL_SETS = {s.name: s for s in (CPP, VECTORS, FPU_REGISTERS, ARM_DSP)}
+# The Helium (M-profile vector extension, MVE) int8 kernels' intrinsics: arm_mve.h's, with -mcpu=
+# cortex-m55 (codegen/generate/functors/quantized_helium.py calls them). Sixteen int8 lanes per
+# Q register; VMLADAVA adds the sixteen products of two of them to a general register.
+HELIUM_INTRINSICS = {
+    "vmladava": "vmladavaq_s8({0}, {1}, {2})",
+    # the last, partial step of a dot product: lanes past `n` read as zero (a tail predicate)
+    "vldrb_tail": "vldrbq_z_s8(&{0}, vctp8q({1}))",
+    # four channels' sums (plus their biases) requantized to int8 lanes, TFLite's arithmetic:
+    # per-channel multipliers and shifts (any sign, or right shifts only), or one of each
+    "requantize_x4_channels": "mve_requantize_x4({0}, {1}, {2}, {3}, &{4}, mve_channels(&{5}), "
+                              "mve_left_shift(&{6}), mve_right_shift(&{6}), {7}, {8}, {9})",
+    "requantize_x4_channels_right": "mve_requantize_x4({0}, {1}, {2}, {3}, &{4}, mve_channels(&{5}), "
+                                    "vdupq_n_s32(0), mve_channels(&{6}), {7}, {8}, {9})",
+    "requantize_x4_tensor": "mve_requantize_x4({0}, {1}, {2}, {3}, &{4}, vdupq_n_s32({5}), vdupq_n_s32({6}), "
+                            "vdupq_n_s32({7}), {8}, {9}, {10})",
+}
+HELIUM_HELPERS = (
+    "#include <arm_mve.h>",
+    "typedef std::int8_t tinsmith_mve_i8x4 __attribute__((vector_size(4)));",
+    "inline int32x4_t mve_channels(const std::int32_t* p) noexcept { return vldrwq_s32(p); }",
+    "inline int32x4_t mve_left_shift(const std::int32_t* p) noexcept { return vmaxq_s32(vldrwq_s32(p), vdupq_n_s32(0)); }",
+    "inline int32x4_t mve_right_shift(const std::int32_t* p) noexcept { return vminq_s32(vldrwq_s32(p), vdupq_n_s32(0)); }",
+    # (acc << left) times the multiplier, doubled, high half rounded (VQRDMULH is TFLite's
+    # SaturatingRoundingDoublingHighMul: (ab + 2^30) >> 31), then divided by 2^-right rounding half
+    # away from zero: VRSHL rounds half up, so negative values first lose one (the sign of
+    # x & right is set only where x < 0 and a shift is due)
+    "inline tinsmith_mve_i8x4 mve_requantize_x4(std::int32_t a0, std::int32_t a1, std::int32_t a2, std::int32_t a3, "
+    "const std::int32_t* bias, int32x4_t mult, int32x4_t left, int32x4_t right, std::int32_t zero_point, "
+    "std::int32_t lo, std::int32_t hi) noexcept {"
+    " int32x4_t acc = vsetq_lane_s32(a3, vsetq_lane_s32(a2, vsetq_lane_s32(a1, vdupq_n_s32(a0), 1), 2), 3);"
+    " int32x4_t x = vqrdmulhq_s32(vshlq_s32(vaddq_s32(acc, vldrwq_s32(bias)), left), mult);"
+    " x = vrshlq_s32(vqaddq_s32(x, vshrq_n_s32(vandq_s32(x, right), 31)), right);"
+    " x = vminq_s32(vmaxq_s32(vaddq_n_s32(x, zero_point), vdupq_n_s32(lo)), vdupq_n_s32(hi));"
+    " std::int8_t bytes[4]; vstrbq_s32(bytes, x);"
+    " tinsmith_mve_i8x4 out; std::memcpy(&out, bytes, 4); return out; }",
+)
+
+# Helium (MVE, Armv8.1-M: Cortex-M55, M85): int8 dot products over sixteen lanes, tail predication.
+# Only a target that names it in `kernels` draws on it (no capability says "MVE" yet).
+HELIUM = Backend("helium", requires=lambda caps: "helium" in caps.kernels,
+                 needs="the Helium vector extension (kernels: [helium, ...])",
+                 intrinsics=HELIUM_INTRINSICS, helpers=HELIUM_HELPERS)
+
+KERNEL_SETS = {s.name: s for s in (CPP, VECTORS, FPU_REGISTERS, ARM_DSP, HELIUM)}
 
 
 def micro_kernel(caps: Capabilities, name: str) -> Callable | None:
