@@ -74,6 +74,16 @@ HELIUM_INTRINSICS = {
                                     "vdupq_n_s32(0), mve_channels(&{6}), {7}, {8}, {9})",
     "requantize_x4_tensor": "mve_requantize_x4({0}, {1}, {2}, {3}, &{4}, vdupq_n_s32({5}), vdupq_n_s32({6}), "
                             "vdupq_n_s32({7}), {8}, {9}, {10})",
+    # a depthwise convolution's four channels as int32 lanes: the biases, one tap's products
+    # (x - zero point) * w added lane by lane (VMUL, VADD), the sums requantized
+    "lanes_x4": "mve_lanes_x4(&{0})",
+    "tap_x4": "mve_tap_x4({0}, &{1}, &{2}, {3})",
+    "requantize_lanes_x4": "mve_requantize_lanes_x4({0}, mve_channels(&{1}), mve_left_shift(&{2}), "
+                           "mve_right_shift(&{2}), {3}, {4}, {5})",
+    "requantize_lanes_x4_right": "mve_requantize_lanes_x4({0}, mve_channels(&{1}), vdupq_n_s32(0), "
+                                 "mve_channels(&{2}), {3}, {4}, {5})",
+    "requantize_lanes_x4_tensor": "mve_requantize_lanes_x4({0}, vdupq_n_s32({1}), vdupq_n_s32({2}), "
+                                  "vdupq_n_s32({3}), {4}, {5}, {6})",
 }
 HELIUM_HELPERS = (
     "#include <arm_mve.h>",
@@ -89,11 +99,25 @@ HELIUM_HELPERS = (
     "const std::int32_t* bias, int32x4_t mult, int32x4_t left, int32x4_t right, std::int32_t zero_point, "
     "std::int32_t lo, std::int32_t hi) noexcept {"
     " int32x4_t acc = vsetq_lane_s32(a3, vsetq_lane_s32(a2, vsetq_lane_s32(a1, vdupq_n_s32(a0), 1), 2), 3);"
-    " int32x4_t x = vqrdmulhq_s32(vshlq_s32(vaddq_s32(acc, vldrwq_s32(bias)), left), mult);"
+    " if (bias != nullptr) acc = vaddq_s32(acc, vldrwq_s32(bias));"
+    " int32x4_t x = vqrdmulhq_s32(vshlq_s32(acc, left), mult);"
     " x = vrshlq_s32(vqaddq_s32(x, vshrq_n_s32(vandq_s32(x, right), 31)), right);"
     " x = vminq_s32(vmaxq_s32(vaddq_n_s32(x, zero_point), vdupq_n_s32(lo)), vdupq_n_s32(hi));"
     " std::int8_t bytes[4]; vstrbq_s32(bytes, x);"
     " tinsmith_mve_i8x4 out; std::memcpy(&out, bytes, 4); return out; }",
+    # the loop IR's int32 vectors are GCC vectors of std::int32_t (long on Arm), arm_mve.h's of
+    # int: the same register, converted by a cast
+    "typedef std::int32_t tinsmith_mve_i32x4 __attribute__((vector_size(16)));",
+    "inline tinsmith_mve_i32x4 mve_lanes_x4(const std::int32_t* p) noexcept "
+    "{ return (tinsmith_mve_i32x4)vldrwq_s32(p); }",
+    "inline tinsmith_mve_i32x4 mve_tap_x4(tinsmith_mve_i32x4 acc, const std::int8_t* x, const std::int8_t* w, "
+    "std::int32_t minus_zero_point) noexcept { return (tinsmith_mve_i32x4)vaddq_s32((int32x4_t)acc, "
+    "vmulq_s32(vaddq_n_s32(vldrbq_s32(x), minus_zero_point), vldrbq_s32(w))); }",
+    "inline tinsmith_mve_i8x4 mve_requantize_lanes_x4(tinsmith_mve_i32x4 acc, int32x4_t mult, int32x4_t left, "
+    "int32x4_t right, std::int32_t zero_point, std::int32_t lo, std::int32_t hi) noexcept {"
+    " int32x4_t a = (int32x4_t)acc;"
+    " return mve_requantize_x4(vgetq_lane_s32(a, 0), vgetq_lane_s32(a, 1), vgetq_lane_s32(a, 2), "
+    "vgetq_lane_s32(a, 3), nullptr, mult, left, right, zero_point, lo, hi); }",
 )
 
 # Helium (MVE, Armv8.1-M: Cortex-M55, M85): int8 dot products over sixteen lanes, tail predication.

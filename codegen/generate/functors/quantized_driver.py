@@ -16,9 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
+from codegen.generate.functors import quantized as scalar
 from codegen.generate.functors.conv import Affine, Axis, Segment, TileLoops, dot, loops, tile_loops, tiles
 from codegen.generate.functors.quantized_windows import _windows, row_major
-from codegen.generate.loop_ir import Binary, Comment, Expr, For, Stmt, Var, index
+from codegen.generate.loop_ir import Binary, Comment, Expr, For, Local, Stmt, Var, index
 
 # one output pixel of a block: (input offset of its first tap, output offset, output coordinates)
 Pixel = tuple[Expr, Expr, tuple | None]
@@ -166,3 +167,53 @@ def pointwise_nest(args, per: int, run: Callable[[list[Pixel]], list[Stmt]]) -> 
     if pixels % per:
         stmts.append(For("pl", 1, tuple(block(plus(Var("pl"), pixels - pixels % per), pixels % per))))
     return stmts
+
+
+# a depthwise window of up to this many taps runs straight-line (measured on the M4: 3x3 unrolled is
+# faster than its loops)
+UNROLL_TAPS = 9
+
+
+def tap_offsets(tl: TileLoops) -> tuple[list[tuple[list[Affine], list[Affine]]], list[tuple[str, int]]]:
+    """(input positions, weight positions) of each straight-line tap, and the tap loops left
+    around them: tap loops unrolled from the innermost while the taps number at most UNROLL_TAPS."""
+    positions = [(list(tl.in_pos), list(tl.tap))]
+    left = list(tl.taps)
+    while left and left[-1][1] * len(positions) <= UNROLL_TAPS:
+        var, extent = left.pop()
+        positions = [([a.substituted(var, Affine((), v)) for a in ip], [a.substituted(var, Affine((), v)) for a in tp])
+                     for ip, tp in positions for v in range(extent)]
+    return positions, left
+
+
+# channels(graph, args, attrs, taps_at, tap_loops, out_at, coords): every channel of one output pixel
+# from its taps' (input offset, weight offset) pairs, inside the tap loops left
+DepthwiseChannels = Callable[..., list[Stmt]]
+
+
+def depthwise_nest(graph, args, attrs, channels: DepthwiseChannels) -> list[Stmt]:
+    """QDepthwise (depth multiplier 1, NHWC): per tile and output pixel, its taps' offsets handed to
+    the micro-kernel's `channels`; a window wholly in the padding gives the bias alone."""
+    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
+    _, kh, kw, c = w.type.shape
+    n, h, wd, _ = x.type.shape
+    wins = _windows(args, attrs, kh, kw)
+    axes = [Axis(win) for win in wins]
+    batch = Affine.var("n")
+    stmts: list[Stmt] = []
+    for tile in tiles(wins, exact_only=True):
+        tl = tile_loops(axes, tile)
+        stmts.append(Comment(tl.label))
+        out_at = (batch * (y.type.size // n) + dot(tl.out_pos, (y.type.shape[2] * c, c))).expr()
+        coords = tuple(p.expr() for p in (batch, *tl.out_pos))
+        if tl.empty:
+            oc = Var("oc")
+            body = [For("oc", c, (Local("acc", scalar._bias(args, oc), "int32"),
+                                  *scalar._finish(graph, args, attrs, oc, Binary("+", out_at, oc), coords + (oc,))))]
+        else:
+            positions, tap_loops = tap_offsets(tl)
+            taps_at = [((batch * (h * wd * c) + dot(ip, (wd * c, c))).expr(), dot(tp, (kw * c, c)).expr())
+                       for ip, tp in positions]
+            body = channels(graph, args, attrs, taps_at, tap_loops, out_at, coords)
+        stmts += loops(tl.outer, body)
+    return [For("n", n, tuple(row_major(stmts)))]

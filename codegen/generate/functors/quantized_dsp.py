@@ -31,8 +31,8 @@ from codegen.generate.kernel_sets import ARM_DSP
 from codegen.generate.functors.quantized import INT8_CONV
 from codegen.generate.functors import quantized as scalar
 from codegen.generate.functors.conv import Affine, Axis, TileLoops, dot, loops, tile_loops, tiles
-from codegen.generate.functors.quantized_driver import (TileGeometry, channel_blocks, conv_nest, fc_nest,
-                                                        is_pointwise, plus as _plus, pointwise_nest)
+from codegen.generate.functors.quantized_driver import (TileGeometry, channel_blocks, conv_nest, depthwise_nest,
+                                                        fc_nest, is_pointwise, plus as _plus, pointwise_nest)
 from codegen.generate.functors.quantized_math import i32, select_max, select_min, widen
 from codegen.generate.functors.quantized_windows import _windows, row_major
 from codegen.generate.loop_ir import (Assign, Binary, Call, Comment, Expr, For, Load, Local, Scratch, Stmt, Store,
@@ -245,23 +245,6 @@ def qconv2d_dsp(graph, node_id, cluster_id, args, attrs):
     return conv_nest(graph, args, attrs, DSP_KERNEL, [Store("lanes", index(0), i32(0))] if unused else [])
 
 
-# a depthwise window of up to this many taps runs straight-line (measured: 3x3 unrolled is faster
-# than its loops)
-UNROLL_TAPS = 9
-
-
-def _tap_offsets(tl: TileLoops) -> tuple[list[tuple[list[Affine], list[Affine]]], list[tuple[str, int]]]:
-    """(input positions, weight positions) of each straight-line tap, and the tap loops left
-    around them: tap loops unrolled from the innermost while the taps number at most UNROLL_TAPS."""
-    positions = [(list(tl.in_pos), list(tl.tap))]
-    left = list(tl.taps)
-    while left and left[-1][1] * len(positions) <= UNROLL_TAPS:
-        var, extent = left.pop()
-        positions = [([a.substituted(var, Affine((), v)) for a in ip], [a.substituted(var, Affine((), v)) for a in tp])
-                     for ip, tp in positions for v in range(extent)]
-    return positions, left
-
-
 def _depthwise_quads(graph, args, attrs, taps_at: list[tuple[Expr, Expr]], tap_loops, out_at: Expr,
                      coords) -> list[Stmt]:
     """Four channels per step: one input word and one weight word per tap, split into lanes
@@ -310,29 +293,7 @@ def _depthwise_quads(graph, args, attrs, taps_at: list[tuple[Expr, Expr]], tap_l
                    and args.inputs[1].type.shape[3] >= 4)
 def qdepthwise_dsp(graph, node_id, cluster_id, args, attrs):
     """QDepthwise (depth multiplier 1), four channels per step on SMLABB / SMLATT."""
-    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
-    _, kh, kw, c = w.type.shape
-    n, h, wd, _ = x.type.shape
-    wins = _windows(args, attrs, kh, kw)
-    axes = [Axis(win) for win in wins]
-    batch = Affine.var("n")
-    stmts: list[Stmt] = []
-    for tile in tiles(wins, exact_only=True):
-        tl = tile_loops(axes, tile)
-        stmts.append(Comment(tl.label))
-        out_at = (batch * (y.type.size // n) + dot(tl.out_pos, (y.type.shape[2] * c, c))).expr()
-        coords = tuple(p.expr() for p in (batch, *tl.out_pos))
-        if tl.empty:
-            oc = Var("oc")
-            body = [For("oc", c, (Local("acc", scalar._bias(args, oc), "int32"),
-                                  *scalar._finish(graph, args, attrs, oc, Binary("+", out_at, oc), coords + (oc,))))]
-        else:
-            positions, tap_loops = _tap_offsets(tl)
-            taps_at = [((batch * (h * wd * c) + dot(ip, (wd * c, c))).expr(), dot(tp, (kw * c, c)).expr())
-                       for ip, tp in positions]
-            body = _depthwise_quads(graph, args, attrs, taps_at, tap_loops, out_at, coords)
-        stmts += loops(tl.outer, body)
-    return [For("n", n, tuple(row_major(stmts)))]
+    return depthwise_nest(graph, args, attrs, _depthwise_quads)
 
 
 @ARM_DSP.register("QFullyConnected", family="matrix", types=INT8_CONV, when=lambda args, attrs: args.caps.dsp)

@@ -27,8 +27,8 @@ from codegen.generate.functors import quantized as scalar
 from codegen.generate.functors.conv import loops
 from codegen.generate.functors.quantized import INT8_CONV
 from codegen.generate.functors.quantized_dsp import _empty
-from codegen.generate.functors.quantized_driver import (Pixel, TileGeometry, channel_blocks, conv_nest, fc_nest,
-                                                        is_pointwise, plus, pointwise_nest)
+from codegen.generate.functors.quantized_driver import (Pixel, TileGeometry, channel_blocks, conv_nest, depthwise_nest,
+                                                        fc_nest, is_pointwise, plus, pointwise_nest)
 from codegen.generate.functors.quantized_math import i32
 from codegen.generate.loop_ir import (Assign, Binary, Call, Const, Expr, For, Load, Local, Scratch, Stmt, Store,
                                       Var, index)
@@ -107,19 +107,26 @@ def dot_block(xs: list[tuple[str, Expr]], w: str, w_ats: list[Expr], k: int) -> 
     return stmts
 
 
-def _requantize_x4(graph, args, attrs, accs: list[str], channel: Expr) -> Expr:
-    """Four channels' sums, plus their folded biases, requantized to four int8 values."""
+def _requantization(graph, args, attrs, channel: Expr) -> tuple[str, tuple[Expr, ...]]:
+    """The requantization intrinsic's variant (per tensor, per channel with right shifts only, or per
+    channel) and its arguments after the sums: multipliers, shifts, zero point and bounds."""
     mult, shift = args.inputs[3], args.inputs[4]
-    bias = Load(args.inputs[2].name, channel)
     tail = (i32(attrs["y_zero_point"]), i32(attrs["act_min"]), i32(attrs["act_max"]))
-    sums = tuple(Var(a) for a in accs)
     if mult.type.size == 1 and shift.type.size == 1:
         m = int(graph.constants[mult.name].data.reshape(-1)[0])
         s = int(graph.constants[shift.name].data.reshape(-1)[0])
-        return Call("requantize_x4_tensor", (*sums, bias, i32(m), i32(max(s, 0)), i32(min(s, 0)), *tail), "int8", 4)
+        return "_tensor", (i32(m), i32(max(s, 0)), i32(min(s, 0)), *tail)
     shifts = graph.constants[shift.name].data if shift.name in graph.constants else None
-    fn = "requantize_x4_channels_right" if shifts is not None and (shifts <= 0).all() else "requantize_x4_channels"
-    return Call(fn, (*sums, bias, Load(mult.name, channel), Load(shift.name, channel), *tail), "int8", 4)
+    variant = "_right" if shifts is not None and (shifts <= 0).all() else ""
+    return variant, (Load(mult.name, channel), Load(shift.name, channel), *tail)
+
+
+def _requantize_x4(graph, args, attrs, accs: list[str], channel: Expr) -> Expr:
+    """Four channels' sums, plus their folded biases, requantized to four int8 values."""
+    variant, rest = _requantization(graph, args, attrs, channel)
+    bias = Load(args.inputs[2].name, channel)
+    return Call(f"requantize_x4{'_channels' if variant != '_tensor' else ''}{variant}",
+                (*(Var(a) for a in accs), bias, *rest), "int8", 4)
 
 
 def _finish(graph, args, attrs, pixels: list[Pixel], base: Expr, n: int) -> list[Stmt]:
@@ -216,6 +223,37 @@ class HeliumMicroKernel:
 
 
 HELIUM_KERNEL = HeliumMicroKernel()
+
+
+def _depthwise_lanes(graph, args, attrs, taps_at: list[tuple[Expr, Expr]], tap_loops, out_at: Expr,
+                     coords) -> list[Stmt]:
+    """Four channels per step as int32 lanes: the biases, each tap's (x - zero point) * w added lane
+    by lane (VMUL and VADD on widening byte loads), the four sums requantized in the vector."""
+    x, w, y = args.inputs[0].name, args.inputs[1].name, args.outputs[0].name
+    base = Binary("*", Var("cq"), index(4))
+    acc = Var("lanes", "int32", 4)
+    minus_zp = i32(-attrs["x_zero_point"])
+    taps = [Assign("lanes", Call("tap_x4", (acc, Load(x, Binary("+", x_at, base)), Load(w, Binary("+", w_at, base)),
+                                            minus_zp), "int32", 4)) for x_at, w_at in taps_at]
+    variant, rest = _requantization(graph, args, attrs, base)
+    body = [Local("lanes", Call("lanes_x4", (Load(args.inputs[2].name, base),), "int32", 4), "int32", 4),
+            *loops(tap_loops, taps),
+            Store(y, Binary("+", out_at, base), Call(f"requantize_lanes_x4{variant}", (acc, *rest), "int8", 4))]
+    return [For("cq", args.inputs[1].type.shape[3] // 4, tuple(body))]
+
+
+def _depthwise_takes(args, attrs) -> bool:
+    p = args.prepared
+    return ("helium" in args.caps.kernels and attrs["depth_multiplier"] == 1 and args.inputs[1].type.shape[3] % 4 == 0
+            and args.inputs[2] is not None and attrs.get("requantize", "fixed_point") == "fixed_point"
+            and args.outputs[0].type.dtype == "int8" and p is not None and all(p.constant[3:5]))
+
+
+@HELIUM.register("QDepthwise", family="convolution", types=INT8_CONV, layout="nhwc", when=_depthwise_takes,
+                 priority=1)
+def qdepthwise_helium(graph, node_id, cluster_id, args, attrs):
+    """QDepthwise (depth multiplier 1, channels a multiple of four) on int32 lanes, four channels a step."""
+    return depthwise_nest(graph, args, attrs, _depthwise_lanes)
 
 
 @HELIUM.register("QConv2D", family="convolution", types=INT8_CONV, layout="nhwc", when=_takes,
