@@ -84,18 +84,30 @@ HELIUM_INTRINSICS = {
                                  "mve_channels(&{2}), {3}, {4}, {5})",
     "requantize_lanes_x4_tensor": "mve_requantize_lanes_x4({0}, vdupq_n_s32({1}), vdupq_n_s32({2}), "
                                   "vdupq_n_s32({3}), {4}, {5}, {6})",
+    # eight channels as int16 lanes: (x - zero point) and w widened by the load, their products
+    # widened again into even- and odd-channel int32 sums (VMULLB, VMULLT)
+    "x_x8": "vsubq_n_s16(vldrbq_s16(&{0}), {1})",
+    "w_x8": "vldrbq_s16(&{0})",
+    "even_x8": "mve_add_products({0}, vmullbq_int_s16({1}, {2}))",
+    "odd_x8": "mve_add_products({0}, vmulltq_int_s16({1}, {2}))",
+    # the even and odd sums requantized (constants packed even channels first) and interleaved back
+    "requantize_x8_channels": "mve_requantize_x8({0}, {1}, &{2}, &{3}, false, {4}, {5}, {6})",
+    "requantize_x8_channels_right": "mve_requantize_x8({0}, {1}, &{2}, &{3}, true, {4}, {5}, {6})",
+    "requantize_x8_tensor": "mve_requantize_x8_tensor({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7})",
 }
 HELIUM_HELPERS = (
     "#include <arm_mve.h>",
+    # inlined whatever -Os thinks: a call would move the block's sums through the stack
+    "#define MVE_INLINE inline __attribute__((always_inline))",
     "typedef std::int8_t tinsmith_mve_i8x4 __attribute__((vector_size(4)));",
-    "inline int32x4_t mve_channels(const std::int32_t* p) noexcept { return vldrwq_s32(p); }",
-    "inline int32x4_t mve_left_shift(const std::int32_t* p) noexcept { return vmaxq_s32(vldrwq_s32(p), vdupq_n_s32(0)); }",
-    "inline int32x4_t mve_right_shift(const std::int32_t* p) noexcept { return vminq_s32(vldrwq_s32(p), vdupq_n_s32(0)); }",
+    "MVE_INLINE int32x4_t mve_channels(const std::int32_t* p) noexcept { return vldrwq_s32(p); }",
+    "MVE_INLINE int32x4_t mve_left_shift(const std::int32_t* p) noexcept { return vmaxq_s32(vldrwq_s32(p), vdupq_n_s32(0)); }",
+    "MVE_INLINE int32x4_t mve_right_shift(const std::int32_t* p) noexcept { return vminq_s32(vldrwq_s32(p), vdupq_n_s32(0)); }",
     # (acc << left) times the multiplier, doubled, high half rounded (VQRDMULH is TFLite's
     # SaturatingRoundingDoublingHighMul: (ab + 2^30) >> 31), then divided by 2^-right rounding half
     # away from zero: VRSHL rounds half up, so negative values first lose one (the sign of
     # x & right is set only where x < 0 and a shift is due)
-    "inline tinsmith_mve_i8x4 mve_requantize_x4(std::int32_t a0, std::int32_t a1, std::int32_t a2, std::int32_t a3, "
+    "MVE_INLINE tinsmith_mve_i8x4 mve_requantize_x4(std::int32_t a0, std::int32_t a1, std::int32_t a2, std::int32_t a3, "
     "const std::int32_t* bias, int32x4_t mult, int32x4_t left, int32x4_t right, std::int32_t zero_point, "
     "std::int32_t lo, std::int32_t hi) noexcept {"
     " int32x4_t acc = vsetq_lane_s32(a3, vsetq_lane_s32(a2, vsetq_lane_s32(a1, vdupq_n_s32(a0), 1), 2), 3);"
@@ -108,16 +120,44 @@ HELIUM_HELPERS = (
     # the loop IR's int32 vectors are GCC vectors of std::int32_t (long on Arm), arm_mve.h's of
     # int: the same register, converted by a cast
     "typedef std::int32_t tinsmith_mve_i32x4 __attribute__((vector_size(16)));",
-    "inline tinsmith_mve_i32x4 mve_lanes_x4(const std::int32_t* p) noexcept "
+    "MVE_INLINE tinsmith_mve_i32x4 mve_lanes_x4(const std::int32_t* p) noexcept "
     "{ return (tinsmith_mve_i32x4)vldrwq_s32(p); }",
-    "inline tinsmith_mve_i32x4 mve_tap_x4(tinsmith_mve_i32x4 acc, const std::int8_t* x, const std::int8_t* w, "
+    "MVE_INLINE tinsmith_mve_i32x4 mve_tap_x4(tinsmith_mve_i32x4 acc, const std::int8_t* x, const std::int8_t* w, "
     "std::int32_t minus_zero_point) noexcept { return (tinsmith_mve_i32x4)vaddq_s32((int32x4_t)acc, "
     "vmulq_s32(vaddq_n_s32(vldrbq_s32(x), minus_zero_point), vldrbq_s32(w))); }",
-    "inline tinsmith_mve_i8x4 mve_requantize_lanes_x4(tinsmith_mve_i32x4 acc, int32x4_t mult, int32x4_t left, "
+    "MVE_INLINE tinsmith_mve_i8x4 mve_requantize_lanes_x4(tinsmith_mve_i32x4 acc, int32x4_t mult, int32x4_t left, "
     "int32x4_t right, std::int32_t zero_point, std::int32_t lo, std::int32_t hi) noexcept {"
     " int32x4_t a = (int32x4_t)acc;"
     " return mve_requantize_x4(vgetq_lane_s32(a, 0), vgetq_lane_s32(a, 1), vgetq_lane_s32(a, 2), "
     "vgetq_lane_s32(a, 3), nullptr, mult, left, right, zero_point, lo, hi); }",
+    "MVE_INLINE tinsmith_mve_i32x4 mve_add_products(tinsmith_mve_i32x4 acc, int32x4_t products) noexcept "
+    "{ return (tinsmith_mve_i32x4)vaddq_s32((int32x4_t)acc, products); }",
+    "typedef std::int8_t tinsmith_mve_i8x8 __attribute__((vector_size(8)));",
+    "MVE_INLINE int32x4_t mve_rescale(int32x4_t acc, int32x4_t mult, int32x4_t left, int32x4_t right, "
+    "std::int32_t zero_point, std::int32_t lo, std::int32_t hi) noexcept {"
+    " int32x4_t x = vqrdmulhq_s32(vshlq_s32(acc, left), mult);"
+    " x = vrshlq_s32(vqaddq_s32(x, vshrq_n_s32(vandq_s32(x, right), 31)), right);"
+    " return vminq_s32(vmaxq_s32(vaddq_n_s32(x, zero_point), vdupq_n_s32(lo)), vdupq_n_s32(hi)); }",
+    "MVE_INLINE tinsmith_mve_i8x8 mve_interleave_x8(int32x4_t even, int32x4_t odd) noexcept {"
+    " int16x8_t both = vmovntq_s32(vmovnbq_s32(vdupq_n_s16(0), even), odd);"
+    " std::int8_t bytes[8]; vstrbq_s16(bytes, both);"
+    " tinsmith_mve_i8x8 out; std::memcpy(&out, bytes, 8); return out; }",
+    "MVE_INLINE tinsmith_mve_i8x8 mve_requantize_x8(tinsmith_mve_i32x4 even, tinsmith_mve_i32x4 odd, "
+    "const std::int32_t* mult, const std::int32_t* shift, bool right_only, std::int32_t zero_point, "
+    "std::int32_t lo, std::int32_t hi) noexcept {"
+    " const int32x4_t zero = vdupq_n_s32(0);"
+    " int32x4_t s0 = vldrwq_s32(shift), s1 = vldrwq_s32(shift + 4);"
+    " int32x4_t e = mve_rescale((int32x4_t)even, vldrwq_s32(mult), right_only ? zero : vmaxq_s32(s0, zero),"
+    " right_only ? s0 : vminq_s32(s0, zero), zero_point, lo, hi);"
+    " int32x4_t o = mve_rescale((int32x4_t)odd, vldrwq_s32(mult + 4), right_only ? zero : vmaxq_s32(s1, zero),"
+    " right_only ? s1 : vminq_s32(s1, zero), zero_point, lo, hi);"
+    " return mve_interleave_x8(e, o); }",
+    "MVE_INLINE tinsmith_mve_i8x8 mve_requantize_x8_tensor(tinsmith_mve_i32x4 even, tinsmith_mve_i32x4 odd, "
+    "std::int32_t mult, std::int32_t left, std::int32_t right, std::int32_t zero_point, std::int32_t lo, "
+    "std::int32_t hi) noexcept {"
+    " int32x4_t m = vdupq_n_s32(mult), l = vdupq_n_s32(left), r = vdupq_n_s32(right);"
+    " return mve_interleave_x8(mve_rescale((int32x4_t)even, m, l, r, zero_point, lo, hi),"
+    " mve_rescale((int32x4_t)odd, m, l, r, zero_point, lo, hi)); }",
 )
 
 # Helium (MVE, Armv8.1-M: Cortex-M55, M85): int8 dot products over sixteen lanes, tail predication.

@@ -191,9 +191,11 @@ def tap_offsets(tl: TileLoops) -> tuple[list[tuple[list[Affine], list[Affine]]],
 DepthwiseChannels = Callable[..., list[Stmt]]
 
 
-def depthwise_nest(graph, args, attrs, channels: DepthwiseChannels) -> list[Stmt]:
+def depthwise_nest(graph, args, attrs, channels: DepthwiseChannels,
+                   constant_at: Callable[[Expr], Expr] = lambda oc: oc) -> list[Stmt]:
     """QDepthwise (depth multiplier 1, NHWC): per tile and output pixel, its taps' offsets handed to
-    the micro-kernel's `channels`; a window wholly in the padding gives the bias alone."""
+    the micro-kernel's `channels`; a window wholly in the padding gives the bias alone (output
+    channel oc's bias and requantization constants at constant_at(oc): a kernel may pack them)."""
     x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
     _, kh, kw, c = w.type.shape
     n, h, wd, _ = x.type.shape
@@ -208,8 +210,9 @@ def depthwise_nest(graph, args, attrs, channels: DepthwiseChannels) -> list[Stmt
         coords = tuple(p.expr() for p in (batch, *tl.out_pos))
         if tl.empty:
             oc = Var("oc")
-            body = [For("oc", c, (Local("acc", scalar._bias(args, oc), "int32"),
-                                  *scalar._finish(graph, args, attrs, oc, Binary("+", out_at, oc), coords + (oc,))))]
+            body = [For("oc", c, (Local("acc", scalar._bias(args, constant_at(oc)), "int32"),
+                                  *scalar._finish(graph, args, attrs, constant_at(oc), Binary("+", out_at, oc),
+                                                  coords + (oc,))))]
         else:
             positions, tap_loops = tap_offsets(tl)
             taps_at = [((batch * (h * wd * c) + dot(ip, (wd * c, c))).expr(), dot(tp, (kw * c, c)).expr())

@@ -125,8 +125,12 @@ def _requantize_x4(graph, args, attrs, accs: list[str], channel: Expr) -> Expr:
     """Four channels' sums, plus their folded biases, requantized to four int8 values."""
     variant, rest = _requantization(graph, args, attrs, channel)
     bias = Load(args.inputs[2].name, channel)
-    return Call(f"requantize_x4{'_channels' if variant != '_tensor' else ''}{variant}",
-                (*(Var(a) for a in accs), bias, *rest), "int8", 4)
+    return Call(_variant("requantize_x4", variant), (*(Var(a) for a in accs), bias, *rest), "int8", 4)
+
+
+def _variant(name: str, variant: str) -> str:
+    """The intrinsic's name for a requantization variant: NAME_tensor, NAME_channels[_right]."""
+    return f"{name}_tensor" if variant == "_tensor" else f"{name}_channels{variant}"
 
 
 def _finish(graph, args, attrs, pixels: list[Pixel], base: Expr, n: int) -> list[Stmt]:
@@ -242,11 +246,68 @@ def _depthwise_lanes(graph, args, attrs, taps_at: list[tuple[Expr, Expr]], tap_l
     return [For("cq", args.inputs[1].type.shape[3] // 4, tuple(body))]
 
 
+# eight channels per step as int16 lanes, their constants packed even channels first
+EVEN_ODD = (0, 2, 4, 6, 1, 3, 5, 7)
+
+
+def _even_odd(a):
+    """Per eight channels, the even ones first (the order of VMULLB's and VMULLT's sums)."""
+    if a.size == 1:
+        return a
+    return a.reshape(-1, 8)[:, list(EVEN_ODD)].reshape(a.shape)
+
+
+def _pack_even_odd(args, attrs) -> dict:
+    return {i: _even_odd for i in (2, 3, 4)}
+
+
+def _even_odd_at(oc: Expr) -> Expr:
+    """Where output channel oc's constants are once packed by _even_odd."""
+    j = Binary("%", oc, index(8))
+    half = Binary("+", Binary("/", j, index(2)), Binary("*", Binary("%", j, index(2)), index(4)))
+    return Binary("+", Binary("*", Binary("/", oc, index(8)), index(8)), half)
+
+
+def _depthwise_octets(graph, args, attrs, taps_at: list[tuple[Expr, Expr]], tap_loops, out_at: Expr,
+                      coords) -> list[Stmt]:
+    """Eight channels per step: (x - zero point) and w as int16 lanes, each tap's products widened
+    into even- and odd-channel int32 sums (VMULLB, VMULLT), requantized and interleaved back."""
+    x, w, y = args.inputs[0].name, args.inputs[1].name, args.outputs[0].name
+    base = Binary("*", Var("co"), index(8))
+    even, odd = Var("even", "int32", 4), Var("odd", "int32", 4)
+    taps: list[Stmt] = []
+    for t, (x_at, w_at) in enumerate(taps_at):
+        xv, wv = Var(f"x{t}", "int16", 8), Var(f"w{t}", "int16", 8)
+        taps += [Local(xv.name, Call("x_x8", (Load(x, Binary("+", x_at, base)), i32(attrs["x_zero_point"])),
+                                     "int16", 8), "int16", 8),
+                 Local(wv.name, Call("w_x8", (Load(w, Binary("+", w_at, base)),), "int16", 8), "int16", 8),
+                 Assign("even", Call("even_x8", (even, xv, wv), "int32", 4)),
+                 Assign("odd", Call("odd_x8", (odd, xv, wv), "int32", 4))]
+    variant, rest = _requantization(graph, args, attrs, base)
+    bias = args.inputs[2].name
+    body = [Local("even", Call("lanes_x4", (Load(bias, base),), "int32", 4), "int32", 4),
+            Local("odd", Call("lanes_x4", (Load(bias, plus(base, 4)),), "int32", 4), "int32", 4),
+            *loops(tap_loops, taps),
+            Store(y, Binary("+", out_at, base), Call(_variant("requantize_x8", variant), (even, odd, *rest), "int8", 8))]
+    return [For("co", args.inputs[1].type.shape[3] // 8, tuple(body))]
+
+
 def _depthwise_takes(args, attrs) -> bool:
     p = args.prepared
     return ("helium" in args.caps.kernels and attrs["depth_multiplier"] == 1 and args.inputs[1].type.shape[3] % 4 == 0
             and args.inputs[2] is not None and attrs.get("requantize", "fixed_point") == "fixed_point"
             and args.outputs[0].type.dtype == "int8" and p is not None and all(p.constant[3:5]))
+
+
+def _octets(args, attrs) -> bool:
+    return _depthwise_takes(args, attrs) and args.inputs[1].type.shape[3] % 8 == 0
+
+
+@HELIUM.register("QDepthwise", family="convolution", types=INT8_CONV, layout="nhwc", when=_octets,
+                 pack=_pack_even_odd, priority=2)
+def qdepthwise_helium_octets(graph, node_id, cluster_id, args, attrs):
+    """QDepthwise (depth multiplier 1, channels a multiple of eight) on int16 lanes, eight channels a step."""
+    return depthwise_nest(graph, args, attrs, _depthwise_octets, _even_odd_at)
 
 
 @HELIUM.register("QDepthwise", family="convolution", types=INT8_CONV, layout="nhwc", when=_depthwise_takes,
