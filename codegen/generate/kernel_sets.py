@@ -88,8 +88,8 @@ HELIUM_INTRINSICS = {
     # widened again into even- and odd-channel int32 sums (VMULLB, VMULLT)
     "x_x8": "vsubq_n_s16(vldrbq_s16(&{0}), {1})",
     "w_x8": "vldrbq_s16(&{0})",
-    "even_x8": "mve_add_products({0}, vmullbq_int_s16({1}, {2}))",
-    "odd_x8": "mve_add_products({0}, vmulltq_int_s16({1}, {2}))",
+    "even_x8": "mve_add_products_bottom({0}, {1}, {2})",
+    "odd_x8": "mve_add_products_top({0}, {1}, {2})",
     # the even and odd sums requantized (constants packed even channels first) and interleaved back
     "requantize_x8_channels": "mve_requantize_x8({0}, {1}, &{2}, &{3}, false, {4}, {5}, {6})",
     "requantize_x8_channels_right": "mve_requantize_x8({0}, {1}, &{2}, &{3}, true, {4}, {5}, {6})",
@@ -130,8 +130,16 @@ HELIUM_HELPERS = (
     " int32x4_t a = (int32x4_t)acc;"
     " return mve_requantize_x4(vgetq_lane_s32(a, 0), vgetq_lane_s32(a, 1), vgetq_lane_s32(a, 2), "
     "vgetq_lane_s32(a, 3), nullptr, mult, left, right, zero_point, lo, hi); }",
-    "MVE_INLINE tinsmith_mve_i32x4 mve_add_products(tinsmith_mve_i32x4 acc, int32x4_t products) noexcept "
-    "{ return (tinsmith_mve_i32x4)vaddq_s32((int32x4_t)acc, products); }",
+    # the product and its addition in one asm statement: as intrinsics, GCC computes every tap's
+    # products first and spills them to the stack before adding them up
+    "MVE_INLINE tinsmith_mve_i32x4 mve_add_products_bottom(tinsmith_mve_i32x4 acc, int16x8_t x, int16x8_t w) noexcept "
+    "{ int32x4_t a = (int32x4_t)acc, t;"
+    " __asm__(\"vmullb.s16 %q1, %q2, %q3\\n\\tvadd.i32 %q0, %q0, %q1\" : \"+w\"(a), \"=&w\"(t) : \"w\"(x), \"w\"(w));"
+    " return (tinsmith_mve_i32x4)a; }",
+    "MVE_INLINE tinsmith_mve_i32x4 mve_add_products_top(tinsmith_mve_i32x4 acc, int16x8_t x, int16x8_t w) noexcept "
+    "{ int32x4_t a = (int32x4_t)acc, t;"
+    " __asm__(\"vmullt.s16 %q1, %q2, %q3\\n\\tvadd.i32 %q0, %q0, %q1\" : \"+w\"(a), \"=&w\"(t) : \"w\"(x), \"w\"(w));"
+    " return (tinsmith_mve_i32x4)a; }",
     "typedef std::int8_t tinsmith_mve_i8x8 __attribute__((vector_size(8)));",
     "MVE_INLINE int32x4_t mve_rescale(int32x4_t acc, int32x4_t mult, int32x4_t left, int32x4_t right, "
     "std::int32_t zero_point, std::int32_t lo, std::int32_t hi) noexcept {"
