@@ -94,6 +94,8 @@ HELIUM_INTRINSICS = {
     "requantize_x8_channels": "mve_requantize_x8({0}, {1}, &{2}, &{3}, false, {4}, {5}, {6})",
     "requantize_x8_channels_right": "mve_requantize_x8({0}, {1}, &{2}, &{3}, true, {4}, {5}, {6})",
     "requantize_x8_tensor": "mve_requantize_x8_tensor({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7})",
+    # sixteen QAdd outputs from sixteen values of each input: TFLite's int8 ADD, lane by lane
+    "qadd_x16": "mve_qadd_x16({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13})",
 }
 HELIUM_HELPERS = (
     "#include <arm_mve.h>",
@@ -160,6 +162,34 @@ HELIUM_HELPERS = (
     " int32x4_t o = mve_rescale((int32x4_t)odd, vldrwq_s32(mult + 4), right_only ? zero : vmaxq_s32(s1, zero),"
     " right_only ? s1 : vminq_s32(s1, zero), zero_point, lo, hi);"
     " return mve_interleave_x8(e, o); }",
+    "typedef std::int8_t tinsmith_mve_i8x16 __attribute__((vector_size(16)));",
+    # x * 2^shift's multiply by a per-tensor multiplier, rounded as MultiplyByQuantizedMultiplier
+    "MVE_INLINE int32x4_t mve_scale(int32x4_t x, std::int32_t mult, std::int32_t shift) noexcept {"
+    " const int32x4_t right = vdupq_n_s32(shift < 0 ? shift : 0);"
+    " x = vqrdmulhq_n_s32(vshlq_s32(x, vdupq_n_s32(shift > 0 ? shift : 0)), mult);"
+    " return vrshlq_s32(vqaddq_s32(x, vshrq_n_s32(vandq_s32(x, right), 31)), right); }",
+    "MVE_INLINE int32x4_t mve_qadd_lanes(int32x4_t a, int32x4_t b, std::int32_t za, std::int32_t zb, "
+    "std::int32_t left, std::int32_t am, std::int32_t as, std::int32_t bm, std::int32_t bs, std::int32_t ym, "
+    "std::int32_t ys, std::int32_t zy, std::int32_t lo, std::int32_t hi) noexcept {"
+    " const int32x4_t l = vdupq_n_s32(left);"
+    " int32x4_t x = vaddq_s32(mve_scale(vshlq_s32(vsubq_n_s32(a, za), l), am, as),"
+    " mve_scale(vshlq_s32(vsubq_n_s32(b, zb), l), bm, bs));"
+    " x = vaddq_n_s32(mve_scale(x, ym, ys), zy);"
+    " return vminq_s32(vmaxq_s32(x, vdupq_n_s32(lo)), vdupq_n_s32(hi)); }",
+    # bytes widened to int32 lanes in the order VMOVLB/VMOVLT give (0 4 8 12, 2 6 10 14, 1 5 9 13,
+    # 3 7 11 15) and narrowed back by VMOVNB/VMOVNT into the order they came in
+    "MVE_INLINE tinsmith_mve_i8x16 mve_qadd_x16(tinsmith_mve_i8x16 a, tinsmith_mve_i8x16 b, std::int32_t za, "
+    "std::int32_t zb, std::int32_t left, std::int32_t am, std::int32_t as, std::int32_t bm, std::int32_t bs, "
+    "std::int32_t ym, std::int32_t ys, std::int32_t zy, std::int32_t lo, std::int32_t hi) noexcept {"
+    " const int16x8_t ae = vmovlbq_s8((int8x16_t)a), ao = vmovltq_s8((int8x16_t)a);"
+    " const int16x8_t be = vmovlbq_s8((int8x16_t)b), bo = vmovltq_s8((int8x16_t)b);"
+    " const int32x4_t r0 = mve_qadd_lanes(vmovlbq_s16(ae), vmovlbq_s16(be), za, zb, left, am, as, bm, bs, ym, ys, zy, lo, hi);"
+    " const int32x4_t r2 = mve_qadd_lanes(vmovltq_s16(ae), vmovltq_s16(be), za, zb, left, am, as, bm, bs, ym, ys, zy, lo, hi);"
+    " const int32x4_t r1 = mve_qadd_lanes(vmovlbq_s16(ao), vmovlbq_s16(bo), za, zb, left, am, as, bm, bs, ym, ys, zy, lo, hi);"
+    " const int32x4_t r3 = mve_qadd_lanes(vmovltq_s16(ao), vmovltq_s16(bo), za, zb, left, am, as, bm, bs, ym, ys, zy, lo, hi);"
+    " const int16x8_t even = vmovntq_s32(vmovnbq_s32(vdupq_n_s16(0), r0), r2);"
+    " const int16x8_t odd = vmovntq_s32(vmovnbq_s32(vdupq_n_s16(0), r1), r3);"
+    " return (tinsmith_mve_i8x16)vmovntq_s16(vmovnbq_s16(vdupq_n_s8(0), even), odd); }",
     "MVE_INLINE tinsmith_mve_i8x8 mve_requantize_x8_tensor(tinsmith_mve_i32x4 even, tinsmith_mve_i32x4 odd, "
     "std::int32_t mult, std::int32_t left, std::int32_t right, std::int32_t zero_point, std::int32_t lo, "
     "std::int32_t hi) noexcept {"

@@ -22,6 +22,7 @@ rounding division by a power of two), so the outputs are bit-exact with the port
 """
 from __future__ import annotations
 
+from codegen.generate.backend import same
 from codegen.generate.kernel_sets import HELIUM
 from codegen.generate.functors import quantized as scalar
 from codegen.generate.functors.conv import loops
@@ -30,6 +31,7 @@ from codegen.generate.functors.quantized_dsp import _empty
 from codegen.generate.functors.quantized_driver import (Pixel, TileGeometry, channel_blocks, conv_nest, depthwise_nest,
                                                         fc_nest, is_pointwise, plus, pointwise_nest)
 from codegen.generate.functors.quantized_math import i32
+from codegen.ops import quantized as q
 from codegen.generate.loop_ir import (Assign, Binary, Call, Const, Expr, For, Load, Local, Scratch, Stmt, Store,
                                       Var, index)
 
@@ -333,3 +335,22 @@ def qconv2d_helium(graph, node_id, cluster_id, args, attrs):
 def qfully_connected_helium(graph, node_id, cluster_id, args, attrs):
     """QFullyConnected on VMLADAV: four weight rows per block share each input vector."""
     return fc_nest(graph, args, attrs, HELIUM_KERNEL)
+
+
+def _qadd_takes(args, attrs) -> bool:
+    a, b, y = args.inputs[0].type, args.inputs[1].type, args.outputs[0].type
+    return "helium" in args.caps.kernels and a.shape == b.shape == y.shape and y.size % LANES == 0
+
+
+@HELIUM.register("QAdd", types=same("int8", 2, acc="int32"), when=_qadd_takes, priority=1)
+def qadd_helium(graph, node_id, cluster_id, args, attrs):
+    """QAdd of two inputs of the output's shape, sixteen values a step: widened to int32 lanes,
+    rescaled, added and requantized as TFLite's int8 ADD (the portable kernel's arithmetic)."""
+    a, b, y = args.inputs[0].name, args.inputs[1].name, args.outputs[0].name
+    p = q.add_params(attrs)
+    at = Binary("*", Var("i"), index(LANES))
+    consts = [attrs["a_zero_point"], attrs["b_zero_point"], p["left_shift"], p["a_multiplier"], p["a_shift"],
+              p["b_multiplier"], p["b_shift"], p["y_multiplier"], p["y_shift"], attrs["y_zero_point"],
+              attrs["act_min"], attrs["act_max"]]
+    value = Call("qadd_x16", (_vector(a, at), _vector(b, at), *(i32(v) for v in consts)), "int8", LANES)
+    return [For("i", args.outputs[0].type.size // LANES, (Store(y, at, value),))]
