@@ -69,21 +69,21 @@ HELIUM_INTRINSICS = {
     # four channels' sums (plus their biases) requantized to int8 lanes, TFLite's arithmetic:
     # per-channel multipliers and shifts (any sign, or right shifts only), or one of each
     "requantize_x4_channels": "mve_requantize_x4({0}, {1}, {2}, {3}, &{4}, mve_channels(&{5}), "
-                              "mve_left_shift(&{6}), mve_right_shift(&{6}), {7}, {8}, {9})",
+                              "mve_left_shift(&{6}), mve_right_shift(&{6}), true, {7}, {8}, {9})",
     "requantize_x4_channels_right": "mve_requantize_x4({0}, {1}, {2}, {3}, &{4}, mve_channels(&{5}), "
-                                    "vdupq_n_s32(0), mve_channels(&{6}), {7}, {8}, {9})",
+                                    "vdupq_n_s32(0), mve_channels(&{6}), false, {7}, {8}, {9})",
     "requantize_x4_tensor": "mve_requantize_x4({0}, {1}, {2}, {3}, &{4}, vdupq_n_s32({5}), vdupq_n_s32({6}), "
-                            "vdupq_n_s32({7}), {8}, {9}, {10})",
+                            "vdupq_n_s32({7}), {6} != 0, {8}, {9}, {10})",
     # a depthwise convolution's four channels as int32 lanes: the biases, one tap's products
     # (x - zero point) * w added lane by lane (VMUL, VADD), the sums requantized
     "lanes_x4": "mve_lanes_x4(&{0})",
     "tap_x4": "mve_tap_x4({0}, &{1}, &{2}, {3})",
     "requantize_lanes_x4": "mve_requantize_lanes_x4({0}, mve_channels(&{1}), mve_left_shift(&{2}), "
-                           "mve_right_shift(&{2}), {3}, {4}, {5})",
+                           "mve_right_shift(&{2}), true, {3}, {4}, {5})",
     "requantize_lanes_x4_right": "mve_requantize_lanes_x4({0}, mve_channels(&{1}), vdupq_n_s32(0), "
-                                 "mve_channels(&{2}), {3}, {4}, {5})",
+                                 "mve_channels(&{2}), false, {3}, {4}, {5})",
     "requantize_lanes_x4_tensor": "mve_requantize_lanes_x4({0}, vdupq_n_s32({1}), vdupq_n_s32({2}), "
-                                  "vdupq_n_s32({3}), {4}, {5}, {6})",
+                                  "vdupq_n_s32({3}), {2} != 0, {4}, {5}, {6})",
     # eight channels as int16 lanes: (x - zero point) and w widened by the load, their products
     # widened again into even- and odd-channel int32 sums (VMULLB, VMULLT)
     "x_x8": "vsubq_n_s16(vldrbq_s16(&{0}), {1})",
@@ -96,6 +96,9 @@ HELIUM_INTRINSICS = {
     "requantize_x8_tensor": "mve_requantize_x8_tensor({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7})",
     # sixteen QAdd outputs from sixteen values of each input: TFLite's int8 ADD, lane by lane
     "qadd_x16": "mve_qadd_x16({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13})",
+    # QMean: four channels' raw sums as int32 lanes, then less count * zero point, rescaled
+    "sum_x4": "mve_sum_x4({0}, &{1})",
+    "qmean_x4": "mve_qmean_x4({0}, {1}, {2}, {3}, {4}, {5}, {6})",
 }
 HELIUM_HELPERS = (
     "#include <arm_mve.h>",
@@ -110,11 +113,11 @@ HELIUM_HELPERS = (
     # away from zero: VRSHL rounds half up, so negative values first lose one (the sign of
     # x & right is set only where x < 0 and a shift is due)
     "MVE_INLINE tinsmith_mve_i8x4 mve_requantize_x4(std::int32_t a0, std::int32_t a1, std::int32_t a2, std::int32_t a3, "
-    "const std::int32_t* bias, int32x4_t mult, int32x4_t left, int32x4_t right, std::int32_t zero_point, "
+    "const std::int32_t* bias, int32x4_t mult, int32x4_t left, int32x4_t right, bool shift_left, std::int32_t zero_point, "
     "std::int32_t lo, std::int32_t hi) noexcept {"
     " int32x4_t acc = vsetq_lane_s32(a3, vsetq_lane_s32(a2, vsetq_lane_s32(a1, vdupq_n_s32(a0), 1), 2), 3);"
     " if (bias != nullptr) acc = vaddq_s32(acc, vldrwq_s32(bias));"
-    " int32x4_t x = vqrdmulhq_s32(vshlq_s32(acc, left), mult);"
+    " int32x4_t x = vqrdmulhq_s32(shift_left ? vshlq_s32(acc, left) : acc, mult);"
     " x = vrshlq_s32(vqaddq_s32(x, vshrq_n_s32(vandq_s32(x, right), 31)), right);"
     " x = vminq_s32(vmaxq_s32(vaddq_n_s32(x, zero_point), vdupq_n_s32(lo)), vdupq_n_s32(hi));"
     " std::int8_t bytes[4]; vstrbq_s32(bytes, x);"
@@ -128,10 +131,10 @@ HELIUM_HELPERS = (
     "std::int32_t minus_zero_point) noexcept { return (tinsmith_mve_i32x4)vaddq_s32((int32x4_t)acc, "
     "vmulq_s32(vaddq_n_s32(vldrbq_s32(x), minus_zero_point), vldrbq_s32(w))); }",
     "MVE_INLINE tinsmith_mve_i8x4 mve_requantize_lanes_x4(tinsmith_mve_i32x4 acc, int32x4_t mult, int32x4_t left, "
-    "int32x4_t right, std::int32_t zero_point, std::int32_t lo, std::int32_t hi) noexcept {"
+    "int32x4_t right, bool shift_left, std::int32_t zero_point, std::int32_t lo, std::int32_t hi) noexcept {"
     " int32x4_t a = (int32x4_t)acc;"
     " return mve_requantize_x4(vgetq_lane_s32(a, 0), vgetq_lane_s32(a, 1), vgetq_lane_s32(a, 2), "
-    "vgetq_lane_s32(a, 3), nullptr, mult, left, right, zero_point, lo, hi); }",
+    "vgetq_lane_s32(a, 3), nullptr, mult, left, right, shift_left, zero_point, lo, hi); }",
     # the product and its addition in one asm statement: as intrinsics, GCC computes every tap's
     # products first and spills them to the stack before adding them up
     "MVE_INLINE tinsmith_mve_i32x4 mve_add_products_bottom(tinsmith_mve_i32x4 acc, int16x8_t x, int16x8_t w) noexcept "
@@ -144,8 +147,8 @@ HELIUM_HELPERS = (
     " return (tinsmith_mve_i32x4)a; }",
     "typedef std::int8_t tinsmith_mve_i8x8 __attribute__((vector_size(8)));",
     "MVE_INLINE int32x4_t mve_rescale(int32x4_t acc, int32x4_t mult, int32x4_t left, int32x4_t right, "
-    "std::int32_t zero_point, std::int32_t lo, std::int32_t hi) noexcept {"
-    " int32x4_t x = vqrdmulhq_s32(vshlq_s32(acc, left), mult);"
+    "bool shift_left, std::int32_t zero_point, std::int32_t lo, std::int32_t hi) noexcept {"
+    " int32x4_t x = vqrdmulhq_s32(shift_left ? vshlq_s32(acc, left) : acc, mult);"
     " x = vrshlq_s32(vqaddq_s32(x, vshrq_n_s32(vandq_s32(x, right), 31)), right);"
     " return vminq_s32(vmaxq_s32(vaddq_n_s32(x, zero_point), vdupq_n_s32(lo)), vdupq_n_s32(hi)); }",
     "MVE_INLINE tinsmith_mve_i8x8 mve_interleave_x8(int32x4_t even, int32x4_t odd) noexcept {"
@@ -158,9 +161,9 @@ HELIUM_HELPERS = (
     " const int32x4_t zero = vdupq_n_s32(0);"
     " int32x4_t s0 = vldrwq_s32(shift), s1 = vldrwq_s32(shift + 4);"
     " int32x4_t e = mve_rescale((int32x4_t)even, vldrwq_s32(mult), right_only ? zero : vmaxq_s32(s0, zero),"
-    " right_only ? s0 : vminq_s32(s0, zero), zero_point, lo, hi);"
+    " right_only ? s0 : vminq_s32(s0, zero), !right_only, zero_point, lo, hi);"
     " int32x4_t o = mve_rescale((int32x4_t)odd, vldrwq_s32(mult + 4), right_only ? zero : vmaxq_s32(s1, zero),"
-    " right_only ? s1 : vminq_s32(s1, zero), zero_point, lo, hi);"
+    " right_only ? s1 : vminq_s32(s1, zero), !right_only, zero_point, lo, hi);"
     " return mve_interleave_x8(e, o); }",
     "typedef std::int8_t tinsmith_mve_i8x16 __attribute__((vector_size(16)));",
     # x * 2^shift's multiply by a per-tensor multiplier, rounded as MultiplyByQuantizedMultiplier
@@ -190,12 +193,20 @@ HELIUM_HELPERS = (
     " const int16x8_t even = vmovntq_s32(vmovnbq_s32(vdupq_n_s16(0), r0), r2);"
     " const int16x8_t odd = vmovntq_s32(vmovnbq_s32(vdupq_n_s16(0), r1), r3);"
     " return (tinsmith_mve_i8x16)vmovntq_s16(vmovnbq_s16(vdupq_n_s8(0), even), odd); }",
+    "MVE_INLINE tinsmith_mve_i32x4 mve_sum_x4(tinsmith_mve_i32x4 acc, const std::int8_t* x) noexcept "
+    "{ return (tinsmith_mve_i32x4)vaddq_s32((int32x4_t)acc, vldrbq_s32(x)); }",
+    "MVE_INLINE tinsmith_mve_i8x4 mve_qmean_x4(tinsmith_mve_i32x4 sums, std::int32_t offset, std::int32_t mult, "
+    "std::int32_t shift, std::int32_t zero_point, std::int32_t lo, std::int32_t hi) noexcept {"
+    " int32x4_t x = vaddq_n_s32(mve_scale(vaddq_n_s32((int32x4_t)sums, offset), mult, shift), zero_point);"
+    " x = vminq_s32(vmaxq_s32(x, vdupq_n_s32(lo)), vdupq_n_s32(hi));"
+    " std::int8_t bytes[4]; vstrbq_s32(bytes, x);"
+    " tinsmith_mve_i8x4 out; std::memcpy(&out, bytes, 4); return out; }",
     "MVE_INLINE tinsmith_mve_i8x8 mve_requantize_x8_tensor(tinsmith_mve_i32x4 even, tinsmith_mve_i32x4 odd, "
     "std::int32_t mult, std::int32_t left, std::int32_t right, std::int32_t zero_point, std::int32_t lo, "
     "std::int32_t hi) noexcept {"
     " int32x4_t m = vdupq_n_s32(mult), l = vdupq_n_s32(left), r = vdupq_n_s32(right);"
-    " return mve_interleave_x8(mve_rescale((int32x4_t)even, m, l, r, zero_point, lo, hi),"
-    " mve_rescale((int32x4_t)odd, m, l, r, zero_point, lo, hi)); }",
+    " return mve_interleave_x8(mve_rescale((int32x4_t)even, m, l, r, left != 0, zero_point, lo, hi),"
+    " mve_rescale((int32x4_t)odd, m, l, r, left != 0, zero_point, lo, hi)); }",
 )
 
 # Helium (MVE, Armv8.1-M: Cortex-M55, M85): int8 dot products over sixteen lanes, tail predication.

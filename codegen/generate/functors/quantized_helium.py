@@ -354,3 +354,23 @@ def qadd_helium(graph, node_id, cluster_id, args, attrs):
               attrs["act_min"], attrs["act_max"]]
     value = Call("qadd_x16", (_vector(a, at), _vector(b, at), *(i32(v) for v in consts)), "int8", LANES)
     return [For("i", args.outputs[0].type.size // LANES, (Store(y, at, value),))]
+
+
+@HELIUM.register("QMean", family="reduction", types=same("int8", acc="int32"),
+                 when=lambda args, attrs: "helium" in args.caps.kernels and args.inputs[0].type.shape[3] % 4 == 0,
+                 priority=1)
+def qmean_helium(graph, node_id, cluster_id, args, attrs):
+    """QMean over H and W, four channels a step: raw sums in int32 lanes, the zero point's share
+    (count * zero point) taken off once, rescaled as the portable kernel does."""
+    x, y = args.inputs[0], args.outputs[0]
+    n, h, w, c = x.type.shape
+    mult, shift = q.mean_params(attrs, h * w)
+    lanes = Var("lanes", "int32", 4)
+    at = Binary("+", Binary("*", Var("n"), index(h * w * c)), Binary("*", Var("cq"), index(4)))
+    step = Assign("lanes", Call("sum_x4", (lanes, Load(x.name, Binary("+", at, Binary("*", Var("p"), index(c))))),
+                                "int32", 4))
+    consts = (-h * w * attrs["x_zero_point"], mult, shift, attrs["y_zero_point"], attrs["act_min"], attrs["act_max"])
+    body = (Local("lanes", Const(0, "int32", 4), "int32", 4), For("p", h * w, (step,)),
+            Store(y.name, Binary("+", Binary("*", Var("n"), index(c)), Binary("*", Var("cq"), index(4))),
+                  Call("qmean_x4", (lanes, *(i32(v) for v in consts)), "int8", 4)))
+    return [For("n", n, (For("cq", c // 4, body),))]
