@@ -27,7 +27,6 @@ from codegen.generate.kernel_sets import HELIUM
 from codegen.generate.functors import quantized as scalar
 from codegen.generate.functors.conv import loops
 from codegen.generate.functors.quantized import INT8_CONV
-from codegen.generate.functors.quantized_dsp import _empty
 from codegen.generate.functors.quantized_driver import (Pixel, TileGeometry, channel_blocks, conv_nest, depthwise_nest,
                                                         fc_nest, is_pointwise, plus, pointwise_nest)
 from codegen.generate.functors.quantized_math import i32
@@ -62,10 +61,12 @@ def _gathers(w_shape) -> bool:
 
 
 def _cols_scratch(prepared, caps) -> list[Scratch]:
+    """The gathered windows of a block; a convolution that reads in place still gets one window's
+    worth, for windows wholly in the padding (read as the zero point, see HeliumMicroKernel.empty)."""
     w = prepared.inputs[1]
-    if not _gathers(w.shape):
-        return []
-    return [Scratch(COLS, "int8", (1 if len(w.shape) == 2 else PIXELS) * _window_size(w.shape))]
+    if len(w.shape) == 2:
+        return [Scratch(COLS, "int8", w.shape[1])] if _gathers(w.shape) else []
+    return [Scratch(COLS, "int8", (PIXELS if _gathers(w.shape) else 1) * _window_size(w.shape))]
 
 
 def _takes(args, attrs) -> bool:
@@ -222,7 +223,11 @@ class HeliumMicroKernel:
         return stmts + _blocks(graph, args, attrs, pixels, [(COLS, index(p * k)) for p in range(len(pixels))], k)
 
     def empty(self, graph, args, attrs, out_at: Expr, coords) -> list[Stmt]:
-        return _empty(graph, args, attrs, out_at, coords)
+        """A window wholly in the padding: every tap the zero point, so the folded bias comes back
+        to the bias (b - zp * sum(w) + zp * sum(w))."""
+        k = _window_size(args.inputs[1].type.shape)
+        return [*_copy(COLS, index(0), None, None, k, attrs["x_zero_point"]),
+                *_blocks(graph, args, attrs, [(index(0), out_at, coords)], [(COLS, index(0))], k)]
 
     def fc_rows(self, graph, args, attrs, rows: list[Pixel], k: int) -> list[Stmt]:
         x = args.inputs[0].name
@@ -327,11 +332,14 @@ def qdepthwise_helium(graph, node_id, cluster_id, args, attrs):
                  pack=_fold_zero_point, scratch=_cols_scratch, priority=1)
 def qconv2d_helium(graph, node_id, cluster_id, args, attrs):
     """QConv2D on VMLADAV: blocks of pixels x four channels (see the module doc)."""
-    if is_pointwise(args, attrs) and not _gathers(args.inputs[1].type.shape):
+    # a kernel reading in place has `cols` for windows in the padding only: where it has none, the
+    # store keeps the parameter used
+    unused = [] if _gathers(args.inputs[1].type.shape) else [Store(COLS, index(0), Const(0, "int8"))]
+    if is_pointwise(args, attrs) and unused:
         x = args.inputs[0].name
-        return pointwise_nest(args, PIXELS, lambda pixels: _blocks(
+        return unused + pointwise_nest(args, PIXELS, lambda pixels: _blocks(
             graph, args, attrs, pixels, [(x, at) for at, _, _ in pixels], args.inputs[0].type.shape[3]))
-    return conv_nest(graph, args, attrs, HELIUM_KERNEL)
+    return conv_nest(graph, args, attrs, HELIUM_KERNEL, unused)
 
 
 @HELIUM.register("QFullyConnected", family="matrix", types=INT8_CONV, when=_takes, pack=_fold_zero_point,
