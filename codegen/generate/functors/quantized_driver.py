@@ -89,6 +89,15 @@ def _merged_runs(tl: TileLoops, c: int, kw: int, runs_merge: bool):
     return tuple(tap_loops), in_pos, dot(tap, (kw * c, c)).expr(), count
 
 
+def window_tiles(args, attrs) -> tuple[list, list[tuple[tuple[Segment, ...], TileLoops]]]:
+    """The windows of a convolution's spatial axes, and its tiles (every tap inside the input) with
+    their loops."""
+    w = args.inputs[1].type.shape
+    wins = _windows(args, attrs, w[1], w[2])
+    axes = [Axis(win) for win in wins]
+    return wins, [(tuple(tile), tile_loops(axes, tile)) for tile in tiles(wins, exact_only=True)]
+
+
 def conv_nest(graph, args, attrs, kernel: Int8MicroKernel, prologue: Sequence[Stmt] = ()) -> list[Stmt]:
     """QConv2D (NHWC): per tile, blocks of `kernel.pixels` output pixels along the row, each handed
     with the tile's geometry to the micro-kernel; tiles in raster order (row_major), after
@@ -96,12 +105,10 @@ def conv_nest(graph, args, attrs, kernel: Int8MicroKernel, prologue: Sequence[St
     x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
     o, kh, kw, c = w.type.shape
     n, h, wd, _ = x.type.shape
-    wins = _windows(args, attrs, kh, kw)
-    axes = [Axis(win) for win in wins]
+    wins, tile_list = window_tiles(args, attrs)
     batch = Affine.var("n")
     stmts: list[Stmt] = list(prologue)
-    for tile in tiles(wins, exact_only=True):
-        tl = tile_loops(axes, tile)
+    for tile, tl in tile_list:
         stmts.append(Comment(tl.label))
         tap_loops, in_pos, w_tap, count = _merged_runs(tl, c, kw, wins[1].dilation == 1)
         geometry = TileGeometry(tuple(tile), tap_loops, w_tap, count, (kh, kw, c))
@@ -199,12 +206,10 @@ def depthwise_nest(graph, args, attrs, channels: DepthwiseChannels,
     x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
     _, kh, kw, c = w.type.shape
     n, h, wd, _ = x.type.shape
-    wins = _windows(args, attrs, kh, kw)
-    axes = [Axis(win) for win in wins]
+    _, tile_list = window_tiles(args, attrs)
     batch = Affine.var("n")
     stmts: list[Stmt] = []
-    for tile in tiles(wins, exact_only=True):
-        tl = tile_loops(axes, tile)
+    for _, tl in tile_list:
         stmts.append(Comment(tl.label))
         out_at = (batch * (y.type.size // n) + dot(tl.out_pos, (y.type.shape[2] * c, c))).expr()
         coords = tuple(p.expr() for p in (batch, *tl.out_pos))
