@@ -6,4 +6,4 @@ from codegen.generate.functors import conv, pooling, normalization  # noqa: F401
 from codegen.generate.functors import pool_indices, sampling  # noqa: F401
 from codegen.generate.functors import quantized, quantized_softmax, quantized_windows  # noqa: F401
 from codegen.generate.functors import quantized_activation  # noqa: F401
-from codegen.generate.functors import quantized_onnx  # noqa: F401
+from codegen.generate.functors import quantized_onnx, quantized_scalar  # noqa: F401

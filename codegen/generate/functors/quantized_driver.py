@@ -74,6 +74,14 @@ def channel_blocks(o: int, per: int, block: Callable[[Expr, int], list[Stmt]]) -
     return stmts
 
 
+def bias_only(graph, args, attrs, out_at: Expr, coords) -> list[Stmt]:
+    """A window wholly in the padding: every output channel the bias alone, requantized."""
+    oc = Var("oc")
+    return [For("oc", args.inputs[1].type.shape[0], (
+        Local("acc", scalar._bias(args, oc), "int32"),
+        *scalar._finish(graph, args, attrs, oc, Binary("+", out_at, oc), coords + (oc,))))]
+
+
 def _merged_runs(tl: TileLoops, c: int, kw: int, runs_merge: bool):
     """(tap loops, input positions, weight offset, run length): a window row's taps and channels as
     one contiguous run where the dilation along the row is 1."""

@@ -30,12 +30,11 @@ from __future__ import annotations
 from codegen.generate.kernel_sets import ARM_DSP
 from codegen.generate.functors.quantized import INT8_CONV
 from codegen.generate.functors import quantized as scalar
-from codegen.generate.functors.conv import Affine, Axis, TileLoops, dot, loops, tile_loops, tiles
-from codegen.generate.functors.quantized_driver import (TileGeometry, channel_blocks, conv_nest, depthwise_nest,
+from codegen.generate.functors.conv import loops
+from codegen.generate.functors.quantized_driver import (TileGeometry, bias_only, channel_blocks, conv_nest, depthwise_nest,
                                                         fc_nest, is_pointwise, plus as _plus, pointwise_nest)
 from codegen.generate.functors.quantized_math import i32, select_max, select_min, widen
-from codegen.generate.functors.quantized_windows import _windows, row_major
-from codegen.generate.loop_ir import (Assign, Binary, Call, Comment, Expr, For, Load, Local, Scratch, Stmt, Store,
+from codegen.generate.loop_ir import (Assign, Binary, Call, Expr, For, Load, Local, Scratch, Stmt, Store,
                                       Var, index)
 
 
@@ -147,14 +146,6 @@ def _channels(graph, args, attrs, pixels, tap_loops, w_tap, count, per: int, lan
         graph, args, attrs, pixels, base, n, tap_loops, w_tap, count, lanes, straight))
 
 
-def _empty(graph, args, attrs, out_at: Expr, coords) -> list[Stmt]:
-    """A window wholly in the padding: the bias alone, requantized."""
-    o = args.inputs[1].type.shape[0]
-    oc = Var("oc")
-    return [For("oc", o, (Local("acc", scalar._bias(args, oc), "int32"),
-                          *scalar._finish(graph, args, attrs, oc, Binary("+", out_at, oc), coords + (oc,))))]
-
-
 # Block sizes, measured on the emulated M4 (kws / vww instructions): a pointwise block of 3 pixels
 # x 2 channels, its input words split once into `lanes` (5.78 / 17.25 M), beats 2 x 2 (6.06 / 17.92),
 # 4 x 2 (5.93 / 17.59) and 4 x 1 (6.26 / 18.51); other convolutions take 2 pixels x 4 channels,
@@ -226,7 +217,7 @@ class DspMicroKernel:
                          self.channels)
 
     def empty(self, graph, args, attrs, out_at, coords) -> list[Stmt]:
-        return _empty(graph, args, attrs, out_at, coords)
+        return bias_only(graph, args, attrs, out_at, coords)
 
     def fc_rows(self, graph, args, attrs, rows, k: int) -> list[Stmt]:
         return _channels(graph, args, attrs, rows, (), index(0), k, FC_ROWS, straight=FC_STRAIGHT_QUADS)
