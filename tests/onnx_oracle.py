@@ -40,7 +40,7 @@ def run_on_host(models: Mapping[str, onnx.ModelProto], feeds: Mapping[str, Mappi
                 folder: Path) -> dict[str, list[np.ndarray]]:
     """Compile every model for the host into one program and run each on its feeds;
     returns NAME -> outputs (in the model's output order)."""
-    from codegen.pipeline import compile_graph
+    from tinsmith.pipeline import compile_graph
     from conformance.batch import build_batches
     from conformance.execute import Signature
 
@@ -103,7 +103,7 @@ def run_graph(folder: Path, name: str, x: np.ndarray, where: str) -> np.ndarray:
         (build / "in.bin").write_bytes(data)
         subprocess.run([str(build / f"{name}_runner"), str(build / "in.bin"), str(build / "out.bin")], check=True)
         return np.frombuffer((build / "out.bin").read_bytes(), "<f4")
-    from codegen.targets.qemu import run_on_emulator
+    from tinsmith.targets.qemu import run_on_emulator
     run = run_on_emulator("cortex-m4", folder / "m4" / name / "firmware" / f"{name}.elf", data, timeout=300)
     return np.frombuffer(run.output, "<f4")
 

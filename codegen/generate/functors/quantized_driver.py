@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
-from codegen.generate.functors import quantized as scalar
-from codegen.generate.functors.conv import Affine, Axis, Segment, TileLoops, dot, loops, tile_loops, tiles
-from codegen.generate.functors.quantized_windows import _windows, row_major
-from codegen.generate.loop_ir import Binary, Comment, Expr, For, Local, Stmt, Var, index
+from tinsmith.generate.functors import quantized as scalar
+from tinsmith.generate.functors.conv import Affine, Axis, Segment, TileLoops, dot, loops, tile_loops, tiles
+from tinsmith.generate.functors.quantized_windows import _windows, row_major
+from tinsmith.generate.loop_ir import Binary, Comment, Expr, For, Local, Stmt, Var, index
 
 # one output pixel of a block: (input offset of its first tap, output offset, output coordinates)
 Pixel = tuple[Expr, Expr, tuple | None]

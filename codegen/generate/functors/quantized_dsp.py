@@ -27,14 +27,14 @@ requantization is quantized.py's. Channels and pixels past a block run in smalle
 """
 from __future__ import annotations
 
-from codegen.generate.kernel_sets import ARM_DSP
-from codegen.generate.functors.quantized import INT8_CONV
-from codegen.generate.functors import quantized as scalar
-from codegen.generate.functors.conv import loops
-from codegen.generate.functors.quantized_driver import (TileGeometry, bias_only, channel_blocks, conv_nest, depthwise_nest,
+from tinsmith.generate.kernel_sets import ARM_DSP
+from tinsmith.generate.functors.quantized import INT8_CONV
+from tinsmith.generate.functors import quantized as scalar
+from tinsmith.generate.functors.conv import loops
+from tinsmith.generate.functors.quantized_driver import (TileGeometry, bias_only, channel_blocks, conv_nest, depthwise_nest,
                                                         fc_nest, is_pointwise, plus as _plus, pointwise_nest)
-from codegen.generate.functors.quantized_math import i32, select_max, select_min, widen
-from codegen.generate.loop_ir import (Assign, Binary, Call, Expr, For, Load, Local, Scratch, Stmt, Store,
+from tinsmith.generate.functors.quantized_math import i32, select_max, select_min, widen
+from tinsmith.generate.loop_ir import (Assign, Binary, Call, Expr, For, Load, Local, Scratch, Stmt, Store,
                                       Var, index)
 
 

@@ -22,16 +22,16 @@ rounding division by a power of two), so the outputs are bit-exact with the port
 """
 from __future__ import annotations
 
-from codegen.generate.backend import same
-from codegen.generate.kernel_sets import HELIUM
-from codegen.generate.functors import quantized as scalar
-from codegen.generate.functors.conv import loops
-from codegen.generate.functors.quantized import INT8_CONV
-from codegen.generate.functors.quantized_driver import (Pixel, TileGeometry, channel_blocks, conv_nest, depthwise_nest,
+from tinsmith.generate.backend import same
+from tinsmith.generate.kernel_sets import HELIUM
+from tinsmith.generate.functors import quantized as scalar
+from tinsmith.generate.functors.conv import loops
+from tinsmith.generate.functors.quantized import INT8_CONV
+from tinsmith.generate.functors.quantized_driver import (Pixel, TileGeometry, channel_blocks, conv_nest, depthwise_nest,
                                                         fc_nest, is_pointwise, plus, pointwise_nest)
-from codegen.generate.functors.quantized_math import i32
-from codegen.ops import quantized as q
-from codegen.generate.loop_ir import (Assign, Binary, Call, Const, Expr, For, Load, Local, Scratch, Stmt, Store,
+from tinsmith.generate.functors.quantized_math import i32
+from tinsmith.ops import quantized as q
+from tinsmith.generate.loop_ir import (Assign, Binary, Call, Const, Expr, For, Load, Local, Scratch, Stmt, Store,
                                       Var, index)
 
 LANES = 16

@@ -4,13 +4,13 @@ an int32 sum, requantized by the portable requantization. It takes every quantiz
 primitives accept (int8, uint8 and int16 activations; fixed-point, float or no requantization)."""
 from __future__ import annotations
 
-from codegen.generate.backend import CPP
-from codegen.generate.functors import quantized as q
-from codegen.generate.functors.conv import loops
-from codegen.generate.functors.quantized import QUANTIZED_CONV
-from codegen.generate.functors.quantized_driver import TileGeometry, bias_only, conv_nest
-from codegen.generate.functors.quantized_windows import scalar_dot
-from codegen.generate.loop_ir import Binary, Expr, For, Local, Stmt, Var, index
+from tinsmith.generate.backend import CPP
+from tinsmith.generate.functors import quantized as q
+from tinsmith.generate.functors.conv import loops
+from tinsmith.generate.functors.quantized import QUANTIZED_CONV
+from tinsmith.generate.functors.quantized_driver import TileGeometry, bias_only, conv_nest
+from tinsmith.generate.functors.quantized_windows import scalar_dot
+from tinsmith.generate.loop_ir import Binary, Expr, For, Local, Stmt, Var, index
 
 
 class ScalarMicroKernel:
