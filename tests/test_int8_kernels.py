@@ -167,8 +167,10 @@ SCALE_RANGES = {6: (-3, 2), 7: (1, 3)}
 
 
 # the Cortex-M4 runs its DSP-extension kernels (SMLAD blocks of pixels x channels, scalar tails),
-# the Cortex-M0+ the plain loops compiled for a core without the DSP extension
-TARGETS = ("host", "cortex-m4", "cortex-m0plus")
+# the Cortex-M0+ the plain loops compiled for a core without the DSP extension, the Cortex-M55 its
+# Helium kernels (VMLADAV with predicated tails, windows gathered at the borders, depthwise over
+# eight channels as int16 lanes or four as int32 lanes, QAdd over sixteen)
+TARGETS = ("host", "cortex-m4", "cortex-m0plus", "cortex-m55")
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -251,6 +253,15 @@ def test_fully_connected_add_mul_match_the_specification(tmp_path, tinsmith_cmd,
            for u, v in zip(aa.ravel(), bb.ravel())]
     mul = [spec_scale((int(u) + 128) * (int(v) - 127), *qm) + 9 for u, v in zip(aa.ravel(), bb.ravel())]
     case.expected["sum"] = np.clip(np.reshape(add, aa.shape), -120, 127).astype(np.int8)
+    # an add of two inputs of one shape, 2 x 48 values (the Helium kernel's sixteen at a time)
+    c, d = draw(rng, (2, 4, 3, 4)), draw(rng, (2, 4, 3, 4))
+    case.inputs["c"], case.inputs["d"] = q_input((2, 4, 3, 4), 0.5, -128), q_input((2, 4, 3, 4), 0.004, 127)
+    case.feeds.update(c=c, d=d)
+    case.nodes.append({"op": "QAdd", "inputs": ["c", "d"], "outputs": ["same"],
+                       "attrs": dict(common, y_scale=0.3, y_zero_point=-7, act_min=-120)})
+    same = [spec_scale(spec_scale((int(u) + 128) << 20, *qa) + spec_scale((int(v) - 127) << 20, *qb), *qy) - 7
+            for u, v in zip(c.ravel(), d.ravel())]
+    case.expected["same"] = np.clip(np.reshape(same, c.shape), -120, 127).astype(np.int8)
     case.expected["prod"] = np.clip(np.reshape(mul, aa.shape), -128, 127).astype(np.int8)
     case.build(tmp_path, tinsmith_cmd, target=target)
 

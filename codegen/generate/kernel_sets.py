@@ -14,7 +14,7 @@ from typing import Callable
 
 from tinsmith.targets import Capabilities
 
-__all__ = ["CPP", "VECTORS", "FPU_REGISTERS", "ARM_DSP", "KERNEL_SETS", "micro_kernel"]
+__all__ = ["CPP", "VECTORS", "FPU_REGISTERS", "ARM_DSP", "HELIUM", "KERNEL_SETS", "micro_kernel"]
 
 # GCC vector extensions, as wide as the target's simd_bits (host: SSE2's 128 bits; host-native:
 # what -march=native enables).
@@ -59,7 +59,163 @@ DSP_HELPERS = ("#include <arm_acle.h>",
 ARM_DSP = Backend("arm-dsp", requires=lambda caps: caps.dsp, needs="the Arm DSP extension (dsp: true)",
                   intrinsics=DSP_INTRINSICS, helpers=DSP_HELPERS)
 
-KERNEL_SETS = {s.name: s for s in (CPP, VECTORS, FPU_REGISTERS, ARM_DSP)}
+# The Helium (M-profile vector extension, MVE) int8 kernels' intrinsics: arm_mve.h's, with -mcpu=
+# cortex-m55 (codegen/generate/functors/quantized_helium.py calls them). Sixteen int8 lanes per
+# Q register; VMLADAVA adds the sixteen products of two of them to a general register.
+HELIUM_INTRINSICS = {
+    "vmladava": "vmladavaq_s8({0}, {1}, {2})",
+    # the last, partial step of a dot product: lanes past `n` read as zero (a tail predicate)
+    "vldrb_tail": "vldrbq_z_s8(&{0}, vctp8q({1}))",
+    # four channels' sums (plus their biases) requantized to int8 lanes, TFLite's arithmetic:
+    # per-channel multipliers and shifts (any sign, or right shifts only), or one of each
+    "requantize_x4_channels": "mve_requantize_x4({0}, {1}, {2}, {3}, &{4}, mve_channels(&{5}), "
+                              "mve_left_shift(&{6}), mve_right_shift(&{6}), true, {7}, {8}, {9})",
+    "requantize_x4_channels_right": "mve_requantize_x4({0}, {1}, {2}, {3}, &{4}, mve_channels(&{5}), "
+                                    "vdupq_n_s32(0), mve_channels(&{6}), false, {7}, {8}, {9})",
+    "requantize_x4_tensor": "mve_requantize_x4({0}, {1}, {2}, {3}, &{4}, vdupq_n_s32({5}), vdupq_n_s32({6}), "
+                            "vdupq_n_s32({7}), {6} != 0, {8}, {9}, {10})",
+    # a depthwise convolution's four channels as int32 lanes: the biases, one tap's products
+    # (x - zero point) * w added lane by lane (VMUL, VADD), the sums requantized
+    "lanes_x4": "mve_lanes_x4(&{0})",
+    "tap_x4": "mve_tap_x4({0}, &{1}, &{2}, {3})",
+    "requantize_lanes_x4": "mve_requantize_lanes_x4({0}, mve_channels(&{1}), mve_left_shift(&{2}), "
+                           "mve_right_shift(&{2}), true, {3}, {4}, {5})",
+    "requantize_lanes_x4_right": "mve_requantize_lanes_x4({0}, mve_channels(&{1}), vdupq_n_s32(0), "
+                                 "mve_channels(&{2}), false, {3}, {4}, {5})",
+    "requantize_lanes_x4_tensor": "mve_requantize_lanes_x4({0}, vdupq_n_s32({1}), vdupq_n_s32({2}), "
+                                  "vdupq_n_s32({3}), {2} != 0, {4}, {5}, {6})",
+    # eight channels as int16 lanes: (x - zero point) and w widened by the load, their products
+    # widened again into even- and odd-channel int32 sums (VMULLB, VMULLT)
+    "x_x8": "vsubq_n_s16(vldrbq_s16(&{0}), {1})",
+    "w_x8": "vldrbq_s16(&{0})",
+    "even_x8": "mve_add_products_bottom({0}, {1}, {2})",
+    "odd_x8": "mve_add_products_top({0}, {1}, {2})",
+    # the even and odd sums requantized (constants packed even channels first) and interleaved back
+    "requantize_x8_channels": "mve_requantize_x8({0}, {1}, &{2}, &{3}, false, {4}, {5}, {6})",
+    "requantize_x8_channels_right": "mve_requantize_x8({0}, {1}, &{2}, &{3}, true, {4}, {5}, {6})",
+    "requantize_x8_tensor": "mve_requantize_x8_tensor({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7})",
+    # sixteen QAdd outputs from sixteen values of each input: TFLite's int8 ADD, lane by lane
+    "qadd_x16": "mve_qadd_x16({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13})",
+    # QMean: four channels' raw sums as int32 lanes, then less count * zero point, rescaled
+    "sum_x4": "mve_sum_x4({0}, &{1})",
+    "qmean_x4": "mve_qmean_x4({0}, {1}, {2}, {3}, {4}, {5}, {6})",
+}
+HELIUM_HELPERS = (
+    "#include <arm_mve.h>",
+    # inlined whatever -Os thinks: a call would move the block's sums through the stack
+    "#define MVE_INLINE inline __attribute__((always_inline))",
+    "typedef std::int8_t tinsmith_mve_i8x4 __attribute__((vector_size(4)));",
+    "MVE_INLINE int32x4_t mve_channels(const std::int32_t* p) noexcept { return vldrwq_s32(p); }",
+    "MVE_INLINE int32x4_t mve_left_shift(const std::int32_t* p) noexcept { return vmaxq_s32(vldrwq_s32(p), vdupq_n_s32(0)); }",
+    "MVE_INLINE int32x4_t mve_right_shift(const std::int32_t* p) noexcept { return vminq_s32(vldrwq_s32(p), vdupq_n_s32(0)); }",
+    # (acc << left) times the multiplier, doubled, high half rounded (VQRDMULH is TFLite's
+    # SaturatingRoundingDoublingHighMul: (ab + 2^30) >> 31), then divided by 2^-right rounding half
+    # away from zero: VRSHL rounds half up, so negative values first lose one (the sign of
+    # x & right is set only where x < 0 and a shift is due)
+    "MVE_INLINE tinsmith_mve_i8x4 mve_requantize_x4(std::int32_t a0, std::int32_t a1, std::int32_t a2, std::int32_t a3, "
+    "const std::int32_t* bias, int32x4_t mult, int32x4_t left, int32x4_t right, bool shift_left, std::int32_t zero_point, "
+    "std::int32_t lo, std::int32_t hi) noexcept {"
+    " int32x4_t acc = vsetq_lane_s32(a3, vsetq_lane_s32(a2, vsetq_lane_s32(a1, vdupq_n_s32(a0), 1), 2), 3);"
+    " if (bias != nullptr) acc = vaddq_s32(acc, vldrwq_s32(bias));"
+    " int32x4_t x = vqrdmulhq_s32(shift_left ? vshlq_s32(acc, left) : acc, mult);"
+    " x = vrshlq_s32(vqaddq_s32(x, vshrq_n_s32(vandq_s32(x, right), 31)), right);"
+    " x = vminq_s32(vmaxq_s32(vaddq_n_s32(x, zero_point), vdupq_n_s32(lo)), vdupq_n_s32(hi));"
+    " std::int8_t bytes[4]; vstrbq_s32(bytes, x);"
+    " tinsmith_mve_i8x4 out; std::memcpy(&out, bytes, 4); return out; }",
+    # the loop IR's int32 vectors are GCC vectors of std::int32_t (long on Arm), arm_mve.h's of
+    # int: the same register, converted by a cast
+    "typedef std::int32_t tinsmith_mve_i32x4 __attribute__((vector_size(16)));",
+    "MVE_INLINE tinsmith_mve_i32x4 mve_lanes_x4(const std::int32_t* p) noexcept "
+    "{ return (tinsmith_mve_i32x4)vldrwq_s32(p); }",
+    "MVE_INLINE tinsmith_mve_i32x4 mve_tap_x4(tinsmith_mve_i32x4 acc, const std::int8_t* x, const std::int8_t* w, "
+    "std::int32_t minus_zero_point) noexcept { return (tinsmith_mve_i32x4)vaddq_s32((int32x4_t)acc, "
+    "vmulq_s32(vaddq_n_s32(vldrbq_s32(x), minus_zero_point), vldrbq_s32(w))); }",
+    "MVE_INLINE tinsmith_mve_i8x4 mve_requantize_lanes_x4(tinsmith_mve_i32x4 acc, int32x4_t mult, int32x4_t left, "
+    "int32x4_t right, bool shift_left, std::int32_t zero_point, std::int32_t lo, std::int32_t hi) noexcept {"
+    " int32x4_t a = (int32x4_t)acc;"
+    " return mve_requantize_x4(vgetq_lane_s32(a, 0), vgetq_lane_s32(a, 1), vgetq_lane_s32(a, 2), "
+    "vgetq_lane_s32(a, 3), nullptr, mult, left, right, shift_left, zero_point, lo, hi); }",
+    # the product and its addition in one asm statement: as intrinsics, GCC computes every tap's
+    # products first and spills them to the stack before adding them up
+    "MVE_INLINE tinsmith_mve_i32x4 mve_add_products_bottom(tinsmith_mve_i32x4 acc, int16x8_t x, int16x8_t w) noexcept "
+    "{ int32x4_t a = (int32x4_t)acc, t;"
+    " __asm__(\"vmullb.s16 %q1, %q2, %q3\\n\\tvadd.i32 %q0, %q0, %q1\" : \"+w\"(a), \"=&w\"(t) : \"w\"(x), \"w\"(w));"
+    " return (tinsmith_mve_i32x4)a; }",
+    "MVE_INLINE tinsmith_mve_i32x4 mve_add_products_top(tinsmith_mve_i32x4 acc, int16x8_t x, int16x8_t w) noexcept "
+    "{ int32x4_t a = (int32x4_t)acc, t;"
+    " __asm__(\"vmullt.s16 %q1, %q2, %q3\\n\\tvadd.i32 %q0, %q0, %q1\" : \"+w\"(a), \"=&w\"(t) : \"w\"(x), \"w\"(w));"
+    " return (tinsmith_mve_i32x4)a; }",
+    "typedef std::int8_t tinsmith_mve_i8x8 __attribute__((vector_size(8)));",
+    "MVE_INLINE int32x4_t mve_rescale(int32x4_t acc, int32x4_t mult, int32x4_t left, int32x4_t right, "
+    "bool shift_left, std::int32_t zero_point, std::int32_t lo, std::int32_t hi) noexcept {"
+    " int32x4_t x = vqrdmulhq_s32(shift_left ? vshlq_s32(acc, left) : acc, mult);"
+    " x = vrshlq_s32(vqaddq_s32(x, vshrq_n_s32(vandq_s32(x, right), 31)), right);"
+    " return vminq_s32(vmaxq_s32(vaddq_n_s32(x, zero_point), vdupq_n_s32(lo)), vdupq_n_s32(hi)); }",
+    "MVE_INLINE tinsmith_mve_i8x8 mve_interleave_x8(int32x4_t even, int32x4_t odd) noexcept {"
+    " int16x8_t both = vmovntq_s32(vmovnbq_s32(vdupq_n_s16(0), even), odd);"
+    " std::int8_t bytes[8]; vstrbq_s16(bytes, both);"
+    " tinsmith_mve_i8x8 out; std::memcpy(&out, bytes, 8); return out; }",
+    "MVE_INLINE tinsmith_mve_i8x8 mve_requantize_x8(tinsmith_mve_i32x4 even, tinsmith_mve_i32x4 odd, "
+    "const std::int32_t* mult, const std::int32_t* shift, bool right_only, std::int32_t zero_point, "
+    "std::int32_t lo, std::int32_t hi) noexcept {"
+    " const int32x4_t zero = vdupq_n_s32(0);"
+    " int32x4_t s0 = vldrwq_s32(shift), s1 = vldrwq_s32(shift + 4);"
+    " int32x4_t e = mve_rescale((int32x4_t)even, vldrwq_s32(mult), right_only ? zero : vmaxq_s32(s0, zero),"
+    " right_only ? s0 : vminq_s32(s0, zero), !right_only, zero_point, lo, hi);"
+    " int32x4_t o = mve_rescale((int32x4_t)odd, vldrwq_s32(mult + 4), right_only ? zero : vmaxq_s32(s1, zero),"
+    " right_only ? s1 : vminq_s32(s1, zero), !right_only, zero_point, lo, hi);"
+    " return mve_interleave_x8(e, o); }",
+    "typedef std::int8_t tinsmith_mve_i8x16 __attribute__((vector_size(16)));",
+    # x * 2^shift's multiply by a per-tensor multiplier, rounded as MultiplyByQuantizedMultiplier
+    "MVE_INLINE int32x4_t mve_scale(int32x4_t x, std::int32_t mult, std::int32_t shift) noexcept {"
+    " const int32x4_t right = vdupq_n_s32(shift < 0 ? shift : 0);"
+    " x = vqrdmulhq_n_s32(vshlq_s32(x, vdupq_n_s32(shift > 0 ? shift : 0)), mult);"
+    " return vrshlq_s32(vqaddq_s32(x, vshrq_n_s32(vandq_s32(x, right), 31)), right); }",
+    "MVE_INLINE int32x4_t mve_qadd_lanes(int32x4_t a, int32x4_t b, std::int32_t za, std::int32_t zb, "
+    "std::int32_t left, std::int32_t am, std::int32_t as, std::int32_t bm, std::int32_t bs, std::int32_t ym, "
+    "std::int32_t ys, std::int32_t zy, std::int32_t lo, std::int32_t hi) noexcept {"
+    " const int32x4_t l = vdupq_n_s32(left);"
+    " int32x4_t x = vaddq_s32(mve_scale(vshlq_s32(vsubq_n_s32(a, za), l), am, as),"
+    " mve_scale(vshlq_s32(vsubq_n_s32(b, zb), l), bm, bs));"
+    " x = vaddq_n_s32(mve_scale(x, ym, ys), zy);"
+    " return vminq_s32(vmaxq_s32(x, vdupq_n_s32(lo)), vdupq_n_s32(hi)); }",
+    # bytes widened to int32 lanes in the order VMOVLB/VMOVLT give (0 4 8 12, 2 6 10 14, 1 5 9 13,
+    # 3 7 11 15) and narrowed back by VMOVNB/VMOVNT into the order they came in
+    "MVE_INLINE tinsmith_mve_i8x16 mve_qadd_x16(tinsmith_mve_i8x16 a, tinsmith_mve_i8x16 b, std::int32_t za, "
+    "std::int32_t zb, std::int32_t left, std::int32_t am, std::int32_t as, std::int32_t bm, std::int32_t bs, "
+    "std::int32_t ym, std::int32_t ys, std::int32_t zy, std::int32_t lo, std::int32_t hi) noexcept {"
+    " const int16x8_t ae = vmovlbq_s8((int8x16_t)a), ao = vmovltq_s8((int8x16_t)a);"
+    " const int16x8_t be = vmovlbq_s8((int8x16_t)b), bo = vmovltq_s8((int8x16_t)b);"
+    " const int32x4_t r0 = mve_qadd_lanes(vmovlbq_s16(ae), vmovlbq_s16(be), za, zb, left, am, as, bm, bs, ym, ys, zy, lo, hi);"
+    " const int32x4_t r2 = mve_qadd_lanes(vmovltq_s16(ae), vmovltq_s16(be), za, zb, left, am, as, bm, bs, ym, ys, zy, lo, hi);"
+    " const int32x4_t r1 = mve_qadd_lanes(vmovlbq_s16(ao), vmovlbq_s16(bo), za, zb, left, am, as, bm, bs, ym, ys, zy, lo, hi);"
+    " const int32x4_t r3 = mve_qadd_lanes(vmovltq_s16(ao), vmovltq_s16(bo), za, zb, left, am, as, bm, bs, ym, ys, zy, lo, hi);"
+    " const int16x8_t even = vmovntq_s32(vmovnbq_s32(vdupq_n_s16(0), r0), r2);"
+    " const int16x8_t odd = vmovntq_s32(vmovnbq_s32(vdupq_n_s16(0), r1), r3);"
+    " return (tinsmith_mve_i8x16)vmovntq_s16(vmovnbq_s16(vdupq_n_s8(0), even), odd); }",
+    "MVE_INLINE tinsmith_mve_i32x4 mve_sum_x4(tinsmith_mve_i32x4 acc, const std::int8_t* x) noexcept "
+    "{ return (tinsmith_mve_i32x4)vaddq_s32((int32x4_t)acc, vldrbq_s32(x)); }",
+    "MVE_INLINE tinsmith_mve_i8x4 mve_qmean_x4(tinsmith_mve_i32x4 sums, std::int32_t offset, std::int32_t mult, "
+    "std::int32_t shift, std::int32_t zero_point, std::int32_t lo, std::int32_t hi) noexcept {"
+    " int32x4_t x = vaddq_n_s32(mve_scale(vaddq_n_s32((int32x4_t)sums, offset), mult, shift), zero_point);"
+    " x = vminq_s32(vmaxq_s32(x, vdupq_n_s32(lo)), vdupq_n_s32(hi));"
+    " std::int8_t bytes[4]; vstrbq_s32(bytes, x);"
+    " tinsmith_mve_i8x4 out; std::memcpy(&out, bytes, 4); return out; }",
+    "MVE_INLINE tinsmith_mve_i8x8 mve_requantize_x8_tensor(tinsmith_mve_i32x4 even, tinsmith_mve_i32x4 odd, "
+    "std::int32_t mult, std::int32_t left, std::int32_t right, std::int32_t zero_point, std::int32_t lo, "
+    "std::int32_t hi) noexcept {"
+    " int32x4_t m = vdupq_n_s32(mult), l = vdupq_n_s32(left), r = vdupq_n_s32(right);"
+    " return mve_interleave_x8(mve_rescale((int32x4_t)even, m, l, r, left != 0, zero_point, lo, hi),"
+    " mve_rescale((int32x4_t)odd, m, l, r, left != 0, zero_point, lo, hi)); }",
+)
+
+# Helium (MVE, Armv8.1-M: Cortex-M55, M85): int8 dot products over sixteen lanes, tail predication.
+# Only a target that names it in `kernels` draws on it (no capability says "MVE" yet).
+HELIUM = Backend("helium", requires=lambda caps: "helium" in caps.kernels,
+                 needs="the Helium vector extension (kernels: [helium, ...])",
+                 intrinsics=HELIUM_INTRINSICS, helpers=HELIUM_HELPERS)
+
+KERNEL_SETS = {s.name: s for s in (CPP, VECTORS, FPU_REGISTERS, ARM_DSP, HELIUM)}
 
 
 def micro_kernel(caps: Capabilities, name: str) -> Callable | None:

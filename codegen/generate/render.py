@@ -144,6 +144,7 @@ class Renderer:
                       "inline float min_f32(float a, float b) noexcept { return (a <= b || std::isnan(b)) ? a : b; }"]
         for dtype, width in self.vector_types(kernels):
             t, e = self.type_name(dtype, width), self.type_names[dtype]
+            nan = " || b != b" if dtype == "float32" else ""
             size = width * {"float32": 4, "int32": 4, INDEX: 4, "int16": 2, "int8": 1, "uint8": 1}[dtype]
             lines += [
                 f"typedef {e} {t} __attribute__((vector_size({size})));",
@@ -151,9 +152,9 @@ class Renderer:
                 f"inline void store_{t}({e}* p, {t} v) noexcept {{ std::memcpy(p, &v, sizeof v); }}",
                 # every lane s (not {} + s: 0.0 + -0.0 is +0.0, so that add could not be dropped)
                 f"inline {t} splat_{t}({e} s) noexcept {{ return {t}{{{', '.join(['s'] * width)}}}; }}",
-                # fmax's rule lane by lane: a NaN operand loses to a number
-                f"inline {t} max_{t}({t} a, {t} b) noexcept {{ return (a >= b || b != b) ? a : b; }}",
-                f"inline {t} min_{t}({t} a, {t} b) noexcept {{ return (a <= b || b != b) ? a : b; }}",
+                # fmax's rule lane by lane: a NaN operand loses to a number (integers have none)
+                f"inline {t} max_{t}({t} a, {t} b) noexcept {{ return (a >= b{nan}) ? a : b; }}",
+                f"inline {t} min_{t}({t} a, {t} b) noexcept {{ return (a <= b{nan}) ? a : b; }}",
                 f"inline {e} sum_{t}({t} v) noexcept {{ {e} s = v[0]; for (int i = 1; i < {width}; ++i) "
                 f"s += v[i]; return s; }}",
                 # every second element from p: a row read by a window of stride 2

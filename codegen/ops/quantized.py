@@ -185,8 +185,15 @@ def _conv_macs(args, outs) -> int:
     return outs[0].size * w.shape[1] * w.shape[2] * w.shape[3]
 
 
+def _weight_sums(args: InferArgs, outputs) -> dict:
+    """Each output channel's sum of its (constant) weights: with it a kernel may fold the input
+    zero point into the bias, sum((x - zp) * w) + b = sum(x * w) + (b - zp * sum(w))."""
+    w = args.values[1]
+    return {} if w is None else {"weight_sums": w.reshape(w.shape[0], -1).astype(np.int64).sum(axis=1)}
+
+
 define("QConv2D", inputs=(2, 5), infer=_infer_conv, reference=_conv_reference, macs=_conv_macs,
-       constant_inputs=(3, 4), attrs=WINDOW_ATTRS + [Attr("x_zero_point", "int", 0), REQUANTIZE] + Y_ATTRS)
+       prepare=_weight_sums, constant_inputs=(3, 4), attrs=WINDOW_ATTRS + [Attr("x_zero_point", "int", 0), REQUANTIZE] + Y_ATTRS)
 
 
 # --- QDepthwise -------------------------------------------------------------------------------
@@ -242,7 +249,7 @@ def _fc_reference(xs, attrs):
     return [_requantize(fp.wrap_int32(acc), mult, shift, attrs)]
 
 
-define("QFullyConnected", inputs=(2, 5), infer=_infer_fc, reference=_fc_reference,
+define("QFullyConnected", inputs=(2, 5), infer=_infer_fc, reference=_fc_reference, prepare=_weight_sums,
        macs=lambda args, outs: outs[0].size * args.types[1].shape[1], constant_inputs=(3, 4),
        attrs=[Attr("x_zero_point", "int", 0), REQUANTIZE] + Y_ATTRS)
 

@@ -30,10 +30,11 @@ from __future__ import annotations
 from tinsmith.generate.kernel_sets import ARM_DSP
 from tinsmith.generate.functors.quantized import INT8_CONV
 from tinsmith.generate.functors import quantized as scalar
-from tinsmith.generate.functors.conv import Affine, Axis, TileLoops, dot, loops, tile_loops, tiles
+from tinsmith.generate.functors.conv import loops
+from tinsmith.generate.functors.quantized_driver import (TileGeometry, bias_only, channel_blocks, conv_nest, depthwise_nest,
+                                                        fc_nest, is_pointwise, plus as _plus, pointwise_nest)
 from tinsmith.generate.functors.quantized_math import i32, select_max, select_min, widen
-from tinsmith.generate.functors.quantized_windows import _windows, row_major
-from tinsmith.generate.loop_ir import (Assign, Binary, Call, Comment, Expr, For, Load, Local, Scratch, Stmt, Store,
+from tinsmith.generate.loop_ir import (Assign, Binary, Call, Expr, For, Load, Local, Scratch, Stmt, Store,
                                       Var, index)
 
 
@@ -54,10 +55,6 @@ def pair(v: int) -> int:
     h = v & 0xFFFF
     word = h | (h << 16)
     return word - (1 << 32) if word >= 1 << 31 else word
-
-
-def _plus(e: Expr, k: int) -> Expr:
-    return e if k == 0 else Binary("+", e, index(k))
 
 
 def block_dot(x: str, x_ats: list[Expr], w: str, w_ats: list[Expr], count: int, x_zero_point: int,
@@ -144,29 +141,9 @@ def _block(graph, args, attrs, pixels: list[tuple[Expr, Expr, tuple | None]], ch
 
 def _channels(graph, args, attrs, pixels, tap_loops, w_tap, count, per: int, lanes=None,
               straight=None) -> list[Stmt]:
-    """The output channels in blocks of `per` for the given pixels; the last few in blocks of half
-    as many, and so on, so they too share their input reads."""
-    o = args.inputs[1].type.shape[0]
-    stmts: list[Stmt] = []
-    if o // per:
-        stmts.append(For("ocb", o // per, tuple(_block(graph, args, attrs, pixels, Binary("*", Var("ocb"), index(per)),
-                                                       per, tap_loops, w_tap, count, lanes, straight))))
-    done, size = o - o % per, per // 2
-    while done < o:
-        if o - done >= size:  # a loop of one scopes the locals
-            stmts.append(For("ol", 1, tuple(_block(graph, args, attrs, pixels, _plus(Var("ol"), done), size,
-                                                   tap_loops, w_tap, count, lanes, straight))))
-            done += size
-        size //= 2
-    return stmts
-
-
-def _empty(graph, args, attrs, out_at: Expr, coords) -> list[Stmt]:
-    """A window wholly in the padding: the bias alone, requantized."""
-    o = args.inputs[1].type.shape[0]
-    oc = Var("oc")
-    return [For("oc", o, (Local("acc", scalar._bias(args, oc), "int32"),
-                          *scalar._finish(graph, args, attrs, oc, Binary("+", out_at, oc), coords + (oc,))))]
+    """The output channels in blocks of `per` for the given pixels (channel_blocks)."""
+    return channel_blocks(args.inputs[1].type.shape[0], per, lambda base, n: _block(
+        graph, args, attrs, pixels, base, n, tap_loops, w_tap, count, lanes, straight))
 
 
 # Block sizes, measured on the emulated M4 (kws / vww instructions): a pointwise block of 3 pixels
@@ -219,104 +196,44 @@ def _lanes_scratch(prepared, caps) -> list[Scratch]:
 def _pointwise(graph, args, attrs) -> list[Stmt]:
     """1x1, stride 1, no padding: rows of C inputs against rows of C weights over the flattened
     pixels, PIXELS x CHANNELS at a time, each block's input words split once into `lanes`."""
-    x, y = args.inputs[0], args.outputs[0]
-    c, o = x.type.shape[3], y.type.shape[3]
-    pixels = x.type.size // c
+    c = args.inputs[0].type.shape[3]
     quads = c // 4
 
-    def run(first: Expr, count: int) -> list[Stmt]:
-        block = [(_plus(Binary("*", first, index(c)), p * c), _plus(Binary("*", first, index(o)), p * o), None)
-                 for p in range(count)]
-        lanes = ("lanes", [index(2 * p * quads) for p in range(count)])
-        return [*_split_inputs(x.name, [b[0] for b in block], c, attrs["x_zero_point"]),
+    def run(block) -> list[Stmt]:
+        lanes = ("lanes", [index(2 * p * quads) for p in range(len(block))])
+        return [*_split_inputs(args.inputs[0].name, [b[0] for b in block], c, attrs["x_zero_point"]),
                 *_channels(graph, args, attrs, block, (), index(0), c, CHANNELS, lanes)]
-    stmts: list[Stmt] = []
-    if pixels // PIXELS:
-        stmts.append(For("px", pixels - pixels % PIXELS, tuple(run(Var("px"), PIXELS)), step=PIXELS))
-    if pixels % PIXELS:
-        stmts.append(For("pl", 1, tuple(run(_plus(Var("pl"), pixels - pixels % PIXELS), pixels % PIXELS))))
-    return stmts
+    return pointwise_nest(args, PIXELS, run)
 
 
-def _is_pointwise(args, attrs) -> bool:
-    w = args.inputs[1]
-    return (tuple(w.type.shape[1:3]) == (1, 1) and tuple(attrs["strides"]) == (1, 1)
-            and not any(attrs["pads"]))
+class DspMicroKernel:
+    """The DSP extension's inner tile for the int8 driver: pixels x channels accumulators fed by
+    SMLAD (block_dot), each sum requantized by the portable requantization."""
+
+    pixels, channels = 2, CONV_CHANNELS
+
+    def conv_pixels(self, graph, args, attrs, geometry: TileGeometry, pixels) -> list[Stmt]:
+        return _channels(graph, args, attrs, pixels, geometry.tap_loops, geometry.w_tap, geometry.count,
+                         self.channels)
+
+    def empty(self, graph, args, attrs, out_at, coords) -> list[Stmt]:
+        return bias_only(graph, args, attrs, out_at, coords)
+
+    def fc_rows(self, graph, args, attrs, rows, k: int) -> list[Stmt]:
+        return _channels(graph, args, attrs, rows, (), index(0), k, FC_ROWS, straight=FC_STRAIGHT_QUADS)
+
+
+DSP_KERNEL = DspMicroKernel()
 
 
 @ARM_DSP.register("QConv2D", family="convolution", types=INT8_CONV, layout="nhwc", when=lambda args, attrs: args.caps.dsp, scratch=_lanes_scratch)
 def qconv2d_dsp(graph, node_id, cluster_id, args, attrs):
     """QConv2D on SMLAD in blocks of pixels x channels (see the module doc)."""
-    if _is_pointwise(args, attrs):
+    if is_pointwise(args, attrs):
         return _pointwise(graph, args, attrs)
-    stmts: list[Stmt] = []
-    if _has_lanes(args.inputs[0].type.shape, args.inputs[1].type.shape, args.outputs[0].type.shape):
-        # a 1x1 window with strides and padding that keep the size: the scratch is not needed
-        stmts.append(Store("lanes", index(0), i32(0)))
-    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
-    o, kh, kw, c = w.type.shape
-    n, h, wd, _ = x.type.shape
-    wins = _windows(args, attrs, kh, kw)
-    axes = [Axis(win) for win in wins]
-    runs_merge = wins[1].dilation == 1
-    batch = Affine.var("n")
-    for tile in tiles(wins, exact_only=True):
-        tl = tile_loops(axes, tile)
-        stmts.append(Comment(tl.label))
-        out_pos, in_pos, tap = list(tl.out_pos), list(tl.in_pos), list(tl.tap)
-        tap_loops = list(tl.taps)
-        count = c
-        if runs_merge:  # the row's taps and channels as one contiguous run
-            k1 = dict(tap_loops).get("k1")
-            if k1 is not None:
-                tap_loops = [t for t in tap_loops if t[0] != "k1"]
-                in_pos[1], tap[1] = in_pos[1].substituted("k1", Affine((), 0)), tap[1].substituted("k1", Affine((), 0))
-                count = k1 * c
-        w_tap = dot(tap, (kw * c, c)).expr()
-
-        def at(ip, op):
-            x_at = (batch * (h * wd * c) + dot(ip, (wd * c, c))).expr()
-            out_at = (batch * (y.type.size // n) + dot(op, (y.type.shape[2] * o, o))).expr()
-            coords = tuple(p.expr() for p in (batch, *op))
-            return x_at, out_at, coords
-        outer = list(tl.outer)
-        if tl.empty:
-            x_at, out_at, coords = at(in_pos, out_pos)
-            body = _empty(graph, args, attrs, out_at, coords)
-            stmts += loops(outer, body)
-            continue
-        if outer and outer[-1][0] == "o1" and outer[-1][1] >= 2:  # pixels in pairs along the row
-            e = outer[-1][1]
-            pixel_pair = [at(in_pos, out_pos), at([a.shifted("o1", 1) for a in in_pos],
-                                                  [a.shifted("o1", 1) for a in out_pos])]
-            inner: list[Stmt] = [For("o1", e - e % 2, tuple(_channels(graph, args, attrs, pixel_pair, tap_loops,
-                                                                        w_tap, count, CONV_CHANNELS)), step=2)]
-            if e % 2:
-                last = [at([a.shifted("o1", e - 1) for a in in_pos], [a.shifted("o1", e - 1) for a in out_pos])]
-                inner.append(For("o1", 1, tuple(_channels(graph, args, attrs, last, tap_loops, w_tap, count,
-                                                          CONV_CHANNELS))))
-            stmts += loops(outer[:-1], inner)
-        else:
-            stmts += loops(outer, _channels(graph, args, attrs, [at(in_pos, out_pos)], tap_loops, w_tap, count,
-                                            CONV_CHANNELS))
-    return [For("n", n, tuple(row_major(stmts)))]
-
-
-# a depthwise window of up to this many taps runs straight-line (measured: 3x3 unrolled is faster
-# than its loops)
-UNROLL_TAPS = 9
-
-
-def _tap_offsets(tl: TileLoops) -> tuple[list[tuple[list[Affine], list[Affine]]], list[tuple[str, int]]]:
-    """(input positions, weight positions) of each straight-line tap, and the tap loops left
-    around them: tap loops unrolled from the innermost while the taps number at most UNROLL_TAPS."""
-    positions = [(list(tl.in_pos), list(tl.tap))]
-    left = list(tl.taps)
-    while left and left[-1][1] * len(positions) <= UNROLL_TAPS:
-        var, extent = left.pop()
-        positions = [([a.substituted(var, Affine((), v)) for a in ip], [a.substituted(var, Affine((), v)) for a in tp])
-                     for ip, tp in positions for v in range(extent)]
-    return positions, left
+    # a 1x1 window with strides and padding that keep the size: the scratch is not needed
+    unused = _has_lanes(args.inputs[0].type.shape, args.inputs[1].type.shape, args.outputs[0].type.shape)
+    return conv_nest(graph, args, attrs, DSP_KERNEL, [Store("lanes", index(0), i32(0))] if unused else [])
 
 
 def _depthwise_quads(graph, args, attrs, taps_at: list[tuple[Expr, Expr]], tap_loops, out_at: Expr,
@@ -367,37 +284,10 @@ def _depthwise_quads(graph, args, attrs, taps_at: list[tuple[Expr, Expr]], tap_l
                    and args.inputs[1].type.shape[3] >= 4)
 def qdepthwise_dsp(graph, node_id, cluster_id, args, attrs):
     """QDepthwise (depth multiplier 1), four channels per step on SMLABB / SMLATT."""
-    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
-    _, kh, kw, c = w.type.shape
-    n, h, wd, _ = x.type.shape
-    wins = _windows(args, attrs, kh, kw)
-    axes = [Axis(win) for win in wins]
-    batch = Affine.var("n")
-    stmts: list[Stmt] = []
-    for tile in tiles(wins, exact_only=True):
-        tl = tile_loops(axes, tile)
-        stmts.append(Comment(tl.label))
-        out_at = (batch * (y.type.size // n) + dot(tl.out_pos, (y.type.shape[2] * c, c))).expr()
-        coords = tuple(p.expr() for p in (batch, *tl.out_pos))
-        if tl.empty:
-            oc = Var("oc")
-            body = [For("oc", c, (Local("acc", scalar._bias(args, oc), "int32"),
-                                  *scalar._finish(graph, args, attrs, oc, Binary("+", out_at, oc), coords + (oc,))))]
-        else:
-            positions, tap_loops = _tap_offsets(tl)
-            taps_at = [((batch * (h * wd * c) + dot(ip, (wd * c, c))).expr(), dot(tp, (kw * c, c)).expr())
-                       for ip, tp in positions]
-            body = _depthwise_quads(graph, args, attrs, taps_at, tap_loops, out_at, coords)
-        stmts += loops(tl.outer, body)
-    return [For("n", n, tuple(row_major(stmts)))]
+    return depthwise_nest(graph, args, attrs, _depthwise_quads)
 
 
 @ARM_DSP.register("QFullyConnected", family="matrix", types=INT8_CONV, when=lambda args, attrs: args.caps.dsp)
 def qfully_connected_dsp(graph, node_id, cluster_id, args, attrs):
-    """QFullyConnected: four weight rows per step share each input word (then the last few alone)."""
-    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
-    rows, o = y.type.shape
-    k = w.type.shape[1]
-    row = [(Binary("*", Var("r"), index(k)), Binary("*", Var("r"), index(o)), (Var("r"),))]
-    return [For("r", rows, tuple(_channels(graph, args, attrs, row, (), index(0), k, FC_ROWS,
-                                           straight=FC_STRAIGHT_QUADS)))]
+    """QFullyConnected: FC_ROWS weight rows per step share each input word (then the last few)."""
+    return fc_nest(graph, args, attrs, DSP_KERNEL)

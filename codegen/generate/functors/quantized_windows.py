@@ -1,7 +1,7 @@
-"""The window loops of QConv2D and QDepthwise on NHWC data, split into tiles as the float
-convolutions are (codegen/generate/functors/conv.py: every tile's taps lie inside the input, so
-no tap tests a bound or reads padding at run time), with the channel dot product supplied by the
-backend: plain loops here, SMLAD on the DSP extension (quantized_dsp.py)."""
+"""The window loops of QDepthwise on NHWC data, split into tiles as the float convolutions are
+(codegen/generate/functors/conv.py: every tile's taps lie inside the input, so no tap tests a
+bound or reads padding at run time), and the window helpers the int8 kernels share. QConv2D's
+portable kernel is the int8 driver's with a scalar micro-kernel (quantized_scalar.py)."""
 from __future__ import annotations
 
 from typing import Callable
@@ -62,32 +62,6 @@ def row_major(tile_nests: list[Stmt]) -> list[Stmt]:
     return out
 
 
-def conv_nests(graph, args, attrs, channel_dot: Dot) -> list[Stmt]:
-    """QConv2D: per tile, output position and channel, the dot product over taps and input channels."""
-    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
-    o, kh, kw, c = w.type.shape
-    n, h, wd, _ = x.type.shape
-    wins = _windows(args, attrs, kh, kw)
-    batch = Affine.var("n")
-
-    def body(tl: TileLoops, suffix: str) -> list[Stmt]:
-        out_at = (batch * (y.type.size // n) + dot(tl.out_pos, (y.type.shape[2] * o, o))).expr()
-        coords = tuple(p.expr() for p in (batch, *tl.out_pos))
-        store_at = Binary("+", out_at, Var("oc"))
-        finish = q._finish(graph, args, attrs, Var("oc"), store_at, (*coords, Var("oc")))
-        if tl.empty:  # the window lies wholly in the padding: only the bias
-            return [For("oc", o, (Local("acc", q._bias(args, Var("oc")), "int32"), *finish))]
-        x_at = (batch * (h * wd * c) + dot(tl.in_pos, (wd * c, c))).expr()
-
-        def w_at(channel: Expr) -> Expr:
-            return Binary("+", Binary("*", channel, index(kh * kw * c)), dot(tl.tap, (kw * c, c)).expr())
-        single = [Local("acc", q._bias(args, Var("oc")), "int32"),
-                  *loops(tl.taps, channel_dot(x.name, x_at, w.name, w_at(Var("oc")), c, attrs["x_zero_point"], "ic")),
-                  *finish]
-        return [For("oc", o, tuple(single))]
-    return [For("n", n, tuple(row_major(window_nests([Axis(win) for win in wins], tiles(wins, exact_only=True), body))))]
-
-
 def depthwise_nests(graph, args, attrs) -> list[Stmt]:
     """QDepthwise: per tile, output position and channel, the sum over the window's taps."""
     x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
@@ -111,12 +85,6 @@ def depthwise_nests(graph, args, attrs) -> list[Stmt]:
         return [For("oc", oc_count, (Local("acc", q._bias(args, Var("oc")), "int32"), *loops(tl.taps, [mac]),
                                      *finish))]
     return [For("n", n, tuple(row_major(window_nests([Axis(win) for win in wins], tiles(wins, exact_only=True), body))))]
-
-
-@CPP.register("QConv2D", family="convolution", types=QUANTIZED_CONV, layout="nhwc")
-def qconv2d(graph, node_id, cluster_id, args, attrs):
-    """acc = bias + sum over the window and input channels of (x - x_zero_point) * w; requantized."""
-    return conv_nests(graph, args, attrs, scalar_dot)
 
 
 @CPP.register("QDepthwise", family="convolution", types=QUANTIZED_CONV, layout="nhwc")

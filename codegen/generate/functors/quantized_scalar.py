@@ -1,0 +1,42 @@
+"""The portable micro-kernel of the int8 family: the driver's loop nest (quantized_driver.py) with
+one output channel at a time and a plain loop over each run of taps, (x - zero point) * w added to
+an int32 sum, requantized by the portable requantization. It takes every quantized type the
+primitives accept (int8, uint8 and int16 activations; fixed-point, float or no requantization)."""
+from __future__ import annotations
+
+from tinsmith.generate.backend import CPP
+from tinsmith.generate.functors import quantized as q
+from tinsmith.generate.functors.conv import loops
+from tinsmith.generate.functors.quantized import QUANTIZED_CONV
+from tinsmith.generate.functors.quantized_driver import TileGeometry, bias_only, conv_nest
+from tinsmith.generate.functors.quantized_windows import scalar_dot
+from tinsmith.generate.loop_ir import Binary, Expr, For, Local, Stmt, Var, index
+
+
+class ScalarMicroKernel:
+    """One pixel, one output channel: a sum over the tile's runs of taps (see the module doc)."""
+
+    pixels, channels = 1, 1
+
+    def conv_pixels(self, graph, args, attrs, geometry: TileGeometry, pixels) -> list[Stmt]:
+        (x_at, out_at, coords), = pixels
+        kh, kw, c = geometry.kernel
+        oc = Var("oc")
+        w_at = Binary("+", Binary("*", oc, index(kh * kw * c)), geometry.w_tap)
+        dot = scalar_dot(args.inputs[0].name, x_at, args.inputs[1].name, w_at, geometry.count,
+                         attrs["x_zero_point"], "ic")
+        return [For("oc", args.inputs[1].type.shape[0], (
+            Local("acc", q._bias(args, oc), "int32"), *loops(geometry.tap_loops, dot),
+            *q._finish(graph, args, attrs, oc, Binary("+", out_at, oc), (*coords, oc))))]
+
+    def empty(self, graph, args, attrs, out_at: Expr, coords) -> list[Stmt]:
+        return bias_only(graph, args, attrs, out_at, coords)
+
+    def fc_rows(self, graph, args, attrs, rows, k: int) -> list[Stmt]:
+        raise NotImplementedError("the portable QFullyConnected is quantized.py's")
+
+
+@CPP.register("QConv2D", family="convolution", types=QUANTIZED_CONV, layout="nhwc")
+def qconv2d(graph, node_id, cluster_id, args, attrs):
+    """acc = bias + sum over the window and input channels of (x - x_zero_point) * w; requantized."""
+    return conv_nest(graph, args, attrs, ScalarMicroKernel())
