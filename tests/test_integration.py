@@ -354,7 +354,7 @@ def test_scons_firmware_example_second_build_does_nothing(tmp_path, built_worksp
     # is compiled, and the build after that does nothing.
     add_comment(project / "gesture.yaml")
     edited = run([sys.executable, "-m", "SCons", "-Q", "-j2"], project)
-    assert "codegen generate gesture.yaml" in edited.stdout and "arm-none-eabi" not in edited.stdout
+    assert "tinsmith generate gesture.yaml" in edited.stdout and "arm-none-eabi" not in edited.stdout
     assert run([sys.executable, "-m", "SCons", "-q"], project, check=False).returncode == 0
 
 
