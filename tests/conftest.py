@@ -100,3 +100,48 @@ def built_workspace(tmp_path_factory):
             seen[key] = json.loads(report.read_text())["ram"]["workspace_bytes"]
         return seen[key]
     return workspace
+
+
+# --- CPU time per test and per fixture -------------------------------------------------------
+# With TINSMITH_CPU_LOG=DIR, every worker appends one JSON line per test phase and per fixture
+# set-up to DIR/cpu-WORKER.jsonl: CPU seconds of the pytest process plus those of the processes
+# it waited for (scons, g++, QEMU). CPU time, not wall time, because the figure should not
+# depend on what else the machine is running; `python -m tests.cpu_report DIR` sums it up.
+_CPU_LOG = os.environ.get("TINSMITH_CPU_LOG")
+
+
+def _cpu_seconds() -> tuple[float, float]:
+    import resource
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+def _log_cpu(record: dict) -> None:
+    import json
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(Path(_CPU_LOG) / f"cpu-{worker}.jsonl", "a") as log:
+        log.write(json.dumps(record) + "\n")
+
+
+if _CPU_LOG:
+    Path(_CPU_LOG).mkdir(parents=True, exist_ok=True)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(fixturedef, request):
+        own, children = _cpu_seconds()
+        yield
+        own_after, children_after = _cpu_seconds()
+        _log_cpu({"fixture": fixturedef.argname, "scope": fixturedef.scope,
+                  "node": request.node.nodeid, "own": own_after - own,
+                  "children": children_after - children})
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        import time
+        own, children = _cpu_seconds()
+        start = time.monotonic()
+        yield
+        own_after, children_after = _cpu_seconds()
+        _log_cpu({"test": item.nodeid, "own": own_after - own, "children": children_after - children,
+                  "wall": time.monotonic() - start})
