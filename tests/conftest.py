@@ -83,15 +83,28 @@ def example_build(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def built_workspace(tmp_path_factory):
+def graph_builds(tmp_path_factory):
+    """`graph_builds(target)`: the folder holding every graph in graphs/ built for the target by
+    the repository's SConstruct (tests/shared_builds.py), made once per session for all workers.
+    Read it only: write a run's inputs and outputs to your own tmp_path."""
+    from shared_builds import every_graph
+    return lambda target: every_graph(tmp_path_factory.getbasetemp(), target)
+
+
+@pytest.fixture(scope="session")
+def built_workspace(tmp_path_factory, graph_builds):
     """`built_workspace(graph, target)`: the workspace bytes in the report `tinsmith build GRAPH
     --target TARGET` writes (built once per graph and target in a session): the figure every
-    recipe generating for that target must reproduce."""
+    recipe generating for that target must reproduce. A graph of graphs/ is read from the
+    session's shared build of every graph for the target (the same SCons tool writes the report)."""
     import json
     folder, seen = tmp_path_factory.mktemp("built"), {}
 
     def workspace(graph: Path, target: str) -> int:
         key = (str(graph), target)
+        if key not in seen and Path(graph).resolve().parent == GRAPHS:
+            report = graph_builds(target) / Path(graph).stem / f"{Path(graph).stem}.json"
+            seen[key] = json.loads(report.read_text())["ram"]["workspace_bytes"]
         if key not in seen:
             build_dir = folder / f"{Path(graph).stem}-{target}"
             proc = tinsmith("build", str(graph), "--target", target, "--build-dir", str(build_dir))
@@ -100,6 +113,23 @@ def built_workspace(tmp_path_factory):
             seen[key] = json.loads(report.read_text())["ram"]["workspace_bytes"]
         return seen[key]
     return workspace
+
+
+
+# --- longest files first ---------------------------------------------------------------------
+# xdist (--dist loadfile --no-loadscope-reorder, pytest.ini) hands out test files in collection
+# order, each to the first free worker. Starting with the costliest files and ending with the
+# many cheap ones lets both workers finish together (longest-processing-time-first). CPU
+# seconds per file, measured with TINSMITH_CPU_LOG (`python -m tests.cpu_report`); a file not
+# listed is cheap and keeps its place after these. Stale figures only cost balance, never a test.
+FILE_CPU_SECONDS = {
+}
+
+
+def pytest_collection_modifyitems(session, config, items):
+    def cost(item) -> float:
+        return -FILE_CPU_SECONDS.get(item.nodeid.split("::", 1)[0], 0.0)
+    items.sort(key=cost)  # stable: a file's tests keep their order
 
 
 # --- CPU time per test and per fixture -------------------------------------------------------
