@@ -119,18 +119,17 @@ def built_workspace(tmp_path_factory, graph_builds):
 # --- longest files first ---------------------------------------------------------------------
 # xdist (--dist loadfile --no-loadscope-reorder, pytest.ini) hands out test files in collection
 # order, each to the first free worker. Starting with the costliest files and ending with the
-# many cheap ones lets both workers finish together (longest-processing-time-first). CPU
-# seconds per file, measured with TINSMITH_CPU_LOG (`python -m tests.cpu_report`); a file not
-# listed is cheap and keeps its place after these. Stale figures only cost balance, never a test.
-FILE_CPU_SECONDS = {
-}
+# many cheap ones lets both workers finish together (longest-processing-time-first). The CPU
+# seconds per file are measured data: `python -m tests.cpu_report DIR --write-costs` rewrites
+# FILE_COSTS from a run with TINSMITH_CPU_LOG=DIR. A file not listed keeps its place after the
+# listed ones; stale figures cost balance, never a test.
+FILE_COSTS = Path(__file__).with_name("data") / "file_cpu_seconds.json"
 
 
 def pytest_collection_modifyitems(session, config, items):
-    def cost(item) -> float:
-        return -FILE_CPU_SECONDS.get(item.nodeid.split("::", 1)[0], 0.0)
-    items.sort(key=cost)  # stable: a file's tests keep their order
-
+    import json
+    costs = json.loads(FILE_COSTS.read_text()) if FILE_COSTS.is_file() else {}
+    items.sort(key=lambda item: -costs.get(item.nodeid.split("::", 1)[0], 0.0))  # stable within a file
 
 # --- CPU time per test and per fixture -------------------------------------------------------
 # With TINSMITH_CPU_LOG=DIR, every worker appends one JSON line per test phase and per fixture
