@@ -115,7 +115,6 @@ def built_workspace(tmp_path_factory, graph_builds):
     return workspace
 
 
-
 # --- longest files first ---------------------------------------------------------------------
 # xdist (--dist loadfile --no-loadscope-reorder, pytest.ini) hands out test files in collection
 # order, each to the first free worker. Starting with the costliest files and ending with the
@@ -131,11 +130,14 @@ def pytest_collection_modifyitems(session, config, items):
     costs = json.loads(FILE_COSTS.read_text()) if FILE_COSTS.is_file() else {}
     items.sort(key=lambda item: -costs.get(item.nodeid.split("::", 1)[0], 0.0))  # stable within a file
 
+
 # --- CPU time per test and per fixture -------------------------------------------------------
 # With TINSMITH_CPU_LOG=DIR, every worker appends one JSON line per test phase and per fixture
 # set-up to DIR/cpu-WORKER.jsonl: CPU seconds of the pytest process plus those of the processes
 # it waited for (scons, g++, QEMU). CPU time, not wall time, because the figure should not
 # depend on what else the machine is running; `python -m tests.cpu_report DIR` sums it up.
+# Set-ups of session-scoped fixtures are not logged apart (the hook sees only those of the
+# tests' folder); their cost is in the first test that needs them, like every fixture's.
 _CPU_LOG = os.environ.get("TINSMITH_CPU_LOG")
 
 
