@@ -25,11 +25,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from codegen.measure.page import write_page  # noqa: E402
-from codegen.measure.report import with_kernel_instructions  # noqa: E402
-from codegen.pipeline import lower  # noqa: E402
-from codegen.targets import load_target  # noqa: E402
-from codegen.targets.qemu import kernel_instructions, run_on_emulator  # noqa: E402
+from tinsmith.measure.page import write_page  # noqa: E402
+from tinsmith.measure.report import with_kernel_instructions  # noqa: E402
+from tinsmith.pipeline import lower  # noqa: E402
+from tinsmith.targets import load_target  # noqa: E402
+from tinsmith.targets.qemu import kernel_instructions, run_on_emulator  # noqa: E402
 
 TARGETS = ("host", "cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55", "cortex-m0plus")
 OUT = ROOT / "docs" / "BENCHMARKS.md"
@@ -84,7 +84,7 @@ def per_kernel(target_name: str, graphs: list[Path]) -> None:
     script.write_text(f"""\
 import os, sys
 sys.path.insert(0, {str(ROOT)!r})
-from codegen.targets.firmware_scons import firmware_program
+from tinsmith.targets.firmware_scons import firmware_program
 env = Environment(ENV=os.environ.copy())
 for name in {names!r}:
     firmware_program(env, {target_name!r}, name, name, build_dir=f"{{name}}/firmware-hook",

@@ -29,9 +29,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from codegen.pipeline import compile_graph, write_files  # noqa: E402
-from codegen.targets import load_target  # noqa: E402
-from codegen.verify import RUNTIME_INCLUDE  # noqa: E402
+from tinsmith.pipeline import compile_graph, write_files  # noqa: E402
+from tinsmith.targets import load_target  # noqa: E402
+from tinsmith.verify import RUNTIME_INCLUDE  # noqa: E402
 
 GRAPHS = ("kws_dscnn", "vww_mobilenet", "ic_resnet8", "ad_autoencoder")
 

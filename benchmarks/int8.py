@@ -25,10 +25,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from codegen.cli import _input_bytes, _scons_build  # noqa: E402
-from codegen.pipeline import lower  # noqa: E402
-from codegen.targets import load_target  # noqa: E402
-from codegen.targets.qemu import kernel_instructions, run_on_emulator  # noqa: E402
+from tinsmith.cli import _input_bytes, _scons_build  # noqa: E402
+from tinsmith.pipeline import lower  # noqa: E402
+from tinsmith.targets import load_target  # noqa: E402
+from tinsmith.targets.qemu import kernel_instructions, run_on_emulator  # noqa: E402
 
 TARGET = "cortex-m4"  # or --target NAME: one of PEERS
 MODELS = ("kws_dscnn", "vww_mobilenet", "ic_resnet8", "ad_autoencoder")
@@ -92,7 +92,7 @@ def per_kernel(name: str) -> list[dict]:
     script.write_text(f"""\
 import os, sys
 sys.path.insert(0, {str(ROOT)!r})
-from codegen.targets.firmware_scons import firmware_program
+from tinsmith.targets.firmware_scons import firmware_program
 env = Environment(ENV=os.environ.copy())
 firmware_program(env, {TARGET!r}, ".", {graph.name!r}, build_dir="firmware-hook",
                  extra_ccflags=["-DTINSMITH_KERNEL_HOOK"])

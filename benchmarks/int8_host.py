@@ -29,7 +29,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from codegen.generate.backend import CPP  # noqa: E402
+from tinsmith.generate.backend import CPP  # noqa: E402
 from host import HARNESS as FLOAT_HARNESS, build_harness as host_harness, timed  # noqa: E402  (benchmarks/host.py)
 
 MODELS = ("kws_dscnn", "vww_mobilenet", "ic_resnet8", "ad_autoencoder")

@@ -1,5 +1,5 @@
 import sys
 
-from codegen.cli import main
+from tinsmith.cli import main
 
 sys.exit(main())

@@ -1,4 +1,4 @@
-"""Command line: `python -m codegen COMMAND` (also installed as `tinsmith`).
+"""Command line: `python -m tinsmith COMMAND` (also installed as `tinsmith`).
 
 Exit status: 0 on success, 1 on a user error (printed as path:line:col: error: ...),
 2 on bad usage.
@@ -14,11 +14,11 @@ from typing import Sequence
 
 import numpy as np
 
-from codegen import limits
-from codegen.errors import TinsmithError
-from codegen.escape import one_line
-from codegen.paths import scons_toolpath
-from codegen.limits import Limits
+from tinsmith import limits
+from tinsmith.errors import TinsmithError
+from tinsmith.escape import one_line
+from tinsmith.paths import scons_toolpath
+from tinsmith.limits import Limits
 
 
 def _build_dir(args) -> Path:
@@ -40,8 +40,8 @@ def _scons_build(graph_path: Path, build_dir: Path, target_name: str = "host", q
 
     `graph` is the lowered graph when the caller has it; lowering first reports graph errors
     at the user's path before SCons runs."""
-    from codegen.pipeline import lower
-    from codegen.targets import load_target
+    from tinsmith.pipeline import lower
+    from tinsmith.targets import load_target
 
     target = load_target(target_name)
     _check_compiler(target)
@@ -123,9 +123,9 @@ def run_compiled(graph_path: Path, inputs: dict[str, np.ndarray], build_dir: Pat
                  graph=None, target_name: str = "host") -> dict[str, np.ndarray]:
     """Build (if needed) and run the compiled graph on the host or the target's emulator;
     returns its outputs."""
-    from codegen.pipeline import lower
-    from codegen.targets import load_target
-    from codegen.targets.qemu import run_on_emulator
+    from tinsmith.pipeline import lower
+    from tinsmith.targets import load_target
+    from tinsmith.targets.qemu import run_on_emulator
 
     if graph is None:
         graph = lower(graph_path)
@@ -156,12 +156,12 @@ def seeded_inputs(graph, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def cmd_generate(args) -> int:
-    from codegen.load import graph_dependencies
+    from tinsmith.load import graph_dependencies
     if args.print_name:  # what build tools name the outputs after, before generating them
-        from codegen.load import graph_name
+        from tinsmith.load import graph_name
         print(graph_name(args.graph))
         return 0
-    from codegen.pipeline import compile_graph, library_files, write_files
+    from tinsmith.pipeline import compile_graph, library_files, write_files
     compiled = compile_graph(args.graph, constants_in_ram=args.constants_in_ram, target=args.target,
                              constants_section=args.constants_section)
     files = library_files(compiled.files, compiled.graph.name) if args.library_only else compiled.files
@@ -171,7 +171,7 @@ def cmd_generate(args) -> int:
 
 
 def cmd_include_dir(args) -> int:
-    from codegen.paths import BAREMETAL_DIR, RUNTIME_INCLUDE, scons_toolpath
+    from tinsmith.paths import BAREMETAL_DIR, RUNTIME_INCLUDE, scons_toolpath
     if args.cmake:  # TinsmithConfig.cmake ships inside the SCons tool's package
         print(scons_toolpath() / "tinsmith" / "cmake")
     elif args.platformio:
@@ -182,15 +182,15 @@ def cmd_include_dir(args) -> int:
 
 
 def cmd_memory_script(args) -> int:
-    from codegen.files import write_if_changed
-    from codegen.targets import load_target
-    from codegen.targets.firmware import memory_script
+    from tinsmith.files import write_if_changed
+    from tinsmith.targets import load_target
+    from tinsmith.targets.firmware import memory_script
     write_if_changed(Path(args.output), memory_script(load_target(args.target)).encode("utf-8"))
     return 0
 
 
 def cmd_verify(args) -> int:
-    from codegen.verify import VerifyError, verify_outputs
+    from tinsmith.verify import VerifyError, verify_outputs
     try:
         verify_outputs(Path(args.report), [Path(p) for p in args.include])
     except VerifyError as e:
@@ -204,9 +204,9 @@ def cmd_verify(args) -> int:
 def cmd_report(args) -> int:
     import json
 
-    from codegen.escape import json_text
-    from codegen.measure import check_budgets, measure_model, summary
-    from codegen.targets import load_target
+    from tinsmith.escape import json_text
+    from tinsmith.measure import check_budgets, measure_model, summary
+    from tinsmith.targets import load_target
     plan = json.loads(Path(args.plan).read_text(encoding="utf-8"))
     report = measure_model(plan, Path(args.object), load_target(args.target),
                            Path(args.firmware) if args.firmware else None)
@@ -215,7 +215,7 @@ def cmd_report(args) -> int:
     check_budgets(report, args.ram_budget, args.flash_budget)
     Path(args.output).write_text(json_text(report), encoding="utf-8")
     if args.html:
-        from codegen.measure.page import write_page
+        from tinsmith.measure.page import write_page
         write_page(report, Path(args.html))
     return 0
 
@@ -223,8 +223,8 @@ def cmd_report(args) -> int:
 def cmd_emulate(args) -> int:
     import json
 
-    from codegen.targets import load_target
-    from codegen.targets.qemu import run_on_emulator
+    from tinsmith.targets import load_target
+    from tinsmith.targets.qemu import run_on_emulator
     report = json.loads(Path(args.report).read_text(encoding="utf-8"))
     # The host runner's smoke pattern, so host and target smoke runs can be compared.
     data = b"".join((((np.arange(v["bytes"] // 4) % 17) - 8) / 8).astype("<f4").tobytes()
@@ -254,13 +254,13 @@ def _measure_instructions(graph_path: Path, build_dir: Path, target_name: str, p
     instructions into NAME.json and NAME.html; return the summary line."""
     import json
 
-    from codegen.escape import json_text
-    from codegen.measure import summary
-    from codegen.measure.emulated import build_kernel_hook_firmware, with_instructions
-    from codegen.measure.page import write_page
-    from codegen.pipeline import lower
-    from codegen.targets import load_target
-    from codegen.targets.qemu import kernel_instructions, run_on_emulator
+    from tinsmith.escape import json_text
+    from tinsmith.measure import summary
+    from tinsmith.measure.emulated import build_kernel_hook_firmware, with_instructions
+    from tinsmith.measure.page import write_page
+    from tinsmith.pipeline import lower
+    from tinsmith.targets import load_target
+    from tinsmith.targets.qemu import kernel_instructions, run_on_emulator
     target = load_target(target_name)
     if not target.baremetal or target.emulator is None:
         raise TinsmithError(None, f"--instructions counts instructions on an emulated core; target "
@@ -282,8 +282,8 @@ def _measure_instructions(graph_path: Path, build_dir: Path, target_name: str, p
 
 
 def cmd_run(args) -> int:
-    from codegen.pipeline import lower
-    from codegen.load import original_names
+    from tinsmith.pipeline import lower
+    from tinsmith.load import original_names
     graph = lower(args.graph)
     inputs = _read_inputs(graph, Path(args.inputs), original_names(args.graph))
     outputs = run_compiled(Path(args.graph), inputs, _build_dir(args), graph, args.target)
@@ -299,7 +299,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from codegen.pipeline import lower
+    from tinsmith.pipeline import lower
     graph = lower(args.graph)
     inputs = seeded_inputs(graph, args.seed)
     if args.per_layer:  # each node alone, then the whole graph as it is compiled (fused, planned)
@@ -315,8 +315,8 @@ def cmd_check(args) -> int:
 
 
 def _check_outputs(args, graph, inputs) -> int:
-    from codegen.reference import evaluate
-    from codegen.tolerance import summation_lengths, within_tolerance
+    from tinsmith.reference import evaluate
+    from tinsmith.tolerance import summation_lengths, within_tolerance
     got = run_compiled(Path(args.graph), inputs, _build_dir(args), graph, args.target)
     want = evaluate(graph, inputs)
     lengths = summation_lengths(graph)
@@ -339,7 +339,7 @@ def _check_outputs(args, graph, inputs) -> int:
 
 
 def _check_per_layer(args, graph, inputs) -> int:
-    from codegen.per_layer import run_per_layer
+    from tinsmith.per_layer import run_per_layer
     results = run_per_layer(graph, inputs, _build_dir(args) / "per-layer",
                             lambda path, xs, folder: run_compiled(path, xs, folder, None, args.target),
                             args.rtol, args.atol)
@@ -361,11 +361,11 @@ def _check_per_layer(args, graph, inputs) -> int:
 def cmd_validate(args) -> int:
     import json
 
-    from codegen.escape import json_text
-    from codegen.load import original_names
-    from codegen.pipeline import lower
-    from codegen.targets import load_target
-    from codegen.validate import ValidateError, print_validation, read_samples, validate
+    from tinsmith.escape import json_text
+    from tinsmith.load import original_names
+    from tinsmith.pipeline import lower
+    from tinsmith.targets import load_target
+    from tinsmith.validate import ValidateError, print_validation, read_samples, validate
     model = Path(args.graph)
     reference = Path(args.reference) if args.reference else model
     if args.reference is None and model.suffix not in (".onnx", ".tflite"):
@@ -405,8 +405,8 @@ def cmd_validate(args) -> int:
 def cmd_show(args) -> int:
     import json
 
-    from codegen.measure.page import kernels, write_page
-    from codegen.pipeline import compile_graph
+    from tinsmith.measure.page import kernels, write_page
+    from tinsmith.pipeline import compile_graph
     c = compile_graph(args.graph, target=args.target)
     g = c.graph
     plan = json.loads(c.files[f"{g.name}.plan.json"])
@@ -449,7 +449,7 @@ def cmd_show(args) -> int:
 
 
 def cmd_arena(args) -> int:
-    from codegen.arena import arena_summary, write_arena
+    from tinsmith.arena import arena_summary, write_arena
     report = write_arena(args.sources, args.out_dir, args.name, args.target)
     if not args.quiet:
         print(arena_summary(report, args.target_label or report.get("target")))
@@ -457,22 +457,22 @@ def cmd_arena(args) -> int:
 
 
 def cmd_import_onnx(args) -> int:
-    from codegen.load.write_yaml import import_onnx
+    from tinsmith.load.write_yaml import import_onnx
     for path in import_onnx(args.model, args.output, args.batch):
         print(f"wrote {one_line(str(path))}")
     return 0
 
 
 def cmd_import(args) -> int:
-    from codegen.load.write_yaml import import_model
+    from tinsmith.load.write_yaml import import_model
     for path in import_model(args.model, args.output, args.batch):
         print(f"wrote {one_line(str(path))}")
     return 0
 
 
 def cmd_ops(args) -> int:
-    from codegen.builders import BUILDERS
-    from codegen.ops import PRIMITIVES
+    from tinsmith.builders import BUILDERS
+    from tinsmith.ops import PRIMITIVES
     import shutil
     width = shutil.get_terminal_size((100, 24)).columns
     for title, names in ((f"primitives ({len(PRIMITIVES)}, ONNX semantics)", sorted(PRIMITIVES)),
@@ -674,6 +674,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         with limits.using(chosen):
             return args.fn(args)
     except TinsmithError as e:
-        from codegen.load.onnx_model import located
+        from tinsmith.load.onnx_model import located
         print(located(e), file=sys.stderr)  # a place in an ONNX model as path:1:1; one line (errors.py)
         return 1

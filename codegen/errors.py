@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codegen.escape import one_line
+from tinsmith.escape import one_line
 
 
 @dataclass(frozen=True)

@@ -17,14 +17,14 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from codegen import limits
-from codegen.builders import BUILDERS
-from codegen.errors import GraphError, SourceLoc
-from codegen.ir import Constant, Graph, Node, TensorType
-from codegen.ir.names import numbered
-from codegen.load import GraphSpec, NodeSpec
-from codegen.ops import PRIMITIVES, Attr, InferArgs, OpError, check_attrs
-from codegen.ops.shape_ops import BUILD_TIME_OPS
+from tinsmith import limits
+from tinsmith.builders import BUILDERS
+from tinsmith.errors import GraphError, SourceLoc
+from tinsmith.ir import Constant, Graph, Node, TensorType
+from tinsmith.ir.names import numbered
+from tinsmith.load import GraphSpec, NodeSpec
+from tinsmith.ops import PRIMITIVES, Attr, InferArgs, OpError, check_attrs
+from tinsmith.ops.shape_ops import BUILD_TIME_OPS
 
 MAX_LISTED_NODES = 5  # per unsupported op in the error message
 
@@ -208,7 +208,7 @@ class GraphBuilder:
 
     def _check_limits(self, op: str, name: str, inputs: Sequence[str], attrs: Mapping[str, Any],
                       out_types: Sequence[TensorType], declared: Sequence[Attr]) -> None:
-        """The node within the limits (codegen.limits), checked here, where shapes are first
+        """The node within the limits (tinsmith.limits), checked here, where shapes are first
         known, so no later stage (tiling, folding, generation) sees a size it would take hours or
         gigabytes over, or an index that does not fit in an int."""
         in_types = [self.types.get(n) if n else None for n in inputs]
@@ -332,9 +332,9 @@ def _unsupported_ops(spec: GraphSpec, names: list[str]) -> None:
     listed = "; ".join(uses(op, indices) for op, indices in unknown.items())
     count = f"{len(unknown)} operators" if len(unknown) > 1 else "an operator"
     raise GraphError(first.op_loc, f"the graph uses {count} Tinsmith does not support: {listed}",
-                     "`python -m codegen ops` lists the supported ops; to add one, register a primitive "
-                     "(codegen.ops.registry.define) with a functor (codegen.generate.CPP.register), or a "
-                     "builder composing supported ops (codegen.builders.builder)")
+                     "`python -m tinsmith ops` lists the supported ops; to add one, register a primitive "
+                     "(tinsmith.ops.registry.define) with a functor (tinsmith.generate.CPP.register), or a "
+                     "builder composing supported ops (tinsmith.builders.builder)")
 
 
 def _unknown_op_hint(op: str) -> str:
@@ -342,7 +342,7 @@ def _unknown_op_hint(op: str) -> str:
     close = [known[c] for c in difflib.get_close_matches(op.lower(), sorted(known), n=3, cutoff=0.7)]
     if close:
         return f"did you mean {' or '.join(repr(c) for c in close)}?"
-    return "run `python -m codegen ops` to list the supported ops"
+    return "run `python -m tinsmith ops` to list the supported ops"
 
 
 def _check_names(spec: GraphSpec) -> dict[str, SourceLoc]:

@@ -5,8 +5,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from codegen.errors import TinsmithError
-from codegen.escape import make_path
+from tinsmith.errors import TinsmithError
+from tinsmith.escape import make_path
 
 
 def _umask() -> int:

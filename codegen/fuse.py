@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from codegen.generate.backend import Backend, Capabilities, PORTABLE_CAPS, kernel_args
-from codegen.ir import Graph
-from codegen.ops import PRIMITIVES
-from codegen.ops.registry import Pattern
-from codegen.schedule import Schedule
+from tinsmith.generate.backend import Backend, Capabilities, PORTABLE_CAPS, kernel_args
+from tinsmith.ir import Graph
+from tinsmith.ops import PRIMITIVES
+from tinsmith.ops.registry import Pattern
+from tinsmith.schedule import Schedule
 
 FUSABLE = frozenset({Pattern.ELEMENTWISE, Pattern.BROADCAST})
 

@@ -21,12 +21,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from codegen.ir import Constant, Graph, Node, TensorType
-from codegen.ir.rewriter import GraphRewriter
-from codegen.ops import PRIMITIVES, check_attrs
-from codegen.ops.channels_last import perm_to_first, perm_to_last, to_last, weights_to_hwio
-from codegen.ops.registry import Pattern
-from codegen.optimize import drop_dead_nodes
+from tinsmith.ir import Constant, Graph, Node, TensorType
+from tinsmith.ir.rewriter import GraphRewriter
+from tinsmith.ops import PRIMITIVES, check_attrs
+from tinsmith.ops.channels_last import perm_to_first, perm_to_last, to_last, weights_to_hwio
+from tinsmith.ops.registry import Pattern
+from tinsmith.optimize import drop_dead_nodes
 
 _POOLS = {"AveragePool": "AveragePoolNHWC", "MaxPool": "MaxPoolNHWC", "GlobalAveragePool": "AveragePoolNHWC"}
 

@@ -171,7 +171,7 @@ def node_problem(op: str, attrs: Mapping[str, Any], in_types: Sequence[Any], out
                            f"{bound.tensor_elements:,} (limit 'tensor_elements')", "pads", "tensor_elements")
     if op == "AveragePool" and out_types:
         # Its divisor differs at every edge position, so each distinct edge window gets a loop nest
-        # of its own (codegen.generate.functors.conv.tiles): bound their number, and the code's size.
+        # of its own (tinsmith.generate.functors.conv.tiles): bound their number, and the code's size.
         kernel = list(attrs.get("kernel_shape") or [])
         strides = list(attrs.get("strides") or [1] * len(kernel))
         dilations = list(attrs.get("dilations") or [1] * len(kernel))

@@ -6,10 +6,10 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from codegen.ir import Constant, Graph, Node, TensorType
-from codegen.ir.names import numbered
-from codegen.ops import PRIMITIVES
-from codegen.quant.onnx_fast import qlinear_on_int8_kernels
+from tinsmith.ir import Constant, Graph, Node, TensorType
+from tinsmith.ir.names import numbered
+from tinsmith.ops import PRIMITIVES
+from tinsmith.quant.onnx_fast import qlinear_on_int8_kernels
 
 Pass = Callable[[Graph], Graph]
 

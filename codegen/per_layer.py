@@ -19,12 +19,12 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from codegen.errors import SourceLoc
-from codegen.ir import Graph, Node
-from codegen.load.graph_file import GraphSpec, NodeSpec, ValueSpec
-from codegen.load.write_yaml import Notes, write_graph
-from codegen.ops import PRIMITIVES
-from codegen.tolerance import reduction_length, within_tolerance
+from tinsmith.errors import SourceLoc
+from tinsmith.ir import Graph, Node
+from tinsmith.load.graph_file import GraphSpec, NodeSpec, ValueSpec
+from tinsmith.load.write_yaml import Notes, write_graph
+from tinsmith.ops import PRIMITIVES
+from tinsmith.tolerance import reduction_length, within_tolerance
 
 
 @dataclass(frozen=True)

@@ -6,21 +6,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from codegen.assemble import assemble
-from codegen.expand import expand_graph
-from codegen.files import make_rule, touch, write_if_changed
-from codegen.fuse import fuse
-from codegen.generate import (CPP, PORTABLE_CAPS, Backend, Capabilities, GeneratedModel, Kernels, generate,
+from tinsmith.assemble import assemble
+from tinsmith.expand import expand_graph
+from tinsmith.files import make_rule, touch, write_if_changed
+from tinsmith.fuse import fuse
+from tinsmith.generate import (CPP, PORTABLE_CAPS, Backend, Capabilities, GeneratedModel, Kernels, generate,
                               render_model, scratch_bytes)
-from codegen.generate.backend import check_kernels
-from codegen.generate.backends import backend_for
-from codegen.ir import Graph
-from codegen.load import load_graph_spec
-from codegen.optimize import optimize
-from codegen.plan import MemoryPlan
-from codegen.planners.check import check_plan
-from codegen.planners.rows import best_candidate, pipeline_of, plan_with_rows, schedules_to_generate
-from codegen.schedule import Schedule, schedule
+from tinsmith.generate.backend import check_kernels
+from tinsmith.generate.backends import backend_for
+from tinsmith.ir import Graph
+from tinsmith.load import load_graph_spec
+from tinsmith.optimize import optimize
+from tinsmith.plan import MemoryPlan
+from tinsmith.planners.check import check_plan
+from tinsmith.planners.rows import best_candidate, pipeline_of, plan_with_rows, schedules_to_generate
+from tinsmith.schedule import Schedule, schedule
 
 
 def lower(path: str | Path) -> Graph:
@@ -58,7 +58,7 @@ def _backend(backend: Backend | None, target: str | Path | None) -> tuple[Backen
     """The backend and capabilities: `target`'s (none: the portable ones), `backend` if given."""
     if target is None:
         return backend or CPP, PORTABLE_CAPS
-    from codegen.targets import load_target
+    from tinsmith.targets import load_target
     chosen, caps = backend_for(load_target(target))
     return backend or chosen, caps
 
@@ -67,7 +67,7 @@ def scheduled(path: str | Path, backend: Backend, caps: Capabilities, fusion: bo
     """The graph file lowered (in the target's layout) and scheduled, with the fusions the backend allows."""
     graph = lower(path)
     if caps.channels_last:
-        from codegen.layout import channels_last
+        from tinsmith.layout import channels_last
         graph = channels_last(graph)
     check_kernels(graph, backend, caps)  # every node has a kernel for its element types, or a named error
     sched = schedule(graph)
@@ -77,7 +77,7 @@ def scheduled(path: str | Path, backend: Backend, caps: Capabilities, fusion: bo
 def plan_and_generate(graph: Graph, sched: Schedule, backend: Backend, caps: Capabilities
                       ) -> tuple[Schedule, MemoryPlan, Kernels]:
     """Generate the kernels once, for the schedule and for the row pipeline that may replace a run of
-    its convolutions (codegen.planners.rows), then plan the workspace from their access order; the
+    its convolutions (tinsmith.planners.rows), then plan the workspace from their access order; the
     plan may take the pipeline's schedule."""
     scratch = scratch_bytes(graph, sched, backend, caps)
     candidate = best_candidate(graph, sched, scratch)
@@ -97,8 +97,8 @@ def generate_model(graph: Graph, sched: Schedule, plan: MemoryPlan, backend: Bac
 
 
 def _check_constants_section(section: str, constants_in_ram: bool) -> None:
-    from codegen.errors import TinsmithError
-    from codegen.escape import ld_section_name, one_line
+    from tinsmith.errors import TinsmithError
+    from tinsmith.escape import ld_section_name, one_line
     if constants_in_ram:
         raise TinsmithError(None, "constants cannot both be copied to RAM and placed in a linker section",
                             "drop one: constants-in-RAM, or the constants' placement")

@@ -6,24 +6,24 @@ share a cluster never share bytes, with two exceptions: an elementwise node may 
 output over an input that dies at that node (in place), since its kernel reads element i
 before it writes element i; and any kernel may write its output over part of an input that dies
 at it where its access order, traced from its loop IR, reads every byte first (overlaps:
-codegen.planners.overlap, docs/MEMORY.md). Values whose lifetimes do not overlap may share bytes.
+tinsmith.planners.overlap, docs/MEMORY.md). Values whose lifetimes do not overlap may share bytes.
 Offsets are 16-byte aligned. Inputs and outputs belong to the caller, constants to flash.
 
-Several planners (codegen.planners) place the buffers; the smallest plan wins.
+Several planners (tinsmith.planners) place the buffers; the smallest plan wins.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Collection, Mapping, Sequence
 
-from codegen.generate.functors.elementwise import BINARY_FORMULAS, UNARY_FORMULAS
-from codegen.ir import Graph
-from codegen.planners import PLANNERS, Lifetime, exact_search, peak, top
-from codegen.planners import scratch_name  # noqa: F401  (re-exported: the plan's names of scratch buffers)
-from codegen.schedule import Schedule
+from tinsmith.generate.functors.elementwise import BINARY_FORMULAS, UNARY_FORMULAS
+from tinsmith.ir import Graph
+from tinsmith.planners import PLANNERS, Lifetime, exact_search, peak, top
+from tinsmith.planners import scratch_name  # noqa: F401  (re-exported: the plan's names of scratch buffers)
+from tinsmith.schedule import Schedule
 
 if TYPE_CHECKING:
-    from codegen.planners.overlap import OverlapOption
+    from tinsmith.planners.overlap import OverlapOption
 
 ALIGNMENT = 16
 EXACT_SEARCH = "exact_search"  # the planner name when the bounded search beat every greedy planner
@@ -197,7 +197,7 @@ def plan_memory(graph: Graph, sched: Schedule, in_place_ops: Collection[str] | N
     """Place every workspace value with each planner, with and without in-place writes by
     `in_place_ops` (default: the elementwise ops); keep the smallest plan, in place on ties.
     `scratch` gives the bytes of each kernel's scratch buffers (by `scratch_name`); each lives in
-    its kernel's cluster only. `overlaps` (codegen.planners.overlap.overlap_options) are the
+    its kernel's cluster only. `overlaps` (tinsmith.planners.overlap.overlap_options) are the
     overlaps the kernels' access orders allow: given, the plan also tries them (and the in-place
     variants they need) and keeps them where they make the workspace smaller."""
     lives = lifetimes(graph, sched)

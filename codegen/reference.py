@@ -5,8 +5,8 @@ from typing import Mapping
 
 import numpy as np
 
-from codegen.ir import Graph
-from codegen.ops import PRIMITIVES
+from tinsmith.ir import Graph
+from tinsmith.ops import PRIMITIVES
 
 
 def evaluate(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -9,13 +9,13 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
-from codegen.ir import Graph, Node
+from tinsmith.ir import Graph, Node
 
 
 @dataclass(frozen=True)
 class Schedule:
     """Nodes in execution order with the cluster of each (parallel tuples). `fused` pairs each
-    kernel head with the nodes computed inside its kernel (codegen.fuse); they follow it in
+    kernel head with the nodes computed inside its kernel (tinsmith.fuse); they follow it in
     `nodes`, in its cluster."""
 
     nodes: tuple[Node, ...]

@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from codegen.ir import Graph, Node
+from tinsmith.ir import Graph, Node
 
 EPS32 = float(np.finfo(np.float32).eps)  # 2**-23
 

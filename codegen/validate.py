@@ -26,7 +26,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from codegen.errors import TinsmithError
+from tinsmith.errors import TinsmithError
 
 RUNTIMES = {".onnx": "ONNX Runtime", ".tflite": "the TFLite Micro interpreter"}
 _PACKAGES = {".onnx": ("onnxruntime", "onnxruntime"), ".tflite": ("tflite_micro", "tflite-micro")}
@@ -128,7 +128,7 @@ class TfliteReference:
 
     def __init__(self, path: Path, intermediates: bool):
         tflm = _import_runtime(".tflite")
-        from codegen.load.tflite_model import _tflite
+        from tinsmith.load.tflite_model import _tflite
         tfl = _tflite()
         model = tfl.Model.GetRootAsModel(path.read_bytes(), 0)
         graph = model.Subgraphs(0)
@@ -273,7 +273,7 @@ def validate(model: Path, reference: Path, graph, samples: Sequence[Mapping[str,
     original = {ident: names.get(ident, ident) for ident in graph.inputs}
     want, got = [], []
     if per_layer:
-        from codegen.per_layer import probe_graph_file
+        from tinsmith.per_layer import probe_graph_file
         compiled_path = probe_graph_file(graph, build_dir / "validate" / f"{graph.name}.yaml")
     else:
         compiled_path = model

@@ -21,9 +21,9 @@ from typing import Sequence
 from clang import cindex
 from clang.cindex import CursorKind, Diagnostic, ExceptionSpecificationKind, TypeKind
 
-from codegen.escape import one_line
-from codegen.ir.graph import NARROW_DTYPES
-from codegen.paths import RUNTIME_INCLUDE
+from tinsmith.escape import one_line
+from tinsmith.ir.graph import NARROW_DTYPES
+from tinsmith.paths import RUNTIME_INCLUDE
 
 
 _CXX = ("-x", "c++", "-std=c++17", "-Wall", "-Wextra")

@@ -46,7 +46,7 @@ class Program:
 
 def _host_command() -> tuple[str, list[str]]:
     """The host target's C++ compiler and its flags (as the SCons tool uses them), with -Werror."""
-    from codegen.targets import load_target
+    from tinsmith.targets import load_target
     target = load_target("host")
     flags = [*target.cpu_flags, target.optimize, *target.ccflags, "-Werror", *target.cxxflags]
     return target.toolchain.command("cxx"), flags
@@ -54,7 +54,7 @@ def _host_command() -> tuple[str, list[str]]:
 
 def write_case(cases_dir: Path, name: str, files: Mapping[str, str]) -> Path:
     """The case's generated files in cases_dir/NAME/ (unchanged files are left untouched)."""
-    from codegen.files import write_if_changed
+    from tinsmith.files import write_if_changed
     folder = cases_dir / name
     for file, text in sorted(files.items()):
         if file.endswith((".cpp", ".hpp", ".h")):
@@ -108,8 +108,8 @@ def _culprits(output: str, members: Sequence[str], cases_dir: Path) -> set[str]:
 def _compile(source: str, folder: Path, cases_dir: Path, host_io: Path) -> str | None:
     """Compile `source` into folder/run unless an identical build is there; None, or the
     compiler's output if it fails."""
-    from codegen.files import write_if_changed
-    from codegen.paths import RUNTIME_INCLUDE
+    from tinsmith.files import write_if_changed
+    from tinsmith.paths import RUNTIME_INCLUDE
     cxx, flags = _host_command()
     cmd = [cxx, *flags, f"-I{RUNTIME_INCLUDE}", f"-I{cases_dir}", "batch.cpp", str(host_io), "-o", "run"]
     # the generated files a batch includes are part of what it depends on
@@ -134,7 +134,7 @@ def _compile(source: str, folder: Path, cases_dir: Path, host_io: Path) -> str |
 
 def _host_io(build_dir: Path) -> Path:
     """The runtime's host I/O, compiled once per build folder."""
-    from codegen.paths import RUNTIME_DIR, RUNTIME_INCLUDE
+    from tinsmith.paths import RUNTIME_DIR, RUNTIME_INCLUDE
     source = RUNTIME_DIR / "src" / "host_io.cpp"
     obj = build_dir / "host_io.o"
     if not obj.exists() or obj.stat().st_mtime < source.stat().st_mtime:
@@ -147,7 +147,7 @@ def build_batches(cases: Sequence[tuple[str, Mapping[str, str]]], build_dir: Pat
                   log: Callable[[str], None] = print) -> tuple[dict[str, Program], dict[str, str]]:
     """Build every case (name, generated files) into batch programs under build_dir; returns
     {name: Program} for the cases that built and {name: 'compile: first error'} for the rest."""
-    from codegen.paths import RUNTIME_INCLUDE
+    from tinsmith.paths import RUNTIME_INCLUDE
     build_dir.mkdir(parents=True, exist_ok=True)
     cases_dir = build_dir / "cases"
     for name, files in cases:

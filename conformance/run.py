@@ -74,8 +74,8 @@ def _first_line(text: str) -> str:
 
 
 def _constant_inputs() -> dict[str, tuple[int, ...]]:
-    import codegen.pipeline  # noqa: F401  (registers every primitive)
-    from codegen.ops.registry import PRIMITIVES
+    import tinsmith.pipeline  # noqa: F401  (registers every primitive)
+    from tinsmith.ops.registry import PRIMITIVES
     return {name: p.constant_inputs for name, p in PRIMITIVES.items() if p.constant_inputs}
 
 
@@ -87,7 +87,7 @@ def _upgraded(model):
     import onnx.inliner
     import onnx.version_converter
 
-    from codegen.load.onnx_model import MIN_OPSET, _default_opset
+    from tinsmith.load.onnx_model import MIN_OPSET, _default_opset
     opset = _default_opset(model)
     if not (0 < opset < MIN_OPSET or model.functions):
         return model
@@ -101,10 +101,10 @@ def _upgraded(model):
 
 def _compile(case: Case, models_dir: Path, constant_inputs) -> _Built | Result:
     """Stage 1 for one case: freeze operands, write the model, compile it in this process."""
-    from codegen.errors import TinsmithError
-    from codegen.files import write_if_changed
-    from codegen.load import graph_name
-    from codegen.pipeline import compile_graph
+    from tinsmith.errors import TinsmithError
+    from tinsmith.files import write_if_changed
+    from tinsmith.load import graph_name
+    from tinsmith.pipeline import compile_graph
 
     try:
         # upgraded first, so that operands are frozen for the ops the importer will see (an old

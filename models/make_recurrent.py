@@ -14,7 +14,7 @@ Models (float32, batch 1, static shapes, built with onnx.helper only):
                      (opset 23, where Attention, RotaryEmbedding and RMSNormalization appeared)
 
 The graphs/gru_kws.yaml and graphs/transformer_block.yaml graphs are these files imported by
-`python -m codegen import-onnx`. Everything derives from fixed seeds, so the files are the same
+`python -m tinsmith import-onnx`. Everything derives from fixed seeds, so the files are the same
 on every run.
 """
 from __future__ import annotations

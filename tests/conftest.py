@@ -33,9 +33,9 @@ def scons(*args: str, cwd: Path = ROOT, env: dict | None = None, check: bool = T
 
 
 def tinsmith(*args: str, cwd: Path = ROOT, env: dict | None = None):
-    """Run `python -m codegen ARGS` in cwd (the repository is put on PYTHONPATH)."""
+    """Run `python -m tinsmith ARGS` in cwd (the repository is put on PYTHONPATH)."""
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    return _run([sys.executable, "-m", "codegen", *args], cwd, {"PYTHONPATH": path, **(env or {})})
+    return _run([sys.executable, "-m", "tinsmith", *args], cwd, {"PYTHONPATH": path, **(env or {})})
 
 
 def run_runner(runner: Path, inputs: Sequence[np.ndarray],

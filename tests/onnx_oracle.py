@@ -39,7 +39,7 @@ def run_on_host(models: Mapping[str, onnx.ModelProto], feeds: Mapping[str, Mappi
                 folder: Path) -> dict[str, list[np.ndarray]]:
     """Compile every model for the host into one program and run each on its feeds;
     returns NAME -> outputs (in the model's output order)."""
-    from codegen.pipeline import compile_graph
+    from tinsmith.pipeline import compile_graph
     from conformance.batch import build_batches
     from conformance.execute import Signature
 
@@ -90,7 +90,7 @@ def run_graph(build: Path, name: str, x: np.ndarray, where: str, scratch: Path) 
         subprocess.run([str(build / name / f"{name}_runner"), str(scratch / "in.bin"), str(scratch / "out.bin")],
                        check=True)
         return np.frombuffer((scratch / "out.bin").read_bytes(), "<f4")
-    from codegen.targets.qemu import run_on_emulator
+    from tinsmith.targets.qemu import run_on_emulator
     run = run_on_emulator("cortex-m4", build / name / "firmware" / f"{name}.elf", data, timeout=300)
     return np.frombuffer(run.output, "<f4")
 

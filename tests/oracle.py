@@ -1,6 +1,6 @@
 """Independent NumPy oracle for the example graphs in graphs/.
 
-Written from the graph files and the ONNX operator definitions, not from codegen: nothing
+Written from the graph files and the ONNX operator definitions, not from tinsmith: nothing
 here imports the code under test. Weights are read (or re-created from their seeds) exactly
 as each graph file declares them, stored as float32 like the generated code stores them,
 and every forward pass is computed in float64.

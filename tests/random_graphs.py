@@ -5,8 +5,8 @@ import random
 
 import numpy as np
 
-from codegen.errors import SourceLoc
-from codegen.ir import Constant, Graph, Node, TensorType
+from tinsmith.errors import SourceLoc
+from tinsmith.ir import Constant, Graph, Node, TensorType
 
 UNARY = ("Relu", "Sigmoid", "Softmax")  # Softmax: same shape, but not elementwise
 

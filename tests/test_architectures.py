@@ -139,26 +139,26 @@ def test_readme_gives_the_models_params_and_macs(name, model_files):
 def _importer_missing() -> str | None:
     proc = tinsmith("import-onnx", "--help")
     if proc.returncode != 0:
-        return ("the ONNX importer has not landed: `python -m codegen import-onnx --help` exits "
+        return ("the ONNX importer has not landed: `python -m tinsmith import-onnx --help` exits "
                 f"{proc.returncode}")
     return None
 
 
 def _ops_missing(path: Path) -> str | None:
     """Why Tinsmith cannot compile the model's operators yet, or None."""
-    from codegen.builders import BUILDERS
-    from codegen.generate import CPP
-    from codegen.ops import PRIMITIVES
+    from tinsmith.builders import BUILDERS
+    from tinsmith.generate import CPP
+    from tinsmith.ops import PRIMITIVES
 
     ops = sorted({n.op_type for n in onnx.load(str(path)).graph.node})
     unknown = [op for op in ops if op not in PRIMITIVES and op not in BUILDERS]
     no_functor = [op for op in ops if op in PRIMITIVES and op not in CPP.functors]
     reasons = []
     if unknown:
-        reasons.append(f"no primitive or builder for {', '.join(unknown)} (codegen.ops.PRIMITIVES, "
-                       "codegen.builders.BUILDERS)")
+        reasons.append(f"no primitive or builder for {', '.join(unknown)} (tinsmith.ops.PRIMITIVES, "
+                       "tinsmith.builders.BUILDERS)")
     if no_functor:
-        reasons.append(f"no C++ functor for {', '.join(no_functor)} (codegen.generate.CPP.functors)")
+        reasons.append(f"no C++ functor for {', '.join(no_functor)} (tinsmith.generate.CPP.functors)")
     return "; ".join(reasons) or None
 
 
@@ -282,7 +282,7 @@ def test_imported_graph_in_graphs_folder_is_the_model(name, model_files):
     committed = GRAPHS / f"{name}.yaml"
     if not committed.is_file():
         pytest.skip(f"graphs/{name}.yaml has not been imported yet (see models/README.md)")
-    from codegen.pipeline import lower
+    from tinsmith.pipeline import lower
 
     got, want = lower(committed), lower(model_files[name])
     assert [(n.op, n.name, n.inputs, n.outputs, dict(n.attrs)) for n in got.nodes] == \

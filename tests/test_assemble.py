@@ -94,14 +94,14 @@ def test_kernels_are_named_after_nodes_with_their_yaml_location(graph, example_b
 
 
 def test_generation_is_deterministic(example_build, tmp_path):
-    from codegen.pipeline import compile_graph
+    from tinsmith.pipeline import compile_graph
 
     assert compile_graph(GRAPHS / "encoder.yaml").files == compile_graph(GRAPHS / "encoder.yaml").files
     # separate processes with different string hash seeds, as separate builds would be
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     for seed in ("1", "2"):
         for graph in EXAMPLES:
-            subprocess.run([sys.executable, "-m", "codegen", "generate", f"graphs/{graph}.yaml",
+            subprocess.run([sys.executable, "-m", "tinsmith", "generate", f"graphs/{graph}.yaml",
                             "-o", str(tmp_path / seed / graph)], cwd=ROOT, check=True,
                            env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": path})
     for graph in EXAMPLES:
@@ -185,7 +185,7 @@ def _prod(shape) -> int:
 
 def test_c_api_of_a_graph_without_workspace_accepts_null(tmp_path):
     """A graph with no intermediates declares a workspace of 0 bytes; C callers pass NULL."""
-    from codegen.pipeline import compile_graph, write_files
+    from tinsmith.pipeline import compile_graph, write_files
 
     (tmp_path / "flip.yaml").write_text(
         "graph: flip\ninputs:\n  x: {dtype: float32, shape: [2, 3]}\noutputs: [y]\n"

@@ -1,5 +1,5 @@
-"""Op builders (codegen.builders): each expansion against an expected graph written by hand, and its
-numbers (through codegen.reference) against the ONNX formula computed here in NumPy."""
+"""Op builders (tinsmith.builders): each expansion against an expected graph written by hand, and its
+numbers (through tinsmith.reference) against the ONNX formula computed here in NumPy."""
 from __future__ import annotations
 
 import math
@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codegen.builders import BUILDERS
-from codegen.errors import GraphError
-from codegen.expand import expand_graph
-from codegen.ir import Graph, Node, TensorType
-from codegen.load import load_graph_spec
-from codegen.ops import check_attrs
-from codegen.reference import evaluate
+from tinsmith.builders import BUILDERS
+from tinsmith.errors import GraphError
+from tinsmith.expand import expand_graph
+from tinsmith.ir import Graph, Node, TensorType
+from tinsmith.load import load_graph_spec
+from tinsmith.ops import check_attrs
+from tinsmith.reference import evaluate
 
 RTOL = 1e-5
 

@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codegen.ir import TensorType
-from codegen.layout import channels_last
-from codegen.ops import PRIMITIVES, InferArgs
-from codegen.ops.channels_last import weights_to_hwio, weights_to_oihw
-from codegen.pipeline import lower
-from codegen.reference import evaluate
+from tinsmith.ir import TensorType
+from tinsmith.layout import channels_last
+from tinsmith.ops import PRIMITIVES, InferArgs
+from tinsmith.ops.channels_last import weights_to_hwio, weights_to_oihw
+from tinsmith.pipeline import lower
+from tinsmith.reference import evaluate
 from test_kernels import TARGETS, assert_close, run
 
 # host-native as an AVX2 machine gets it (8 lanes, 16 registers), built here with -mavx2 -mfma
@@ -65,7 +65,7 @@ def test_weights_round_trip():
 
 
 def test_conv_nhwc_refuses_other_groupings():
-    from codegen.ops.registry import OpError
+    from tinsmith.ops.registry import OpError
     args = InferArgs((TensorType("float32", (1, 5, 5, 4)), TensorType("float32", (3, 3, 2, 4))),
                      {"group": 2, "auto_pad": "NOTSET"}, (None, None))
     with pytest.raises(OpError, match="group 1 or depthwise"):

@@ -1,4 +1,4 @@
-"""`python -m codegen` end to end: compiled outputs against the independent oracle, and the
+"""`python -m tinsmith` end to end: compiled outputs against the independent oracle, and the
 messages and exit statuses users see.
 
 Tolerance: the compiled code computes in float32 and the oracle in float64 from the same
@@ -43,9 +43,9 @@ def test_run_agrees_with_oracle(graph, example_build, tinsmith_cmd, tmp_path):
 
 @pytest.mark.parametrize("graph", EXAMPLES)
 def test_numpy_reference_agrees_with_oracle(graph):
-    """`check` compares with codegen.reference; that reference must itself be right."""
-    from codegen.pipeline import lower
-    from codegen.reference import evaluate
+    """`check` compares with tinsmith.reference; that reference must itself be right."""
+    from tinsmith.pipeline import lower
+    from tinsmith.reference import evaluate
 
     inputs = oracle.seeded_inputs(graph, seed=2)
     got = evaluate(lower(GRAPHS / f"{graph}.yaml"), inputs)
@@ -199,8 +199,8 @@ def test_build_instructions_needs_an_emulated_core(tinsmith_cmd, tmp_path):
 
 
 def test_summary_line_shows_measured_instructions():
-    from codegen.measure import summary
-    from codegen.measure.emulated import with_instructions
+    from tinsmith.measure import summary
+    from tinsmith.measure.emulated import with_instructions
     report = {"graph": "mlp", "target": "cortex-m4", "macs": 2368,
               "ram": {"workspace_bytes": 176, "stack_bytes": 48, "total_bytes": 224},
               "flash": {"code_bytes": 312, "constant_bytes": 9600, "total_bytes": 9912},
@@ -215,7 +215,7 @@ def test_summary_line_shows_measured_instructions():
 def test_readme_summary_line_is_what_the_build_plans():
     """The README's sample line for mlp on the Cortex-M4: workspace, lower bound (never above the
     workspace) and MACs as the generator plans them for that core."""
-    from codegen.pipeline import compile_graph
+    from tinsmith.pipeline import compile_graph
     readme = (GRAPHS.parent / "README.md").read_text()
     m = re.search(r"`mlp \[cortex-m4\]: RAM [^`]*\(workspace (\d+) B, lower bound (\d+) B[^`]*\| ([\d,]+) MACs`",
                   readme)
@@ -257,8 +257,8 @@ def test_unknown_target_suggests_the_closest_and_ops_prints_columns(tinsmith_cmd
     assert proc.returncode == 1
     assert "error: unknown target 'cortex_m4'; did you mean 'cortex-m4'?" in proc.stderr, proc.stderr
     ops = tinsmith_cmd("ops", cwd=tmp_path, env={"COLUMNS": "80"}).stdout.splitlines()
-    from codegen.builders import BUILDERS
-    from codegen.ops import PRIMITIVES
+    from tinsmith.builders import BUILDERS
+    from tinsmith.ops import PRIMITIVES
     assert ops[0].startswith(f"primitives ({len(PRIMITIVES)}") and max(map(len, ops)) <= 80
     listed = {name for line in ops if line.startswith("  ") for name in line.split()}
     assert listed == set(PRIMITIVES) | set(BUILDERS)

@@ -1,6 +1,6 @@
 """Every primitive, compiled and run: small generated graphs (one per op, one output per case)
 built by ONE SCons run (-j2), executed by their host runners and compared with NumPy
-written here, independently of codegen.ops' references.
+written here, independently of tinsmith.ops' references.
 
 Tolerance rtol=1e-5, atol=1e-6: the kernels compute in float32, the expectations in float64
 from the same float32 inputs; each output is at most a 5-term dot product or a single

@@ -138,7 +138,7 @@ def _relu_model(path, name):
 def test_a_batch_runs_each_case_and_a_broken_case_fails_alone(tmp_path):
     import numpy as np
 
-    from codegen.pipeline import compile_graph
+    from tinsmith.pipeline import compile_graph
     from conformance.batch import build_batches
     from conformance.execute import Signature, run_data_set
     cases = []

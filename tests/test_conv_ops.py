@@ -1,6 +1,6 @@
 """Convolutional operators: Conv, ConvTranspose, the pools and the channel normalizations.
 
-1. The primitives' NumPy references against direct loops written here (nothing from codegen):
+1. The primitives' NumPy references against direct loops written here (nothing from tinsmith):
    output sizes from the ONNX formulas, every tap visited, padding skipped by an explicit test.
 2. The compiled kernels against ONNX Runtime on the same single-node models (built with
    onnx.helper), over many attribute combinations, every graph built by ONE SCons run.
@@ -27,10 +27,10 @@ import pytest
 import yaml
 from onnx import TensorProto, helper
 
-from codegen.generate.functors.conv import Segment, plan_axis, tiles, transposed_phases
-from codegen.ir import TensorType
-from codegen.ops import PRIMITIVES, InferArgs, OpError, check_attrs
-from codegen.ops.conv import TransposedAxis, Window
+from tinsmith.generate.functors.conv import Segment, plan_axis, tiles, transposed_phases
+from tinsmith.ir import TensorType
+from tinsmith.ops import PRIMITIVES, InferArgs, OpError, check_attrs
+from tinsmith.ops.conv import TransposedAxis, Window
 
 RTOL, ATOL = 1e-5, 1e-6
 
@@ -372,7 +372,7 @@ def test_transposed_phases_cover_each_output_once_with_every_tap(axis):
 
 
 def _kernels(tmp_path, nodes, inputs, constants=None):
-    from codegen.pipeline import compile_graph
+    from tinsmith.pipeline import compile_graph
     doc = {"graph": "g", "inputs": {k: {"dtype": "float32", "shape": list(v)} for k, v in inputs.items()},
            "outputs": [n["outputs"][0] for n in nodes], "nodes": nodes}
     if constants:

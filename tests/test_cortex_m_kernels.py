@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codegen.measure.page import render_page
-from codegen.measure.report import with_kernel_instructions
-from codegen.pipeline import compile_graph, lower, write_files
-from codegen.reference import evaluate
-from codegen.targets.qemu import kernel_instructions, run_on_emulator
+from tinsmith.measure.page import render_page
+from tinsmith.measure.report import with_kernel_instructions
+from tinsmith.pipeline import compile_graph, lower, write_files
+from tinsmith.reference import evaluate
+from tinsmith.targets.qemu import kernel_instructions, run_on_emulator
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -94,7 +94,7 @@ def test_blocked_kernels_match_reference_on_cortex_m4(tmp_path):
     (tmp_path / "SConstruct").write_text(f"""\
 import os, sys
 sys.path.insert(0, {str(ROOT)!r})
-from codegen.targets.firmware_scons import firmware_program
+from tinsmith.targets.firmware_scons import firmware_program
 env = Environment(ENV=os.environ.copy())
 firmware_program(env, "cortex-m4", "blocks", "blocks", build_dir="build", extra_ccflags=["-Werror"])
 firmware_program(env, "cortex-m4", "blocks", "blocks", build_dir="build-hook",

@@ -7,8 +7,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from codegen.errors import GraphError
-from codegen.pipeline import compile_graph
+from tinsmith.errors import GraphError
+from tinsmith.pipeline import compile_graph
 from onnx_oracle import expected, run_on_host
 
 

@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from onnx_oracle import assert_close, expected, run_cases
-from codegen.ops.conv import windows
+from tinsmith.ops.conv import windows
 
 
 def _case(name, x_shape, w_shape, group=1, offset_group=1, mask=False, bias=False, seed=0, **attrs):

@@ -1,4 +1,4 @@
-"""The Einsum builder (codegen.builders.einsum): expanded graphs evaluated with the primitives'
+"""The Einsum builder (tinsmith.builders.einsum): expanded graphs evaluated with the primitives'
 NumPy references against numpy.einsum in float64 (rtol 1e-5, atol 1e-5: sums of at most 60
 float32 products), the primitives it expands into, and its errors. Compiled Einsum models are
 compared with ONNX Runtime in test_onnx_import.py."""
@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from codegen.errors import GraphError
-from codegen.expand import expand_graph
-from codegen.load import load_graph_spec
-from codegen.optimize import optimize
-from codegen.reference import evaluate
+from tinsmith.errors import GraphError
+from tinsmith.expand import expand_graph
+from tinsmith.load import load_graph_spec
+from tinsmith.optimize import optimize
+from tinsmith.reference import evaluate
 
 
 def lowered(tmp_path, equation: str, shapes):

@@ -17,9 +17,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from codegen.errors import TinsmithError
-from codegen.pipeline import compile_graph, write_files
-from codegen.verify import RUNTIME_INCLUDE
+from tinsmith.errors import TinsmithError
+from tinsmith.pipeline import compile_graph, write_files
+from tinsmith.verify import RUNTIME_INCLUDE
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 
@@ -345,7 +345,7 @@ def test_string_onnx_inputs_are_declined_with_a_clear_error(tmp_path):
     y = helper.make_tensor_value_info("y", TensorProto.STRING, [2])
     model = helper.make_model(helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "s", [x], [y]))
     onnx.save(model, tmp_path / "s.onnx")
-    from codegen.load.onnx_model import read_onnx
+    from tinsmith.load.onnx_model import read_onnx
     with pytest.raises(TinsmithError, match="has element type string"):
         read_onnx(tmp_path / "s.onnx")
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codegen.pipeline import compile_graph, lower, write_files
-from codegen.reference import evaluate
-from codegen.targets import TARGETS, TargetError, load_target
-from codegen.targets.firmware import memory_script, render_firmware_main
-from codegen.targets.qemu import EmulatorError, run_on_emulator
+from tinsmith.pipeline import compile_graph, lower, write_files
+from tinsmith.reference import evaluate
+from tinsmith.targets import TARGETS, TargetError, load_target
+from tinsmith.targets.firmware import memory_script, render_firmware_main
+from tinsmith.targets.qemu import EmulatorError, run_on_emulator
 
 ROOT = Path(__file__).resolve().parents[1]
 # The hand-written examples: small enough for every target, optimisation level and board.
@@ -176,7 +176,7 @@ def firmware(tmp_path_factory):
     (work / "SConstruct").write_text(f"""\
 import os, sys
 sys.path.insert(0, {str(ROOT)!r})
-from codegen.targets.firmware_scons import firmware_program
+from tinsmith.targets.firmware_scons import firmware_program
 
 env = Environment(ENV=os.environ.copy())
 for name in {names!r}:

@@ -61,7 +61,7 @@ def test_a_case_that_finds_something_is_kept_as_a_reproducer(tmp_path):
     kept = keep_finding(tmp_path, "yaml", 7, case, case / "model.yaml", findings)
     assert kept == tmp_path / "findings" / "yaml-0000007"
     assert (kept / "model.yaml").read_text() == (case / "model.yaml").read_text()
-    assert "python -m codegen generate model.yaml" in (kept / "finding.txt").read_text()
+    assert "python -m tinsmith generate model.yaml" in (kept / "finding.txt").read_text()
 
 
 # Findings of the long campaign, each made again from its seed and index (tests/fuzz/quick.py makes
@@ -82,8 +82,8 @@ CAMPAIGN_FINDINGS = [
 
 @pytest.mark.parametrize("seed,index,message", CAMPAIGN_FINDINGS, ids=[f"{s}-{i}" for s, i, _ in CAMPAIGN_FINDINGS])
 def test_campaign_findings_are_located_errors(seed, index, message, tmp_path):
-    from codegen.errors import GraphError
-    from codegen.pipeline import lower
+    from tinsmith.errors import GraphError
+    from tinsmith.pipeline import lower
     from fuzz.quick import case_rng, format_of, judge, make_case
     rng = case_rng(seed, index)
     rng.random()  # (the draw that chose the format, as the worker does)
@@ -124,8 +124,8 @@ def test_a_log_sum_near_zero_is_within_float32_error_on_both_sides(tmp_path):
     same float32 input, each within that bound, and the bound is what the two may differ by."""
     pytest.importorskip("onnxruntime")
     import onnxruntime as ort
-    from codegen.cli import run_compiled
-    from codegen.pipeline import lower
+    from tinsmith.cli import run_compiled
+    from tinsmith.pipeline import lower
     channels, length = 4, 6
     model = _log_sum_model(channels, length)
     path = tmp_path / "log_sum.onnx"

@@ -1,4 +1,4 @@
-"""The generator (codegen.generate): functors by primitive, missing functors, user functors for
+"""The generator (tinsmith.generate): functors by primitive, missing functors, user functors for
 builtins and custom ops (compiled with g++ and run against NumPy), kernel names and the arguments
 functors are called with."""
 from __future__ import annotations
@@ -12,20 +12,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codegen.errors import GenerateError, GraphError
-from codegen.expand import expand_graph
-from codegen.generate import CPP, Backend
-from codegen.generate.loop_ir import (Binary, For, Load, Select, Store, Unary, Var, broadcast_index, const,
+from tinsmith.errors import GenerateError, GraphError
+from tinsmith.expand import expand_graph
+from tinsmith.generate import CPP, Backend
+from tinsmith.generate.loop_ir import (Binary, For, Load, Select, Store, Unary, Var, broadcast_index, const,
                                       flat_index, nest)
-from codegen.load import load_graph_spec
-from codegen.ops import PRIMITIVES, Attr
-from codegen.ops.common import require_dtype
-from codegen.ops.registry import define
-from codegen.pipeline import compile_graph, generate_model, lower, write_files
-from codegen.plan import plan_memory
-from codegen.reference import evaluate
-from codegen.schedule import schedule
-from codegen.verify import RUNTIME_INCLUDE
+from tinsmith.load import load_graph_spec
+from tinsmith.ops import PRIMITIVES, Attr
+from tinsmith.ops.common import require_dtype
+from tinsmith.ops.registry import define
+from tinsmith.pipeline import compile_graph, generate_model, lower, write_files
+from tinsmith.plan import plan_memory
+from tinsmith.reference import evaluate
+from tinsmith.schedule import schedule
+from tinsmith.verify import RUNTIME_INCLUDE
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAPHS = sorted((ROOT / "graphs").glob("*.yaml"))
@@ -98,7 +98,7 @@ def compile_and_run(path: Path, backend: Backend, inputs: dict[str, np.ndarray],
 
 # --- functors and the registry --------------------------------------------------------------
 def test_every_primitive_has_a_cpp_functor():
-    from codegen.ops.shape_ops import BUILD_TIME_OPS  # always folded: they never reach a backend
+    from tinsmith.ops.shape_ops import BUILD_TIME_OPS  # always folded: they never reach a backend
     # so are those whose every input is needed at build time (a window's size, Range's bounds)
     all_constant = {n for n, p in PRIMITIVES.items()
                     if p.max_inputs > 0 and set(range(p.max_inputs)) <= set(p.constant_inputs)}
@@ -112,7 +112,7 @@ def test_a_primitive_without_a_functor_is_a_named_error():
         generated(path, copy_of_cpp(Tanh=None))
     e = info.value
     assert e.message == "the cpp backend has no kernel for primitive 'Tanh' (node 'squash')"
-    assert e.hint == "register one with codegen.generate.CPP.register('Tanh', family=..., types=...)"
+    assert e.hint == "register one with tinsmith.generate.CPP.register('Tanh', family=..., types=...)"
     assert (Path(e.loc.path).name, e.loc.line, e.loc.col) == ("branches.yaml", 13, 5)
     assert "Tanh" in CPP.functors  # the copy lost it, the backend did not
 

@@ -16,8 +16,8 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
-from codegen.cli import main
-from codegen.load.graph_file import SUPPORTED_DTYPES
+from tinsmith.cli import main
+from tinsmith.load.graph_file import SUPPORTED_DTYPES
 
 ROOT = Path(__file__).resolve().parents[1]
 BAD = "tests/data/bad"
@@ -124,7 +124,7 @@ CASES = [
     Bad('node_is_list.yaml', '6:5', 'a node must be a mapping, not a list',
         'write a node as a mapping, e.g. {op: Relu, inputs: [x], outputs: [y]}'),
     Bad('node_missing_op.yaml', '6:5', "the node has no 'op'",
-        'add e.g. op: Relu (`python -m codegen ops` lists the ops)'),
+        'add e.g. op: Relu (`python -m tinsmith ops` lists the ops)'),
     Bad('node_missing_outputs.yaml', '6:5', "the Relu node has no 'outputs'",
         'name the values it writes, e.g. outputs: [y]'),
     Bad('node_unknown_key.yaml', '7:5', "unknown key 'input' in a node",
@@ -188,7 +188,7 @@ CASES = [
     Bad('unknown_op.yaml', '6:9', "unknown op 'Relux' in node 'relux_y'",
         "did you mean 'Relu' or 'PRelu' or 'Elu'?"),
     Bad('unknown_op_no_match.yaml', '6:9', "unknown op 'Frobnicate' in node 'frobnicate_y'",
-        'run `python -m codegen ops` to list the supported ops'),
+        'run `python -m tinsmith ops` to list the supported ops'),
     Bad('unknown_top_key.yaml', '5:1', "unknown key 'node' in the graph",
         'allowed keys: graph, version, inputs, outputs, constants, nodes'),
     Bad('unknown_value.yaml', '7:17', "unknown value 'z' (input of node 'add_y')",
@@ -318,7 +318,7 @@ def test_exponent_floats_merge_keys_and_anchors_are_read(tmp_path, capsys):
 # --- through the real command line -------------------------------------------------------
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "codegen", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "tinsmith", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
 
 

@@ -16,11 +16,11 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from codegen import limits
-from codegen.cli import main
-from codegen.errors import GraphError
-from codegen.load import load_graph_spec
-from codegen.pipeline import compile_graph
+from tinsmith import limits
+from tinsmith.cli import main
+from tinsmith.errors import GraphError
+from tinsmith.load import load_graph_spec
+from tinsmith.pipeline import compile_graph
 from conftest import ROOT, scons, tinsmith
 from fuzz import harness
 from fuzz.mutate import bomb_graph
@@ -41,7 +41,7 @@ def graph_text(inputs="x: {dtype: float32, shape: [1, 4]}", constants="", nodes=
 
 
 def error_lines(tmp_path: Path, *args: str, timeout: float = harness.TIMEOUT) -> list[str]:
-    """Run `python -m codegen ARGS` in tmp_path; it must fail with status 1 and located messages
+    """Run `python -m tinsmith ARGS` in tmp_path; it must fail with status 1 and located messages
     only (the fuzz harness's promises); returns stderr's lines."""
     status, _, err, _ = harness.run_tinsmith(list(args), tmp_path, timeout)
     findings = harness.check_messages(status, err)
@@ -74,14 +74,14 @@ def counting(monkeypatch, owner, name: str) -> list[int]:
 
 def statements(compiled) -> int:
     """Loop IR statements (loops included) of every kernel of a compiled graph."""
-    from codegen.generate.loop_ir import walk_stmts
+    from tinsmith.generate.loop_ir import walk_stmts
     return sum(1 for k in compiled.model.kernels for _ in walk_stmts(k.kernel.body))
 
 
 def test_yaml_alias_bomb_is_refused_quickly(tmp_path, monkeypatch):
     """The work is counted, not timed: the loader composes each node of the file once and sizes each
     alias once, never the 10**9 values the aliases stand for."""
-    from codegen.load import located_yaml
+    from tinsmith.load import located_yaml
     path = write(tmp_path / "bomb.yaml", bomb_graph(9))  # 10**9 values once expanded
     composed = counting(monkeypatch, located_yaml._Loader, "compose_node")
     sized = counting(monkeypatch, located_yaml, "_expanded_size")
@@ -167,7 +167,7 @@ def test_conv_tiling_of_a_long_axis_is_fast(tmp_path, monkeypatch):
     """Tiling used to visit every output position in Python: a long 1-D axis took minutes. Counted:
     the positions the axis planner looks at (its edges, not its 60 M positions) and the statements
     generated."""
-    from codegen.generate.functors import conv
+    from tinsmith.generate.functors import conv
     path = write(tmp_path / "g.yaml", graph_text(
         inputs="x: {dtype: float32, shape: [1, 1, 60000000]}", constants="w: {random: normal, shape: [1, 1, 3]}",
         nodes="- {op: Conv, inputs: [x, w], outputs: [y], attrs: {pads: [1, 1], strides: [1]}}"))
@@ -330,7 +330,7 @@ def test_long_names_either_import_and_load_or_fail_cleanly(tmp_path):
 
 
 def test_import_removes_what_it_wrote_when_it_does_not_load_again(tmp_path, monkeypatch):
-    from codegen.load import write_yaml
+    from tinsmith.load import write_yaml
     save_model(tmp_path / "m.onnx", [helper.make_node("Relu", ["x"], ["y"])])
     real = write_yaml.graph_yaml
 
@@ -390,7 +390,7 @@ def test_check_passes_on_the_shipped_mlperf_graphs(graph, tmp_path):
 
 
 def test_check_help_states_the_tolerance():
-    proc = subprocess.run([sys.executable, "-m", "codegen", "check", "--help"], cwd=ROOT, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "tinsmith", "check", "--help"], cwd=ROOT, capture_output=True,
                           text=True)
     assert "(rtol + n * eps)" in proc.stdout and "summation length" in proc.stdout
 
@@ -401,7 +401,7 @@ def test_average_pool_with_huge_pads_is_fast(tmp_path, monkeypatch):
         inputs="x: {dtype: float32, shape: [1, 1, 8, 8]}",
         nodes="- {op: AveragePool, inputs: [x], outputs: [y], attrs: {kernel_shape: [3, 3], "
               "pads: [4000, 4000, 4000, 4000]}}"))
-    from codegen.generate.functors import conv
+    from tinsmith.generate.functors import conv
     visited = counting(monkeypatch, conv, "_taps_inside")
     compiled = compile_graph(path)
     assert compiled.graph.types["y"].shape == (1, 1, 8006, 8006)
@@ -422,7 +422,7 @@ def test_average_pool_needing_too_many_loop_nests_is_refused(tmp_path):
 def test_a_crash_inside_the_version_converter_is_an_error_not_a_crash(tmp_path, monkeypatch):
     """The converter runs in a child process: even a model the checker passes and the converter
     still crashes on ends in a located error (here the child is made to crash)."""
-    from codegen.load import onnx_model
+    from tinsmith.load import onnx_model
     save_model(tmp_path / "old.onnx", [helper.make_node("Relu", ["x"], ["y"])], opset=11)
     monkeypatch.setattr(onnx_model, "_CONVERT", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
     with pytest.raises(GraphError) as e:
@@ -435,7 +435,7 @@ def test_a_crash_inside_the_version_converter_is_an_error_not_a_crash(tmp_path, 
 
 
 def test_old_models_are_still_upgraded_and_local_functions_inlined(tmp_path):
-    from codegen.load.onnx_model import read_onnx
+    from tinsmith.load.onnx_model import read_onnx
     f = helper.make_function("local", "F", ["a"], ["b"], [helper.make_node("Sigmoid", ["a"], ["b"])],
                              [helper.make_opsetid("", 11)])
     save_model(tmp_path / "old.onnx", [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("F", ["r"], ["y"], domain="local")],
@@ -452,7 +452,7 @@ def test_a_graph_at_the_element_limit_builds_and_its_plan_check_needs_no_memory_
     chain of 2**24-element values (the element limit lowered to that size; the default 2**26 builds
     the same way, in about 3 GB, most of it the values' own arrays before the check), one element more is refused."""
     import tracemalloc
-    from codegen.planners.check import check_plan
+    from tinsmith.planners.check import check_plan
     size = 1 << 24
     chain = "\n  ".join(f"- {{op: Softmax, inputs: [{a}], outputs: [{b}]}}" for a, b in (("x", "a"), ("a", "b"), ("b", "y")))
     path = write(tmp_path / "g.yaml", graph_text(inputs=f"x: {{dtype: float32, shape: [1, {size}]}}", nodes=chain))
@@ -475,7 +475,7 @@ def test_a_graph_at_the_element_limit_builds_and_its_plan_check_needs_no_memory_
 
 # --- TFLite flatbuffers (the input campaign of issue 22) --------------------------------------
 def _tflite_error(tmp_path, data: bytes) -> GraphError:
-    from codegen.pipeline import lower
+    from tinsmith.pipeline import lower
     path = tmp_path / "m.tflite"
     path.write_bytes(data)
     with pytest.raises(GraphError) as e:
@@ -485,7 +485,7 @@ def _tflite_error(tmp_path, data: bytes) -> GraphError:
 
 
 def _tanh(**changes) -> bytes:
-    from codegen.quant.activations import OUTPUT_QUANT
+    from tinsmith.quant.activations import OUTPUT_QUANT
     from tflite_writer import single_operator
     return single_operator(28, "int8", [1, 8], changes.pop("x_quant", (0.05, 3)), OUTPUT_QUANT["tanh"], **changes)
 
@@ -542,8 +542,8 @@ def test_tflite_operator_without_its_options_takes_the_defaults(tmp_path):
     importer read an uninitialised table and failed. ADD(x, x) with no AddOptions: no activation,
     bit-exact with the TFLite Micro interpreter."""
     tflm = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
-    from codegen.cli import run_compiled
-    from codegen.pipeline import lower
+    from tinsmith.cli import run_compiled
+    from tinsmith.pipeline import lower
     from tflite_writer import single_operator
     model = single_operator(0, "int8", [1, 256], (0.05, 3), (0.1, -2), op_inputs=(0, 0))
     path = tmp_path / "add.tflite"
@@ -559,7 +559,7 @@ def test_tflite_operator_without_its_options_takes_the_defaults(tmp_path):
 
 def test_tflite_tensor_over_the_element_limit_is_refused(tmp_path):
     """A few bytes of shape asked NumPy for an array larger than memory ('array is too big')."""
-    from codegen.quant.activations import OUTPUT_QUANT
+    from tinsmith.quant.activations import OUTPUT_QUANT
     from tflite_writer import single_operator
     e = _tflite_error(tmp_path, single_operator(28, "int8", [1, 1 << 27], (0.05, 3), OUTPUT_QUANT["tanh"]))
     assert e.message == ("tensor 'x' has 134,217,728 elements, more than the limit of 67,108,864 "

@@ -21,10 +21,10 @@ import pytest
 import yaml
 
 from conftest import ROOT, run_runner, scons, tinsmith
-from codegen.escape import (UnescapedText, c_comment, c_string, cpp_templates, json_text, ld_comment,
+from tinsmith.escape import (UnescapedText, c_comment, c_string, cpp_templates, json_text, ld_comment,
                             one_line, yaml_comment, yaml_scalar)
-from codegen.load.identifiers import identifier_problem, system_names
-from codegen.load.onnx_model import graph_name_of
+from tinsmith.load.identifiers import identifier_problem, system_names
+from tinsmith.load.onnx_model import graph_name_of
 
 RTOL, ATOL = 1e-5, 1e-6
 PAYLOAD = "int injected = 1;"
@@ -256,9 +256,9 @@ def test_every_listed_name_is_refused_where_it_would_clash():
 def test_names_made_up_after_loading_are_checked_before_assembly(tmp_path):
     from dataclasses import replace
 
-    from codegen.assemble import assemble
-    from codegen.errors import GenerateError
-    from codegen.pipeline import compile_graph
+    from tinsmith.assemble import assemble
+    from tinsmith.errors import GenerateError
+    from tinsmith.pipeline import compile_graph
     path = tmp_path / "g.yaml"
     path.write_text(VALUE_GRAPH.format(value="v", node="n"))
     model = compile_graph(path).model
@@ -275,7 +275,7 @@ def test_the_name_lists_hold_every_macro_the_generated_files_see(tmp_path):
     """The checked-in lists against the compiler: every macro visible at the end of each
     generated C and C++ file (g++ -dM -E, with the build's include paths) is refused.
     If this fails after a compiler or C library upgrade, regenerate the lists:
-    python -m codegen.load.system_names > codegen/load/system_names.txt"""
+    python -m tinsmith.load.system_names > codegen/load/system_names.txt"""
     path = tmp_path / "g.yaml"
     path.write_text(VALUE_GRAPH.format(value="v", node="n"))
     build = tmp_path / "build"
@@ -374,8 +374,8 @@ def test_hostile_target_folder_and_board_name_stay_in_the_linker_script_comment(
     text = (ROOT / "codegen" / "targets" / "cortex-m4.yaml").read_text()
     target = folder / "board.yaml"
     target.write_text(text.replace("name: mps2-an386", 'name: "b */ INCLUDE nothere.ld /* \\n INCLUDE x.ld"'))
-    from codegen.targets import load_target
-    from codegen.targets.firmware import memory_script
+    from tinsmith.targets import load_target
+    from tinsmith.targets.firmware import memory_script
     script = memory_script(load_target(target))
     assert script.count("*/") == 1 and script.count("/*") == 1
     assert [line.split()[0] for line in script.splitlines()[2:]] == \

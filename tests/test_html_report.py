@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from codegen.measure.page import render_page
+from tinsmith.measure.page import render_page
 from conftest import EXAMPLES, GRAPHS, scons
 
 VOID = {"meta", "link", "br", "img", "input", "hr", "area", "base", "col", "embed", "source", "track", "wbr"}
@@ -79,7 +79,7 @@ def page(folder: Path, name: str) -> tuple[Element, dict, str]:
 def unfused_plan(name: str) -> dict:
     """The plan of an example graph compiled with fusion off: one kernel per node, for the tests
     that make fused reports of their own."""
-    from codegen.pipeline import compile_graph
+    from tinsmith.pipeline import compile_graph
     return json.loads(compile_graph(GRAPHS / f"{name}.yaml", fusion=False).files[f"{name}.plan.json"])
 
 
@@ -283,8 +283,8 @@ def test_instructions_column_when_the_report_has_them():
 def test_layout_keeps_boxes_apart_and_edges_downward():
     import re
 
-    from codegen.measure.page import page_context
-    from codegen.pipeline import compile_graph
+    from tinsmith.measure.page import page_context
+    from tinsmith.pipeline import compile_graph
     for path in sorted(GRAPHS.glob("*.yaml")):
         report = json.loads(compile_graph(path).files[f"{path.stem}.plan.json"])
         drawing = page_context(report)["drawing"]
@@ -319,7 +319,7 @@ def test_scons_clean_removes_the_page(tmp_path):
 def test_without_graphviz_the_page_keeps_rows_and_says_so(monkeypatch, tmp_path):
     """Without Graphviz's programs on PATH the boxes stay in their schedule rows, apart, edges
     straight from a box's bottom to a later box's top, and the page says how to get a layout."""
-    from codegen.measure.page import page_context
+    from tinsmith.measure.page import page_context
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no dot
     report = unfused_plan("branches")
     context = page_context(report)
@@ -334,7 +334,7 @@ def test_without_graphviz_the_page_keeps_rows_and_says_so(monkeypatch, tmp_path)
 
 
 def _plan(model: Path, target: str) -> dict:
-    from codegen.pipeline import compile_graph
+    from tinsmith.pipeline import compile_graph
     compiled = compile_graph(model, target=target)
     return json.loads(compiled.files[f"{compiled.graph.name}.plan.json"])
 

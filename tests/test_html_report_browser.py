@@ -14,8 +14,8 @@ import shutil
 
 import pytest
 
-from codegen.measure.page import write_page
-from codegen.pipeline import compile_graph
+from tinsmith.measure.page import write_page
+from tinsmith.pipeline import compile_graph
 from conftest import GRAPHS
 
 ALL_GRAPHS = sorted(p.stem for p in GRAPHS.glob("*.yaml"))

@@ -16,19 +16,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codegen.generate import generate, render_model, scratch_bytes  # before codegen.fuse, which it imports
-from codegen.fuse import fuse
-from codegen.generate.backends import backend_for
-from codegen.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Call, Cast, Comment, Const, For, Lane,
+from tinsmith.generate import generate, render_model, scratch_bytes  # before tinsmith.fuse, which it imports
+from tinsmith.fuse import fuse
+from tinsmith.generate.backends import backend_for
+from tinsmith.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Call, Cast, Comment, Const, For, Lane,
                                       Load, Local, ReduceLanes, Select, Store, Unary, Var, width_of)
-from codegen.pipeline import compile_graph, generate_model, lower
-from codegen.plan import MemoryPlan, Placement, plan_memory
-from codegen.planners.access import NEVER, UNREAD, trace
-from codegen.planners.check import PlanCheckError, check_plan
-from codegen.planners.overlap import overlap_options, safe_shift
-from codegen.reference import evaluate
-from codegen.schedule import schedule
-from codegen.targets import load_target
+from tinsmith.pipeline import compile_graph, generate_model, lower
+from tinsmith.plan import MemoryPlan, Placement, plan_memory
+from tinsmith.planners.access import NEVER, UNREAD, trace
+from tinsmith.planners.check import PlanCheckError, check_plan
+from tinsmith.planners.overlap import overlap_options, safe_shift
+from tinsmith.reference import evaluate
+from tinsmith.schedule import schedule
+from tinsmith.targets import load_target
 from random_graphs import random_graph
 from test_kernels import run as run_on_host  # compiled with g++ and run, beside the NumPy reference
 
@@ -307,7 +307,7 @@ def test_overlapping_plans_compute_the_reference_on_the_host(case, target, tmp_p
 def run_on_m4(path: Path, tmp_path: Path):
     """Build the graph's firmware for the Cortex-M4, run it on QEMU on seeded inputs; (its first
     output, the NumPy reference's, the compiled model)."""
-    from codegen.targets.qemu import run_on_emulator
+    from tinsmith.targets.qemu import run_on_emulator
     compiled = compile_graph(path, target="cortex-m4")
     name = compiled.graph.name
     build = tmp_path / "m4"

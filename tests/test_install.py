@@ -73,8 +73,8 @@ def test_installed_command_builds_and_checks_a_graph_from_another_folder(install
     assert "site-packages/codegen/runtime_cpp/include" in built.stdout
     checked = _run([bin_dir / "tinsmith", "check", graph], elsewhere, env)
     assert checked.stdout.startswith("y: max abs diff")
-    # `python -m codegen` is the same program
-    assert _run([bin_dir / "python", "-m", "codegen", "ops"], elsewhere, env).stdout == \
+    # `python -m tinsmith` is the same program
+    assert _run([bin_dir / "python", "-m", "tinsmith", "ops"], elsewhere, env).stdout == \
         _run([bin_dir / "tinsmith", "ops"], elsewhere, env).stdout
 
 

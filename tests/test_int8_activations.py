@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from codegen.errors import GraphError
-from codegen.pipeline import lower
-from codegen.quant.activations import OUTPUT_QUANT, int8_table
+from tinsmith.errors import GraphError
+from tinsmith.pipeline import lower
+from tinsmith.quant.activations import OUTPUT_QUANT, int8_table
 from tflite_writer import single_operator
 
 tflm = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
@@ -40,7 +40,7 @@ def test_tables_match_tflite_micro(function):
 
 @pytest.mark.parametrize("function,quant", [(f, q) for f in sorted(BUILTIN) for q in QUANTS[1:5]])
 def test_compiled_operator_is_bit_exact_on_the_host(function, quant, tmp_path):
-    from codegen.cli import run_compiled
+    from tinsmith.cli import run_compiled
     path = tmp_path / f"{function}.tflite"
     # an odd NHWC shape whose 3*5*17 = 255 elements, plus one more run, cover every int8 value
     path.write_bytes(single_operator(BUILTIN[function], "int8", [1, 3, 5, 17], quant, OUTPUT_QUANT[function]))
@@ -53,7 +53,7 @@ def test_compiled_operator_is_bit_exact_on_the_host(function, quant, tmp_path):
 
 
 def test_compiled_operator_is_bit_exact_on_the_cortex_m4(tmp_path):
-    from codegen.cli import run_compiled
+    from tinsmith.cli import run_compiled
     path = tmp_path / "tanh.tflite"
     path.write_bytes(single_operator(BUILTIN["tanh"], "int8", [1, 256], (0.04, -7), OUTPUT_QUANT["tanh"]))
     graph = lower(path)

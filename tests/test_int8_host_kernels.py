@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codegen.pipeline import compile_graph, lower
+from tinsmith.pipeline import compile_graph, lower
 
 ROOT = Path(__file__).resolve().parents[1]
 tflm = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
@@ -27,7 +27,7 @@ def test_int8_layers_run_the_accumulator_row_kernels(target):
 
 @pytest.mark.parametrize("name", ["ic_resnet8", "kws_dscnn"])
 def test_models_are_bit_exact_on_host_native(name, tmp_path):
-    from codegen.cli import run_compiled
+    from tinsmith.cli import run_compiled
     path = ROOT / "models" / f"{name}_int8.tflite"
     graph = lower(path)
     interp = tflm.Interpreter.from_file(str(path))

@@ -1,5 +1,5 @@
 """Quantized primitives compiled and run on the host, against integer arithmetic written here from
-TensorFlow Lite's quantization specification (independently of codegen.quant), and codegen's own
+TensorFlow Lite's quantization specification (independently of tinsmith.quant), and codegen's own
 references against the same. The TFLite Micro interpreter is the oracle for whole models
 (tests/test_tflite_models.py).
 
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import yaml
 
-from codegen.quant import fixed_point as fp
+from tinsmith.quant import fixed_point as fp
 
 I32_MIN, I32_MAX = -2 ** 31, 2 ** 31 - 1
 
@@ -129,8 +129,8 @@ class Case:
                             cwd=tmp_path)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         got = dict(np.load(tmp_path / "out.npz"))
-        from codegen.pipeline import lower
-        from codegen.reference import evaluate
+        from tinsmith.pipeline import lower
+        from tinsmith.reference import evaluate
         ref = evaluate(lower(tmp_path / f"{name}.yaml"), self.feeds)
         for out, want in self.expected.items():
             np.testing.assert_array_equal(got[out], want, err_msg=out)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from codegen.pipeline import compile_graph
-from codegen.planners.check import check_plan
+from tinsmith.pipeline import compile_graph
+from tinsmith.planners.check import check_plan
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 TFLM_ARENA = {"ic_resnet8": 55.0e3, "kws_dscnn": 22.8e3}

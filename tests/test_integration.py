@@ -37,14 +37,14 @@ def tool_env() -> dict[str, str]:
     """The environment of a user who activated the virtual environment Tinsmith is installed in:
     `tinsmith` and `python` on PATH, VIRTUAL_ENV set (CMake's FindPython3 looks there first).
     Without an installed `tinsmith` command, the projects' documented override runs
-    `python -m codegen` from this checkout instead."""
+    `python -m tinsmith` from this checkout instead."""
     bindir = Path(sys.executable).parent
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     env["PATH"] = os.pathsep.join([str(bindir), env.get("PATH", "")])
     if sys.prefix != sys.base_prefix:
         env["VIRTUAL_ENV"] = sys.prefix
     if not (bindir / "tinsmith").is_file():
-        env["TINSMITH"] = f"{sys.executable} -m codegen"
+        env["TINSMITH"] = f"{sys.executable} -m tinsmith"
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     return env
 
@@ -185,7 +185,7 @@ GENERATORS = [pytest.param("Ninja", marks=pytest.mark.skipif(not shutil.which("n
 def cmake_dir() -> str:
     """-DTinsmith_DIR for this checkout: an editable install puts no TinsmithConfig.cmake in the
     environment's share/cmake (tests/test_install.py checks that a real install finds it alone)."""
-    return "-DTinsmith_DIR=" + run([sys.executable, "-m", "codegen", "include-dir", "--cmake"], ROOT).stdout.strip()
+    return "-DTinsmith_DIR=" + run([sys.executable, "-m", "tinsmith", "include-dir", "--cmake"], ROOT).stdout.strip()
 
 
 @pytest.mark.skipif(not shutil.which("cmake"), reason="needs cmake")
@@ -248,7 +248,7 @@ def test_cmake_without_tinsmith_says_to_activate_the_environment(tmp_path):
     """A Python that lacks Tinsmith (the venv not active): a hint, not only Python's error."""
     project = copy_example("cmake", tmp_path)
     bare = shutil.which("python3", path="/usr/bin:/bin")
-    if bare is None or subprocess.run([bare, "-c", "import codegen"], cwd=tmp_path, capture_output=True,
+    if bare is None or subprocess.run([bare, "-c", "import tinsmith"], cwd=tmp_path, capture_output=True,
                                       env={"PATH": "/usr/bin:/bin"}).returncode == 0:
         pytest.skip("needs a python3 outside the environment without Tinsmith")
     env = {k: v for k, v in tool_env().items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
@@ -312,7 +312,7 @@ SConscript(section["extra_scripts"].split(":", 1)[1])
 def test_platformio_extra_script_regenerates_on_change(tmp_path, built_workspace):
     project = copy_example("platformio", tmp_path)
     assert (project / "tinsmith_model.py").read_text() == \
-        (Path(run([sys.executable, "-m", "codegen", "include-dir", "--platformio"], ROOT).stdout.strip())
+        (Path(run([sys.executable, "-m", "tinsmith", "include-dir", "--platformio"], ROOT).stdout.strip())
          / "tinsmith_model.py").read_text()  # the example's copy is the shipped script
     (project / "SConstruct").write_text(PIO_STANDIN)
     library = project / "lib" / "vibration" / "src"
@@ -339,7 +339,7 @@ def test_platformio_extra_script_regenerates_on_change(tmp_path, built_workspace
 def test_scons_firmware_example_second_build_does_nothing(tmp_path, built_workspace):
     project = copy_example("firmware", tmp_path)
     run([sys.executable, "-m", "SCons", "-Q", "-j2"], project)
-    assert "codegen.paths" not in (project / "SConstruct").read_text()  # only the tool's public functions
+    assert "tinsmith.paths" not in (project / "SConstruct").read_text()  # only the tool's public functions
     assert header_workspace(project / "build" / "model" / "gesture" / "gesture.h") == \
         built_workspace(project / "gesture.yaml", "cortex-m4")
     boot = run([*QEMU, project / "build" / "firmware.elf"], project)
@@ -361,7 +361,7 @@ def test_scons_firmware_example_second_build_does_nothing(tmp_path, built_worksp
 # --- the command-line options the recipes use ----------------------------------------------
 
 def tinsmith(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return run([sys.executable, "-m", "codegen", *args], cwd, check=False)
+    return run([sys.executable, "-m", "tinsmith", *args], cwd, check=False)
 
 
 def test_generate_depfile_names_the_weight_files_and_records_every_run(tmp_path):

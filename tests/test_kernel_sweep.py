@@ -14,8 +14,8 @@ import shutil
 import numpy as np
 import pytest
 
-from codegen.ops import PRIMITIVES
-from codegen.targets import TARGETS
+from tinsmith.ops import PRIMITIVES
+from tinsmith.targets import TARGETS
 from tests.sweep import run
 from tests.sweep.combos import all_combos, assignments
 from tests.sweep.probes import PROBES

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codegen.pipeline import compile_graph, lower, write_files
-from codegen.reference import evaluate
-from codegen.verify import RUNTIME_INCLUDE
+from tinsmith.pipeline import compile_graph, lower, write_files
+from tinsmith.reference import evaluate
+from tinsmith.verify import RUNTIME_INCLUDE
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 

@@ -1,4 +1,4 @@
-"""Loop IR (codegen.generate.loop_ir), its simplification and its one renderer, with exact expected
+"""Loop IR (tinsmith.generate.loop_ir), its simplification and its one renderer, with exact expected
 IR and text."""
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import textwrap
 import numpy as np
 import pytest
 
-from codegen.generate.loop_ir import (Assign, Binary, Comment, Const, For, Kernel, Load, Local, Param, Select,
+from tinsmith.generate.loop_ir import (Assign, Binary, Comment, Const, For, Kernel, Load, Local, Param, Select,
                                       Store, Unary, Var, broadcast_index, const, flat_index, index, nest)
-from codegen.generate.render import float_literal, render_expr, render_kernel, render_stmts
-from codegen.generate.simplify import simplify, simplify_expr
+from tinsmith.generate.render import float_literal, render_expr, render_kernel, render_stmts
+from tinsmith.generate.simplify import simplify, simplify_expr
 
 a, b, c, d = Var("a"), Var("b"), Var("c"), Var("d")
 i, j, k = Var("i"), Var("j"), Var("k")

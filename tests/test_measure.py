@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codegen.measure import HOSTED_EXTERNAL_CALL_BYTES, BudgetError, check_budgets, measure_model, summary
-from codegen.measure.binutils import Function, Instruction
-from codegen.measure.frames import frame_from_disassembly, qualified_name
-from codegen.pipeline import compile_graph, write_files
-from codegen.targets import load_target
-from codegen.targets.qemu import run_on_emulator
+from tinsmith.measure import HOSTED_EXTERNAL_CALL_BYTES, BudgetError, check_budgets, measure_model, summary
+from tinsmith.measure.binutils import Function, Instruction
+from tinsmith.measure.frames import frame_from_disassembly, qualified_name
+from tinsmith.pipeline import compile_graph, write_files
+from tinsmith.targets import load_target
+from tinsmith.targets.qemu import run_on_emulator
 
 ROOT = Path(__file__).resolve().parents[1]
 # The hand-written examples: small enough for every target, optimisation level and board.
@@ -61,7 +61,7 @@ def built(tmp_path_factory):
     (work / "SConstruct").write_text(f"""\
 import os, sys
 sys.path.insert(0, {str(ROOT)!r})
-from codegen.targets.firmware_scons import configure_toolchain, firmware_program
+from tinsmith.targets.firmware_scons import configure_toolchain, firmware_program
 
 env = Environment(ENV=os.environ.copy())
 host = configure_toolchain(env, "host", extra_ccflags={STACK_FLAGS + ["-Werror"]!r})
@@ -252,8 +252,8 @@ def test_disassembly_frames_match_the_compiler(built, target):
     """The rules that bound library functions from their disassembly give GCC's own figure
     for every function GCC described: the model's, the firmware main's and the bare-metal
     runtime's (naked functions included)."""
-    from codegen.measure.binutils import read_binary
-    from codegen.measure.frames import read_callgraph_info
+    from tinsmith.measure.binutils import read_binary
+    from tinsmith.measure.frames import read_callgraph_info
     compared = 0
     for ci in sorted((built["work"] / "build").glob(f"*/{target}/**/*.ci")):
         binary = read_binary(load_target(target), ci.with_suffix(".o"))

@@ -4,7 +4,7 @@ Resize, Cast), against ONNX Runtime and against NumPy written here.
 Each case is a tiny computation declared once and turned into both an ONNX model (run by ONNX
 Runtime for the expected values) and graph YAML (compiled by Tinsmith). Cases are grouped, one
 graph per group, and every group is built by ONE SCons run; each runner runs once. The same
-graphs also go through the NumPy references (codegen.reference), without compiling.
+graphs also go through the NumPy references (tinsmith.reference), without compiling.
 
 Graph inputs are float32; cases that need int64 or bool data make it in the graph (Cast,
 Greater), in the ONNX model and the YAML alike. The attribute combinations follow the ONNX
@@ -31,10 +31,10 @@ import yaml
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from codegen.ir import TensorType
-from codegen.ops import PRIMITIVES, InferArgs, OpError, check_attrs
-from codegen.pipeline import lower
-from codegen.reference import evaluate
+from tinsmith.ir import TensorType
+from tinsmith.ops import PRIMITIVES, InferArgs, OpError, check_attrs
+from tinsmith.pipeline import lower
+from tinsmith.reference import evaluate
 
 RTOL, ATOL = 1e-5, 1e-6
 FLOAT, INT64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
@@ -612,7 +612,7 @@ def compiled(sources, tmp_path_factory, scons_cmd, runner_io) -> Results:
 
 @pytest.fixture(scope="module")
 def referenced(sources) -> Results:
-    """All groups evaluated with the primitives' NumPy references (codegen.reference)."""
+    """All groups evaluated with the primitives' NumPy references (tinsmith.reference)."""
     got, expected, log = {}, {}, ""
     for name, (path, inputs, want) in sources.items():
         expected[name] = want
@@ -824,9 +824,9 @@ def test_resize_nearest_by_hand():
 
 
 def test_loop_ir_casts_typed_locals_and_logic():
-    from codegen.generate.loop_ir import Binary, Cast, Const, For, Kernel, Load, Local, Store, Unary, Var
-    from codegen.generate.render import render_expr, render_stmts
-    from codegen.generate.simplify import simplify
+    from tinsmith.generate.loop_ir import Binary, Cast, Const, For, Kernel, Load, Local, Store, Unary, Var
+    from tinsmith.generate.render import render_expr, render_stmts
+    from tinsmith.generate.simplify import simplify
 
     assert render_expr(Cast("std::int64_t", Load("x", Var("i")))) == "static_cast<std::int64_t>(t_x[i])"
     assert render_expr(Unary("not", Load("p", Var("i")))) == "!t_p[i]"

@@ -10,10 +10,10 @@ import subprocess
 import numpy as np
 import pytest
 
-from codegen.generate.backends import backend_for
-from codegen.pipeline import lower
-from codegen.targets import load_target
-from codegen.targets.qemu import run_on_emulator
+from tinsmith.generate.backends import backend_for
+from tinsmith.pipeline import lower
+from tinsmith.targets import load_target
+from tinsmith.targets.qemu import run_on_emulator
 from conftest import ROOT
 
 GRAPHS = sorted((ROOT / "graphs").glob("*.yaml"))
@@ -61,7 +61,7 @@ INT8_MODELS = ("kws_dscnn", "vww_mobilenet", "ic_resnet8", "ad_autoencoder")
 @pytest.mark.parametrize("core", CORES)
 def test_int8_models_are_bit_exact(core, tmp_path):
     tflm = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
-    from codegen.cli import run_compiled
+    from tinsmith.cli import run_compiled
     for name in INT8_MODELS:
         path = ROOT / "models" / f"{name}_int8.tflite"
         graph = lower(path)

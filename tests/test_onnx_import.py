@@ -1,4 +1,4 @@
-"""ONNX import (codegen.load.onnx_model, codegen.load.write_yaml): names, constants, attributes,
+"""ONNX import (tinsmith.load.onnx_model, tinsmith.load.write_yaml): names, constants, attributes,
 static shapes, errors located at nodes, build-time folding of shape computations, unsupported
 operators, the imported graph file, and compiled models against ONNX Runtime.
 
@@ -16,14 +16,14 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from codegen.cli import main
-from codegen.errors import GraphError, TinsmithError
-from codegen.expand import expand_graph
-from codegen.load import graph_name, load_graph_spec
-from codegen.load.onnx_model import read_onnx, sanitize, unique_names
-from codegen.load.write_yaml import import_onnx
-from codegen.ops.shape_ops import TensorValue
-from codegen.pipeline import compile_graph, lower
+from tinsmith.cli import main
+from tinsmith.errors import GraphError, TinsmithError
+from tinsmith.expand import expand_graph
+from tinsmith.load import graph_name, load_graph_spec
+from tinsmith.load.onnx_model import read_onnx, sanitize, unique_names
+from tinsmith.load.write_yaml import import_onnx
+from tinsmith.ops.shape_ops import TensorValue
+from tinsmith.pipeline import compile_graph, lower
 
 RTOL, ATOL = 1e-5, 1e-6
 ROOT = Path(__file__).resolve().parents[1]
@@ -222,9 +222,9 @@ def test_two_unsupported_operators_fail_with_one_message(tmp_path):
     e = error_of(path)
     assert e.message == ("the graph uses 2 operators Tinsmith does not support: RandomUniformLike (node 'random'); "
                          "com.microsoft.FusedConv (nodes 'fused1', 'fused2')")
-    assert e.hint == ("`python -m codegen ops` lists the supported ops; to add one, register a primitive "
-                      "(codegen.ops.registry.define) with a functor (codegen.generate.CPP.register), or a "
-                      "builder composing supported ops (codegen.builders.builder)")
+    assert e.hint == ("`python -m tinsmith ops` lists the supported ops; to add one, register a primitive "
+                      "(tinsmith.ops.registry.define) with a functor (tinsmith.generate.CPP.register), or a "
+                      "builder composing supported ops (tinsmith.builders.builder)")
     assert str(e.loc).endswith("unsupported.onnx: node '/random' (RandomUniformLike)")
     # the import reports the same, and writes nothing
     assert main(["import-onnx", str(path), "-o", str(tmp_path / "out" / "unsupported.yaml")]) == 1

@@ -19,8 +19,8 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from codegen.cli import run_compiled  # noqa: E402
-from codegen.pipeline import lower  # noqa: E402
+from tinsmith.cli import run_compiled  # noqa: E402
+from tinsmith.pipeline import lower  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "models"))
@@ -425,7 +425,7 @@ def test_a_pattern_that_does_not_qualify_runs_through_quantize_and_dequantize(tm
 
 
 def test_unsupported_quantization_forms_are_named(tmp_path):
-    from codegen.errors import GraphError
+    from tinsmith.errors import GraphError
     blocked = save(tmp_path, [helper.make_node("DequantizeLinear", ["x", "s"], ["y"], axis=1, block_size=2)],
                    [value("x", "int8", (2, 4))], [value("y", "float32", (2, 4))],
                    [tensor("s", np.ones((2, 2), np.float32))], name="blocked")
@@ -473,7 +473,7 @@ def test_qdq_strided_average_pool_folds(tmp_path, dtype, x_zp):
 def test_matmul_integer_per_row_zero_points_against_numpy(tmp_path):
     """a's zero point per row (ONNX allows it; ONNX Runtime takes one value): the compiled kernel
     against integer arithmetic written here."""
-    from codegen.reference import evaluate
+    from tinsmith.reference import evaluate
     rng = np.random.default_rng(15)
     a_zp, b_zp = np.array([0, 255, 17, 128], np.uint8), np.array([255, 0, 3], np.uint8)
     b = ints(rng, "uint8", (5, 3))
@@ -492,7 +492,7 @@ def test_float_requantization_of_a_tflite_primitive_is_checked(tmp_path):
     """QConv2D with requantize: float (what a rewritten QLinearConv becomes) takes a float32 scale
     and no shift; a graph file that gives it TFLite's int32 multiplier and shift is refused at
     its line."""
-    from codegen.errors import GraphError
+    from tinsmith.errors import GraphError
     good = """graph: f
 inputs:
   x: {dtype: int8, shape: [1, 2, 2, 1]}
@@ -511,7 +511,7 @@ nodes:
     (tmp_path / "good.yaml").write_text(good % 'scale, ""')
     graph = lower(tmp_path / "good.yaml")
     assert graph.types["y"].dtype == "int8"
-    from codegen.reference import evaluate
+    from tinsmith.reference import evaluate
     x = np.array([-128, 1, 2, 127], np.int8).reshape(1, 2, 2, 1)
     # (x - 1) * 3 * 0.25, ties to even: -96.75 -> -97, 0, 0.75 -> 1, 94.5 -> 94; plus -3, saturated
     np.testing.assert_array_equal(evaluate(graph, {"x": x})["y"].reshape(-1), [-100, -3, -2, 91])

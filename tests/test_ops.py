@@ -1,4 +1,4 @@
-"""Primitives (codegen.ops): shape/dtype inference on hand-picked cases, the NumPy reference
+"""Primitives (tinsmith.ops): shape/dtype inference on hand-picked cases, the NumPy reference
 against values computed here independently (explicit loops, math module), and inference errors."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codegen.ir import TensorType
-from codegen.ops import PRIMITIVES, InferArgs, OpError, check_attrs
+from tinsmith.ir import TensorType
+from tinsmith.ops import PRIMITIVES, InferArgs, OpError, check_attrs
 
 F = "float32"
 I64 = "int64"
@@ -559,6 +559,6 @@ def test_every_primitive_is_tested():
 
 
 def test_registering_twice_is_an_error():
-    from codegen.ops.registry import register
+    from tinsmith.ops.registry import register
     with pytest.raises(ValueError, match=re.escape("primitive Relu registered twice")):
         register(PRIMITIVES["Relu"])

@@ -1,16 +1,16 @@
-"""Optimization passes (codegen.optimize): each pass's result against an expected graph built by hand."""
+"""Optimization passes (tinsmith.optimize): each pass's result against an expected graph built by hand."""
 from __future__ import annotations
 
 import textwrap
 
 import numpy as np
 
-from codegen.errors import SourceLoc
-from codegen.expand import expand_graph
-from codegen.ir import Constant, Graph, Node, TensorType
-from codegen.load import load_graph_spec
-from codegen.optimize import DEFAULT_PASSES, drop_dead_nodes, fold_batch_norm, fold_constants, optimize
-from codegen.reference import evaluate
+from tinsmith.errors import SourceLoc
+from tinsmith.expand import expand_graph
+from tinsmith.ir import Constant, Graph, Node, TensorType
+from tinsmith.load import load_graph_spec
+from tinsmith.optimize import DEFAULT_PASSES, drop_dead_nodes, fold_batch_norm, fold_constants, optimize
+from tinsmith.reference import evaluate
 
 LOC = SourceLoc("test.yaml", 1, 1)
 
@@ -209,15 +209,15 @@ def test_everything_live_is_unchanged():
 
 
 def test_default_passes():
-    from codegen.optimize import gemm_weights_by_row
-    from codegen.quant.onnx_fast import qlinear_on_int8_kernels
+    from tinsmith.optimize import gemm_weights_by_row
+    from tinsmith.quant.onnx_fast import qlinear_on_int8_kernels
     assert tuple(DEFAULT_PASSES) == (fold_constants, fold_batch_norm, qlinear_on_int8_kernels, drop_dead_nodes,
                                      gemm_weights_by_row)
 
 
 def test_gemm_weights_by_row_transposes_a_constant_only_that_gemm_reads():
-    from codegen.optimize import gemm_weights_by_row
-    from codegen.reference import evaluate
+    from tinsmith.optimize import gemm_weights_by_row
+    from tinsmith.reference import evaluate
     rng = np.random.default_rng(0)
     w = rng.standard_normal((3, 5)).astype(np.float32)
     types = {"x": TensorType("float32", (2, 5)), "w": TensorType("float32", (3, 5)),
@@ -239,7 +239,7 @@ def test_gemm_weights_by_row_transposes_a_constant_only_that_gemm_reads():
 
 # --- fold_batch_norm -----------------------------------------------------------------------
 # The folded weights are computed here in float64 from the ONNX definition
-# y = (x - mean) / sqrt(var + epsilon) * scale + B, written independently of codegen.optimize.
+# y = (x - mean) / sqrt(var + epsilon) * scale + B, written independently of tinsmith.optimize.
 EPS = 1e-3
 BN_ATTRS = {"epsilon": EPS, "momentum": 0.9, "training_mode": 0}
 CONV_ATTRS = {"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "pads": (1, 1, 1, 1),

@@ -14,9 +14,9 @@ import pytest
 from conftest import GRAPHS, ROOT, tinsmith
 
 BROKEN_TANH = '''
-from codegen.generate.backend import CPP
-from codegen.generate.functors.elementwise import UNARY_FORMULAS, elementwise
-from codegen.generate.loop_ir import Binary, const
+from tinsmith.generate.backend import CPP
+from tinsmith.generate.functors.elementwise import UNARY_FORMULAS, elementwise
+from tinsmith.generate.loop_ir import Binary, const
 
 _tanh = UNARY_FORMULAS["Tanh"]
 CPP.register("Tanh", epilogue=True)(elementwise("Tanh", lambda xs, a: Binary("*", _tanh(xs, a), const(1.001))))
@@ -83,8 +83,8 @@ def test_per_layer_fails_where_only_the_end_to_end_result_is_wrong(tmp_path):
     nearly zero, is all rounding error of h. --per-layer must fail with the ordinary check."""
     import numpy as np
 
-    from codegen.cli import seeded_inputs
-    from codegen.pipeline import lower
+    from tinsmith.cli import seeded_inputs
+    from tinsmith.pipeline import lower
     graph_file = tmp_path / "cancel.yaml"
     np.save(tmp_path / "c.npy", np.zeros((1, 64), np.float32))
     graph_file.write_text(ILL_CONDITIONED)

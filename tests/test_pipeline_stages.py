@@ -1,5 +1,5 @@
 """The pipeline runs each stage once, in one direction: a compile selects the functors and builds the
-loop IR of its kernels once (`codegen.generate.generate`), each kernel once, and the memory planner
+loop IR of its kernels once (`tinsmith.generate.generate`), each kernel once, and the memory planner
 reads their access order without generating again. Calls are counted with a profiler hook, which
 changes nothing it watches."""
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-import codegen.generate as generation
-from codegen.pipeline import compile_graph
+import tinsmith.generate as generation
+from tinsmith.pipeline import compile_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 import oracle
-from codegen.errors import TinsmithError
-from codegen.pipeline import compile_graph
-from codegen.targets import TargetError, load_target, with_placement
-from codegen.targets.firmware import memory_script
-from codegen.targets.qemu import run_on_emulator
+from tinsmith.errors import TinsmithError
+from tinsmith.pipeline import compile_graph
+from tinsmith.targets import TargetError, load_target, with_placement
+from tinsmith.targets.firmware import memory_script
+from tinsmith.targets.qemu import run_on_emulator
 from conftest import GRAPHS, ROOT, scons, tinsmith
 
 M7 = (ROOT / "codegen" / "targets" / "cortex-m7.yaml").read_text()

@@ -1,4 +1,4 @@
-"""Memory planning (codegen.plan, codegen.planners): alignment, no sharing between values alive
+"""Memory planning (tinsmith.plan, tinsmith.planners): alignment, no sharing between values alive
 together except an output written in place over an input that dies at its node, reuse where
 lifetimes allow, only intermediates in the workspace, and plans within 5% of the lower bound on the
 example graphs. Lifetimes and in-place eligibility are recomputed here from the graph and the
@@ -14,15 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codegen.assemble import assemble
-from codegen.errors import SourceLoc
-from codegen.generate.functors.elementwise import BINARY_FORMULAS, UNARY_FORMULAS
-from codegen.ir import Constant, Graph, Node, TensorType
-from codegen.pipeline import generate_model, lower, write_files
-from codegen.plan import ALIGNMENT, EXACT_SEARCH, MemoryPlan, align, plan_memory
-from codegen.planners import PLANNERS, Lifetime, exact_search
-from codegen.schedule import schedule
-from codegen.verify import RUNTIME_INCLUDE
+from tinsmith.assemble import assemble
+from tinsmith.errors import SourceLoc
+from tinsmith.generate.functors.elementwise import BINARY_FORMULAS, UNARY_FORMULAS
+from tinsmith.ir import Constant, Graph, Node, TensorType
+from tinsmith.pipeline import generate_model, lower, write_files
+from tinsmith.plan import ALIGNMENT, EXACT_SEARCH, MemoryPlan, align, plan_memory
+from tinsmith.planners import PLANNERS, Lifetime, exact_search
+from tinsmith.schedule import schedule
+from tinsmith.verify import RUNTIME_INCLUDE
 from random_graphs import random_graph
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -348,9 +348,9 @@ def test_an_in_place_kernel_does_not_declare_its_pair_restrict():
 
 
 def test_a_user_functor_that_is_not_elementwise_cannot_run_in_place():
-    from codegen.errors import GenerateError
-    from codegen.generate import CPP, Backend
-    from codegen.generate.loop_ir import Binary, Const, For, Load, Store, Var
+    from tinsmith.errors import GenerateError
+    from tinsmith.generate import CPP, Backend
+    from tinsmith.generate.loop_ir import Binary, Const, For, Load, Store, Var
 
     def reversed_relu(graph, node_id, cluster_id, args, attrs):
         n = args.outputs[0].type.size

@@ -124,8 +124,8 @@ def test_lengths_past_the_end_give_zeros_and_keep_the_state(variants):
 
 
 def test_sequence_lengths_must_be_known_when_built(tmp_path):
-    from codegen.errors import TinsmithError
-    from codegen.pipeline import compile_graph
+    from tinsmith.errors import TinsmithError
+    from tinsmith.pipeline import compile_graph
     model, _ = recurrent_model("GRU", lengths=[2, 2])
     model.graph.initializer.pop(next(i for i, t in enumerate(model.graph.initializer) if t.name == "sequence_lens"))
     model.graph.input.append(helper.make_tensor_value_info("sequence_lens", TensorProto.INT32, [2]))
@@ -141,7 +141,7 @@ needs_firmware = pytest.mark.skipif(not HAS_FIRMWARE_TOOLS,
 
 
 def test_graph_file_is_the_imported_model(tmp_path):
-    from codegen.pipeline import lower
+    from tinsmith.pipeline import lower
     paths = make_recurrent.write_models(tmp_path)
     graph = lower(ROOT / "graphs" / "gru_kws.yaml")
     model = onnx.load(str(paths["gru_kws"]))

@@ -13,15 +13,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codegen import pipeline
-from codegen.generate.backends import backend_for
-from codegen.generate.functors.row_pipeline import pipeline_kernel
-from codegen.pipeline import compile_graph, generate_model
-from codegen.plan import Placement
-from codegen.planners.access import trace
-from codegen.planners.check import PlanCheckError, check_plan
-from codegen.planners.rows import VARIANT, candidates, pipeline_of, plan_with_rows, with_pipeline
-from codegen.targets import load_target
+from tinsmith import pipeline
+from tinsmith.generate.backends import backend_for
+from tinsmith.generate.functors.row_pipeline import pipeline_kernel
+from tinsmith.pipeline import compile_graph, generate_model
+from tinsmith.plan import Placement
+from tinsmith.planners.access import trace
+from tinsmith.planners.check import PlanCheckError, check_plan
+from tinsmith.planners.rows import VARIANT, candidates, pipeline_of, plan_with_rows, with_pipeline
+from tinsmith.targets import load_target
 from test_inplace import Scalar, needs_arm, needs_gxx, run_on_m4
 from test_kernels import run as run_on_host
 

@@ -1,4 +1,4 @@
-"""Scheduling (codegen.schedule): linear order and clusters, on the example graphs and random DAGs."""
+"""Scheduling (tinsmith.schedule): linear order and clusters, on the example graphs and random DAGs."""
 from __future__ import annotations
 
 import random
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from codegen.ir import Graph, Node, TensorType
-from codegen.pipeline import lower
-from codegen.schedule import Schedule, dependency_order, schedule
+from tinsmith.ir import Graph, Node, TensorType
+from tinsmith.pipeline import lower
+from tinsmith.schedule import Schedule, dependency_order, schedule
 from random_graphs import random_graph
 
 GRAPH_DIR = Path(__file__).resolve().parents[1] / "graphs"

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import yaml
 
-from codegen.errors import GenerateError, TinsmithError
-from codegen.generate.backend import ANY_TYPES, CPP, FAMILIES, LAYOUTS, ElementTypes, same, takes
-from codegen.generate.backends import BACKENDS, backend_for
-from codegen.generate.kernel_sets import ARM_DSP, KERNEL_SETS, VECTORS
-from codegen.pipeline import compile_graph
-from codegen.quant import fixed_point as fp
-from codegen.targets import load_target
+from tinsmith.errors import GenerateError, TinsmithError
+from tinsmith.generate.backend import ANY_TYPES, CPP, FAMILIES, LAYOUTS, ElementTypes, same, takes
+from tinsmith.generate.backends import BACKENDS, backend_for
+from tinsmith.generate.kernel_sets import ARM_DSP, KERNEL_SETS, VECTORS
+from tinsmith.pipeline import compile_graph
+from tinsmith.quant import fixed_point as fp
+from tinsmith.targets import load_target
 from tests.test_int8_kernels import conv_spec
 
 # Kernels that only move or copy elements may take any type; every other registration names its types.
@@ -151,7 +151,7 @@ def test_the_same_int8_convolution_takes_the_dsp_kernel(tmp_path):
 def test_a_node_no_kernel_takes_is_refused_by_name_before_any_cpp(tmp_path):
     # a kernel set of one portable QConv2D that takes int8 alone: an int16 node is refused with
     # its name, its element types and what the kernels take
-    from codegen.generate.backend import Backend
+    from tinsmith.generate.backend import Backend
     narrow = Backend("narrow", parents=())
     narrow.register("QConv2D", family="convolution",
                     types=takes("int8", "int8", "int32", "int32", "int32", out="int8"))(CPP.functors["QConv2D"])

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codegen.pipeline import lower
-from codegen.targets.qemu import run_on_emulator
+from tinsmith.pipeline import lower
+from tinsmith.targets.qemu import run_on_emulator
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAPHS = sorted((ROOT / "graphs").glob("*.yaml"))

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codegen.pipeline import lower
+from tinsmith.pipeline import lower
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ("kws_dscnn", "vww_mobilenet", "ic_resnet8", "ad_autoencoder")
@@ -36,7 +36,7 @@ def inputs_for(path: Path, seed: int) -> np.ndarray:
 
 @pytest.mark.parametrize("name", MODELS)
 def test_model_is_bit_exact_on_the_host(name, tmp_path):
-    from codegen.cli import run_compiled
+    from tinsmith.cli import run_compiled
     path = model_path(name)
     graph = lower(path)
     assert graph.types[graph.inputs[0]].dtype == "int8" and graph.types[graph.outputs[0]].dtype == "int8"
@@ -48,7 +48,7 @@ def test_model_is_bit_exact_on_the_host(name, tmp_path):
 
 @pytest.mark.parametrize("name", MODELS)
 def test_model_is_bit_exact_on_the_cortex_m4(name, tmp_path):
-    from codegen.cli import run_compiled
+    from tinsmith.cli import run_compiled
     path = model_path(name)
     graph = lower(path)
     x = inputs_for(path, 7)

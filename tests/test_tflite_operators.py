@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codegen.pipeline import lower
+from tinsmith.pipeline import lower
 
 DATA = Path(__file__).resolve().parent / "data" / "tflite"
 MODELS = sorted(p.stem for p in DATA.glob("*.tflite"))
@@ -25,7 +25,7 @@ def test_the_operator_models_are_there():
 
 @pytest.mark.parametrize("name", MODELS)
 def test_operator_is_bit_exact_with_tflite_micro(name, tmp_path):
-    from codegen.cli import run_compiled
+    from tinsmith.cli import run_compiled
     path = DATA / f"{name}.tflite"
     graph = lower(path)
     interp = tflm.Interpreter.from_file(str(path))

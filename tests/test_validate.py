@@ -56,8 +56,8 @@ def test_onnx_model_against_onnx_runtime(kws_onnx, tmp_path, target):
     assert probs["max_abs_error"] <= probs["allowed_max_abs_error"] and probs["cosine"] > 0.999999
 
     # the same numbers, independently: ONNX Runtime and `tinsmith run` on the seed-0 input
-    from codegen.cli import seeded_inputs
-    from codegen.pipeline import lower
+    from tinsmith.cli import seeded_inputs
+    from tinsmith.pipeline import lower
     graph = lower(kws_onnx)
     x = seeded_inputs(graph, 0)
     np.savez(tmp_path / "in.npz", **x)
@@ -121,7 +121,7 @@ def test_perturbed_onnx_model_fails_and_per_layer_names_the_layer(kws_onnx, tmp_
 def test_perturbed_tflite_model_fails_on_the_cortex_m4(tmp_path):
     """One int8 weight of the last layer changed: the compiled copy no longer matches TFLite Micro
     running the original."""
-    from codegen.load.tflite_model import _tflite
+    from tinsmith.load.tflite_model import _tflite
     data = bytearray(TFLITE.read_bytes())
     tfl = _tflite()
     model = tfl.Model.GetRootAsModel(bytes(data), 0)
@@ -142,7 +142,7 @@ def test_perturbed_tflite_model_fails_on_the_cortex_m4(tmp_path):
 
 def test_user_data_as_a_batch_and_as_a_folder(kws_onnx, tmp_path):
     """Three samples in one .npz (leading batch dimension) or as three .npy files: the same metrics."""
-    from codegen.pipeline import lower
+    from tinsmith.pipeline import lower
     graph = lower(kws_onnx)
     shape = graph.types[graph.inputs[0]].shape
     batch = np.random.default_rng(5).standard_normal((3, *shape)).astype(np.float32)
@@ -173,7 +173,7 @@ def test_bad_usage_is_a_clear_error(kws_onnx, tmp_path):
 def test_a_missing_runtime_is_named_with_its_package(kws_onnx, tmp_path):
     """Without ONNX Runtime (hidden from the import system here), the command says what to install."""
     import subprocess
-    code = ("import sys; sys.modules['onnxruntime'] = None; from codegen.cli import main; "
+    code = ("import sys; sys.modules['onnxruntime'] = None; from tinsmith.cli import main; "
             f"sys.exit(main(['validate', {str(kws_onnx)!r}, '--build-dir', {str(tmp_path / 'b')!r}]))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 1, proc.stderr

@@ -1,4 +1,4 @@
-"""Tests for codegen.verify and the runtime headers it checks generated code against."""
+"""Tests for tinsmith.verify and the runtime headers it checks generated code against."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from clang import cindex
 
-from codegen.verify import (RUNTIME_INCLUDE, VerifyError, builtin_include_args,
+from tinsmith.verify import (RUNTIME_INCLUDE, VerifyError, builtin_include_args,
                             verify_outputs)
 
 DATA = Path(__file__).parent / "data" / "verify"

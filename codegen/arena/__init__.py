@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from codegen.errors import SourceLoc, TinsmithError
-from codegen.escape import cpp_templates, json_text
-from codegen.load.identifiers import identifier_hint, identifier_problem
-from codegen.load.located_yaml import LocatedDict, LocatedList, parse_yaml
+from tinsmith.errors import SourceLoc, TinsmithError
+from tinsmith.escape import cpp_templates, json_text
+from tinsmith.load.identifiers import identifier_hint, identifier_problem
+from tinsmith.load.located_yaml import LocatedDict, LocatedList, parse_yaml
 
 ALIGNMENT = 16  # every workspace is 16-byte aligned (tinsmith::Workspace, NAME.h)
 GRAPH_SUFFIXES = (".yaml", ".yml", ".onnx")
@@ -220,7 +220,7 @@ def write_arena(sources: Sequence[str | Path], out_dir: str | Path, name: str | 
     `name`; returns the report."""
     import json
 
-    from codegen.files import write_if_changed
+    from tinsmith.files import write_if_changed
     sources = [Path(s) for s in sources]
     if len(sources) == 1 and is_arena_file(sources[0]):
         spec = load_arena_file(sources[0])
@@ -265,7 +265,7 @@ def arena_files(name: str, members: Sequence[Member], source: str | None = None,
 
 def _target_name(target: str) -> str:
     """A target's name (as reports spell it) from a built-in name or a target file."""
-    from codegen.targets import load_target
+    from tinsmith.targets import load_target
     return load_target(target).name
 
 
@@ -273,7 +273,7 @@ def members_from_graphs(spec: ArenaSpec, target: str) -> list[Member]:
     """Plan each graph the arena file lists for `target` (nothing is written) and read its
     workspace: the kernels a target's backend picks decide the plan, so it must be the target
     the models are built for."""
-    from codegen.pipeline import compile_graph
+    from tinsmith.pipeline import compile_graph
     label = _target_name(target)
     members = []
     for graph in spec.graphs:

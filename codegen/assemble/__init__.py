@@ -4,11 +4,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from codegen.errors import GenerateError
-from codegen.escape import cpp_templates, json_text, ld_section_name
-from codegen.generate import GeneratedModel
-from codegen.load.identifiers import identifier_problem
-from codegen.planners.rows import pipeline_report
+from tinsmith.errors import GenerateError
+from tinsmith.escape import cpp_templates, json_text, ld_section_name
+from tinsmith.generate import GeneratedModel
+from tinsmith.load.identifiers import identifier_problem
+from tinsmith.planners.rows import pipeline_report
 
 _TEMPLATES = cpp_templates(Path(__file__).parent / "templates")  # escapes by rule, see codegen/escape.py
 _WS = re.compile(r"\bws\b")  # the workspace parameter of run(); 'ws' is reserved for it
@@ -97,7 +97,7 @@ def report(model: GeneratedModel) -> dict:
                 # every kernel's inputs and outputs apart: what planning below the operator boundary saves on
                 "workspace_operator_lower_bound_bytes": plan.operator_lower_bound_bytes,
                 "in_place_variants": dict(plan.variants),
-                # convolutions run row by row in one kernel: rings, and what it recomputes (codegen.planners.rows)
+                # convolutions run row by row in one kernel: rings, and what it recomputes (tinsmith.planners.rows)
                 "row_pipelines": pipeline_report(g, model.schedule),
                 "io_bytes": sum(g.types[n].nbytes for n in g.inputs + g.outputs)},
         "flash": {"constant_bytes": constant_bytes},

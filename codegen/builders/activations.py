@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import math
 
-from codegen.builders.registry import builder
-from codegen.ops.registry import Attr
+from tinsmith.builders.registry import builder
+from tinsmith.ops.registry import Attr
 
 
 @builder("Gelu", inputs=1, attrs=[Attr("approximate", "string", "none", ("none", "tanh"))])
@@ -26,7 +26,7 @@ def swiglu(g, inputs, attrs):
     """ONNX SwiGLU: Swish(A) * B, gate A and value B of the same shape."""
     a, b = inputs
     if tuple(g.type_of(a).shape) != tuple(g.type_of(b).shape):
-        from codegen.ops.registry import OpError
+        from tinsmith.ops.registry import OpError
         raise OpError(f"SwiGLU gate and value have shapes {list(g.type_of(a).shape)} and "
                       f"{list(g.type_of(b).shape)}; they must be the same", input=1)
     return g.add("Mul", [g.add("Swish", [a], {"alpha": attrs["alpha"]})[0], b])

@@ -13,9 +13,9 @@ from typing import Sequence
 
 import numpy as np
 
-from codegen.builders.registry import builder
-from codegen.ops.common import normalize_axis
-from codegen.ops.registry import Attr, OpError
+from tinsmith.builders.registry import builder
+from tinsmith.ops.common import normalize_axis
+from tinsmith.ops.registry import Attr, OpError
 
 
 def _reshape(g, x: str, shape: Sequence[int]) -> str:

@@ -13,10 +13,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from codegen import limits
-from codegen.builders.registry import builder
-from codegen.load.subgraph import Subgraph
-from codegen.ops.registry import ATTR_KINDS, Attr, OpError
+from tinsmith import limits
+from tinsmith.builders.registry import builder
+from tinsmith.load.subgraph import Subgraph
+from tinsmith.ops.registry import ATTR_KINDS, Attr, OpError
 
 MAX_OUTPUTS = 1024  # outputs one If or Loop node may name: a bound for the declared count
 

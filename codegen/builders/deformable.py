@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from codegen.builders.registry import builder
-from codegen.ops.conv import windows
-from codegen.ops.registry import Attr, OpError
+from tinsmith.builders.registry import builder
+from tinsmith.ops.conv import windows
+from tinsmith.ops.registry import Attr, OpError
 
 
 def _i64(values) -> np.ndarray:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from codegen.builders.registry import builder
-from codegen.ops.registry import Attr, OpError
+from tinsmith.builders.registry import builder
+from tinsmith.ops.registry import Attr, OpError
 
 _TERM = re.compile(r"[A-Za-z]*(\.\.\.)?[A-Za-z]*\Z")
 

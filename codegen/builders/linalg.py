@@ -5,8 +5,8 @@ import itertools
 
 import numpy as np
 
-from codegen.builders.registry import builder
-from codegen.ops.registry import OpError
+from tinsmith.builders.registry import builder
+from tinsmith.ops.registry import OpError
 
 MAX_DET_SIZE = 5  # 120 products of 5 terms: beyond that, the Leibniz formula costs too much
 

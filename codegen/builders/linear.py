@@ -1,8 +1,8 @@
 """Fully connected layer."""
 from __future__ import annotations
 
-from codegen.builders.registry import builder
-from codegen.ops.registry import Attr
+from tinsmith.builders.registry import builder
+from tinsmith.ops.registry import Attr
 
 
 @builder("Linear", inputs=(2, 3),
@@ -31,7 +31,7 @@ def causal_conv_with_state(g, inputs, attrs):
     present state is the last k-1 positions of that padded input."""
     import numpy as np
 
-    from codegen.ops.registry import OpError
+    from tinsmith.ops.registry import OpError
     x, weight = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 and inputs[2] else None
     past = inputs[3] if len(inputs) > 3 and inputs[3] else None

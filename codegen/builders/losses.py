@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from codegen.builders.registry import builder
-from codegen.ops.registry import Attr, OpError
+from tinsmith.builders.registry import builder
+from tinsmith.ops.registry import Attr, OpError
 
 _LOSS_ATTRS = [Attr("ignore_index", "int", None), Attr("reduction", "string", "mean", ("none", "sum", "mean"))]
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from codegen.builders.registry import builder
-from codegen.ops.registry import Attr, OpError
+from tinsmith.builders.registry import builder
+from tinsmith.ops.registry import Attr, OpError
 
 
 @builder("ai.onnx.ml.Binarizer", inputs=1, attrs=[Attr("threshold", "float", 0.0)])

@@ -1,9 +1,9 @@
 """Normalisation composites."""
 from __future__ import annotations
 
-from codegen.builders.registry import builder
-from codegen.ops.common import normalize_axis
-from codegen.ops.registry import Attr, OpError
+from tinsmith.builders.registry import builder
+from tinsmith.ops.common import normalize_axis
+from tinsmith.ops.registry import Attr, OpError
 
 
 @builder("LayerNormalization", inputs=(2, 3), outputs=3,

@@ -16,8 +16,8 @@ from typing import Sequence
 
 import numpy as np
 
-from codegen.builders.registry import builder
-from codegen.ops.registry import Attr, OpError
+from tinsmith.builders.registry import builder
+from tinsmith.ops.registry import Attr, OpError
 
 # name -> (attributes taken from activation_alpha / activation_beta, their defaults)
 ACTIVATIONS = {

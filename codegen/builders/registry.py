@@ -1,7 +1,7 @@
 """Op builders: named composites that insert primitives (or other builders) into a graph.
 
 A builder declares its attributes (name, kind, default) like a primitive does, and one
-`insert` that adds nodes through a `GraphBuilder` (see codegen.expand). Builders add no new
+`insert` that adds nodes through a `GraphBuilder` (see tinsmith.expand). Builders add no new
 kind of node: after expansion only primitives remain. The YAML frontend and importers
 both call builders, so a composite is written once.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from codegen.ops.registry import Attr
+from tinsmith.ops.registry import Attr
 
 # insert(graph_builder, input value names, checked attributes) -> output value names
 Insert = Callable[[Any, Sequence[str], Mapping[str, Any]], Sequence[str]]

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from codegen.builders.registry import builder
-from codegen.ops.indexing import resize_axes, resize_inputs, source_coordinate
-from codegen.ops.registry import Attr, InferArgs, OpError
+from tinsmith.builders.registry import builder
+from tinsmith.ops.indexing import resize_axes, resize_inputs, source_coordinate
+from tinsmith.ops.registry import Attr, InferArgs, OpError
 
 
 def _triangle(t: np.ndarray, a: float) -> np.ndarray:

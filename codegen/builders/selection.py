@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from codegen.builders.registry import builder
-from codegen.ops.common import normalize_axis
-from codegen.ops.registry import Attr, OpError
+from tinsmith.builders.registry import builder
+from tinsmith.ops.common import normalize_axis
+from tinsmith.ops.registry import Attr, OpError
 
 
 @builder("Compress", inputs=2, attrs=[Attr("axis", "int", None)])

@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 
-from codegen.builders.registry import builder
-from codegen.ops.registry import Attr, OpError
+from tinsmith.builders.registry import builder
+from tinsmith.ops.registry import Attr, OpError
 
 DOMAIN = "ai.onnx.preview.training"
 MAX_TENSORS = 64  # tensors updated by one node: a bound for the declared output count

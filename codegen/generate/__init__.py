@@ -4,7 +4,7 @@ compile before memory planning, then rendered with the plan.
 `generate` selects the backend's functor for every kernel (a node and the consumers fused into it)
 of the schedules the plan chooses between, and builds its loop IR, that of the in-place variant
 that applies to it and that of each row pipeline; the memory planner reads their access order from
-that loop IR (codegen.planners.overlap). `render_model` then renders the kernels the plan chose,
+that loop IR (tinsmith.planners.overlap). `render_model` then renders the kernels the plan chose,
 calling them with its offsets."""
 from __future__ import annotations
 
@@ -13,24 +13,24 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
-from codegen.errors import GenerateError
-from codegen.generate import functors  # noqa: F401  (registers the C++ backend's functors)
-from codegen.generate.backend import (CPP, PORTABLE_CAPS, Backend, Capabilities, KernelArgs, TensorArg, kernel_args,
+from tinsmith.errors import GenerateError
+from tinsmith.generate import functors  # noqa: F401  (registers the C++ backend's functors)
+from tinsmith.generate.backend import (CPP, PORTABLE_CAPS, Backend, Capabilities, KernelArgs, TensorArg, kernel_args,
                                       kernel_refusal, prepare_node)
-from codegen.generate.epilogue import NotFusable, elementwise_template, fuse_epilogue
-from codegen.generate.functors.inplace import applicable_variants, variant_functor
-from codegen.generate.functors.row_pipeline import Pipeline, pipeline_kernel
-from codegen.generate.loop_ir import Comment, For, Kernel, Load, Param, Stmt, Store, annotate
-from codegen.generate.render import STORAGE_NAMES, TYPE_NAMES
-from codegen.generate.simplify import simplify
-from codegen.ir import Constant, Graph, Node
-from codegen.ir.graph import DTYPES
-from codegen.ops import PRIMITIVES, InferArgs
-from codegen.planners.lifetime import scratch_name
-from codegen.schedule import Schedule
+from tinsmith.generate.epilogue import NotFusable, elementwise_template, fuse_epilogue
+from tinsmith.generate.functors.inplace import applicable_variants, variant_functor
+from tinsmith.generate.functors.row_pipeline import Pipeline, pipeline_kernel
+from tinsmith.generate.loop_ir import Comment, For, Kernel, Load, Param, Stmt, Store, annotate
+from tinsmith.generate.render import STORAGE_NAMES, TYPE_NAMES
+from tinsmith.generate.simplify import simplify
+from tinsmith.ir import Constant, Graph, Node
+from tinsmith.ir.graph import DTYPES
+from tinsmith.ops import PRIMITIVES, InferArgs
+from tinsmith.planners.lifetime import scratch_name
+from tinsmith.schedule import Schedule
 
 if TYPE_CHECKING:
-    from codegen.plan import MemoryPlan
+    from tinsmith.plan import MemoryPlan
 
 ROW_PIPELINE = "row_pipeline"  # the variant a row pipeline's kernel runs as (MemoryPlan.variants)
 

@@ -36,14 +36,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from codegen.errors import GenerateError
-from codegen.generate.loop_ir import Scratch, Stmt
-from codegen.generate.render import PORTABLE, Renderer
-from codegen.ir import Constant, Graph, Node, TensorType
-from codegen.ir.graph import DTYPES
-from codegen.ops import PRIMITIVES, InferArgs
-from codegen.ops.registry import Prepared
-from codegen.targets import Capabilities  # what kernels may use, from the target file
+from tinsmith.errors import GenerateError
+from tinsmith.generate.loop_ir import Scratch, Stmt
+from tinsmith.generate.render import PORTABLE, Renderer
+from tinsmith.ir import Constant, Graph, Node, TensorType
+from tinsmith.ir.graph import DTYPES
+from tinsmith.ops import PRIMITIVES, InferArgs
+from tinsmith.ops.registry import Prepared
+from tinsmith.targets import Capabilities  # what kernels may use, from the target file
 
 
 PORTABLE_CAPS = Capabilities()
@@ -247,7 +247,7 @@ class Backend:
     intrinsics: Mapping[str, str] = field(default_factory=dict)  # name -> C++ format over {0}, {1}, ...
     helpers: tuple[str, ...] = ()  # C++ lines the intrinsics' spellings need
     # Micro-kernels: named steps a family's loop nest calls (saturate an int8 result, ...), which
-    # a kernel set may spell with its own instructions; see codegen.generate.kernel_sets.micro_kernel.
+    # a kernel set may spell with its own instructions; see tinsmith.generate.kernel_sets.micro_kernel.
     micro: dict[str, Callable] = field(default_factory=dict, repr=False)
 
     def register(self, *ops: str, family: str = "elementwise", types: ElementTypes = ANY_TYPES,
@@ -359,7 +359,7 @@ def kernel_refusal(backend: Backend, node: Node, args: KernelArgs) -> GenerateEr
     if not backend.registrations(node.op):
         return GenerateError(node.loc, f"the {backend.name} backend has no kernel for primitive '{node.op}' "
                              f"(node '{node.name}')",
-                             f"register one with codegen.generate.CPP.register('{node.op}', family=..., types=...)")
+                             f"register one with tinsmith.generate.CPP.register('{node.op}', family=..., types=...)")
     return GenerateError(node.loc, f"node '{node.name}': {backend.refusal(node.op, args)}",
                          "convert the model's element types to ones listed (a Cast before and after the node), "
                          "or register a kernel for these types")

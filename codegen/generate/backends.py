@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from codegen.generate import functors  # noqa: F401  (registers the portable kernels)
-from codegen.generate.backend import CPP, Backend
-from codegen.generate.functors import cortex_m, fast, host_int8, quantized_dsp  # noqa: F401  (register theirs)
-from codegen.generate.kernel_sets import KERNEL_SETS
-from codegen.generate.render import Renderer
-from codegen.targets import Capabilities, Target, TargetError
+from tinsmith.generate import functors  # noqa: F401  (registers the portable kernels)
+from tinsmith.generate.backend import CPP, Backend
+from tinsmith.generate.functors import cortex_m, fast, host_int8, quantized_dsp  # noqa: F401  (register theirs)
+from tinsmith.generate.kernel_sets import KERNEL_SETS
+from tinsmith.generate.render import Renderer
+from tinsmith.targets import Capabilities, Target, TargetError
 
 # backend name -> (the kernel sets it draws on by default, how its renderer spells the loop IR)
 BACKEND_KINDS = {

@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 from typing import Callable, Mapping, Sequence
 
-from codegen.generate.loop_ir import (INDEX, Binary, Broadcast, Const, Expr, For, Lane, Load, Local, Select,
+from tinsmith.generate.loop_ir import (INDEX, Binary, Broadcast, Const, Expr, For, Lane, Load, Local, Select,
                                       Stmt, Store, Unary, Var, flat_index, map_expr)
-from codegen.generate.simplify import simplify_expr, substitute
+from tinsmith.generate.simplify import simplify_expr, substitute
 
 
 class NotFusable(Exception):

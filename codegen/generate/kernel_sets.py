@@ -8,11 +8,11 @@ micro-kernels in a functor module, and its name in the target file's `kernels` l
 """
 from __future__ import annotations
 
-from codegen.generate.backend import CPP, Backend
+from tinsmith.generate.backend import CPP, Backend
 
 from typing import Callable
 
-from codegen.targets import Capabilities
+from tinsmith.targets import Capabilities
 
 __all__ = ["CPP", "VECTORS", "FPU_REGISTERS", "ARM_DSP", "KERNEL_SETS", "micro_kernel"]
 

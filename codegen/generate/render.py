@@ -12,10 +12,10 @@ from typing import Mapping
 
 import numpy as np
 
-from codegen.escape import c_comment
-from codegen.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Call, Cast, Comment, Const, Expr,
+from tinsmith.escape import c_comment
+from tinsmith.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Call, Cast, Comment, Const, Expr,
                                       For, Kernel, Lane, Load, Local, ReduceLanes, Select, Stmt, Store, Unary, Var)
-from codegen.generate.storage_types import STORAGE_TYPES
+from tinsmith.generate.storage_types import STORAGE_TYPES
 
 # C++ spelling of each math function, float overloads from <cmath>. nearbyint rounds ties to even in
 # the default rounding mode, and unlike rint never raises the inexact flag.
@@ -124,7 +124,7 @@ class Renderer:
             if w > 1 and d is not None:
                 found.add((d, w))
             return e
-        from codegen.generate.loop_ir import map_stmts, walk_stmts
+        from tinsmith.generate.loop_ir import map_stmts, walk_stmts
         for k in kernels:
             map_stmts(k.body, note)
             for s in walk_stmts(k.body):
@@ -294,7 +294,7 @@ class Renderer:
 
 def _storage_types_used(kernels) -> list[str]:
     """The storage types some kernel reads, writes or casts to, in STORAGE_TYPES' order."""
-    from codegen.generate.loop_ir import map_stmts
+    from tinsmith.generate.loop_ir import map_stmts
     found = {p.dtype for k in kernels for p in (*k.params, *k.scratch)}
 
     def note(e):
@@ -308,7 +308,7 @@ def _storage_types_used(kernels) -> list[str]:
 
 def _calls_intrinsics(kernels) -> bool:
     """True when some kernel's body holds an intrinsic Call."""
-    from codegen.generate.loop_ir import map_stmts
+    from tinsmith.generate.loop_ir import map_stmts
     found = []
 
     def note(e):

@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import replace
 from typing import Callable, Mapping, Optional, Sequence
 
-from codegen.generate.loop_ir import (INDEX, Assign, Binary, Const, Expr, For, Kernel, Local, Stmt,
+from tinsmith.generate.loop_ir import (INDEX, Assign, Binary, Const, Expr, For, Kernel, Local, Stmt,
                                       Store, Var, map_expr)
 
 Rule = tuple[type, Callable[[Expr], Optional[Expr]]]

@@ -18,7 +18,7 @@ from typing import Mapping
 
 import numpy as np
 
-from codegen.ir.graph import DTYPES
+from tinsmith.ir.graph import DTYPES
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 import ml_dtypes
 import numpy as np
 
-from codegen.errors import SourceLoc
+from tinsmith.errors import SourceLoc
 
 
 def _ml_dtypes() -> dict:

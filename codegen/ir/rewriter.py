@@ -1,8 +1,8 @@
 """The state a graph pass builds a new node list in: the types and constants so far, names taken."""
 from __future__ import annotations
 
-from codegen.ir.graph import Graph, Node
-from codegen.ir.names import numbered
+from tinsmith.ir.graph import Graph, Node
+from tinsmith.ir.names import numbered
 
 
 class GraphRewriter:

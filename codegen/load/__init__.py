@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from codegen.load import graph_file
-from codegen.load import onnx_initializer  # noqa: F401  (registers the `onnx` constant loader)
-from codegen.load.constants import LOADERS, Loader, register_loader
-from codegen.load.graph_file import GraphSpec, NodeSpec, ValueSpec
-from codegen.load.identifiers import identifier_problem
+from tinsmith.load import graph_file
+from tinsmith.load import onnx_initializer  # noqa: F401  (registers the `onnx` constant loader)
+from tinsmith.load.constants import LOADERS, Loader, register_loader
+from tinsmith.load.graph_file import GraphSpec, NodeSpec, ValueSpec
+from tinsmith.load.identifiers import identifier_problem
 
 ONNX_SUFFIXES = (".onnx",)
 TFLITE_SUFFIXES = (".tflite",)
@@ -32,10 +32,10 @@ def is_model(path: str | Path) -> bool:
 def load_graph_spec(path: str | Path) -> GraphSpec:
     """Read a graph file or an ONNX or TFLite model. Every problem is a GraphError at its location."""
     if is_tflite(path):
-        from codegen.load.tflite_model import load_tflite_spec
+        from tinsmith.load.tflite_model import load_tflite_spec
         return load_tflite_spec(path)
     if is_onnx(path):
-        from codegen.load.onnx_model import load_onnx_spec
+        from tinsmith.load.onnx_model import load_onnx_spec
         return load_onnx_spec(path)
     return graph_file.load_graph_spec(path)
 
@@ -43,10 +43,10 @@ def load_graph_spec(path: str | Path) -> GraphSpec:
 def graph_name(path: str | Path) -> str:
     """The graph's name (its outputs' file stem), read cheaply for build tools."""
     if is_tflite(path):
-        from codegen.load.onnx_model import graph_name_of
+        from tinsmith.load.onnx_model import graph_name_of
         return graph_name_of(path)
     if is_onnx(path):
-        from codegen.load.onnx_model import graph_name_of
+        from tinsmith.load.onnx_model import graph_name_of
         return graph_name_of(path)
     return graph_file.graph_name(path)
 
@@ -56,7 +56,7 @@ def graph_dependencies(path: str | Path) -> list[Path]:
     if is_tflite(path):
         return []  # a flatbuffer holds its weights
     if is_onnx(path):
-        from codegen.load.onnx_model import onnx_dependencies
+        from tinsmith.load.onnx_model import onnx_dependencies
         return onnx_dependencies(path)
     return graph_file.graph_dependencies(path)
 
@@ -64,10 +64,10 @@ def graph_dependencies(path: str | Path) -> list[Path]:
 def original_names(path: str | Path) -> dict[str, str]:
     """A model's original tensor names that import renamed, each mapped to its identifier."""
     if is_tflite(path):
-        from codegen.load.tflite_model import original_names as tflite_names
+        from tinsmith.load.tflite_model import original_names as tflite_names
         return tflite_names(path)
     if is_onnx(path):
-        from codegen.load.onnx_model import read_onnx
+        from tinsmith.load.onnx_model import read_onnx
         return {old: new for new, old in read_onnx(path).values.items()}
     return {}
 

@@ -13,11 +13,11 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from codegen import limits
-from codegen.escape import one_line
-from codegen.files import irregular_file
-from codegen.ir.graph import FLOAT_DTYPES, INTEGER_DTYPES
-from codegen.load.located_yaml import LocatedDict
+from tinsmith import limits
+from tinsmith.escape import one_line
+from tinsmith.files import irregular_file
+from tinsmith.ir.graph import FLOAT_DTYPES, INTEGER_DTYPES
+from tinsmith.load.located_yaml import LocatedDict
 
 
 class LoaderError(Exception):

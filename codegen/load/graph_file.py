@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from codegen import limits
-from codegen.errors import GraphError, SourceLoc
-from codegen.ir import Constant, TensorType
-from codegen.ir.graph import DTYPES, QUANTIZED_DTYPES, Quant
-from codegen.load.constants import LoaderError, load_constant, referenced_files
-from codegen.load.identifiers import identifier_hint, identifier_problem
-from codegen.load.located_yaml import LocatedDict, LocatedList, read_yaml
+from tinsmith import limits
+from tinsmith.errors import GraphError, SourceLoc
+from tinsmith.ir import Constant, TensorType
+from tinsmith.ir.graph import DTYPES, QUANTIZED_DTYPES, Quant
+from tinsmith.load.constants import LoaderError, load_constant, referenced_files
+from tinsmith.load.identifiers import identifier_hint, identifier_problem
+from tinsmith.load.located_yaml import LocatedDict, LocatedList, read_yaml
 
 TOP_LEVEL_KEYS = ("graph", "version", "inputs", "outputs", "constants", "nodes")
 NODE_KEYS = ("op", "name", "inputs", "outputs", "attrs")
@@ -305,7 +305,7 @@ def _node(raw: Any, loc: SourceLoc) -> NodeSpec:
     _unknown_key(node, NODE_KEYS, "a node")
     if "op" not in node:
         raise GraphError(node.loc, "the node has no 'op'",
-                         "add e.g. op: Relu (`python -m codegen ops` lists the ops)")
+                         "add e.g. op: Relu (`python -m tinsmith ops` lists the ops)")
     op = _expect(node["op"], str, node.at("op"), "'op'", "write the op's name, e.g. op: Relu")
     name = _identifier(node["name"], node.at("name"), "node") if "name" in node else None
     inputs, input_locs = _name_list(node, "inputs", "value", allow_empty=True)

@@ -7,9 +7,9 @@ from typing import Any
 
 import yaml
 
-from codegen import limits
-from codegen.errors import GraphError, SourceLoc
-from codegen.files import irregular_file
+from tinsmith import limits
+from tinsmith.errors import GraphError, SourceLoc
+from tinsmith.files import irregular_file
 
 
 class LocatedDict(dict):

@@ -1,13 +1,13 @@
 """The `onnx` constant loader: {onnx: model.onnx, initializer: NAME} reads one initializer of an ONNX
-model (codegen.load.onnx_model), which imports onnx only when a graph file uses it."""
+model (tinsmith.load.onnx_model), which imports onnx only when a graph file uses it."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
 
-from codegen.load.constants import Loader, LoaderError, register_loader
-from codegen.load.located_yaml import LocatedDict
+from tinsmith.load.constants import Loader, LoaderError, register_loader
+from tinsmith.load.located_yaml import LocatedDict
 
 
 def _load_onnx(spec: LocatedDict, base: Path) -> np.ndarray:
@@ -17,7 +17,7 @@ def _load_onnx(spec: LocatedDict, base: Path) -> np.ndarray:
     if "initializer" not in spec:
         raise LoaderError("say which initializer of the model with 'initializer'", "onnx",
                           "add initializer: NAME")
-    from codegen.load.onnx_model import read_initializer  # here: importing it costs what YAML graphs need not pay
+    from tinsmith.load.onnx_model import read_initializer  # here: importing it costs what YAML graphs need not pay
     return read_initializer(base / spec["onnx"], spec["initializer"])
 
 

@@ -18,18 +18,18 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from codegen import limits
-from codegen.errors import GraphError, SourceLoc
-from codegen.files import irregular_file
-from codegen.ir import Constant, TensorType
-from codegen.ir.names import numbered
-from codegen.load.constants import LoaderError
-from codegen.load.graph_file import (SUPPORTED_DTYPES, GraphSpec, NodeSpec, ValueSpec, check_node_count,
+from tinsmith import limits
+from tinsmith.errors import GraphError, SourceLoc
+from tinsmith.files import irregular_file
+from tinsmith.ir import Constant, TensorType
+from tinsmith.ir.names import numbered
+from tinsmith.load.constants import LoaderError
+from tinsmith.load.graph_file import (SUPPORTED_DTYPES, GraphSpec, NodeSpec, ValueSpec, check_node_count,
                                      display_path)
-from codegen.load.identifiers import identifier_problem, valid_identifier
-from codegen.load.onnx_quant import fold_qdq
-from codegen.load.subgraph import Subgraph, SubgraphNode
-from codegen.ops.shape_ops import storage_dtype
+from tinsmith.load.identifiers import identifier_problem, valid_identifier
+from tinsmith.load.onnx_quant import fold_qdq
+from tinsmith.load.subgraph import Subgraph, SubgraphNode
+from tinsmith.ops.shape_ops import storage_dtype
 
 MIN_OPSET = 18  # older models are upgraded to this opset of the default domain
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -97,7 +97,7 @@ class OnnxModel:
 def graph_name_of(path: str | Path) -> str:
     """The graph name of a model file: its stem as an identifier (ONNX graph names are often
     generic, like 'main_graph'), cut to the length a graph file allows."""
-    from codegen.load.graph_file import GRAPH_NAME_MAX
+    from tinsmith.load.graph_file import GRAPH_NAME_MAX
     return sanitize(sanitize(Path(path).stem, "g", "graph")[:GRAPH_NAME_MAX - 1], "g", "graph")
 
 
@@ -188,8 +188,8 @@ def _with_function_bodies(model) -> Any:
     node (attributes, input types) is made for that node. Nodes inside subgraphs are left as they are."""
     import onnx.defs
 
-    from codegen.builders import BUILDERS
-    from codegen.ops import PRIMITIVES
+    from tinsmith.builders import BUILDERS
+    from tinsmith.ops import PRIMITIVES
     onnx = _onnx()
     versions = {o.domain or "": o.version for o in model.opset_import}
     wanted = []

@@ -30,9 +30,9 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from codegen.ir import Constant
-from codegen.load.graph_file import NodeSpec
-from codegen.quant.fixed_point import DTYPE_RANGES
+from tinsmith.ir import Constant
+from tinsmith.load.graph_file import NodeSpec
+from tinsmith.quant.fixed_point import DTYPE_RANGES
 
 MOVES = ("Reshape", "Flatten", "Transpose")  # data movement: the integers move as they are
 FOLDED_OPS = ("Conv", "MatMul", "Gemm", "Add", "AveragePool", "GlobalAveragePool", *MOVES)

@@ -7,7 +7,7 @@ equal to a type hides that type from the code around it; a graph name equal to a
 function clashes with the namespace of the same name. The lists are data, checked into the
 repository as system_names.txt, so that checking a name never depends on the machine:
 
-    python -m codegen.load.system_names > codegen/load/system_names.txt
+    python -m tinsmith.load.system_names > codegen/load/system_names.txt
 
 regenerates them from the host's g++ (glibc, libstdc++) and, where installed, Debian's
 arm-none-eabi-g++ (newlib), with libclang listing declarations and the compiler's own

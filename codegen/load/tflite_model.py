@@ -4,7 +4,7 @@ The `tflite` package (the flatbuffer schema's generated Python readers) reads th
 module maps each builtin operator of the first subgraph onto codegen/ops/quantized.py's
 primitives, doing what TFLite Micro's Prepare does once per node: explicit pads from SAME/VALID,
 fused activations as clamps of the output, and per-channel requantization multipliers
-(codegen.quant.fixed_point) as int32 constants. Tensors keep TFLite's NHWC layout. Operators it
+(tinsmith.quant.fixed_point) as int32 constants. Tensors keep TFLite's NHWC layout. Operators it
 cannot map are all reported at once.
 """
 from __future__ import annotations
@@ -17,16 +17,16 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from codegen import limits
-from codegen.errors import GraphError, SourceLoc
-from codegen.files import irregular_file
-from codegen.ir import Constant, TensorType
-from codegen.ir.names import numbered
-from codegen.ir.graph import Quant
-from codegen.load.graph_file import GraphSpec, NodeSpec, ValueSpec, display_path
-from codegen.load.onnx_model import graph_name_of, unique_names
-from codegen.quant import activations
-from codegen.quant import fixed_point as fp
+from tinsmith import limits
+from tinsmith.errors import GraphError, SourceLoc
+from tinsmith.files import irregular_file
+from tinsmith.ir import Constant, TensorType
+from tinsmith.ir.names import numbered
+from tinsmith.ir.graph import Quant
+from tinsmith.load.graph_file import GraphSpec, NodeSpec, ValueSpec, display_path
+from tinsmith.load.onnx_model import graph_name_of, unique_names
+from tinsmith.quant import activations
+from tinsmith.quant import fixed_point as fp
 
 TFLITE_SUFFIXES = (".tflite",)
 # TFLite TensorType numbers and the Tinsmith element type of each

@@ -1,5 +1,5 @@
 """Write a GraphSpec as a graph file (YAML version 1) plus its weights (.npz), and import ONNX
-models that way: `python -m codegen import-onnx MODEL.onnx -o graphs/NAME.yaml`.
+models that way: `python -m tinsmith import-onnx MODEL.onnx -o graphs/NAME.yaml`.
 
 The file is written by hand rather than by a YAML library so it reads like one written by a
 person: one block per node, short lists inline, and comments with the names the model used.
@@ -17,13 +17,13 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from codegen.escape import yaml_comment, yaml_scalar
-from codegen.files import write_if_changed
-from codegen.errors import TinsmithError
-from codegen.ir import Constant
-from codegen.load.graph_file import GraphSpec, NodeSpec
-from codegen.load.onnx_model import OnnxModel, printable, read_onnx, sanitize
-from codegen.ops.shape_ops import TensorValue
+from tinsmith.escape import yaml_comment, yaml_scalar
+from tinsmith.files import write_if_changed
+from tinsmith.errors import TinsmithError
+from tinsmith.ir import Constant
+from tinsmith.load.graph_file import GraphSpec, NodeSpec
+from tinsmith.load.onnx_model import OnnxModel, printable, read_onnx, sanitize
+from tinsmith.ops.shape_ops import TensorValue
 
 INLINE_INT_ELEMENTS = 16  # int64 vectors up to this size are written in the graph file
 INLINE_FLOAT_ELEMENTS = 4  # so are float32 vectors this small (scalars, clip bounds)
@@ -199,7 +199,7 @@ def onnx_notes(model: OnnxModel, source: str) -> Notes:
     opset = model.upgraded_from or model.opset
     header = [f"Imported from {source} (opset {opset}{upgraded}"
               + (f"; produced by {model.producer}" if model.producer else "") + ")",
-              "by `python -m codegen import-onnx`. Weights are in the .npz file beside this one.",
+              "by `python -m tinsmith import-onnx`. Weights are in the .npz file beside this one.",
               "Names that are not C identifiers were renamed; comments give the ONNX names."]
     values = {new: f"ONNX '{printable(old)}'" for new, old in model.values.items()}
     for name, origin in model.constant_origins.items():
@@ -217,7 +217,7 @@ def onnx_notes(model: OnnxModel, source: str) -> Notes:
 def import_onnx(model_path: str | Path, yaml_path: str | Path, batch: int = 1) -> list[Path]:
     """Import an ONNX model as a graph file (YAML_PATH) and weights (NAME.npz beside it); the
     model is checked first (every op supported, every shape known). Returns the files written."""
-    from codegen.expand import expand_graph
+    from tinsmith.expand import expand_graph
     model = read_onnx(model_path, batch)
     expand_graph(model.spec)  # errors are reported against the model, before anything is written
     written = write_graph(model.spec, yaml_path, onnx_notes(model, Path(model_path).name))
@@ -227,7 +227,7 @@ def import_onnx(model_path: str | Path, yaml_path: str | Path, batch: int = 1) -
 
 def import_tflite(model_path: str | Path, yaml_path: str | Path) -> list[Path]:
     """Import a .tflite model as a graph file plus NAME.npz beside it; return the files written."""
-    from codegen.load.tflite_model import read_tflite
+    from tinsmith.load.tflite_model import read_tflite
     model = read_tflite(model_path)
     values = {new: f"TFLite '{printable(old)}'" for new, old in model.values.items()}
     notes = Notes((f"Imported from {Path(model_path).name} (TensorFlow Lite, NHWC).",), values)
@@ -238,7 +238,7 @@ def import_tflite(model_path: str | Path, yaml_path: str | Path) -> list[Path]:
 
 def import_model(model_path: str | Path, yaml_path: str | Path, batch: int = 1) -> list[Path]:
     """Import an ONNX or TFLite model, chosen by the file's suffix."""
-    from codegen.load import is_tflite
+    from tinsmith.load import is_tflite
     if is_tflite(model_path):
         return import_tflite(model_path, yaml_path)
     return import_onnx(model_path, yaml_path, batch)
@@ -247,8 +247,8 @@ def import_model(model_path: str | Path, yaml_path: str | Path, batch: int = 1) 
 def _reload(yaml_path: Path, written: list[Path]) -> None:
     """Load what was written as any graph file is loaded: an import that writes a graph file which
     does not load is a bug, never a success; what was written is removed and the reason reported."""
-    from codegen.expand import expand_graph
-    from codegen.load.graph_file import load_graph_spec
+    from tinsmith.expand import expand_graph
+    from tinsmith.load.graph_file import load_graph_spec
     try:
         expand_graph(load_graph_spec(yaml_path))
     except TinsmithError as e:

@@ -6,10 +6,10 @@ the worst-case stack of the entry points from the compiler's frame sizes and the
 in the machine code. `check_budgets` fails a model that needs more RAM or flash than allowed;
 `summary` is the line a build prints.
 """
-from codegen.measure.binutils import MeasureError
-from codegen.measure.budgets import BudgetError, check_budgets
-from codegen.measure.report import measure_model
-from codegen.measure.stack import HOSTED_EXTERNAL_CALL_BYTES
-from codegen.measure.summary import summary
+from tinsmith.measure.binutils import MeasureError
+from tinsmith.measure.budgets import BudgetError, check_budgets
+from tinsmith.measure.report import measure_model
+from tinsmith.measure.stack import HOSTED_EXTERNAL_CALL_BYTES
+from tinsmith.measure.summary import summary
 
 __all__ = ["BudgetError", "HOSTED_EXTERNAL_CALL_BYTES", "MeasureError", "check_budgets", "measure_model", "summary"]

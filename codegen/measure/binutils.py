@@ -15,9 +15,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from codegen.escape import ld_section_name
-from codegen.errors import TinsmithError
-from codegen.targets import Target
+from tinsmith.escape import ld_section_name
+from tinsmith.errors import TinsmithError
+from tinsmith.targets import Target
 
 
 class MeasureError(TinsmithError):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from codegen.errors import TinsmithError
-from codegen.measure.summary import size
+from tinsmith.errors import TinsmithError
+from tinsmith.measure.summary import size
 
 LARGEST = 3  # consumers named per category
 

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
-from codegen.errors import TinsmithError
-from codegen.measure.report import with_kernel_instructions
+from tinsmith.errors import TinsmithError
+from tinsmith.measure.report import with_kernel_instructions
 
 HOOK_FOLDER = "firmware-hook"
 
@@ -31,7 +31,7 @@ def build_kernel_hook_firmware(model_dir: Path, graph_name: str, target: str) ->
 # Written by Tinsmith: the test firmware of {graph_name} with a counter read around every kernel.
 import os, sys
 sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
-from codegen.targets.firmware_scons import firmware_program
+from tinsmith.targets.firmware_scons import firmware_program
 env = Environment(ENV=os.environ.copy())
 firmware_program(env, {target!r}, {str(model_dir)!r}, {graph_name!r}, build_dir={str(script.parent)!r},
                  extra_ccflags=["-DTINSMITH_KERNEL_HOOK"])

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
-from codegen.measure.binutils import Function, Instruction
+from tinsmith.measure.binutils import Function, Instruction
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,10 @@ from typing import Mapping, Sequence
 
 import jinja2
 
-from codegen.files import write_if_changed
-from codegen.measure.layer_details import attributes_text, kernel_code_bytes, scratch_label, weights
-from codegen.measure.page_layout import Box, layered_layout
-from codegen.measure.summary import size
+from tinsmith.files import write_if_changed
+from tinsmith.measure.layer_details import attributes_text, kernel_code_bytes, scratch_label, weights
+from tinsmith.measure.page_layout import Box, layered_layout
+from tinsmith.measure.summary import size
 
 _TEMPLATES = jinja2.Environment(
     loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 from typing import Sequence
 
-from codegen.targets import Target
+from tinsmith.targets import Target
 
 
 def link_probe(target: Target, model_object: Path, entries: Sequence[str], out: Path) -> tuple[Path | None, str]:

@@ -10,12 +10,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Mapping
 
-from codegen.measure.binutils import Binary, MeasureError, demangle, read_binary
-from codegen.measure.frames import (Frame, frames_by_symbol, qualified_name, read_callgraph_info,
+from tinsmith.measure.binutils import Binary, MeasureError, demangle, read_binary
+from tinsmith.measure.frames import (Frame, frames_by_symbol, qualified_name, read_callgraph_info,
                                     read_stack_usage)
-from codegen.measure.probe import link_probe
-from codegen.measure.stack import HOSTED_EXTERNAL_CALL_BYTES, Node, call_graph, deepest, reachable
-from codegen.targets import Target, load_target
+from tinsmith.measure.probe import link_probe
+from tinsmith.measure.stack import HOSTED_EXTERNAL_CALL_BYTES, Node, call_graph, deepest, reachable
+from tinsmith.targets import Target, load_target
 
 # An exception taken during the call stacks 8 words (26 with the FPU's lazy context) on the
 # current stack before its handler runs; the figure is the model's alone.
@@ -172,7 +172,7 @@ def measure_model(plan_report: Mapping, model_object: str | Path, target: Target
 
 def with_kernel_instructions(report: Mapping, counts: list[int]) -> dict:
     """The report with each kernel's instructions on the emulated core (`counts[i]` for nodes[i],
-    from codegen.targets.qemu.kernel_instructions). A node fused into a kernel is counted in it,
+    from tinsmith.targets.qemu.kernel_instructions). A node fused into a kernel is counted in it,
     so its own entry says 0; the per-layer table of the report page then shows them all."""
     if len(counts) != len(report.get("nodes", ())):
         raise ValueError(f"{len(counts)} kernel counts for a report of {len(report.get('nodes', ()))} kernels")

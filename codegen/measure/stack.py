@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from codegen.measure.binutils import Binary, Function, computed_jumps, function_at, transfers
-from codegen.measure.frames import Frame, frame_from_disassembly
+from tinsmith.measure.binutils import Binary, Function, computed_jumps, function_at, transfers
+from tinsmith.measure.frames import Frame, frame_from_disassembly
 
 # A hosted target's libm and libc functions are leaf functions with frames under 256 bytes,
 # but the first call through the PLT runs the dynamic linker's lazy binding, which saves the

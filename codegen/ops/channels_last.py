@@ -17,10 +17,10 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from codegen.ir import TensorType
-from codegen.ops.conv import _WINDOW_ATTRS, ConvGeometry, _conv_reference, conv_geometry
-from codegen.ops.pooling import _POOL_ATTRS, _pool_reference, pool_windows
-from codegen.ops.registry import PRIMITIVES, Attr, InferArgs, OpError, define
+from tinsmith.ir import TensorType
+from tinsmith.ops.conv import _WINDOW_ATTRS, ConvGeometry, _conv_reference, conv_geometry
+from tinsmith.ops.pooling import _POOL_ATTRS, _pool_reference, pool_windows
+from tinsmith.ops.registry import PRIMITIVES, Attr, InferArgs, OpError, define
 
 
 def to_first(shape: Sequence[int]) -> tuple[int, ...]:

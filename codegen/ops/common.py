@@ -5,9 +5,9 @@ from typing import Sequence
 
 import numpy as np
 
-from codegen.ir import TensorType
-from codegen.ir.graph import DTYPES, FLOAT_DTYPES, INTEGER_DTYPES, NARROW_DTYPES
-from codegen.ops.registry import ATTR_KINDS, InferArgs, OpError
+from tinsmith.ir import TensorType
+from tinsmith.ir.graph import DTYPES, FLOAT_DTYPES, INTEGER_DTYPES, NARROW_DTYPES
+from tinsmith.ops.registry import ATTR_KINDS, InferArgs, OpError
 
 
 def broadcast_shapes(shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from codegen.ir import TensorType
-from codegen.ops.common import require_dtype
-from codegen.ops.registry import Attr, InferArgs, OpError, define
+from tinsmith.ir import TensorType
+from tinsmith.ops.common import require_dtype
+from tinsmith.ops.registry import Attr, InferArgs, OpError, define
 
 AUTO_PAD = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 

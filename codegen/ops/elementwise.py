@@ -13,9 +13,9 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from codegen.ir import TensorType
-from codegen.ops.common import ANY, FLOAT, NUMERIC, broadcast_shapes, require_dtypes
-from codegen.ops.registry import Attr, InferArgs, OpError, Pattern, define
+from tinsmith.ir import TensorType
+from tinsmith.ops.common import ANY, FLOAT, NUMERIC, broadcast_shapes, require_dtypes
+from tinsmith.ops.registry import Attr, InferArgs, OpError, Pattern, define
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 

@@ -12,9 +12,9 @@ from typing import Mapping
 
 import numpy as np
 
-from codegen.ir import TensorType
-from codegen.ops.common import ANY, INDICES, NUMERIC, constant_ints, normalize_axis, require_dtypes
-from codegen.ops.registry import Attr, InferArgs, OpError, Pattern, define
+from tinsmith.ir import TensorType
+from tinsmith.ops.common import ANY, INDICES, NUMERIC, constant_ints, normalize_axis, require_dtypes
+from tinsmith.ops.registry import Attr, InferArgs, OpError, Pattern, define
 
 
 def _ints(x: np.ndarray | None) -> tuple[int, ...] | None:

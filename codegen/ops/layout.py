@@ -7,10 +7,10 @@ from typing import Callable
 
 import numpy as np
 
-from codegen.ir import TensorType
-from codegen.ops.common import (FLOAT, broadcast_shapes, constant_ints, normalize_axis, require_dtypes,
+from tinsmith.ir import TensorType
+from tinsmith.ops.common import (FLOAT, broadcast_shapes, constant_ints, normalize_axis, require_dtypes,
                                 same_dtype)
-from codegen.ops.registry import Attr, InferArgs, OpError, Pattern, define
+from tinsmith.ops.registry import Attr, InferArgs, OpError, Pattern, define
 
 
 def reshape_target(shape: tuple[int, ...], spec: np.ndarray, allowzero: int) -> tuple[int, ...]:

@@ -5,9 +5,9 @@ import math
 
 import numpy as np
 
-from codegen.ir import TensorType
-from codegen.ops.common import FLOAT, broadcast_shapes, require_dtype, require_dtypes
-from codegen.ops.registry import Attr, InferArgs, OpError, define
+from tinsmith.ir import TensorType
+from tinsmith.ops.common import FLOAT, broadcast_shapes, require_dtype, require_dtypes
+from tinsmith.ops.registry import Attr, InferArgs, OpError, define
 
 
 def matmul_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:

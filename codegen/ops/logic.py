@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from codegen.ir import TensorType
-from codegen.ir.graph import DTYPES, largest_finite
-from codegen.ops.common import ANY, CASTABLE, FLOAT, INTEGER, NUMERIC, broadcast_shapes, require_dtypes
-from codegen.ops.elementwise import Rule, define_table
-from codegen.ops.registry import Attr, InferArgs, OpError, Pattern, define
+from tinsmith.ir import TensorType
+from tinsmith.ir.graph import DTYPES, largest_finite
+from tinsmith.ops.common import ANY, CASTABLE, FLOAT, INTEGER, NUMERIC, broadcast_shapes, require_dtypes
+from tinsmith.ops.elementwise import Rule, define_table
+from tinsmith.ops.registry import Attr, InferArgs, OpError, Pattern, define
 
 
 def _isinf(x, a):

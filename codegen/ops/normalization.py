@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from codegen.ir import TensorType
-from codegen.ops.common import require_dtype
-from codegen.ops.registry import Attr, InferArgs, OpError, define
+from tinsmith.ir import TensorType
+from tinsmith.ops.common import require_dtype
+from tinsmith.ops.registry import Attr, InferArgs, OpError, define
 
 
 def _channel_params(args: InferArgs, op: str, first: int, min_rank: int) -> TensorType:

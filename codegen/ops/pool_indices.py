@@ -12,10 +12,10 @@ import itertools
 
 import numpy as np
 
-from codegen.ir import TensorType
-from codegen.ops.conv import AUTO_PAD, gather_taps, windows
-from codegen.ops.pooling import pool_windows
-from codegen.ops.registry import Attr, InferArgs, OpError, define
+from tinsmith.ir import TensorType
+from tinsmith.ops.conv import AUTO_PAD, gather_taps, windows
+from tinsmith.ops.pooling import pool_windows
+from tinsmith.ops.registry import Attr, InferArgs, OpError, define
 
 POOL_ATTRS = [Attr("auto_pad", "string", "NOTSET", AUTO_PAD),
               Attr("ceil_mode", "int", 0, (0, 1)), Attr("dilations", "ints", None), Attr("kernel_shape", "ints"),

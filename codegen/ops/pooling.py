@@ -7,10 +7,10 @@ import itertools
 
 import numpy as np
 
-from codegen.ir import TensorType
-from codegen.ops.common import require_dtype
-from codegen.ops.conv import AUTO_PAD, Window, gather_taps, kernel_from, spatial_rank, windows
-from codegen.ops.registry import Attr, InferArgs, OpError, define
+from tinsmith.ir import TensorType
+from tinsmith.ops.common import require_dtype
+from tinsmith.ops.conv import AUTO_PAD, Window, gather_taps, kernel_from, spatial_rank, windows
+from tinsmith.ops.registry import Attr, InferArgs, OpError, define
 
 
 # MaxPool also takes 8-bit integers (ONNX's T); the other pools average or sum, in float32 only.

@@ -5,7 +5,7 @@ activation clamps), so it is self-contained like an ONNX QLinear op; the scales 
 also type its output (a quantized TensorType), and must agree with its inputs' declared
 quantization. Convolutions and fully connected layers take their per-channel requantization
 (multiplier, shift) as int32 constant inputs, as TFLite Micro's Prepare stores them: they are
-data indexed by output channel. codegen.quant.fixed_point computes them and defines every
+data indexed by output channel. tinsmith.quant.fixed_point computes them and defines every
 rounding; these references and the generated kernels follow it step by step.
 """
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import Sequence
 
 import numpy as np
 
-from codegen.ir import TensorType
-from codegen.ir.graph import Quant
-from codegen.ops.common import broadcast_shapes, normalize_axis
-from codegen.ops.registry import Attr, InferArgs, OpError, Pattern, define
-from codegen.quant import fixed_point as fp
-from codegen.quant.fixed_point import DTYPE_RANGES
+from tinsmith.ir import TensorType
+from tinsmith.ir.graph import Quant
+from tinsmith.ops.common import broadcast_shapes, normalize_axis
+from tinsmith.ops.registry import Attr, InferArgs, OpError, Pattern, define
+from tinsmith.quant import fixed_point as fp
+from tinsmith.quant.fixed_point import DTYPE_RANGES
 
 INTS = ("int8", "uint8", "int16")
 Y_ATTRS = [Attr("y_scale", "float"), Attr("y_zero_point", "int", 0), Attr("act_min", "int", -128),

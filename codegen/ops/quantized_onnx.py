@@ -21,12 +21,12 @@ from typing import Sequence
 
 import numpy as np
 
-from codegen.ir import TensorType
-from codegen.ir.graph import Quant
-from codegen.ops.common import broadcast_shapes
-from codegen.ops.conv import _WINDOW_ATTRS, gather_taps, kernel_from, windows
-from codegen.ops.registry import Attr, InferArgs, OpError, Pattern, define
-from codegen.quant.fixed_point import DTYPE_RANGES
+from tinsmith.ir import TensorType
+from tinsmith.ir.graph import Quant
+from tinsmith.ops.common import broadcast_shapes
+from tinsmith.ops.conv import _WINDOW_ATTRS, gather_taps, kernel_from, windows
+from tinsmith.ops.registry import Attr, InferArgs, OpError, Pattern, define
+from tinsmith.quant.fixed_point import DTYPE_RANGES
 
 # TensorProto element type codes of the integer types these operators take
 ONNX_DTYPES = {2: "uint8", 3: "int8", 5: "int16", 6: "int32"}

@@ -6,9 +6,9 @@ from typing import Callable
 
 import numpy as np
 
-from codegen.ir import TensorType
-from codegen.ops.common import (ANY, FLOAT, NUMERIC, constant_ints, normalize_axis, require_dtypes)
-from codegen.ops.registry import Attr, InferArgs, OpError, Pattern, define
+from tinsmith.ir import TensorType
+from tinsmith.ops.common import (ANY, FLOAT, NUMERIC, constant_ints, normalize_axis, require_dtypes)
+from tinsmith.ops.registry import Attr, InferArgs, OpError, Pattern, define
 
 
 # --- Softmax, LogSoftmax, Hardmax: along one axis (opset 13 semantics) -------------------------

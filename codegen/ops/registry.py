@@ -1,7 +1,7 @@
 """Declaring primitives: one registration each, with attributes, type inference and a NumPy reference.
 
 Primitives carry ONNX names and ONNX semantics, so the ONNX operator specification is
-their documentation. Backends generate code for them (see `codegen.generate`).
+their documentation. Backends generate code for them (see `tinsmith.generate`).
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from codegen.ir import TensorType
+from tinsmith.ir import TensorType
 
 REQUIRED = object()  # sentinel: an attribute without a default must be given
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from codegen.ir import TensorType
-from codegen.ops.common import require_dtypes
-from codegen.ops.registry import Attr, InferArgs, OpError, define
+from tinsmith.ir import TensorType
+from tinsmith.ops.common import require_dtypes
+from tinsmith.ops.registry import Attr, InferArgs, OpError, define
 
 CUBIC_A = -0.75
 TAPS = {"nearest": 1, "linear": 2, "cubic": 4}

@@ -1,7 +1,7 @@
 """Build-time primitives: Shape, Size, Constant, ConstantOfShape, Range.
 
 Shapes are static, so these always fold while the graph is expanded (see
-codegen.expand.GraphBuilder): their outputs become constants and they never reach a
+tinsmith.expand.GraphBuilder): their outputs become constants and they never reach a
 backend. Shape and Size read only their input's type, so they fold even when the input is
 computed at run time.
 
@@ -16,9 +16,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from codegen.ir import TensorType
-from codegen.ir.graph import DTYPES
-from codegen.ops.registry import ATTR_KINDS, Attr, InferArgs, OpError, define
+from tinsmith.ir import TensorType
+from tinsmith.ir.graph import DTYPES
+from tinsmith.ops.registry import ATTR_KINDS, Attr, InferArgs, OpError, define
 
 # Ops whose outputs are always computed at build time; inputs that are not constants are
 # passed to their reference as placeholders of the right shape (only the shape is read).

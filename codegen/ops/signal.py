@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 
-from codegen.ir import TensorType
-from codegen.ops.registry import Attr, InferArgs, OpError, define
+from tinsmith.ir import TensorType
+from tinsmith.ops.registry import Attr, InferArgs, OpError, define
 
 # ONNX output_datatype: element types Tinsmith keeps these tables in
 _FLOAT_TYPES = {1: "float32", 10: "float32", 11: "float32", 16: "float32"}

@@ -18,7 +18,7 @@ from typing import Mapping
 
 import numpy as np
 
-from codegen.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Call, Cast, Comment, Const, For,
+from tinsmith.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Call, Cast, Comment, Const, For,
                                       Kernel, Lane, Load, Local, ReduceLanes, Select, Stmt, Store, Unary, Var,
                                       width_of)
 

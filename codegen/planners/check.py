@@ -3,7 +3,7 @@ the plan gives its buffers, and fails if any byte is overwritten while it still 
 will be read.
 
 Time runs through the kernels in the order the generated `call` runs them, each kernel's ticks from
-its loop IR (codegen.planners.access). For every byte of every workspace buffer (value or kernel
+its loop IR (tinsmith.planners.access). For every byte of every workspace buffer (value or kernel
 scratch) the checker knows when it is first written and last read; any other buffer written to the
 same byte strictly between those two times destroys it. A kernel whose access order cannot be
 traced counts as writing and reading all its bytes throughout, so the check is at worst as strict
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from codegen.errors import TinsmithError
-from codegen.planners.access import NEVER, UNREAD, Access, itemsize, span, trace_or_worst
+from tinsmith.errors import TinsmithError
+from tinsmith.planners.access import NEVER, UNREAD, Access, itemsize, span, trace_or_worst
 
 
 class PlanCheckError(TinsmithError):
@@ -80,7 +80,7 @@ def _runs(name: str, offset: int, access: Access, size: int, start_tick: int) ->
 
 def replay(model) -> tuple[dict[str, _Runs], list[str]]:
     """Per workspace buffer, its runs of bytes' times over the whole call; and the kernels assumed worst."""
-    from codegen.plan import scratch_name
+    from tinsmith.plan import scratch_name
     offsets = model.plan.offset_of()
     found: dict[str, _Runs] = {}
     untraced = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from codegen.planners.lifetime import Lifetime, peak
+from tinsmith.planners.lifetime import Lifetime, peak
 
 NODE_BUDGET = 4000  # search nodes, each costing about buffers x neighbours steps
 MAX_BUFFERS = 48  # beyond this a node costs too much for the budget to keep planning quick

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from codegen.planners.lifetime import Lifetime, register
+from tinsmith.planners.lifetime import Lifetime, register
 
 OrderKey = Callable[[Lifetime], tuple]
 

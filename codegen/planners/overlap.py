@@ -1,16 +1,16 @@
 """Where a kernel's output may overlap an input that dies at it, from the kernel's access order.
 
 Placing output y at byte offset `shift` from input x is safe when every byte of x that y covers is
-read for the last time before y's first write to it (codegen.planners.access gives both times per
+read for the last time before y's first write to it (tinsmith.planners.access gives both times per
 element). The smallest footprint max(x end, y end) - min(x start, y start) wins: a depthwise
 convolution working channel by channel may put its output one channel block below its input, a
 kernel reading x[i] just before writing y[i] exactly over it. Offsets are multiples of the
 workspace alignment; the check itself is exact, element by element.
 
 `overlap_options` asks this of every kernel of a schedule, for the backend's own functors and for
-the in-place variants (codegen.generate.functors.inplace) that apply, which trade speed for a
-smaller footprint, reading the loop IR generated for them before planning (codegen.generate.Kernels);
-the memory plan picks among the options (codegen.plan).
+the in-place variants (tinsmith.generate.functors.inplace) that apply, which trade speed for a
+smaller footprint, reading the loop IR generated for them before planning (tinsmith.generate.Kernels);
+the memory plan picks among the options (tinsmith.plan).
 """
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from codegen.ir import Graph
-from codegen.planners.access import Access, Untraceable, itemsize as dtype_bytes, trace
-from codegen.planners.lifetime import scratch_name
-from codegen.schedule import Schedule
+from tinsmith.ir import Graph
+from tinsmith.planners.access import Access, Untraceable, itemsize as dtype_bytes, trace
+from tinsmith.planners.lifetime import scratch_name
+from tinsmith.schedule import Schedule
 
 BLOCK = 16  # the workspace alignment: offsets are multiples of it
 
@@ -124,7 +124,7 @@ def dying_inputs(graph: Graph, sched: Schedule) -> dict[str, list[str]]:
 def overlap_options(graph, sched, kernels) -> list[OverlapOption]:
     """Every overlap the kernels of `sched` allow between their output and an input that dies at
     them, with the backend's functors (or the row pipelines `sched` runs), then with each in-place
-    variant that applies, read off the loop IR generated for them (codegen.generate.Kernels)."""
+    variant that applies, read off the loop IR generated for them (tinsmith.generate.Kernels)."""
     dying = dying_inputs(graph, sched)
     itemsize = {v: t.nbytes // max(t.size, 1) for v, t in graph.types.items()}
     heads = [n.name for n, _ in sched.kernel_heads() if n.name in dying]

@@ -1,11 +1,11 @@
 """Row pipelines in the schedule: a run of convolution kernels that the plan may merge into one
-kernel computing them row by row (codegen.generate.functors.row_pipeline), so that the values
+kernel computing them row by row (tinsmith.generate.functors.row_pipeline), so that the values
 passed between them live in ring buffers of a few rows instead of whole.
 
 `pipeline_of` reads a pipeline off a schedule (a kernel whose fused nodes include convolutions);
 `candidates` lists the runs of kernels that may become one; `with_pipeline` regroups a schedule
 around one; `best_candidate` picks the run whose pipeline needs the least workspace, before the
-kernels are generated (codegen.generate builds its kernel with the others); `plan_with_rows` plans
+kernels are generated (tinsmith.generate builds its kernel with the others); `plan_with_rows` plans
 the schedule as it is and with that candidate, reading the generated kernels' access order, and
 keeps the smaller workspace (the schedule as it is on ties: the pipeline's kernels are slower).
 """
@@ -14,14 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Mapping
 
-from codegen.generate import ROW_PIPELINE
-from codegen.generate.backend import prepare_node
-from codegen.generate.functors.row_pipeline import Layer, Pipeline
-from codegen.ir import Graph, Node
-from codegen.plan import MemoryPlan, plan_memory
-from codegen.planners.lifetime import scratch_name
-from codegen.planners.overlap import overlap_options
-from codegen.schedule import Schedule
+from tinsmith.generate import ROW_PIPELINE
+from tinsmith.generate.backend import prepare_node
+from tinsmith.generate.functors.row_pipeline import Layer, Pipeline
+from tinsmith.ir import Graph, Node
+from tinsmith.plan import MemoryPlan, plan_memory
+from tinsmith.planners.lifetime import scratch_name
+from tinsmith.planners.overlap import overlap_options
+from tinsmith.schedule import Schedule
 
 VARIANT = ROW_PIPELINE  # the name the plan gives a pipeline's kernel in MemoryPlan.variants
 
@@ -192,14 +192,14 @@ def best_candidate(graph: Graph, sched: Schedule, scratch: Mapping[str, int]) ->
 
 def schedules_to_generate(sched: Schedule, candidate: RowCandidate | None) -> list[tuple[Schedule, dict]]:
     """The schedules the plan chooses between, each with the row pipelines its kernels run: what
-    codegen.generate builds kernels for."""
+    tinsmith.generate builds kernels for."""
     return [(sched, {})] + ([(candidate.schedule, {candidate.heads[0]: candidate.pipeline})] if candidate else [])
 
 
 def plan_with_rows(graph: Graph, sched: Schedule, kernels, scratch: Mapping[str, int],
                    candidate: RowCandidate | None, always: bool = False) -> tuple[Schedule, MemoryPlan]:
     """(schedule, plan): the schedule as it is, or with the `candidate` pipeline where that makes the
-    workspace smaller; each planned with the overlaps its kernels (codegen.generate.Kernels) allow.
+    workspace smaller; each planned with the overlaps its kernels (tinsmith.generate.Kernels) allow.
     `always`: take the pipeline even where it saves nothing (tests run the kernel on shapes too small
     to gain)."""
     best = plan_memory(graph, sched, scratch=scratch, overlaps=overlap_options(graph, sched, kernels))

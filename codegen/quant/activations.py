@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from codegen.quant import fixed_point as fp
+from tinsmith.quant import fixed_point as fp
 
 INPUT_INTEGER_BITS = 4
 # the fixed output quantization of each function: (scale, zero point)

@@ -34,13 +34,13 @@ from typing import Sequence
 
 import numpy as np
 
-from codegen.ir import Constant, Graph, Node
-from codegen.ir.rewriter import GraphRewriter
-from codegen.ops import PRIMITIVES, check_attrs
-from codegen.ops.channels_last import perm_to_first, perm_to_last
-from codegen.ops.conv import kernel_from, windows
-from codegen.ops.quantized_onnx import act_range, output_scales
-from codegen.ops.registry import InferArgs
+from tinsmith.ir import Constant, Graph, Node
+from tinsmith.ir.rewriter import GraphRewriter
+from tinsmith.ops import PRIMITIVES, check_attrs
+from tinsmith.ops.channels_last import perm_to_first, perm_to_last
+from tinsmith.ops.conv import kernel_from, windows
+from tinsmith.ops.quantized_onnx import act_range, output_scales
+from tinsmith.ops.registry import InferArgs
 
 SIGNED_SHIFT = 128  # uint8 v stands for the same real as int8 v - 128 with the zero point less 128
 # where a node's operands are: x, x's zero point, weights, their zero points, bias, and for the

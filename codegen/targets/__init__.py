@@ -46,7 +46,7 @@ their own file to `load_target`, with no code change. The format, version 1:
       icount_shift: 6                 # optional: one instruction = 2**shift ns
       timeout_seconds: 60             # optional
 
-Nothing here needs SCons; `codegen.targets.firmware_scons` is the SCons side.
+Nothing here needs SCons; `tinsmith.targets.firmware_scons` is the SCons side.
 """
 from __future__ import annotations
 
@@ -58,10 +58,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from codegen.errors import SourceLoc, TinsmithError
-from codegen.escape import one_line
-from codegen.load.located_yaml import LocatedDict, LocatedList, parse_yaml
-from codegen.paths import BAREMETAL_DIR
+from tinsmith.errors import SourceLoc, TinsmithError
+from tinsmith.escape import one_line
+from tinsmith.load.located_yaml import LocatedDict, LocatedList, parse_yaml
+from tinsmith.paths import BAREMETAL_DIR
 
 __all__ = ["TARGETS", "BAREMETAL_DIR", "Board", "Capabilities", "Emulator", "MemoryRegion", "Place", "Placement",
            "Target", "TargetError", "Toolchain", "load_target", "parse_placement", "with_placement"]
@@ -399,7 +399,7 @@ def _check_overlaps(regions, memory: _Fields) -> None:
 
 def _check_place(kind: str, place: Place, board: Board, loc: SourceLoc | None,
                  section_loc: SourceLoc | None = None) -> Place:
-    from codegen.escape import ld_section_name
+    from tinsmith.escape import ld_section_name
     if board.region(place.region) is None:
         known = ", ".join(["flash", "ram", *(n for n, _ in board.regions)])
         raise TargetError(loc, f"{kind} are placed in region '{place.region}', which the board's memory does "

@@ -10,9 +10,9 @@ import json
 from pathlib import Path
 from typing import Mapping
 
-from codegen.escape import c_identifier, cpp_templates, ld_comment, ld_file_name, ld_section_name
-from codegen.ir.graph import DTYPES
-from codegen.targets import BAREMETAL_DIR, Target, TargetError
+from tinsmith.escape import c_identifier, cpp_templates, ld_comment, ld_file_name, ld_section_name
+from tinsmith.ir.graph import DTYPES
+from tinsmith.targets import BAREMETAL_DIR, Target, TargetError
 
 # Host files the firmware reads and writes through semihosting, relative to the emulator's
 # working directory (see qemu.py).

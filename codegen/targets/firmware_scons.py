@@ -3,7 +3,7 @@ generated model (model + firmware main + startup + semihosting, linked for the b
 
 Import from an SConstruct (the Tinsmith root must be on sys.path):
 
-    from codegen.targets.firmware_scons import firmware_program
+    from tinsmith.targets.firmware_scons import firmware_program
     elf = firmware_program(env, "cortex-m4", "build/host/mlp", "mlp")
 
 `model_dir` holds NAME.cpp, NAME.h and NAME.plan.json, as the generator writes them; if the
@@ -17,9 +17,9 @@ from pathlib import Path
 import SCons.Action
 import SCons.Errors
 
-from codegen.errors import TinsmithError
-from codegen.targets import BAREMETAL_DIR, Target, load_target
-from codegen.targets.firmware import (MAIN_TEMPLATE, RUNTIME_SOURCES, SECTIONS_SCRIPT, firmware_main_file,
+from tinsmith.errors import TinsmithError
+from tinsmith.targets import BAREMETAL_DIR, Target, load_target
+from tinsmith.targets.firmware import (MAIN_TEMPLATE, RUNTIME_SOURCES, SECTIONS_SCRIPT, firmware_main_file,
                                       memory_script)
 
 _RUNTIME_INCLUDE = BAREMETAL_DIR.parent / "include"
@@ -91,7 +91,7 @@ def firmware_program(env, target: Target | str | Path, model_dir, name: str, bui
                      optimize: str | None = None, extra_ccflags=(), model_library=None):
     """The ELF of the test firmware for graph `name` in `model_dir` on a bare-metal target
     (a list with one node). It reads inputs and writes outputs and measurements through
-    semihosting; run it with codegen.targets.qemu.run_on_emulator. Everything is built in
+    semihosting; run it with tinsmith.targets.qemu.run_on_emulator. Everything is built in
     `build_dir` [model_dir/firmware/TARGET, plus the `optimize` flag if given]. With
     `model_library` (the model already compiled for the target, as the tinsmith tool builds
     it), the firmware links that library instead of compiling NAME.cpp again."""

@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Mapping, NamedTuple
 
-from codegen.targets import Target, TargetError, load_target
-from codegen.targets.firmware import INPUT_FILE, OUTPUT_FILE, STATS_FILE
+from tinsmith.targets import Target, TargetError, load_target
+from tinsmith.targets.firmware import INPUT_FILE, OUTPUT_FILE, STATS_FILE
 
 
 class EmulatorError(TargetError):

@@ -262,8 +262,8 @@ def tflite_differential(rng: random.Random, folder: Path) -> list[str]:
     """One random valid int8 model compiled, run and compared bit for bit with the TFLite Micro interpreter."""
     from tflite_micro.python.tflite_micro import runtime as tflm
 
-    from codegen.cli import run_compiled
-    from codegen.pipeline import lower
+    from tinsmith.cli import run_compiled
+    from tinsmith.pipeline import lower
     from .quick import random_tflite
     model, x = random_tflite(rng)
     path = folder / "rand.tflite"

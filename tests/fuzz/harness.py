@@ -63,10 +63,10 @@ def _listing(folder: Path) -> dict[str, tuple[int, int]]:
 
 
 def run_tinsmith(args: list[str], cwd: Path, timeout: float = TIMEOUT) -> tuple[int | None, str, str, float]:
-    """`python -m codegen ARGS` in cwd; (status or None on timeout, stdout, stderr, seconds)."""
+    """`python -m tinsmith ARGS` in cwd; (status or None on timeout, stdout, stderr, seconds)."""
     start = time.monotonic()
     try:
-        proc = subprocess.run([sys.executable, "-m", "codegen", *args], cwd=cwd, env=_env(),
+        proc = subprocess.run([sys.executable, "-m", "tinsmith", *args], cwd=cwd, env=_env(),
                               capture_output=True, text=True, errors="replace", timeout=timeout,
                               stdin=subprocess.DEVNULL)
         return proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start

@@ -1,5 +1,5 @@
 """Small random ONNX models: valid ones for the differential test against ONNX Runtime, and the
-seeds that the ONNX mutations start from. Written with onnx.helper only; nothing from codegen."""
+seeds that the ONNX mutations start from. Written with onnx.helper only; nothing from tinsmith."""
 from __future__ import annotations
 
 import random

@@ -57,7 +57,7 @@ def format_of(seed: int, index: int) -> str:
 def random_tflite(rng: random.Random) -> tuple[bytes, np.ndarray]:
     """A valid random int8 model (LOGISTIC or TANH, random shape and input quantization, TFLite's
     output quantization) and an int8 input for it."""
-    from codegen.quant.activations import OUTPUT_QUANT
+    from tinsmith.quant.activations import OUTPUT_QUANT
     if str(harness.ROOT / "tests") not in sys.path:
         sys.path.insert(0, str(harness.ROOT / "tests"))  # (tests/tflite_writer.py)
     from tflite_writer import single_operator
@@ -123,9 +123,9 @@ def _on_alarm(signum, frame):
 def judge(path: Path, generate: bool, refuse_is_finding: bool = False) -> tuple[bool, list[str]]:
     """Load and lower `path` (and generate it when `generate`) in this process; (accepted, findings).
     A located refusal is a finding only with `refuse_is_finding` (a valid model)."""
-    from codegen.errors import TinsmithError
-    from codegen.load.onnx_model import located
-    from codegen.pipeline import compile_graph, lower
+    from tinsmith.errors import TinsmithError
+    from tinsmith.load.onnx_model import located
+    from tinsmith.pipeline import compile_graph, lower
     signal.alarm(TIMEOUT)
     try:
         lower(path)
@@ -154,7 +154,7 @@ def keep_finding(workdir: Path, fmt: str, index: int, folder: Path, path: Path, 
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(folder, target, symlinks=True, ignore=shutil.ignore_patterns("out"))
     (target / "finding.txt").write_text(
-        "\n".join(findings) + f"\n\nreproduce: cd {target} && python -m codegen generate {path.name} -o out\n",
+        "\n".join(findings) + f"\n\nreproduce: cd {target} && python -m tinsmith generate {path.name} -o out\n",
         encoding="utf-8", errors="backslashreplace")
     return target
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tests.sweep.report import summarize, write_findings
 from tests.sweep.sweep import DEFAULT_FINDINGS, sweep
-from codegen.targets import TARGETS
+from tinsmith.targets import TARGETS
 
 
 def main(argv=None) -> int:

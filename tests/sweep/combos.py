@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from codegen.ir.graph import DTYPES
+from tinsmith.ir.graph import DTYPES
 from tests.sweep.probes import ALL, Probe, Slot
 
 

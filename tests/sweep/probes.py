@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from codegen.ir.graph import DTYPES
+from tinsmith.ir.graph import DTYPES
 
 ALL = tuple(DTYPES)
 INDICES = ("int32", "int64")

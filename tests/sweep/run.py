@@ -28,12 +28,12 @@ from typing import Iterable, Sequence
 import ml_dtypes
 import numpy as np
 
-from codegen.errors import TinsmithError
-from codegen.ir.graph import DTYPES
-from codegen.ops import PRIMITIVES, check_attrs
-from codegen.paths import RUNTIME_INCLUDE
-from codegen.pipeline import compile_graph, library_files, lower, write_files
-from codegen.targets import TARGETS, load_target
+from tinsmith.errors import TinsmithError
+from tinsmith.ir.graph import DTYPES
+from tinsmith.ops import PRIMITIVES, check_attrs
+from tinsmith.paths import RUNTIME_INCLUDE
+from tinsmith.pipeline import compile_graph, library_files, lower, write_files
+from tinsmith.targets import TARGETS, load_target
 from tests.sweep.combos import Combo, graph_yaml, output_names, reference_inputs, runtime_data
 
 REPO = Path(__file__).resolve().parents[2]

@@ -29,8 +29,8 @@ def _worker_init() -> None:
     """Run below the other work on the machine, and parse each target file once per worker rather
     than once per compile (two thirds of the pipeline's time on these one-node graphs)."""
     os.nice(10)
-    import codegen.targets
-    codegen.targets.load_target = functools.lru_cache(maxsize=None)(codegen.targets.load_target)
+    import tinsmith.targets
+    tinsmith.targets.load_target = functools.lru_cache(maxsize=None)(tinsmith.targets.load_target)
 
 
 def _generate(args) -> tuple[str, bool, list[run.Result], dict]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from codegen.escape import c_comment
-from codegen.generate.backend import CPP
-from codegen.generate.render import double_literal, float_literal
-from codegen.ir import Constant
+from tinsmith.escape import c_comment
+from tinsmith.generate.backend import CPP
+from tinsmith.generate.render import double_literal, float_literal
+from tinsmith.ir import Constant
 
 _PER_LINE = 8
 

@@ -14,11 +14,11 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from codegen.generate.backend import CPP, KernelArgs, same
-from codegen.generate.loop_ir import (Assign, Binary, Comment, Expr, For, Load, Local, Select, Stmt, Store,
+from tinsmith.generate.backend import CPP, KernelArgs, same
+from tinsmith.generate.loop_ir import (Assign, Binary, Comment, Expr, For, Load, Local, Select, Stmt, Store,
                                       Var, const, index)
-from codegen.ops.conv import ConvGeometry, TransposedAxis, Window
-from codegen.ops.registry import InferArgs
+from tinsmith.ops.conv import ConvGeometry, TransposedAxis, Window
+from tinsmith.ops.registry import InferArgs
 
 # Edge segments in a row beyond this many are merged into one checked segment: each exact segment
 # is one more copy of the loop nest (flash), while a checked one costs a test per tap at the edge.

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from codegen.generate.backend import KernelArgs, same
-from codegen.generate.kernel_sets import FPU_REGISTERS
-from codegen.generate.functors.conv import (Affine, ConvAxes, ConvOperands, TileLoops, blocked_row, channel_blocks,
+from tinsmith.generate.backend import KernelArgs, same
+from tinsmith.generate.kernel_sets import FPU_REGISTERS
+from tinsmith.generate.functors.conv import (Affine, ConvAxes, ConvOperands, TileLoops, blocked_row, channel_blocks,
                                             loops, plan_axis, tile_loops, tiles, whole_axis)
-from codegen.generate.functors.fast import (FLOAT, G, _gemv_operands, _is_float_2d_conv, _is_gemv, gemv,
+from tinsmith.generate.functors.fast import (FLOAT, G, _gemv_operands, _is_float_2d_conv, _is_gemv, gemv,
                                             gemv_epilogue, nchw_bias_stores, register_block)
-from codegen.generate.loop_ir import INDEX, Assign, Binary, Comment, Expr, For, Load, Local, Stmt, Store, Var, const, index
+from tinsmith.generate.loop_ir import INDEX, Assign, Binary, Comment, Expr, For, Load, Local, Stmt, Store, Var, const, index
 
 # (output channels, positions) per register block; measured on the emulated Cortex-M4 against
 # instructions per MAC and the stack (4 x 4 pointwise: 2.05 on vww; 2 x 8 windows: faster than

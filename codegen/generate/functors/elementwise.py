@@ -10,9 +10,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from codegen.generate.backend import CPP, FLOATS, NUMBERS, same, takes
-from codegen.ir.graph import DTYPES
-from codegen.generate.loop_ir import (FLOAT_DTYPES, Binary, Cast, Const, Expr, Load, Select, Store, Unary,
+from tinsmith.generate.backend import CPP, FLOATS, NUMBERS, same, takes
+from tinsmith.ir.graph import DTYPES
+from tinsmith.generate.loop_ir import (FLOAT_DTYPES, Binary, Cast, Const, Expr, Load, Select, Store, Unary,
                                       broadcast_index, const, flat_index, in_double, index, nest)
 
 Formula = Callable[[Sequence[Expr], Mapping[str, Any]], Expr]

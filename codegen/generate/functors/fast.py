@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from codegen.generate.backend import KernelArgs, same
-from codegen.generate.kernel_sets import VECTORS
-from codegen.generate.functors.conv import (Affine, ConvOperands, TileLoops, blocked_row, channel_blocks, dot, loops,
+from tinsmith.generate.backend import KernelArgs, same
+from tinsmith.generate.kernel_sets import VECTORS
+from tinsmith.generate.functors.conv import (Affine, ConvOperands, TileLoops, blocked_row, channel_blocks, dot, loops,
                                             tile_loops, tiles)
-from codegen.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Comment, Const, Expr, For, Lane, Load,
+from tinsmith.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Comment, Const, Expr, For, Lane, Load,
                                       Local, ReduceLanes, Select, Stmt, Store, Var, const, index)
 
 FLOAT = "float32"
@@ -389,4 +389,4 @@ VECTORS.register("Gemm", family="matrix", types=same("float32", 3, acc="float32"
 
 # Channels-last kernels (the layout pass's ConvNHWC and pools), registered on cpp: with the
 # target's vector width they are the host's, with one lane the portable ones.
-from codegen.generate.functors import host_conv, host_pool  # noqa: E402,F401
+from tinsmith.generate.functors import host_conv, host_pool  # noqa: E402,F401

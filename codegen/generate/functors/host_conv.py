@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codegen.generate.backend import CPP, same
-from codegen.generate.functors.conv import (Affine, ConvOperands, TileLoops, blocked_row, dot, loops, tile_loops,
+from tinsmith.generate.backend import CPP, same
+from tinsmith.generate.functors.conv import (Affine, ConvOperands, TileLoops, blocked_row, dot, loops, tile_loops,
                                             tiles)
-from codegen.generate.loop_ir import (Assign, Binary, Broadcast, Comment, Const, Expr, For, Load, Local, Stmt, Store,
+from tinsmith.generate.loop_ir import (Assign, Binary, Broadcast, Comment, Const, Expr, For, Load, Local, Stmt, Store,
                                       Var, const)
 
 FLOAT = "float32"

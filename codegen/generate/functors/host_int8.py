@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from codegen.generate.kernel_sets import VECTORS
-from codegen.generate.functors.quantized import INT8_CONV
-from codegen.generate.functors import quantized as q
-from codegen.generate.functors.conv import Affine, Axis, dot, loops, tiles, window_nests
-from codegen.generate.functors.quantized_math import i32, widen
-from codegen.generate.functors.quantized_windows import _windows, row_major
-from codegen.generate.loop_ir import Binary, Cast, Expr, For, Load, Local, Scratch, Stmt, Store, Var, index
+from tinsmith.generate.kernel_sets import VECTORS
+from tinsmith.generate.functors.quantized import INT8_CONV
+from tinsmith.generate.functors import quantized as q
+from tinsmith.generate.functors.conv import Affine, Axis, dot, loops, tiles, window_nests
+from tinsmith.generate.functors.quantized_math import i32, widen
+from tinsmith.generate.functors.quantized_windows import _windows, row_major
+from tinsmith.generate.loop_ir import Binary, Cast, Expr, For, Load, Local, Scratch, Stmt, Store, Var, index
 
 ACC = "acc_row"  # the scratch row of int32 accumulators, one per output channel
 

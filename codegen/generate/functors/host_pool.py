@@ -12,10 +12,10 @@ import math
 
 import numpy as np
 
-from codegen.generate.backend import CPP, same
-from codegen.generate.functors.conv import Affine, Axis, dot, loops, row_major_strides, tile_loops, tiles
-from codegen.generate.functors.host_conv import channel_vectors
-from codegen.generate.loop_ir import Assign, Binary, Comment, Const, Load, Local, Stmt, Store, For, Var
+from tinsmith.generate.backend import CPP, same
+from tinsmith.generate.functors.conv import Affine, Axis, dot, loops, row_major_strides, tile_loops, tiles
+from tinsmith.generate.functors.host_conv import channel_vectors
+from tinsmith.generate.loop_ir import Assign, Binary, Comment, Const, Load, Local, Stmt, Store, For, Var
 
 FLOAT = "float32"
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 import itertools
 from typing import Callable
 
-from codegen.generate.backend import CPP, INDICES, NUMBERS, takes
-from codegen.generate.loop_ir import (FLOAT_DTYPES, Assign, Binary, Cast, Const, Expr, For, Load, Local, Select,
+from tinsmith.generate.backend import CPP, INDICES, NUMBERS, takes
+from tinsmith.generate.loop_ir import (FLOAT_DTYPES, Assign, Binary, Cast, Const, Expr, For, Load, Local, Select,
                                       Stmt, Store, Unary, Var, const, flat_index, index, nest)
-from codegen.ops.common import normalize_axis
-from codegen.ops.indexing import (ResizeAxis, cubic_weights, pad_amounts, resize_axes, resize_inputs,
+from tinsmith.ops.common import normalize_axis
+from tinsmith.ops.indexing import (ResizeAxis, cubic_weights, pad_amounts, resize_axes, resize_inputs,
                                   slice_args, source_coordinate, split_sizes, trilu_k)
-from codegen.ops.registry import InferArgs
+from tinsmith.ops.registry import InferArgs
 
 
 def _infer_args(graph, node_id, args, attrs) -> InferArgs:
@@ -262,7 +262,7 @@ def eye_like(graph, node_id, cluster_id, args, attrs):
 
 # --- Resize ------------------------------------------------------------------------------------
 def _coordinate(mode: str, o: Var, n_in: int, ax: ResizeAxis) -> Expr:
-    """source_coordinate (codegen.ops.indexing) as float32 loop IR of output position o."""
+    """source_coordinate (tinsmith.ops.indexing) as float32 loop IR of output position o."""
     x = _Float(Cast("float", o))
     return source_coordinate(mode, x, n_in, ax).e
 

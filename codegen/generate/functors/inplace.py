@@ -1,6 +1,6 @@
 """In-place variants: kernels that read their input in an order letting the output take over its
 bytes, at some cost in speed. The memory plan runs one only where it makes the workspace smaller
-(codegen.planners.overlap traces each variant's access order; codegen.plan chooses), and the
+(tinsmith.planners.overlap traces each variant's access order; tinsmith.plan chooses), and the
 generator then calls it instead of the backend's functor.
 
 `pointwise_per_pixel`: a 1x1 convolution (stride 1, no padding, no groups) that copies a block of
@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from codegen.generate.backend import KernelArgs, Traits, kernel_args
-from codegen.generate.functors.conv import Affine
-from codegen.generate.loop_ir import Assign, Binary, For, Load, Local, Scratch, Store, Var, const, index
+from tinsmith.generate.backend import KernelArgs, Traits, kernel_args
+from tinsmith.generate.functors.conv import Affine
+from tinsmith.generate.loop_ir import Assign, Binary, For, Load, Local, Scratch, Store, Var, const, index
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,9 @@
 DepthToSpace, SpaceToDepth, Dropout."""
 from __future__ import annotations
 
-from codegen.generate.backend import ANY_TYPES, CPP, INDICES, same, takes
-from codegen.generate.loop_ir import Binary, Const, Load, Store, broadcast_index, flat_index, index, nest
-from codegen.ops.layout import block_view
+from tinsmith.generate.backend import ANY_TYPES, CPP, INDICES, same, takes
+from tinsmith.generate.loop_ir import Binary, Const, Load, Store, broadcast_index, flat_index, index, nest
+from tinsmith.ops.layout import block_view
 
 
 @CPP.register("Reshape", "Flatten", "Squeeze", "Unsqueeze", family="movement", types=takes(None, INDICES))

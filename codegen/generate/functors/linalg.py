@@ -1,9 +1,9 @@
 """Functors for matrix products."""
 from __future__ import annotations
 
-from codegen.generate.backend import CPP, FLOATS, same
-from codegen.ops.common import broadcast_shapes
-from codegen.generate.loop_ir import (Assign, Binary, For, Load, Local, Store, Var, broadcast_index, const,
+from tinsmith.generate.backend import CPP, FLOATS, same
+from tinsmith.ops.common import broadcast_shapes
+from tinsmith.generate.loop_ir import (Assign, Binary, For, Load, Local, Store, Var, broadcast_index, const,
                                       flat_index, nest)
 
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from codegen.generate.backend import ANY_TYPES, CPP, FLOATS, INTEGERS, NUMBERS, same, takes
-from codegen.generate.functors.elementwise import Formula, elementwise
-from codegen.generate.loop_ir import (Binary, Cast, Const, Expr, Load, Select, Store, Unary, const, nest)
-from codegen.ir.graph import DTYPES, largest_finite
+from tinsmith.generate.backend import ANY_TYPES, CPP, FLOATS, INTEGERS, NUMBERS, same, takes
+from tinsmith.generate.functors.elementwise import Formula, elementwise
+from tinsmith.generate.loop_ir import (Binary, Cast, Const, Expr, Load, Select, Store, Unary, const, nest)
+from tinsmith.ir.graph import DTYPES, largest_finite
 
 
 def _isinf(x: Expr, a: Mapping[str, Any]) -> Expr:

@@ -1,11 +1,11 @@
 """Functors for BatchNormalization (inference), InstanceNormalization and LRN."""
 from __future__ import annotations
 
-from codegen.generate.backend import CPP, same
-from codegen.generate.functors.conv import Affine, Axis, TileLoops, accumulate, loops, tiles, window_nests
-from codegen.generate.loop_ir import Binary, Expr, For, Load, Local, Select, Stmt, Store, Unary, Var, const
-from codegen.ops.conv import Window
-from codegen.ops.normalization import lrn_span
+from tinsmith.generate.backend import CPP, same
+from tinsmith.generate.functors.conv import Affine, Axis, TileLoops, accumulate, loops, tiles, window_nests
+from tinsmith.generate.loop_ir import Binary, Expr, For, Load, Local, Select, Stmt, Store, Unary, Var, const
+from tinsmith.ops.conv import Window
+from tinsmith.ops.normalization import lrn_span
 
 
 def _plane_index(n: str, c: str, channels: int, size: int) -> Expr:

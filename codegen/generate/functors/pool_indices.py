@@ -2,13 +2,13 @@
 running maximum, the flat input position it came from."""
 from __future__ import annotations
 
-from codegen.generate.backend import CPP, NUMBERS, takes
-from codegen.generate.functors.conv import (Affine, Axis, TileLoops, dot, infer_args, loops, row_major_strides,
+from tinsmith.generate.backend import CPP, NUMBERS, takes
+from tinsmith.generate.functors.conv import (Affine, Axis, TileLoops, dot, infer_args, loops, row_major_strides,
                                             tiles, window_nests)
-from codegen.generate.functors.pooling import LOWEST_FLOAT, plane_coords
-from codegen.generate.loop_ir import Assign, Binary, Cast, For, Load, Local, Select, Stmt, Store, Var, const, index
-from codegen.ops.pool_indices import spatial_strides
-from codegen.ops.pooling import pool_windows
+from tinsmith.generate.functors.pooling import LOWEST_FLOAT, plane_coords
+from tinsmith.generate.loop_ir import Assign, Binary, Cast, For, Load, Local, Select, Stmt, Store, Var, const, index
+from tinsmith.ops.pool_indices import spatial_strides
+from tinsmith.ops.pooling import pool_windows
 
 
 @CPP.register("MaxPoolIndices", family="window", types=takes(NUMBERS, out=[NUMBERS, "int64"]))

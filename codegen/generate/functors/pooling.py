@@ -6,12 +6,12 @@ import math
 
 import numpy as np
 
-from codegen.generate.backend import CPP, FLOATS, NUMBERS, same
-from codegen.generate.functors.conv import (Affine, Axis, TileLoops, accumulate, dot, infer_args, loops,
+from tinsmith.generate.backend import CPP, FLOATS, NUMBERS, same
+from tinsmith.generate.functors.conv import (Affine, Axis, TileLoops, accumulate, dot, infer_args, loops,
                                             row_major_strides, tiles, window_nests)
-from codegen.generate.loop_ir import (Assign, Binary, Const, Expr, For, Load, Local, Select, Stmt, Store, Unary, Var,
+from tinsmith.generate.loop_ir import (Assign, Binary, Const, Expr, For, Load, Local, Select, Stmt, Store, Unary, Var,
                                       const, index)
-from codegen.ops.pooling import MAX_POOL_INTEGERS, pool_windows
+from tinsmith.ops.pooling import MAX_POOL_INTEGERS, pool_windows
 
 
 def _power(v: Expr, p: int) -> Expr:

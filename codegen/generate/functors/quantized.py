@@ -4,14 +4,14 @@ by clamping the load's index into the input and selecting the zero point's contr
 for taps outside it, so no load ever leaves the buffer."""
 from __future__ import annotations
 
-from codegen.generate.backend import CPP, FLOATS, same, takes
-from codegen.generate.kernel_sets import micro_kernel
-from codegen.generate.functors.quantized_math import (clamp, i32, multiply_by_quantized_multiplier,
+from tinsmith.generate.backend import CPP, FLOATS, same, takes
+from tinsmith.generate.kernel_sets import micro_kernel
+from tinsmith.generate.functors.quantized_math import (clamp, i32, multiply_by_quantized_multiplier,
                                                       rounded_divide, select_max, widen)
-from codegen.generate.functors.quantized_onnx import float_requantize_store
-from codegen.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store,
+from tinsmith.generate.functors.quantized_onnx import float_requantize_store
+from tinsmith.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store,
                                       Var, Unary, broadcast_index, flat_index, index, nest)
-from codegen.ops import quantized as q
+from tinsmith.ops import quantized as q
 
 # The element types of the quantized kernels: int8, uint8 or int16 activations (TFLite's int8 and
 # 16x8 schemes, ONNX's uint8), int8 weights, int32 bias and per-channel requantization constants.

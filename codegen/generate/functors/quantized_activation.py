@@ -3,10 +3,10 @@ table (codegen/quant/activations.py for TFLite's LOGISTIC and TANH) is a constan
 the kernel costs one load, one table load and one store per element."""
 from __future__ import annotations
 
-from codegen.generate.backend import CPP, takes
-from codegen.generate.functors.quantized import QUANTIZED
-from codegen.generate.functors.quantized_math import i32, widen
-from codegen.generate.loop_ir import Binary, Cast, Load, Store, flat_index, nest
+from tinsmith.generate.backend import CPP, takes
+from tinsmith.generate.functors.quantized import QUANTIZED
+from tinsmith.generate.functors.quantized_math import i32, widen
+from tinsmith.generate.loop_ir import Binary, Cast, Load, Store, flat_index, nest
 
 
 @CPP.register("QLookup", family="table", types=takes(QUANTIZED, QUANTIZED, out=QUANTIZED))

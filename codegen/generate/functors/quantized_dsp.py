@@ -27,13 +27,13 @@ requantization is quantized.py's. Channels and pixels past a block run in smalle
 """
 from __future__ import annotations
 
-from codegen.generate.kernel_sets import ARM_DSP
-from codegen.generate.functors.quantized import INT8_CONV
-from codegen.generate.functors import quantized as scalar
-from codegen.generate.functors.conv import Affine, Axis, TileLoops, dot, loops, tile_loops, tiles
-from codegen.generate.functors.quantized_math import i32, select_max, select_min, widen
-from codegen.generate.functors.quantized_windows import _windows, row_major
-from codegen.generate.loop_ir import (Assign, Binary, Call, Comment, Expr, For, Load, Local, Scratch, Stmt, Store,
+from tinsmith.generate.kernel_sets import ARM_DSP
+from tinsmith.generate.functors.quantized import INT8_CONV
+from tinsmith.generate.functors import quantized as scalar
+from tinsmith.generate.functors.conv import Affine, Axis, TileLoops, dot, loops, tile_loops, tiles
+from tinsmith.generate.functors.quantized_math import i32, select_max, select_min, widen
+from tinsmith.generate.functors.quantized_windows import _windows, row_major
+from tinsmith.generate.loop_ir import (Assign, Binary, Call, Comment, Expr, For, Load, Local, Scratch, Stmt, Store,
                                       Var, index)
 
 

@@ -2,7 +2,7 @@
 the definition and the NumPy side). Steps go through locals so each intermediate is computed once."""
 from __future__ import annotations
 
-from codegen.generate.loop_ir import Assign, Binary, Cast, Const, Expr, Local, Select, Stmt, Var
+from tinsmith.generate.loop_ir import Assign, Binary, Cast, Const, Expr, Local, Select, Stmt, Var
 
 
 def i32(v: int) -> Const:

@@ -10,13 +10,13 @@ from typing import Sequence
 
 import numpy as np
 
-from codegen.generate.backend import CPP, takes
-from codegen.generate.functors.quantized_math import i32, widen
-from codegen.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store, Unary,
+from tinsmith.generate.backend import CPP, takes
+from tinsmith.generate.functors.quantized_math import i32, widen
+from tinsmith.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store, Unary,
                                       Var, broadcast_index, flat_index, index, nest)
-from codegen.ops import quantized_onnx as qo
-from codegen.ops.conv import windows
-from codegen.quant.fixed_point import DTYPE_RANGES
+from tinsmith.ops import quantized_onnx as qo
+from tinsmith.ops.conv import windows
+from tinsmith.quant.fixed_point import DTYPE_RANGES
 
 # ONNX's quantized element types: x and w int8, uint8 or int16 each, scales float32, int32 bias.
 Q8 = ("int8", "uint8", "int16")

@@ -2,10 +2,10 @@
 in the loop IR, step by step, on int32 locals with int64 products."""
 from __future__ import annotations
 
-from codegen.generate.backend import CPP, takes
-from codegen.generate.functors.quantized_math import i32, i64, select_max, widen
-from codegen.generate.loop_ir import Assign, Binary, Cast, Expr, For, Load, Local, Select, Stmt, Store, Var, index
-from codegen.quant import fixed_point as fp
+from tinsmith.generate.backend import CPP, takes
+from tinsmith.generate.functors.quantized_math import i32, i64, select_max, widen
+from tinsmith.generate.loop_ir import Assign, Binary, Cast, Expr, For, Load, Local, Select, Stmt, Store, Var, index
+from tinsmith.quant import fixed_point as fp
 
 
 class Steps:

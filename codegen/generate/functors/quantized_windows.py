@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Callable
 
-from codegen.generate.functors import quantized as q
-from codegen.generate.functors.conv import Affine, Axis, TileLoops, dot, loops, tiles, window_nests
-from codegen.generate.functors.quantized_math import i32, widen
-from codegen.generate.backend import CPP
-from codegen.generate.functors.quantized import QUANTIZED_CONV
-from codegen.generate.loop_ir import Assign, Binary, Comment, Expr, For, Load, Local, Stmt, Var, index
-from codegen.ops.conv import windows
+from tinsmith.generate.functors import quantized as q
+from tinsmith.generate.functors.conv import Affine, Axis, TileLoops, dot, loops, tiles, window_nests
+from tinsmith.generate.functors.quantized_math import i32, widen
+from tinsmith.generate.backend import CPP
+from tinsmith.generate.functors.quantized import QUANTIZED_CONV
+from tinsmith.generate.loop_ir import Assign, Binary, Comment, Expr, For, Load, Local, Stmt, Var, index
+from tinsmith.ops.conv import windows
 
 # dot(x, x_at, w, w_at, count, x_zero_point, var) -> statements adding to local `acc`
 Dot = Callable[[str, Expr, str, Expr, int, int, str], list[Stmt]]

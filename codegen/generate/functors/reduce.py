@@ -6,13 +6,13 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from codegen.generate.backend import CPP, FLOATS, INDICES, NUMBERS, same, takes
-from codegen.generate.functors.elementwise import at_input_precision
-from codegen.generate.loop_ir import (FLOAT_DTYPES, Assign, Binary, Const, Expr, For, Load, Local, Select, Stmt,
+from tinsmith.generate.backend import CPP, FLOATS, INDICES, NUMBERS, same, takes
+from tinsmith.generate.functors.elementwise import at_input_precision
+from tinsmith.generate.loop_ir import (FLOAT_DTYPES, Assign, Binary, Const, Expr, For, Load, Local, Select, Stmt,
                                       Store, Unary, Var, const, flat_index, index, nest)
-from codegen.ops.common import normalize_axis
-from codegen.ops.reduce import cumsum_axis, reduce_axes, topk_k
-from codegen.ops.registry import InferArgs
+from tinsmith.ops.common import normalize_axis
+from tinsmith.ops.reduce import cumsum_axis, reduce_axes, topk_k
+from tinsmith.ops.registry import InferArgs
 
 
 def _infer_args(graph, node_id, args, attrs) -> InferArgs:

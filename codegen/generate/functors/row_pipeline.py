@@ -8,15 +8,15 @@ the model's layout. Every row is computed once: nothing is recomputed. Steps tha
 fixed stride of rows become one loop, so the code stays the size of a few kernels; ring slots are
 `row % rows_in_ring`.
 
-`Pipeline` describes the layers (codegen.planners.rows finds them in a schedule); `pipeline_kernel`
+`Pipeline` describes the layers (tinsmith.planners.rows finds them in a schedule); `pipeline_kernel`
 gives the loop IR, which the plan checker traces like any kernel's.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from codegen.generate.functors.conv import Affine
-from codegen.generate.loop_ir import Binary, For, Load, Local, Assign, Scratch, Store, Var, const, index
+from tinsmith.generate.functors.conv import Affine
+from tinsmith.generate.loop_ir import Binary, For, Load, Local, Assign, Scratch, Store, Var, const, index
 
 CHANNELS, POSITIONS = 4, 2  # output channels times positions kept in registers (8 accumulators)
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import itertools
 import math
 
-from codegen.generate.backend import CPP, INDICES, same, takes
-from codegen.generate.functors.indexing import _Float
-from codegen.generate.loop_ir import (INDEX, Binary, Cast, Expr, For, Load, Local, Select, Stmt, Store, Unary, Var,
+from tinsmith.generate.backend import CPP, INDICES, same, takes
+from tinsmith.generate.functors.indexing import _Float
+from tinsmith.generate.loop_ir import (INDEX, Binary, Cast, Expr, For, Load, Local, Select, Stmt, Store, Unary, Var,
                                       const, index)
-from codegen.ops.sampling import align_of, axis_taps, grid_axes, sampling_mode
+from tinsmith.ops.sampling import align_of, axis_taps, grid_axes, sampling_mode
 
 
 class IrMath:
@@ -216,7 +216,7 @@ def _sample(iy: int, ix: int, ratio: int, height: int, width: int) -> tuple[list
 @CPP.register("RoiAlign", family="sampling", types=takes("float32", "float32", INDICES, out="float32"))
 def roi_align(graph, node_id, cluster_id, args, attrs):
     """Per roi and bin, the sampling_ratio^2 bilinear samples' corners and weights as locals
-    (roi_samples in codegen.ops.sampling, step by step), then per channel their average or max."""
+    (roi_samples in tinsmith.ops.sampling, step by step), then per channel their average or max."""
     x, rois, batch = args.inputs
     y = args.outputs[0]
     n, channels, height, width = x.type.shape

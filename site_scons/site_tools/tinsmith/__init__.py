@@ -2,7 +2,7 @@
 library for the chosen target, a JSON report of RAM, flash and stack, and a program that
 runs the model (a host runner, or test firmware for a bare-metal target).
 
-Only SCons glue lives here; every stage of the compiler runs in `python -m codegen`.
+Only SCons glue lives here; every stage of the compiler runs in `python -m tinsmith`.
 
 Use it from any project after installing Tinsmith (docs/INTEGRATION.md, "Installing"; the repository's own SConstruct finds it
 through site_scons/; a checkout also works as `toolpath=["<tinsmith>/site_scons/site_tools"]`):
@@ -118,14 +118,14 @@ if (_CHECKOUT / "codegen" / "__init__.py").is_file() and str(_CHECKOUT) not in s
     # The tool in a Tinsmith checkout drives that checkout's generator, installed or not.
     sys.path.insert(0, str(_CHECKOUT))
 
-from codegen.arena import arena_summary, is_arena_file, load_arena_file  # noqa: E402
-from codegen.errors import TinsmithError  # noqa: E402
-from codegen.paths import PACKAGE_DIR, RUNTIME_DIR, RUNTIME_INCLUDE  # noqa: E402
-from codegen.load import graph_dependencies, graph_name  # noqa: E402
-from codegen.measure.summary import summary  # noqa: E402
-from codegen.targets import load_target, with_placement  # noqa: E402
-from codegen.targets.firmware import memory_script  # noqa: E402
-from codegen.targets.firmware_scons import configure_toolchain, firmware_program  # noqa: E402
+from tinsmith.arena import arena_summary, is_arena_file, load_arena_file  # noqa: E402
+from tinsmith.errors import TinsmithError  # noqa: E402
+from tinsmith.paths import PACKAGE_DIR, RUNTIME_DIR, RUNTIME_INCLUDE  # noqa: E402
+from tinsmith.load import graph_dependencies, graph_name  # noqa: E402
+from tinsmith.measure.summary import summary  # noqa: E402
+from tinsmith.targets import load_target, with_placement  # noqa: E402
+from tinsmith.targets.firmware import memory_script  # noqa: E402
+from tinsmith.targets.firmware_scons import configure_toolchain, firmware_program  # noqa: E402
 
 
 def toolpath() -> str:
@@ -139,7 +139,7 @@ def baremetal_dir() -> str:
     """The folder of Tinsmith's bare-metal test runtime (startup.c, semihost.c/.h, measure.c/.h,
     sections.ld), as `tinsmith include-dir --baremetal` prints it: for firmware examples that
     borrow it for a QEMU board."""
-    from codegen.paths import BAREMETAL_DIR
+    from tinsmith.paths import BAREMETAL_DIR
     return str(BAREMETAL_DIR)
 
 
@@ -509,23 +509,23 @@ def generate(env):
         TINSMITH_LIMITS="",
         TINSMITH_PLACEMENT="",
         TINSMITH_CONSTANTS_SECTION_FLAG=_constants_section_flag,
-        TINSMITHCOM=("$TINSMITH_PYTHON -m codegen generate $SOURCE -o ${TARGET.dir} --target $TINSMITH_TARGET_FILE"
+        TINSMITHCOM=("$TINSMITH_PYTHON -m tinsmith generate $SOURCE -o ${TARGET.dir} --target $TINSMITH_TARGET_FILE"
                      "${TINSMITH_CONSTANTS_IN_RAM and ' --constants-in-ram' or ''}"
                      "${TINSMITH_CONSTANTS_SECTION_FLAG(__env__)}"
                      "${TINSMITH_LIMITS and ' --limits ' + TINSMITH_LIMITS or ''}"),
         TINSMITHCOMSTR="",
-        TINSMITHVERIFYCOM="$TINSMITH_PYTHON -m codegen verify $SOURCE --stamp $TARGET",
+        TINSMITHVERIFYCOM="$TINSMITH_PYTHON -m tinsmith verify $SOURCE --stamp $TARGET",
         TINSMITHVERIFYCOMSTR="",
-        TINSMITHREPORTCOM=("$TINSMITH_PYTHON -m codegen report $SOURCES -o $TARGET --html ${TARGETS[1]} "
+        TINSMITHREPORTCOM=("$TINSMITH_PYTHON -m tinsmith report $SOURCES -o $TARGET --html ${TARGETS[1]} "
                            "--target $TINSMITH_TARGET_FILE --quiet"
                            "${TINSMITH_RAM_BUDGET and ' --ram-budget ' + TINSMITH_RAM_BUDGET}"
                            "${TINSMITH_FLASH_BUDGET and ' --flash-budget ' + TINSMITH_FLASH_BUDGET}"),
         TINSMITHREPORTCOMSTR="",
-        TINSMITHARENACOM=("$TINSMITH_PYTHON -m codegen arena $SOURCES -o ${TARGET.dir} --name $TINSMITH_ARENA_NAME "
+        TINSMITHARENACOM=("$TINSMITH_PYTHON -m tinsmith arena $SOURCES -o ${TARGET.dir} --name $TINSMITH_ARENA_NAME "
                           "--target $TINSMITH_TARGET_FILE --quiet"),
         TINSMITHARENACOMSTR="",
     )
-    # `python -m codegen` in the build's commands runs the same generator this tool imported.
+    # `python -m tinsmith` in the build's commands runs the same generator this tool imported.
     env.PrependENVPath("PYTHONPATH", str(PACKAGE_DIR.parent))
     env["BUILDERS"]["TinsmithSources"] = SCons.Builder.Builder(
         action=SCons.Action.Action("$TINSMITHCOM", "$TINSMITHCOMSTR"),

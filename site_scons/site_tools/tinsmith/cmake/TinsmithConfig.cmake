@@ -34,7 +34,7 @@ if(NOT TINSMITH_PYTHON)
   set(TINSMITH_PYTHON "${Python3_EXECUTABLE}")
 endif()
 set(TINSMITH_PYTHON "${TINSMITH_PYTHON}" CACHE FILEPATH "Python that runs Tinsmith")
-set(TINSMITH_COMMAND "${TINSMITH_PYTHON}" -m codegen)
+set(TINSMITH_COMMAND "${TINSMITH_PYTHON}" -m tinsmith)
 
 execute_process(COMMAND ${TINSMITH_COMMAND} include-dir OUTPUT_VARIABLE Tinsmith_INCLUDE_DIR
                 ERROR_VARIABLE _tinsmith_error RESULT_VARIABLE _tinsmith_failed OUTPUT_STRIP_TRAILING_WHITESPACE)
