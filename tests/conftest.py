@@ -82,15 +82,28 @@ def example_build(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def built_workspace(tmp_path_factory):
+def graph_builds(tmp_path_factory):
+    """`graph_builds(target)`: the folder holding every graph in graphs/ built for the target by
+    the repository's SConstruct (tests/shared_builds.py), made once per session for all workers.
+    Read it only: write a run's inputs and outputs to your own tmp_path."""
+    from shared_builds import every_graph
+    return lambda target: every_graph(tmp_path_factory.getbasetemp(), target)
+
+
+@pytest.fixture(scope="session")
+def built_workspace(tmp_path_factory, graph_builds):
     """`built_workspace(graph, target)`: the workspace bytes in the report `tinsmith build GRAPH
     --target TARGET` writes (built once per graph and target in a session): the figure every
-    recipe generating for that target must reproduce."""
+    recipe generating for that target must reproduce. A graph of graphs/ is read from the
+    session's shared build of every graph for the target (the same SCons tool writes the report)."""
     import json
     folder, seen = tmp_path_factory.mktemp("built"), {}
 
     def workspace(graph: Path, target: str) -> int:
         key = (str(graph), target)
+        if key not in seen and Path(graph).resolve().parent == GRAPHS:
+            report = graph_builds(target) / Path(graph).stem / f"{Path(graph).stem}.json"
+            seen[key] = json.loads(report.read_text())["ram"]["workspace_bytes"]
         if key not in seen:
             build_dir = folder / f"{Path(graph).stem}-{target}"
             proc = tinsmith("build", str(graph), "--target", target, "--build-dir", str(build_dir))
@@ -99,3 +112,66 @@ def built_workspace(tmp_path_factory):
             seen[key] = json.loads(report.read_text())["ram"]["workspace_bytes"]
         return seen[key]
     return workspace
+
+
+# --- longest files first ---------------------------------------------------------------------
+# xdist (--dist loadfile --no-loadscope-reorder, pytest.ini) hands out test files in collection
+# order, each to the first free worker. Starting with the costliest files and ending with the
+# many cheap ones lets both workers finish together (longest-processing-time-first). The CPU
+# seconds per file are measured data: `python -m tests.cpu_report DIR --write-costs` rewrites
+# FILE_COSTS from a run with TINSMITH_CPU_LOG=DIR. A file not listed keeps its place after the
+# listed ones; stale figures cost balance, never a test.
+FILE_COSTS = Path(__file__).with_name("data") / "file_cpu_seconds.json"
+
+
+def pytest_collection_modifyitems(session, config, items):
+    import json
+    costs = json.loads(FILE_COSTS.read_text()) if FILE_COSTS.is_file() else {}
+    items.sort(key=lambda item: -costs.get(item.nodeid.split("::", 1)[0], 0.0))  # stable within a file
+
+
+# --- CPU time per test and per fixture -------------------------------------------------------
+# With TINSMITH_CPU_LOG=DIR, every worker appends one JSON line per test phase and per fixture
+# set-up to DIR/cpu-WORKER.jsonl: CPU seconds of the pytest process plus those of the processes
+# it waited for (scons, g++, QEMU). CPU time, not wall time, because the figure should not
+# depend on what else the machine is running; `python -m tests.cpu_report DIR` sums it up.
+# Set-ups of session-scoped fixtures are not logged apart (the hook sees only those of the
+# tests' folder); their cost is in the first test that needs them, like every fixture's.
+_CPU_LOG = os.environ.get("TINSMITH_CPU_LOG")
+
+
+def _cpu_seconds() -> tuple[float, float]:
+    import resource
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+def _log_cpu(record: dict) -> None:
+    import json
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(Path(_CPU_LOG) / f"cpu-{worker}.jsonl", "a") as log:
+        log.write(json.dumps(record) + "\n")
+
+
+if _CPU_LOG:
+    Path(_CPU_LOG).mkdir(parents=True, exist_ok=True)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(fixturedef, request):
+        own, children = _cpu_seconds()
+        yield
+        own_after, children_after = _cpu_seconds()
+        _log_cpu({"fixture": fixturedef.argname, "scope": fixturedef.scope,
+                  "node": request.node.nodeid, "own": own_after - own,
+                  "children": children_after - children})
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        import time
+        own, children = _cpu_seconds()
+        start = time.monotonic()
+        yield
+        own_after, children_after = _cpu_seconds()
+        _log_cpu({"test": item.nodeid, "own": own_after - own, "children": children_after - children,
+                  "wall": time.monotonic() - start})

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -81,41 +80,30 @@ def run_cases(cases: Mapping[str, tuple[onnx.ModelProto, Mapping[str, np.ndarray
     return run_on_host({n: m for n, (m, _) in cases.items()}, {n: f for n, (_, f) in cases.items()}, folder)
 
 
-def build_graphs(graphs: Sequence[Path], folder: Path) -> Path:
-    """Build graphs of graphs/ with SCons: host runners in folder/host, Cortex-M4 firmware in
-    folder/m4."""
-    def scons(*args: str) -> None:
-        proc = subprocess.run([sys.executable, "-m", "SCons", "-Q", "-j2", "-C", str(ROOT), *args],
-                              capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-    listed = ",".join(str(g) for g in graphs)
-    scons(f"build_dir={folder / 'host'}", f"graphs={listed}")
-    elfs = [str(folder / "m4" / g.stem / "firmware" / f"{g.stem}.elf") for g in graphs]
-    scons("target=cortex-m4", f"build_dir={folder / 'm4'}", f"graphs={listed}", *elfs)
-    return folder
-
-
-def run_graph(folder: Path, name: str, x: np.ndarray, where: str) -> np.ndarray:
-    """The float32 output of graph `name` (one input, one output) on the host or the Cortex-M4."""
+def run_graph(build: Path, name: str, x: np.ndarray, where: str, scratch: Path) -> np.ndarray:
+    """The float32 output of graph `name` (one input, one output) on the host or the Cortex-M4,
+    from `build`, the shared build of every graph for that target; the run's files go to `scratch`."""
     data = np.ascontiguousarray(x, "<f4").tobytes()
     if where == "host":
-        build = folder / "host" / name
-        (build / "in.bin").write_bytes(data)
-        subprocess.run([str(build / f"{name}_runner"), str(build / "in.bin"), str(build / "out.bin")], check=True)
-        return np.frombuffer((build / "out.bin").read_bytes(), "<f4")
+        scratch.mkdir(parents=True, exist_ok=True)
+        (scratch / "in.bin").write_bytes(data)
+        subprocess.run([str(build / name / f"{name}_runner"), str(scratch / "in.bin"), str(scratch / "out.bin")],
+                       check=True)
+        return np.frombuffer((scratch / "out.bin").read_bytes(), "<f4")
     from tinsmith.targets.qemu import run_on_emulator
-    run = run_on_emulator("cortex-m4", folder / "m4" / name / "firmware" / f"{name}.elf", data, timeout=300)
+    run = run_on_emulator("cortex-m4", build / name / "firmware" / f"{name}.elf", data, timeout=300)
     return np.frombuffer(run.output, "<f4")
 
 
 def check_example_graph(name: str, model: onnx.ModelProto, inputs: Sequence[np.ndarray], where: str,
                         base: Path) -> None:
     """graphs/NAME.yaml (imported from `model`) on the host or the Cortex-M4 against ONNX Runtime
-    on `model`, for each input; both builds are made once under `base`."""
-    folder = base / f"{name}_builds"
-    if not (folder / "m4" / name / "firmware" / f"{name}.elf").exists():
-        build_graphs([ROOT / "graphs" / f"{name}.yaml"], folder)
+    on `model`, for each input; from the session's shared builds of every graph (tests/shared_builds.py),
+    `base` being the session's basetemp."""
+    from shared_builds import every_graph
+    build = every_graph(base, where)
     feed = model.graph.input[0].name
     for k, x in enumerate(inputs):
         (want,) = expected(model, {feed: x})
-        assert_close(run_graph(folder, name, x, where).reshape(want.shape), want, f"{name} on {where}, input {k}")
+        got = run_graph(build, name, x, where, base / f"{name}_runs" / f"{where}-{k}")
+        assert_close(got.reshape(want.shape), want, f"{name} on {where}, input {k}")

@@ -214,9 +214,14 @@ def onnx_build(model_files, tmp_path_factory) -> Build:
 
 
 @pytest.fixture(scope="module")
-def yaml_build(model_files, tmp_path_factory) -> Build:
+def yaml_build(model_files, tmp_path_factory, graph_builds) -> Build:
     """Every architecture built from its imported graph YAML: graphs/NAME.yaml where the
-    repository has it (what `scons` builds), otherwise imported here."""
+    repository has it (what `scons` builds: the session's shared host build of graphs/),
+    otherwise imported here."""
+    if all((GRAPHS / f"{name}.yaml").is_file() for name in model_files):
+        build = Build(graph_builds("host"))
+        build.skips = {name: reason for name, path in model_files.items() if (reason := _not_ready(path))}
+        return build
     build = Build(tmp_path_factory.mktemp("yaml_build"))
     imported = tmp_path_factory.mktemp("imported")
     graphs = {}

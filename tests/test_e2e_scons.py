@@ -1,8 +1,10 @@
 """The real SCons build, end to end, in copies of the project under tmp_path.
 
 A project copy holds a snapshot of this checkout (SConstruct, site_scons/, codegen/,
-runtime_cpp/, graphs/), so `scons` there behaves as it does here, the repository stays
-untouched, and edits made to the checkout while the tests run do not leak into them.
+runtime_cpp/, and of graphs/ the small example graphs, EXAMPLES, with their weights), so `scons`
+there behaves as it does here, the repository stays untouched, and edits made to the checkout
+while the tests run do not leak into them. (Every graph of graphs/ is built by the same
+SConstruct in tests/test_targets.py and tests/test_new_cores.py.)
 """
 from __future__ import annotations
 
@@ -20,12 +22,20 @@ from conftest import EXAMPLES, ROOT, scons
 GENERATED = (".hpp", ".h", ".cpp", "_runner.cpp", ".plan.json", ".json")
 
 
+def _other_graphs(folder: str, names: list[str]) -> list[str]:
+    """What a copy leaves out: caches, and in graphs/ the graphs (and their weights) not in EXAMPLES."""
+    skip = {n for n in names if n == "__pycache__"}
+    if Path(folder).name == "graphs":
+        skip |= {n for n in names if n.endswith((".yaml", ".npz")) and n.rsplit(".", 1)[0] not in EXAMPLES}
+    return sorted(skip)
+
+
 def make_project(dest: Path, source: Path = ROOT) -> Path:
     """Copy the project's sources (from the checkout, or from another copy) to dest."""
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copy(source / "SConstruct", dest / "SConstruct")
     for folder in ("site_scons", "codegen", "runtime_cpp", "graphs"):
-        shutil.copytree(source / folder, dest / folder, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(source / folder, dest / folder, ignore=_other_graphs)
     return dest
 
 

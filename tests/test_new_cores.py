@@ -18,7 +18,7 @@ from tinsmith.generate.backends import backend_for
 from tinsmith.pipeline import lower
 from tinsmith.targets import load_target
 from tinsmith.targets.qemu import run_on_emulator
-from conftest import ROOT, scons
+from conftest import ROOT
 
 GRAPHS = sorted((ROOT / "graphs").glob("*.yaml"))
 ARM_CORES = ("cortex-m33", "cortex-m55")
@@ -53,42 +53,31 @@ def test_riscv_cores_draw_on_the_portable_kernels():
     assert [s.name for s in backend.parents] == ["fpu-registers", "cpp"]
 
 
-@pytest.fixture(scope="module")
-def host_build(tmp_path_factory):
-    """Every graph's host runner, built once for all the cores."""
-    out = tmp_path_factory.mktemp("host")
-    scons("-Q", "-j2", f"build_dir={out / 'host'}")
-    return out
-
-
 @pytest.fixture(scope="module", params=CORES)
-def builds(request, host_build):
-    """Every graph built for the core (firmware) in one SCons run, beside the host runners."""
+def builds(request, graph_builds):
+    """Every graph built for the core (firmware) and for the host (runners), shared by the session."""
     core = request.param
-    out = host_build
-    elfs = [str(out / core / g.stem / "firmware" / f"{g.stem}.elf") for g in GRAPHS]
-    scons("-Q", "-j2", f"target={core}", f"build_dir={out / core}", *elfs)
-    return core, out
+    return core, {"host": graph_builds("host"), core: graph_builds(core)}
 
 
-def test_every_graph_agrees_with_the_host(builds):
+def test_every_graph_agrees_with_the_host(builds, tmp_path):
     core, out = builds
     for path in GRAPHS:
         graph = lower(path)
         rng = np.random.default_rng(11)
         data = b"".join(rng.standard_normal(graph.types[n].shape).astype("<f4").tobytes() for n in graph.inputs)
-        folder = out / "host" / graph.name
-        (folder / "in.bin").write_bytes(data)
-        subprocess.run([str(folder / f"{graph.name}_runner"), str(folder / "in.bin"), str(folder / "out.bin")],
+        folder = out["host"] / graph.name
+        (tmp_path / "in.bin").write_bytes(data)
+        subprocess.run([str(folder / f"{graph.name}_runner"), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")],
                        check=True)
-        want = np.frombuffer((folder / "out.bin").read_bytes(), "<f4")
-        run = run_on_emulator(core, out / core / graph.name / "firmware" / f"{graph.name}.elf", data, timeout=300)
+        want = np.frombuffer((tmp_path / "out.bin").read_bytes(), "<f4")
+        run = run_on_emulator(core, out[core] / graph.name / "firmware" / f"{graph.name}.elf", data, timeout=300)
         got = np.frombuffer(run.output, "<f4")
         # as on the Cortex-M4: newlib's (picolibc's) libm and the FPU's contraction against glibc's
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * float(np.abs(want).max()), err_msg=graph.name)
         assert run.instructions and run.instructions > 0
         # the report's worst case bounds the stack the call used
-        report = json.loads((out / core / graph.name / f"{graph.name}.json").read_text())
+        report = json.loads((out[core] / graph.name / f"{graph.name}.json").read_text())
         assert 0 < run.stack_bytes <= report["ram"]["stack_bytes"], graph.name
 
 
@@ -101,7 +90,7 @@ def test_riscv_frames_from_disassembly_match_the_compiler(builds):
     from tinsmith.measure.frames import frame_from_disassembly, read_callgraph_info
     compared = 0
     for path in GRAPHS:
-        ci = out / core / path.stem / f"{path.stem}.ci"
+        ci = out[core] / path.stem / f"{path.stem}.ci"
         binary = read_binary(load_target(core), ci.with_suffix(".o"))
         for symbol, frame in read_callgraph_info(ci).items():
             if symbol in binary.functions:

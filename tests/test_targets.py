@@ -32,15 +32,9 @@ def scons(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def builds(tmp_path_factory) -> Path:
-    """Every graph built for the host (runners) and the Cortex-M4 (firmware) in two SCons runs."""
-    out = tmp_path_factory.mktemp("targets")
-    host = scons(f"build_dir={out / 'host'}")
-    assert host.returncode == 0, host.stdout + host.stderr
-    elfs = [str(out / "m4" / g.stem / "firmware" / f"{g.stem}.elf") for g in GRAPHS]
-    m4 = scons("target=cortex-m4", f"build_dir={out / 'm4'}", *elfs)
-    assert m4.returncode == 0, m4.stdout + m4.stderr
-    return out
+def builds(graph_builds) -> dict[str, Path]:
+    """Every graph built for the host (runners) and the Cortex-M4 (firmware), shared by the session."""
+    return {"host": graph_builds("host"), "m4": graph_builds("cortex-m4")}
 
 
 def seeded(graph) -> dict[str, np.ndarray]:
@@ -57,16 +51,16 @@ def test_every_graph_builds_for_cortex_m0plus(tmp_path):
 
 
 @pytest.mark.parametrize("path", GRAPHS, ids=lambda p: p.stem)
-def test_cortex_m4_agrees_with_the_host(builds, path):
+def test_cortex_m4_agrees_with_the_host(builds, path, tmp_path):
     graph = lower(path)
     inputs = seeded(graph)
     data = b"".join(inputs[n].astype("<f4").tobytes() for n in graph.inputs)
-    folder = builds / "host" / graph.name
-    (folder / "in.bin").write_bytes(data)
-    subprocess.run([str(folder / f"{graph.name}_runner"), str(folder / "in.bin"), str(folder / "out.bin")],
+    folder = builds["host"] / graph.name
+    (tmp_path / "in.bin").write_bytes(data)
+    subprocess.run([str(folder / f"{graph.name}_runner"), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")],
                    check=True)
-    host = (folder / "out.bin").read_bytes()
-    elf = builds / "m4" / graph.name / "firmware" / f"{graph.name}.elf"
+    host = (tmp_path / "out.bin").read_bytes()
+    elf = builds["m4"] / graph.name / "firmware" / f"{graph.name}.elf"
     run = run_on_emulator("cortex-m4", elf, data, timeout=300)
     assert len(run.output) == len(host)
     got, want = np.frombuffer(run.output, "<f4"), np.frombuffer(host, "<f4")
@@ -74,7 +68,7 @@ def test_cortex_m4_agrees_with_the_host(builds, path):
     # with an absolute floor of 1e-6 of the output's scale for values that cancel to ~0.
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * float(np.abs(want).max()))
 
-    report = json.loads((builds / "m4" / graph.name / f"{graph.name}.json").read_text())
+    report = json.loads((builds["m4"] / graph.name / f"{graph.name}.json").read_text())
     assert report["ram"]["stack_bytes"] >= run.stack_bytes, "the report must bound the stack really used"
     assert report["ram"]["workspace_bytes"] <= 1.05 * report["ram"]["workspace_lower_bound_bytes"]
 
@@ -100,7 +94,7 @@ def test_a_budget_smaller_than_the_model_fails_the_build(tmp_path):
 
 def test_constants_stay_in_flash_unless_copied_to_ram(builds, tmp_path):
     graph = lower(ROOT / "graphs" / "mlp.yaml")
-    in_flash = json.loads((builds / "m4" / "mlp" / "mlp.json").read_text())
+    in_flash = json.loads((builds["m4"] / "mlp" / "mlp.json").read_text())
     assert in_flash["ram"]["static_bytes"] == 0 and in_flash["flash"]["constant_bytes"] >= 9000
     elf = tmp_path / "mlp" / "firmware" / "mlp.elf"
     proc = scons("target=cortex-m4", f"build_dir={tmp_path}", f"graphs={ROOT / 'graphs' / 'mlp.yaml'}",
@@ -110,5 +104,5 @@ def test_constants_stay_in_flash_unless_copied_to_ram(builds, tmp_path):
     assert in_ram["ram"]["static_bytes"] >= 9000 and in_ram["flash"]["constant_bytes"] < 100
     assert "copied to RAM at startup" in (tmp_path / "mlp" / "mlp.cpp").read_text()
     data = b"".join(a.astype("<f4").tobytes() for a in seeded(graph).values())
-    flash_run = run_on_emulator("cortex-m4", builds / "m4" / "mlp" / "firmware" / "mlp.elf", data)
+    flash_run = run_on_emulator("cortex-m4", builds["m4"] / "mlp" / "firmware" / "mlp.elf", data)
     assert run_on_emulator("cortex-m4", elf, data).output == flash_run.output

@@ -1,0 +1,71 @@
+"""Builds made once per test session and shared by every test (and every xdist worker) that
+needs them: each graph in graphs/ built for a target by the repository's own SConstruct.
+
+A build lives in a folder named after its key under the session's shared temporary folder (the
+parent of the workers' own folders when xdist runs the suite). The first test to ask builds it
+while holding a file lock; the others wait on the lock and reuse the folder. Users only read a
+shared build: inputs and outputs of runs go to their own tmp_path.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+GRAPHS = sorted((ROOT / "graphs").glob("*.yaml"))
+_DONE = ".complete"
+
+
+def shared_root(basetemp: Path) -> Path:
+    """The folder every worker of this session sees: the workers' basetemp parent under
+    xdist, the session's basetemp otherwise (whose parent other sessions share)."""
+    return basetemp.parent if os.environ.get("PYTEST_XDIST_WORKER") else basetemp
+
+
+@contextmanager
+def _locked(path: Path):
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def shared_build(basetemp: Path, key: str, build: Callable[[Path], None]) -> Path:
+    """The folder `build(folder)` filled, made once per session for `key` by whichever test
+    (of whichever worker) asked first. A failed build is not recorded: the next asker retries
+    it and fails with its own message."""
+    root = shared_root(basetemp) / "shared-builds"
+    root.mkdir(parents=True, exist_ok=True)
+    folder = root / key
+    with _locked(root / f"{key}.lock"):
+        if not (folder / _DONE).exists():
+            folder.mkdir(exist_ok=True)
+            build(folder)
+            (folder / _DONE).write_text("")
+    return folder
+
+
+def _scons(*args: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "SCons", "-Q", "-j2", "-C", str(ROOT), *args],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, f"scons {' '.join(args)}:\n{proc.stdout}\n{proc.stderr}"
+
+
+def every_graph(basetemp: Path, target: str) -> Path:
+    """Every graph in graphs/ built for `target` by the repository's SConstruct (one SCons run),
+    once per session: FOLDER/NAME/ holds NAME.json and the other outputs, and the host runner
+    NAME_runner, or for a bare-metal target the test firmware firmware/NAME.elf."""
+    def build(folder: Path) -> None:
+        if target == "host":  # the host's default build includes the runners
+            _scons(f"build_dir={folder}")
+        else:
+            elfs = [str(folder / g.stem / "firmware" / f"{g.stem}.elf") for g in GRAPHS]
+            _scons(f"target={target}", f"build_dir={folder}", *elfs)
+    return shared_build(basetemp, f"graphs-{target}", build)
