@@ -1,5 +1,6 @@
 """The firmware example in examples/firmware: a separate project that loads the tinsmith tool
-from its own SConstruct, cross-compiles for Cortex-M4 and runs on QEMU."""
+from its own SConstruct, cross-compiles for a Cortex-M4 (and, with `target=`, every other core
+Tinsmith has a board for) and runs on QEMU."""
 from __future__ import annotations
 
 import shutil
@@ -13,9 +14,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "firmware"
 
-pytestmark = pytest.mark.skipif(
-    not (shutil.which("arm-none-eabi-g++") and shutil.which("qemu-system-arm")),
-    reason="needs arm-none-eabi-g++ and qemu-system-arm (sh setup.sh installs them)")
+from tinsmith.targets import load_target
+from tinsmith.targets.qemu import emulator_command
+
+
+def _core(name: str):
+    """The core as a test parameter, skipped where its compiler or emulator is not installed."""
+    target = load_target(name)
+    missing = [tool for tool in (target.toolchain.command("cxx"), target.emulator.command[0]) if not shutil.which(tool)]
+    return pytest.param(name, marks=pytest.mark.skipif(bool(missing), reason=f"needs {', '.join(missing)} "
+                                                                              "(sh setup.sh installs it)"))
 
 
 def expected_output() -> str:
@@ -35,17 +43,18 @@ def expected_output() -> str:
     return f"gesture: class {best}, confidence {int(p[best] * 1000 + 0.5)}/1000"
 
 
-def test_firmware_example_builds_and_runs_on_qemu(tmp_path):
+@pytest.mark.parametrize("core", [_core(name) for name in
+                                  ("cortex-m4", "cortex-m33", "cortex-m55", "rv32imac", "rv32imafc")])
+def test_firmware_example_builds_and_runs_on_qemu(tmp_path, core):
     project = tmp_path / "firmware"
     shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns("build", ".sconsign*"))
-    build = subprocess.run([sys.executable, "-m", "SCons", "-Q", f"tinsmith={ROOT}"], cwd=project,
+    chosen = [] if core == "cortex-m4" else [f"target={core}"]  # the Cortex-M4 is the example's default
+    build = subprocess.run([sys.executable, "-m", "SCons", "-Q", f"tinsmith={ROOT}", *chosen], cwd=project,
                            capture_output=True, text=True)
     assert build.returncode == 0, build.stdout + build.stderr
-    assert "gesture [cortex-m4]: RAM" in build.stdout  # the build prints the model's summary
-    run = subprocess.run(["qemu-system-arm", "-machine", "mps2-an386", "-cpu", "cortex-m4", "-nographic",
-                          "-monitor", "none", "-serial", "none", "-semihosting-config",
-                          "enable=on,target=native", "-kernel", "build/firmware.elf"],
-                         cwd=project, capture_output=True, text=True, timeout=60)
+    assert f"gesture [{core}]: RAM" in build.stdout  # the build prints the model's summary
+    run = subprocess.run(emulator_command(core, project / "build" / "firmware.elf"), cwd=project, capture_output=True, text=True,
+                         timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
     # QEMU writes the semihosting console to its stderr.
     assert run.stderr.strip() == expected_output()
