@@ -6,6 +6,7 @@ tests neither depend on nor touch the developer's build/.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -175,3 +176,13 @@ if _CPU_LOG:
         own_after, children_after = _cpu_seconds()
         _log_cpu({"test": item.nodeid, "own": own_after - own, "children": children_after - children,
                   "wall": time.monotonic() - start})
+
+
+def emulated_core(name: str):
+    """The target `name` as a test parameter, skipped where its compiler or emulator is not
+    installed."""
+    from tinsmith.targets import load_target
+    target = load_target(name)
+    missing = [tool for tool in (target.toolchain.command("cxx"), target.emulator.command[0]) if not shutil.which(tool)]
+    return pytest.param(name, marks=pytest.mark.skipif(bool(missing), reason=f"needs {', '.join(missing)} "
+                                                                              "(sh setup.sh installs it)"))

@@ -14,16 +14,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "firmware"
 
-from tinsmith.targets import load_target
+from conftest import emulated_core
 from tinsmith.targets.qemu import emulator_command
-
-
-def _core(name: str):
-    """The core as a test parameter, skipped where its compiler or emulator is not installed."""
-    target = load_target(name)
-    missing = [tool for tool in (target.toolchain.command("cxx"), target.emulator.command[0]) if not shutil.which(tool)]
-    return pytest.param(name, marks=pytest.mark.skipif(bool(missing), reason=f"needs {', '.join(missing)} "
-                                                                              "(sh setup.sh installs it)"))
 
 
 def expected_output() -> str:
@@ -43,7 +35,7 @@ def expected_output() -> str:
     return f"gesture: class {best}, confidence {int(p[best] * 1000 + 0.5)}/1000"
 
 
-@pytest.mark.parametrize("core", [_core(name) for name in
+@pytest.mark.parametrize("core", [emulated_core(name) for name in
                                   ("cortex-m4", "cortex-m33", "cortex-m55", "rv32imac", "rv32imafc")])
 def test_firmware_example_builds_and_runs_on_qemu(tmp_path, core):
     project = tmp_path / "firmware"

@@ -8,7 +8,6 @@ computes, and the int8 models are bit-exact with the TensorFlow Lite Micro inter
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 
 import numpy as np
@@ -18,25 +17,17 @@ from tinsmith.generate.backends import backend_for
 from tinsmith.pipeline import lower
 from tinsmith.targets import load_target
 from tinsmith.targets.qemu import run_on_emulator
-from conftest import ROOT
+from conftest import ROOT, emulated_core
 
 GRAPHS = sorted((ROOT / "graphs").glob("*.yaml"))
 ARM_CORES = ("cortex-m33", "cortex-m55")
 RISCV_CORES = ("rv32imac", "rv32imafc")
 
 
-def _core(name: str):
-    """The core as a test parameter, skipped where its compiler or emulator is not installed."""
-    target = load_target(name)
-    missing = [tool for tool in (target.toolchain.command("cxx"), target.emulator.command[0]) if not shutil.which(tool)]
-    return pytest.param(name, marks=pytest.mark.skipif(bool(missing), reason=f"needs {', '.join(missing)} "
-                                                                              "(sh setup.sh installs it)"))
+CORES = [emulated_core(name) for name in ARM_CORES + RISCV_CORES]
 
 
-CORES = [_core(name) for name in ARM_CORES + RISCV_CORES]
-
-
-@pytest.mark.parametrize("core", [_core(name) for name in ARM_CORES])
+@pytest.mark.parametrize("core", [emulated_core(name) for name in ARM_CORES])
 def test_a_new_core_is_a_target_file_over_existing_kernel_sets(core):
     backend, caps = backend_for(load_target(core))
     # the M55 adds its Helium int8 kernels ahead of the M4's sets
@@ -81,7 +72,7 @@ def test_every_graph_agrees_with_the_host(builds, tmp_path):
         assert 0 < run.stack_bytes <= report["ram"]["stack_bytes"], graph.name
 
 
-@pytest.mark.parametrize("builds", [_core(name) for name in RISCV_CORES], indirect=True)
+@pytest.mark.parametrize("builds", [emulated_core(name) for name in RISCV_CORES], indirect=True)
 def test_riscv_frames_from_disassembly_match_the_compiler(builds):
     """The RISC-V rules that bound library functions' frames give GCC's own figure for every
     function of every graph's model object (the Arm rules are tests/test_measure.py's)."""
@@ -154,7 +145,7 @@ int main(void) {
 """
 
 
-@pytest.mark.parametrize("core", [_core(name) for name in RISCV_CORES])
+@pytest.mark.parametrize("core", [emulated_core(name) for name in RISCV_CORES])
 def test_riscv_counter_counts_the_instructions_of_a_known_loop(core, tmp_path):
     """minstret, as QEMU's -icount advances it, converted by the target's clock: the loop's 2001
     instructions exactly (the reads around it cost what the overhead measurement subtracts)."""
