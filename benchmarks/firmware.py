@@ -9,7 +9,9 @@ on the emulated Cortex-M4 (QEMU with -icount: the same count on every run).
 
     python benchmarks/firmware.py --per-kernel   # also: each kernel's instructions on the M4
 
-With --per-kernel the Cortex-M4 firmware is built once more with the kernel hook
+    python benchmarks/firmware.py --targets cortex-m55,rv32imac   # these targets' rows only
+
+With --targets the other targets' rows are kept as the table holds them. With --per-kernel the Cortex-M4 firmware is built once more with the kernel hook
 (TINSMITH_KERNEL_HOOK), and each kernel's instructions go into build/cortex-m4/NAME/NAME.json
 and the per-layer table of NAME.html.
 """
@@ -31,7 +33,8 @@ from tinsmith.pipeline import lower  # noqa: E402
 from tinsmith.targets import load_target  # noqa: E402
 from tinsmith.targets.qemu import kernel_instructions, run_on_emulator  # noqa: E402
 
-TARGETS = ("host", "cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55", "cortex-m0plus", "rv32imafc", "rv32imac")
+TARGETS = ("host", "cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55", "cortex-m55-speed", "cortex-m0plus",
+           "rv32imafc", "rv32imac")
 OUT = ROOT / "docs" / "BENCHMARKS.md"
 
 
@@ -108,12 +111,35 @@ def _fmt(v) -> str:
     return "—" if v is None else f"{v:,}" if isinstance(v, int) else str(v)
 
 
+def _chosen_targets(argv: list[str]) -> tuple[str, ...]:
+    if "--targets" not in argv:
+        return TARGETS
+    chosen = tuple(argv[argv.index("--targets") + 1].split(","))
+    unknown = [t for t in chosen if t not in TARGETS]
+    if unknown:
+        sys.exit(f"error: unknown target {unknown[0]!r}; the benchmark's targets are {', '.join(TARGETS)}")
+    return chosen
+
+
+def _row(r: dict) -> str:
+    per_mac = f"{r['instructions'] / r['macs']:.2f}" if r.get("instructions") and r["macs"] else None
+    return (f"| {r['graph']} | {r['target']} | {_fmt(r['workspace'])} | {_fmt(r['lower_bound'])} | "
+            f"{_fmt(r['stack'])} | {_fmt(r.get('stack_measured'))} | {_fmt(r['code'])} | "
+            f"{_fmt(r['constants'])} | {_fmt(r['macs'])} | {_fmt(r.get('instructions', r.get('note')))} "
+            f"| {_fmt(per_mac)} |")
+
+
 def main() -> int:
     graphs = sorted((ROOT / "graphs").glob("*.yaml"))
-    rows = []
-    for target in TARGETS:
+    targets = _chosen_targets(sys.argv[1:])
+    old = OUT.read_text().splitlines() if OUT.is_file() else []
+    first_row = next((i for i, line in enumerate(old) if line.startswith("|")), len(old))
+    end = next((i for i in range(first_row, len(old)) if not old[i].startswith("|")), len(old))
+    # (graph, target) -> its line: the rows of targets not measured now stay as they were
+    table = {tuple(c.strip() for c in line.split("|")[1:3]): line for line in old[first_row + 2:end]}
+    for target in targets:
         build(target, graphs)
-        rows += [measure(target, g) for g in graphs]
+        table.update({(r["graph"], target): _row(r) for r in (measure(target, g) for g in graphs)})
     lines = [
         "# Benchmarks",
         "",
@@ -130,16 +156,9 @@ def main() -> int:
         "| instr./MAC |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in sorted(rows, key=lambda r: (r["graph"], TARGETS.index(r["target"]))):
-        per_mac = f"{r['instructions'] / r['macs']:.2f}" if r.get("instructions") and r["macs"] else None
-        lines.append(f"| {r['graph']} | {r['target']} | {_fmt(r['workspace'])} | {_fmt(r['lower_bound'])} | "
-                     f"{_fmt(r['stack'])} | {_fmt(r.get('stack_measured'))} | {_fmt(r['code'])} | "
-                     f"{_fmt(r['constants'])} | {_fmt(r['macs'])} | {_fmt(r.get('instructions', r.get('note')))} "
-                     f"| {_fmt(per_mac)} |")
+    order = {t: i for i, t in enumerate(TARGETS)}
+    lines += [table[k] for k in sorted(table, key=lambda k: (k[0], order.get(k[1], len(order))))]
     # what follows this table (notes, the host comparison of benchmarks/host.py) is kept
-    old = OUT.read_text().splitlines() if OUT.is_file() else []
-    first_row = next((i for i, line in enumerate(old) if line.startswith("|")), len(old))
-    end = next((i for i in range(first_row, len(old)) if not old[i].startswith("|")), len(old))
     OUT.write_text("\n".join(lines + old[end:]) + "\n")
     print(OUT.read_text())
     if "--per-kernel" in sys.argv[1:]:

@@ -278,3 +278,30 @@ def test_wrong_input_size_is_reported(firmware):
     assert str(info.value).splitlines() == [
         f"error: {lowered.name}.elf on cortex-m4 could not read its inputs",
         f"note: emulator said: {lowered.name} firmware: tinsmith_in.bin must hold exactly {need} bytes"]
+
+
+def test_a_target_based_on_another_keeps_what_it_does_not_write(tmp_path):
+    path = tmp_path / "my-m55.yaml"
+    path.write_text("target: my-m55\nbased_on: cortex-m55\ncapabilities: {channels_last: true}\n"
+                    "board:\n  name: mps3-an547\n  memory:\n    flash: {origin: 0x0, length: 512K}\n"
+                    "    ram: {origin: 0x31000000, length: 64K}\n  stack_bytes: 4K\n")
+    mine, base = load_target(path), load_target("cortex-m55")
+    # capabilities merge key by key; a section written (board) replaces the base's whole
+    assert mine.capabilities.channels_last and mine.capabilities.kernels == base.capabilities.kernels
+    assert (mine.board.ram.length, mine.board.placement.constants) == (65536, None)
+    assert (mine.toolchain, mine.cpu_flags, mine.emulator) == (base.toolchain, base.cpu_flags, base.emulator)
+    # a build depends on every file the target was read from
+    assert mine.files == (path.resolve(), base.source)
+
+
+@pytest.mark.parametrize("based_on, message", [
+    ("cortex-m99", "error: 'based_on' names 'cortex-m99', which is neither a built-in target nor a file"),
+    ("me.yaml", "error: 'based_on: me.yaml' makes a cycle of target files (me.yaml -> me.yaml)"),
+    ("[1]", "error: 'based_on' must name a built-in target or a target file"),
+])
+def test_based_on_errors_say_where(tmp_path, based_on, message):
+    path = tmp_path / "me.yaml"
+    path.write_text(f"target: me\nbased_on: {based_on}\n")
+    with pytest.raises(TargetError) as info:
+        load_target(path)
+    assert str(info.value).splitlines()[0] == f"{path}:2:11: {message}"

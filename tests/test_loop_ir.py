@@ -336,3 +336,21 @@ def test_rendered_expressions_compile_without_warnings(tmp_path):
     proc = subprocess.run(["g++", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
                            str(tmp_path / "e.cpp")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_a_kernel_set_may_spell_vector_arithmetic_itself():
+    """Helium's kernel set names VFMA and VMAXNM for float32x4 (GCC 12 neither contracts MVE vector
+    multiply-adds nor selects lanes without leaving the vector registers); other widths, and
+    renderers without those names, keep GCC's vector operators."""
+    from tinsmith.generate.kernel_sets import HELIUM_INTRINSICS
+    from tinsmith.generate.render import Renderer
+    from tinsmith.generate.loop_ir import Var
+    helium, plain = Renderer("m55", intrinsics=HELIUM_INTRINSICS), Renderer("host")
+    acc, x, w = (Var(n, "float32", 4) for n in ("acc", "x", "w"))
+    step = Assign("acc", Binary("+", acc, Binary("*", x, w)))
+    assert helium.stmts((step,), 0) == ["acc = vfmaq_f32(acc, x, w);"]
+    assert plain.stmts((step,), 0) == ["acc += x * w;"]
+    assert helium.expr(Binary("max", acc, x)) == "vmaxnmq_f32(acc, x)"
+    assert helium.expr(Binary("+", Binary("*", x, w), acc)) == "vfmaq_f32(acc, x, w)"
+    wide = Binary("+", Var("a", "float32", 8), Binary("*", Var("b", "float32", 8), Var("c", "float32", 8)))
+    assert helium.expr(wide) == "a + b * c"

@@ -18,7 +18,8 @@ from tinsmith.generate import functors  # noqa: F401  (registers the C++ backend
 from tinsmith.generate.backend import (CPP, PORTABLE_CAPS, Backend, Capabilities, KernelArgs, TensorArg, kernel_args,
                                       kernel_refusal, prepare_node)
 from tinsmith.generate.epilogue import NotFusable, elementwise_template, fuse_epilogue
-from tinsmith.generate.functors.inplace import applicable_variants, variant_functor
+from tinsmith.generate.functors import inplace  # noqa: F401  (registers its variant)
+from tinsmith.generate.functors.variants import applicable_variants, variant_functor
 from tinsmith.generate.functors.row_pipeline import Pipeline, pipeline_kernel
 from tinsmith.generate.loop_ir import Comment, For, Kernel, Load, Param, Stmt, Store, annotate
 from tinsmith.generate.render import STORAGE_NAMES, TYPE_NAMES

@@ -99,6 +99,12 @@ HELIUM_INTRINSICS = {
     # QMean: four channels' raw sums as int32 lanes, then less count * zero point, rescaled
     "sum_x4": "mve_sum_x4({0}, &{1})",
     "qmean_x4": "mve_qmean_x4({0}, {1}, {2}, {3}, {4}, {5}, {6})",
+    # float32 vector arithmetic (render.py: vector types with spellings of their own): the fused
+    # multiply-add the float kernels' accumulations are, VMAXNM/VMINNM for max and min (fmax's
+    # rule: a NaN loses to a number)
+    "fma_f32x4": "vfmaq_f32({0}, {1}, {2})",
+    "max_f32x4": "vmaxnmq_f32({0}, {1})",
+    "min_f32x4": "vminnmq_f32({0}, {1})",
 }
 HELIUM_HELPERS = (
     "#include <arm_mve.h>",

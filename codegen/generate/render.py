@@ -4,6 +4,12 @@ A Renderer holds what differs between targets: the C++ name of each element type
 of vector types, how vector types are spelled (GCC vector extensions), the target intrinsics a
 `Call` may name, and a prelude of helpers its rendered kernels rely on. Everything else (operator
 precedence, literals, statements) is the same for every backend.
+
+A kernel set may also spell vector arithmetic itself, where the compiler's own lowering of GCC
+vectors is poor: an intrinsic named after the operation and the vector type (`fma_f32x4` for
+`a + b * c`, `max_f32x4`, `min_f32x4`) replaces the generic spelling wherever that type occurs.
+GCC 12 neither contracts a vector multiply and add into one instruction nor selects lanes without
+a detour through the general registers on Helium; the Helium set names VFMA and VMAXNM instead.
 """
 from __future__ import annotations
 
@@ -137,7 +143,7 @@ class Renderer:
         lines = [f"#include <{h}>" for h in self.headers]
         for dtype in _storage_types_used(kernels):
             lines += STORAGE_TYPES[dtype].helpers
-        if self.helpers and _calls_intrinsics(kernels):
+        if self.helpers and (_calls_intrinsics(kernels) or self._spells_vectors(kernels)):
             lines += self.helpers
         if self.inline_minmax:
             lines += ["inline float max_f32(float a, float b) noexcept { return (a >= b || std::isnan(b)) ? a : b; }",
@@ -162,6 +168,26 @@ class Renderer:
                 f"v[i] = p[2 * i]; return v; }}",
             ]
         return "\n".join(lines)
+
+    def _spells_vectors(self, kernels) -> bool:
+        """True when a vector type the kernels use has arithmetic of its own (see the module doc)."""
+        return any(f"{op}_{self.type_name(d, w)}" in self.intrinsics
+                   for d, w in self.vector_types(kernels) for op in ("fma", "max", "min"))
+
+    def _vector_op(self, e: Binary) -> str | None:
+        """A vector Binary through the kernel sets' own spelling of it, if they have one: a multiply
+        added to an accumulator as one fused multiply-add, a max or min."""
+        if e.width == 1:
+            return None
+        t = self.type_name(e.dtype or "float32", e.width)
+        if e.op == "+" and f"fma_{t}" in self.intrinsics:
+            for acc, product in ((e.a, e.b), (e.b, e.a)):
+                if isinstance(product, Binary) and product.op == "*" and product.width == e.width:
+                    return self.intrinsics[f"fma_{t}"].format(self.expr(acc), self.expr(product.a),
+                                                              self.expr(product.b))
+        if e.op in ("max", "min") and f"{e.op}_{t}" in self.intrinsics:
+            return self.intrinsics[f"{e.op}_{t}"].format(self.expr(e.a), self.expr(e.b))
+        return None
 
     # --- expressions ---
     def _operand(self, e: Expr, parent: str, context: int) -> str:
@@ -222,6 +248,8 @@ class Renderer:
             text = f"{self.expr(e.cond, 1)} ? {self.expr(e.a)} : {self.expr(e.b)}"
             return f"({text})" if context > 0 else text
         if isinstance(e, Binary):
+            if (spelled := self._vector_op(e)) is not None:
+                return spelled
             if e.op in _CALL_CPP:
                 if e.op in ("max", "min") and (e.width > 1 or (self.inline_minmax and e.dtype == "float32")):
                     t = self.type_name(e.dtype or "float32", e.width) if e.width > 1 else "f32"
@@ -265,7 +293,8 @@ class Renderer:
                 lines.append(f"{pad}{self.type_name(s.dtype, s.width)} {s.name} = {init};")
             elif isinstance(s, Assign):
                 v = s.value
-                if isinstance(v, Binary) and v.op in _COMPOUND and isinstance(v.a, Var) and v.a.name == s.name:
+                if isinstance(v, Binary) and v.op in _COMPOUND and isinstance(v.a, Var) and v.a.name == s.name \
+                        and self._vector_op(v) is None:
                     lines.append(f"{pad}{s.name} {v.op}= {self.expr(v.b)};")
                 else:
                     lines.append(f"{pad}{s.name} = {self.expr(v)};")

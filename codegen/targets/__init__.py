@@ -4,6 +4,10 @@ Built-in targets live next to this file (`TARGETS`); a user adds one by passing 
 their own file to `load_target`, with no code change. The format, version 1:
 
     target: cortex-m4                 # identifier; names build folders
+    based_on: cortex-m4               # optional: another target (a built-in name, or a file
+                                      # relative to this one) whose sections this file keeps
+                                      # where it does not write its own; `capabilities` is
+                                      # merged key by key, any other section replaced whole
     description: one line
     toolchain:                        # commands are prefix + name, looked up on PATH
       prefix: arm-none-eabi-          # (after `path`, if given)
@@ -47,6 +51,8 @@ their own file to `load_target`, with no code change. The format, version 1:
       simd_bits: 0                    # float vector width kernels may use (0: none; native: the build machine's)
       dsp: true                       # Armv7E-M DSP extension (SMLAD, ...)
       float_registers: 16             # float registers a blocked inner loop may fill (or native)
+      vector_registers: 8             # optional: vector registers, where they are fewer than the
+                                      # float ones (Helium: 8 Q registers over 32 S registers)
       channels_last: false            # convolution chains computed NHWC inside (codegen/layout.py)
     emulator:                         # null when nothing emulates the core
       command: [qemu-system-arm, ...] # everything but -icount and -kernel
@@ -176,6 +182,13 @@ class Capabilities:
     # empty: the backend's own list. Where the list was written, for errors about a name in it.
     kernels: tuple[str, ...] = ()
     kernels_at: Any = field(default=None, compare=False)
+    # vector registers a blocked vector loop may fill; 0: as many as float_registers (the host's
+    # vector units, whose float registers are the vector registers)
+    vector_registers: int = 0
+
+    @property
+    def vector_register_count(self) -> int:
+        return self.vector_registers or self.float_registers
 
     def lanes(self, dtype_bytes: int = 4) -> int:
         """Vector width for elements of `dtype_bytes` (1: scalar code)."""
@@ -197,6 +210,9 @@ class Target:
     board: Board | None
     emulator: Emulator | None
     capabilities: Capabilities = None  # type: ignore[assignment]
+    # the target files this one was read from: its own, then those it is based on (what a
+    # build depends on)
+    files: tuple[Path, ...] = ()
 
     def __post_init__(self):
         if self.capabilities is None:
@@ -309,7 +325,10 @@ class _Fields:
                                   f"known keys: {', '.join(sorted(self.used))}")
 
 
-def _parse(path: Path) -> Target:
+MAX_BASES = 8  # a chain of based_on files longer than this is a mistake (or a cycle)
+
+
+def _read_target_file(path: Path) -> LocatedDict:
     try:
         text = path.read_text(encoding="utf-8")
         data = parse_yaml(text, str(path))
@@ -317,11 +336,53 @@ def _parse(path: Path) -> Target:
         raise TargetError(None, f"cannot read target file '{path}': {e.strerror}") from None
     except TinsmithError as e:  # YAML syntax, reported where it is
         raise TargetError(e.loc, e.message, e.hint) from None
+    _Fields(data, SourceLoc(str(path), 1, 1), "a target file")  # a mapping, or the error says so
+    return data
+
+
+def _with_bases(path: Path) -> tuple[LocatedDict, dict[str, Path], tuple[Path, ...]]:
+    """The target file's sections over those of the targets it is based on: (sections, the file
+    each section came from, every file read). Relative paths in a section resolve against the
+    file that wrote it."""
+    data = _read_target_file(path)
+    data_loc = data.loc
+    sections, origin, files = dict(data), {key: path for key in data}, [path.resolve()]
+    locs, key_locs = dict(data.value_locs), dict(data.key_locs)
+    while "based_on" in data:
+        where, name = data.at("based_on"), data["based_on"]
+        if not isinstance(name, str) or not name:
+            raise TargetError(where, "'based_on' must name a built-in target or a target file")
+        base = TARGETS.get(name) or (path.parent / name)
+        if not base.is_file():
+            raise TargetError(where, f"'based_on' names '{name}', which is neither a built-in target nor a file",
+                              f"built-in targets are {', '.join(TARGETS)}; a file path is relative to {path.parent}")
+        if base.resolve() in files or len(files) > MAX_BASES:
+            raise TargetError(where, f"'based_on: {name}' makes a cycle of target files "
+                                     f"({' -> '.join([f.name for f in files] + [base.name])})")
+        path, data = base, _read_target_file(base)
+        files.append(base.resolve())
+        for key, value in data.items():
+            if key == "capabilities" and isinstance(sections.get(key), dict) and isinstance(value, dict):
+                merged = LocatedDict({**value, **sections[key]})
+                merged.loc, merged.key_locs = sections[key].loc, {**value.key_locs, **sections[key].key_locs}
+                merged.value_locs = {**value.value_locs, **sections[key].value_locs}
+                sections[key] = merged
+            elif key not in sections:
+                sections[key], origin[key], locs[key] = value, path, data.at(key)
+                key_locs[key] = data.key_locs.get(key, data.loc)
+    sections.pop("based_on", None)
+    located = LocatedDict(sections)
+    located.loc, located.key_locs, located.value_locs = data_loc, key_locs, locs
+    return located, origin, tuple(files)
+
+
+def _parse(path: Path) -> Target:
+    data, origin, files = _with_bases(path)
     top = _Fields(data, SourceLoc(str(path), 1, 1), "a target file")
     name = top.string("target")
     if not _NAME.match(name):
         raise TargetError(top.at("target"), f"target name '{name}' must be letters, digits, '_', '-', '.' or '+'")
-    toolchain = _toolchain(top.nested("toolchain"), path)
+    toolchain = _toolchain(top.nested("toolchain"), origin.get("toolchain", path))
     target = Target(
         name=name,
         description=top.string("description", required=False, default=""),
@@ -333,10 +394,11 @@ def _parse(path: Path) -> Target:
         cflags=top.strings("cflags"),
         cxxflags=top.strings("cxxflags"),
         linkflags=top.strings("linkflags"),
-        board=_board(top.nested("board"), path) if top.raw("board") is not None else None,
+        board=_board(top.nested("board"), origin["board"]) if top.raw("board") is not None else None,
         emulator=_emulator(top.nested("emulator")) if top.raw("emulator") is not None else None,
         capabilities=_capabilities(top.nested("capabilities")) if top.raw("capabilities", required=False)
         is not None else Capabilities(),
+        files=files,
     )
     top.done()
     if target.emulator is not None and target.board is None:
@@ -551,10 +613,11 @@ def _capabilities(fields: _Fields) -> Capabilities:
                                                 f"got {backend!r}")
     fpu = fields.string("fpu", required=False, default="none")
     numbers = {}
-    for key, default, allowed in (("simd_bits", 0, (0, 64, 128, 256, 512)), ("float_registers", 8, None)):
+    for key, default, allowed in (("simd_bits", 0, (0, 64, 128, 256, 512)), ("float_registers", 8, None),
+                                  ("vector_registers", 0, None)):
         value = fields.raw(key, required=False, default=default)
         if value == "native":  # what `-march=native` gives on the build machine
-            value = native_vector_unit()[key]
+            value = native_vector_unit().get(key, 0)
         if isinstance(value, bool) or not isinstance(value, int) or (allowed and value not in allowed) \
                 or value < 0:
             raise TargetError(fields.at(key), f"'{key}' must be "
@@ -570,4 +633,4 @@ def _capabilities(fields: _Fields) -> Capabilities:
     kernels_at = fields.at("kernels")
     fields.done()
     return Capabilities(backend, fpu, numbers["simd_bits"], flags["dsp"], numbers["float_registers"],
-                        flags["channels_last"], kernels, kernels_at)
+                        flags["channels_last"], kernels, kernels_at, numbers["vector_registers"])

@@ -284,12 +284,41 @@ def _tile(schedule: ConvSchedule, micro: MicroKernel, space: ConvSpace, tl: Tile
 
 def _space(schedule: ConvSchedule, micro: MicroKernel, space: ConvSpace, blocks: Sequence[ChannelBlock]
            ) -> list[list[Stmt]]:
-    """Each tile of one space, as statements."""
+    """Each tile of one space, as statements; positions outside channels in raster order."""
     result = []
     for t, tile in enumerate(space_tiles(schedule, space)):
         tl = tile_loops(space.axes, tile)
         result.append(_tile(schedule, micro, space, tl, blocks, "" if tl.outer else f"{space.tag}{t}"))
-    return result
+    return _in_raster_order(result) if schedule.order == "positions" else result
+
+
+def _in_raster_order(tiles: list[list[Stmt]]) -> list[list[Stmt]]:
+    """Consecutive tiles that run down the same rows (a row's left edge, middle and right edge) as
+    one loop over those rows, each tile's part inside it: outputs are written row by row, so an
+    in-place kernel's output may follow its input a few rows behind. The tiles write disjoint
+    outputs from inputs alone, so their order is free."""
+    def rows_of(tile: list[Stmt]) -> For | None:
+        body = tile[1:] if tile and isinstance(tile[0], Comment) else tile
+        return body[0] if len(body) == 1 and isinstance(body[0], For) else None
+
+    def header(loop: For | None):
+        return None if loop is None else (loop.var, loop.extent, loop.step)
+
+    groups: list[list[list[Stmt]]] = []
+    for tile in tiles:
+        if groups and header(rows_of(tile)) is not None and header(rows_of(groups[-1][0])) == header(rows_of(tile)):
+            groups[-1].append(tile)
+        else:
+            groups.append([tile])
+    merged = []
+    for group in groups:
+        if len(group) == 1:
+            merged.append(group[0])
+            continue
+        first = rows_of(group[0])
+        inside = [s for tile in group for s in (*tile[:-1], *rows_of(tile).body)]  # each tile's label, then its row
+        merged.append([For(first.var, first.extent, tuple(inside), first.step)])
+    return merged
 
 
 def _spaces(schedule: ConvSchedule, micro: MicroKernel, nest: ConvNest, blocks: Sequence[ChannelBlock]) -> list[Stmt]:

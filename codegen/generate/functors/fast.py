@@ -34,7 +34,9 @@ FLOAT = "float32"
 def _blocking(caps, depthwise: bool) -> tuple[int, int, int]:
     """(MB, NB, V): output channels, vectors of positions, lanes per vector."""
     v = caps.lanes(4)
-    if v > 1:  # 16 vector registers: MB * NB accumulators, NB inputs, one weight
+    if v > 1 and caps.vector_register_count < 16:  # 8 (Helium): MB * NB accumulators, NB inputs, one weight
+        return (1, 3, v) if depthwise else (2, 2, v)
+    if v > 1:  # 16 vector registers
         return (1, 4, v) if depthwise else (4, 2, v)
     return (1, 1, 1) if depthwise else (2, 2, 1)
 

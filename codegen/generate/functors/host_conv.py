@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from tinsmith.generate.backend import CPP, same
 from tinsmith.generate.functors.conv import Affine, ConvOperands, TileLoops, dot, loops
 from tinsmith.generate.functors.conv_nest import ChannelBlock, ConvNest, ConvSchedule, convolution
+from tinsmith.generate.functors.variants import register_variant
 from tinsmith.generate.loop_ir import Assign, Binary, Broadcast, Const, Expr, Load, Local, Stmt, Store, Var, const
 
 FLOAT = "float32"
@@ -35,7 +36,7 @@ FLOAT = "float32"
 
 def _blocking(caps, depthwise: bool, vectors: int) -> tuple[int, int]:
     """(MB, NB): channel vectors and positions per block, from the registers the target has."""
-    regs = max(caps.float_registers, 8)
+    regs = max(caps.vector_register_count, 8)
     if depthwise:  # accumulators, a row of taps' weights and the row of inputs they share
         return 1, max(1, min(8, (regs - 5) // 2))
     mb = max(1, min(vectors, 2 if regs < 32 else 4))
@@ -72,6 +73,9 @@ class NhwcConv:
 
     def prelude(self, block: ChannelBlock) -> list[Stmt]:
         return []
+
+    def gather(self, tl: TileLoops, positions) -> list[Stmt]:
+        return []  # positions outside channels (conv_nhwc_positions) read the input in place
 
     def padding(self, tl: TileLoops, block: ChannelBlock) -> list[Stmt]:
         """A window wholly in the padding: the bias alone."""
@@ -151,7 +155,7 @@ def _block(k: NhwcConv, tl: TileLoops, m0: Affine, vectors, positions) -> list[S
                     for i, (off, width) in enumerate(vectors) for j, (_, out_pos) in enumerate(positions)]
 
 
-def conv_nhwc(graph, node_id, cluster_id, args, attrs):
+def _conv_nhwc(args, attrs, order: str) -> list[Stmt]:
     """The nest channels last: MB channel vectors x NB positions along the innermost output loop
     (a column of edge positions runs down its rows), exact tiles, the rest of a loop one narrower
     block; a block narrower than the target's vectors has registers left for more positions."""
@@ -161,8 +165,26 @@ def conv_nhwc(graph, node_id, cluster_id, args, attrs):
     v = args.caps.lanes(4)
     mb, nb = _blocking(args.caps, k.depthwise, max(1, geo.out_channels // v))
     schedule = ConvSchedule(channels=mb, lanes=v, positions=nb, narrow_positions=min(8, nb * 2), along="innermost",
-                            exact=True, leftover_loop=False)
+                            exact=True, leftover_loop=False, order=order)
     return convolution(ConvNest.of(ops, grouped=False), schedule, k)
 
 
-CPP.register("ConvNHWC", family="convolution", types=same("float32", 3, acc="float32"), layout="nhwc", epilogue=True)(conv_nhwc)
+@CPP.register("ConvNHWC", family="convolution", types=same("float32", 3, acc="float32"), layout="nhwc", epilogue=True)
+def conv_nhwc(graph, node_id, cluster_id, args, attrs):
+    """Each channel block over every position: a block's weights stay in cache for the whole layer."""
+    return _conv_nhwc(args, attrs, "channels")
+
+
+def _on_a_small_core(args, attrs) -> bool:
+    """Where RAM is what runs out first: every target but the host's (whose workspace is cheap next
+    to the speed the channel-block order keeps)."""
+    return args.caps.backend != "host" and args.prepared is not None and args.inputs[0].type.dtype == FLOAT
+
+
+@register_variant("nhwc_positions_outer", "ConvNHWC", _on_a_small_core, scratch=lambda prepared, caps: [])
+def conv_nhwc_positions(graph, node_id, cluster_id, args, attrs):
+    """In-place variant (inplace.py): every channel block of a register block of positions before
+    the next positions. A position's inputs are read, by every channel block, before any later
+    position's output is stored, so the output may start a few positions (or rows, for a window)
+    below the input: a chain of channels-last layers needs little more than its largest tensor."""
+    return _conv_nhwc(args, attrs, "positions")

@@ -1,7 +1,4 @@
-"""In-place variants: kernels that read their input in an order letting the output take over its
-bytes, at some cost in speed. The memory plan runs one only where it makes the workspace smaller
-(tinsmith.planners.overlap traces each variant's access order; tinsmith.plan chooses), and the
-generator then calls it instead of the backend's functor.
+"""The in-place variant of an NCHW pointwise convolution (variants.py says what a variant is).
 
 `pointwise_per_pixel`: a 1x1 convolution (stride 1, no padding, no groups) that copies a block of
 positions' input channels into a scratch buffer, then computes every output channel of those
@@ -13,36 +10,13 @@ the channel counts: the workspace holds the larger of the two plus a few pixels.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
 
-from tinsmith.generate.backend import KernelArgs, Traits, kernel_args
+from tinsmith.generate.backend import KernelArgs
 from tinsmith.generate.functors.conv import Affine, ConvOperands
 from tinsmith.generate.functors.conv_nest import ChannelBlock, ConvNest, ConvSchedule, convolution
 from tinsmith.generate.functors.fast import nchw_bias_stores, nchw_store
+from tinsmith.generate.functors.variants import register_variant
 from tinsmith.generate.loop_ir import Assign, Binary, For, Load, Local, Scratch, Stmt, Store, Var, const
-
-
-@dataclass(frozen=True)
-class Variant:
-    """An in-place kernel for `op`, where `applies(args, attrs)` holds; `traits` as a registration's."""
-
-    name: str
-    op: str
-    applies: Callable[[KernelArgs, Mapping[str, Any]], bool]
-    traits: Traits
-
-
-VARIANTS: dict[str, Variant] = {}
-
-
-def register_variant(name: str, op: str, applies, scratch, epilogue: bool = True):
-    """Decorator: the functor is in-place variant `name` of `op`."""
-    def add(fn):
-        if name in VARIANTS:
-            raise ValueError(f"in-place variant '{name}' is registered twice")
-        VARIANTS[name] = Variant(name, op, applies, Traits(fn, epilogue, scratch))
-        return fn
-    return add
 
 
 def _is_plain_pointwise(args: KernelArgs, attrs) -> bool:
@@ -106,22 +80,3 @@ def pointwise_per_pixel(graph, node_id, cluster_id, args, attrs):
     schedule = ConvSchedule(channels=CHANNELS, positions=PIXELS, leftover_loop=False, order="positions",
                             channel_steps=True, channel_var="m")
     return convolution(ConvNest.of(ops), schedule, PixelBlock(ops))
-
-
-def applicable_variants(graph, sched, backend, caps) -> dict[str, str]:
-    """Kernel head -> the first registered variant that applies to it."""
-    found = {}
-    for node, _ in sched.kernel_heads():
-        for v in VARIANTS.values():
-            if v.op == node.op and v.applies(kernel_args(graph, node, caps), node.attrs):
-                found[node.name] = v.name
-                break
-    return found
-
-
-def variant_functor(name: str) -> tuple[Callable, Traits]:
-    v = VARIANTS[name]
-    return v.traits.fn, v.traits
-
-
-__all__ = ["VARIANTS", "Variant", "register_variant", "applicable_variants", "variant_functor"]

@@ -353,8 +353,9 @@ def _declare_model(env, graph, folder):
     name = _name_of(env, graph)
     generator = _generator(env)
     target_file = env.File(str(_target(env).source))  # a node, so its path is quoted in commands
+    target_files = [env.File(str(f)) for f in _target(env).files]  # and the files it is based on
     generated = env.TinsmithSources(folder.File(name + ".hpp"), graph, TINSMITH_TARGET_FILE=target_file)
-    env.Depends(generated, [generator, target_file])  # kernels follow the target's capabilities
+    env.Depends(generated, [generator, *target_files])  # kernels follow the target's capabilities
     plan = folder.File(name + ".plan.json")
     verified = env.TinsmithVerify(folder.File(name + ".verified"), plan)
     env.Depends(verified, [folder.File(name + ".hpp"), folder.File(name + ".h"), generator])
@@ -370,7 +371,7 @@ def _declare_model(env, graph, folder):
     # The target as a file node: SCons quotes a node's path in a command line, so a folder
     # name holding a space or a newline stays one argument instead of starting a command.
     report = env.TinsmithReport(folder.File(name + ".json"), [plan, obj], TINSMITH_TARGET_FILE=target_file)
-    env.Depends(report, [stack_usage, call_graph, target_file, generator])
+    env.Depends(report, [stack_usage, call_graph, *target_files, generator])
     # The summary line is printed by a step of its own that reads the report, so it shows
     # whenever the report is new, whether measured or retrieved from a CacheDir.
     line = env.Command(folder.File(name + ".summary"), report, _SUMMARY)
