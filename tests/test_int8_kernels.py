@@ -169,8 +169,9 @@ SCALE_RANGES = {6: (-3, 2), 7: (1, 3)}
 # the Cortex-M4 runs its DSP-extension kernels (SMLAD blocks of pixels x channels, scalar tails),
 # the Cortex-M0+ the plain loops compiled for a core without the DSP extension, the Cortex-M55 its
 # Helium kernels (VMLADAV with predicated tails, windows gathered at the borders, depthwise over
-# eight channels as int16 lanes or four as int32 lanes, QAdd over sixteen)
-TARGETS = ("host", "cortex-m4", "cortex-m0plus", "cortex-m55")
+# eight channels as int16 lanes or four as int32 lanes, QAdd over sixteen), rv32imac its blocks of
+# pixels x channels in 32 general registers
+TARGETS = ("host", "cortex-m4", "cortex-m0plus", "cortex-m55", "rv32imac")
 
 
 @pytest.mark.parametrize("target", TARGETS)

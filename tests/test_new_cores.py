@@ -38,12 +38,12 @@ def test_a_new_core_is_a_target_file_over_existing_kernel_sets(core):
     assert caps.dsp and caps.fpu != "none" and caps.float_registers == 32
 
 
-def test_riscv_cores_draw_on_the_portable_kernels():
+def test_riscv_cores_draw_on_the_portable_kernels_and_their_int8_register_blocks():
     backend, caps = backend_for(load_target("rv32imac"))
-    assert backend.chain() == ["cpp"] and caps.fpu == "none" and not caps.dsp
+    assert [s.name for s in backend.parents] == ["int-registers", "cpp"] and caps.fpu == "none" and not caps.dsp
     backend, caps = backend_for(load_target("rv32imafc"))
-    assert caps.kernels == ("fpu-registers", "cpp") and caps.fpu == "f" and caps.float_registers == 32
-    assert [s.name for s in backend.parents] == ["fpu-registers", "cpp"]
+    assert caps.kernels == ("int-registers", "fpu-registers", "cpp") and caps.fpu == "f" and caps.float_registers == 32
+    assert [s.name for s in backend.parents] == ["int-registers", "fpu-registers", "cpp"]
 
 
 @pytest.fixture(scope="module", params=CORES)

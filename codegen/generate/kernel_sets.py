@@ -14,7 +14,7 @@ from typing import Callable
 
 from tinsmith.targets import Capabilities
 
-__all__ = ["CPP", "VECTORS", "FPU_REGISTERS", "ARM_DSP", "HELIUM", "KERNEL_SETS", "micro_kernel"]
+__all__ = ["CPP", "VECTORS", "FPU_REGISTERS", "ARM_DSP", "HELIUM", "INT_REGISTERS", "KERNEL_SETS", "micro_kernel"]
 
 # GCC vector extensions, as wide as the target's simd_bits (host: SSE2's 128 bits; host-native:
 # what -march=native enables).
@@ -221,7 +221,13 @@ HELIUM = Backend("helium", requires=lambda caps: "helium" in caps.kernels,
                  needs="the Helium vector extension (kernels: [helium, ...])",
                  intrinsics=HELIUM_INTRINSICS, helpers=HELIUM_HELPERS)
 
-KERNEL_SETS = {s.name: s for s in (CPP, VECTORS, FPU_REGISTERS, ARM_DSP, HELIUM)}
+# Scalar int8 kernels register-blocked for 32 general registers and no packed multiply-add
+# (RV32IM, RV32IMAC: codegen/generate/functors/quantized_registers.py). Only a target that names
+# it in `kernels` draws on it.
+INT_REGISTERS = Backend("int-registers", requires=lambda caps: "int-registers" in caps.kernels,
+                        needs="32 general registers (kernels: [int-registers, ...])")
+
+KERNEL_SETS = {s.name: s for s in (CPP, VECTORS, FPU_REGISTERS, ARM_DSP, HELIUM, INT_REGISTERS)}
 
 
 def micro_kernel(caps: Capabilities, name: str) -> Callable | None:

@@ -70,7 +70,7 @@ def channel_blocks(o: int, per: int, block: Callable[[Expr, int], list[Stmt]]) -
         if o - done >= size:  # a loop of one scopes the locals
             stmts.append(For("ol", 1, tuple(block(plus(Var("ol"), done), size))))
             done += size
-        size //= 2
+        size = max(1, size // 2)  # a block size not a power of two halves to 1, never to 0
     return stmts
 
 
