@@ -1,0 +1,422 @@
+"""TensorFlow Lite Micro's signal library (the audio front end of micro speech), one primitive per
+custom operator, with the library's integer arithmetic as the NumPy reference.
+
+The arithmetic is the library's specification, written here from its description: a window is a
+product shifted right and saturated to int16; FftAutoScale shifts the frame left until its largest
+magnitude fills 15 bits; Rfft is a fixed-point mixed-radix (4, then 2) decimation-in-time FFT of
+half the length on the samples taken as complex pairs, every stage dividing by its radix with
+rounding, followed by the split into the real transform's bins (KISS FFT's fixed-point scheme,
+which TFLite Micro uses); Energy is re^2 + im^2; FilterBank accumulates weighted and unweighted
+energies over each channel's bins in uint64; FilterBankSquareRoot is a rounded bit-by-bit square
+root; FilterBankLog is a table-corrected integer log2 scaled to ln; PCAN is a piecewise-polynomial
+gain from a table, then a shrink of the signal-to-noise ratio.
+
+Tables the kernels look up (FFT twiddles, the log correction) are build-time constants made here
+(`rfft_tables`, `log_table`) and passed to the primitives as inputs, so the kernels read them from
+flash like any constant.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tinsmith.ir import TensorType
+from tinsmith.ops.registry import Attr, InferArgs, OpError, define
+
+Q15_ONE = 32767  # the fixed-point FFT's 1.0 (SAMP_MAX)
+
+
+# --- helpers of the integer arithmetic --------------------------------------------------------
+def _i16(x) -> np.ndarray:
+    """Wrap to int16, as storing an int result in an int16 does."""
+    return np.asarray(x, np.int64).astype(np.int16).astype(np.int64)
+
+
+def _round_q15(x) -> np.ndarray:
+    """(x + 2^14) >> 15 as an int16: a Q15 product rounded back to Q15."""
+    return _i16((np.asarray(x, np.int64) + (1 << 14)) >> 15)
+
+
+def wrap_i32(v: int) -> int:
+    return (v + (1 << 31)) % (1 << 32) - (1 << 31)
+
+
+def wrap_i16(v: int) -> int:
+    return (v + (1 << 15)) % (1 << 16) - (1 << 15)
+
+
+def msb(x: int) -> int:
+    """The number of bits x needs (0 for 0)."""
+    return int(x).bit_length()
+
+
+def _type(args: InferArgs, i: int, op: str, dtype: str, rank: int | None = None) -> TensorType:
+    t = args.types[i]
+    if t is None or t.dtype != dtype:
+        raise OpError(f"{op} input {i} must be {dtype}, not {t.dtype if t else 'omitted'}", input=i)
+    if rank is not None and len(t.shape) != rank:
+        raise OpError(f"{op} input {i} must have rank {rank}, not {len(t.shape)}", input=i)
+    return t
+
+
+# --- SignalWindow ------------------------------------------------------------------------------
+def _infer_window(args: InferArgs):
+    x = _type(args, 0, "SignalWindow", "int16")
+    w = _type(args, 1, "SignalWindow", "int16", 1)
+    if not x.shape or x.shape[-1] != w.shape[0]:
+        raise OpError(f"SignalWindow input's last dimension must be the window's length {w.shape[0]}", input=0)
+    return [TensorType("int16", x.shape)]
+
+
+def _window(xs, attrs):
+    x, w = (np.asarray(a, np.int64) for a in xs[:2])
+    return [np.clip((x * w) >> attrs["shift"], -32768, 32767).astype(np.int16)]
+
+
+define("SignalWindow", inputs=2, infer=_infer_window, reference=_window,
+       attrs=[Attr("shift", "int", 0)])
+
+
+# --- SignalFftAutoScale ------------------------------------------------------------------------
+def auto_scale_bits(x: np.ndarray) -> int:
+    """How far FftAutoScale shifts: 15 minus the bits of the frame's peak, never negative. The peak
+    is the library's running int16 maximum of value or -value, so -32768 (whose negation wraps to
+    itself) sets it to -32768 until a later sample beats that."""
+    peak = 0
+    for v in np.asarray(x, np.int64).reshape(-1):
+        if v > peak:
+            peak = int(v)
+        elif -v > peak:
+            peak = wrap_i16(-int(v))
+    return max(15 - msb(peak & 0xFFFFFFFF), 0)
+
+
+def _infer_auto_scale(args: InferArgs):
+    x = _type(args, 0, "SignalFftAutoScale", "int16", 1)
+    return [TensorType("int16", x.shape), TensorType("int32", ())]
+
+
+def _auto_scale(xs, attrs):
+    x = np.asarray(xs[0], np.int64)
+    bits = auto_scale_bits(x)
+    return [_i16(x * (1 << bits)).astype(np.int16), np.array(bits, np.int32)]
+
+
+define("SignalFftAutoScale", inputs=1, outputs=2, infer=_infer_auto_scale, reference=_auto_scale)
+
+
+# --- SignalRfft (int16) ----------------------------------------------------------------------
+def fft_stages(n: int) -> list[tuple[int, int]]:
+    """(radix, remaining length) of each stage of an n-point complex FFT: fours first, then a two."""
+    stages = []
+    while n > 1:
+        p = 4 if n % 4 == 0 else 2 if n % 2 == 0 else 0
+        if p == 0:
+            raise ValueError(f"{n} is not a power of two")
+        n //= p
+        stages.append((p, n))
+    return stages
+
+
+def fft_permutation(n: int) -> np.ndarray:
+    """Which input element each position of the FFT's work buffer starts from (mixed-radix digit
+    reversal of the stages above)."""
+    out = np.zeros(n, np.int64)
+
+    def place(at: int, first: int, stride: int, stages: list[tuple[int, int]]) -> None:
+        p, m = stages[0]
+        for j in range(p):
+            if m == 1:
+                out[at + j] = first + j * stride
+            else:
+                place(at + j * m, first + j * stride, stride * p, stages[1:])
+    if n > 1:
+        place(0, 0, 1, fft_stages(n))
+    return out
+
+
+def _q15_unit(phase: float) -> tuple[int, int]:
+    return (int(math.floor(0.5 + Q15_ONE * math.cos(phase))), int(math.floor(0.5 + Q15_ONE * math.sin(phase))))
+
+
+def rfft_tables(fft_length: int) -> tuple[np.ndarray, np.ndarray]:
+    """The int16 twiddles [n, 2] of the n = fft_length / 2 point complex FFT and the [n / 2, 2]
+    twiddles of the split into real bins, e^(-i phase) in Q15 rounded to nearest."""
+    n = fft_length // 2
+    tw = np.array([_q15_unit(-2 * math.pi * i / n) for i in range(n)], np.int16).reshape(n, 2)
+    split = np.array([_q15_unit(-math.pi * ((i + 1) / n + 0.5)) for i in range(n // 2)], np.int16)
+    return tw, split.reshape(n // 2, 2)
+
+
+def _cmul(ar, ai, br, bi):
+    return _round_q15(ar * br - ai * bi), _round_q15(ar * bi + ai * br)
+
+
+def _fixdiv(v, radix: int):
+    return _round_q15(v * (Q15_ONE // radix))
+
+
+def complex_fft_q15(re: np.ndarray, im: np.ndarray, tw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The scaled fixed-point complex FFT of one frame (int64 arrays holding int16 values)."""
+    n = len(re)
+    perm = fft_permutation(n)
+    re, im = re[perm].copy(), im[perm].copy()
+    stages = fft_stages(n)
+    twr, twi = tw[:, 0].astype(np.int64), tw[:, 1].astype(np.int64)
+    for level in reversed(range(len(stages))):
+        p, m = stages[level]
+        fstride = n // (p * m)
+        k = np.arange(m)
+        for base in range(0, n, p * m):
+            at = [base + k + j * m for j in range(p)]
+            xr = [_fixdiv(re[a], p) for a in at]
+            xi = [_fixdiv(im[a], p) for a in at]
+            if p == 2:
+                tr, ti = _cmul(xr[1], xi[1], twr[k * fstride], twi[k * fstride])
+                re[at[1]], im[at[1]] = _i16(xr[0] - tr), _i16(xi[0] - ti)
+                re[at[0]], im[at[0]] = _i16(xr[0] + tr), _i16(xi[0] + ti)
+                continue
+            s0 = _cmul(xr[1], xi[1], twr[k * fstride], twi[k * fstride])
+            s1 = _cmul(xr[2], xi[2], twr[2 * k * fstride], twi[2 * k * fstride])
+            s2 = _cmul(xr[3], xi[3], twr[3 * k * fstride], twi[3 * k * fstride])
+            s5 = (_i16(xr[0] - s1[0]), _i16(xi[0] - s1[1]))
+            f0 = (_i16(xr[0] + s1[0]), _i16(xi[0] + s1[1]))
+            s3 = (_i16(s0[0] + s2[0]), _i16(s0[1] + s2[1]))
+            s4 = (_i16(s0[0] - s2[0]), _i16(s0[1] - s2[1]))
+            re[at[2]], im[at[2]] = _i16(f0[0] - s3[0]), _i16(f0[1] - s3[1])
+            re[at[0]], im[at[0]] = _i16(f0[0] + s3[0]), _i16(f0[1] + s3[1])
+            re[at[1]], im[at[1]] = _i16(s5[0] + s4[1]), _i16(s5[1] - s4[0])
+            re[at[3]], im[at[3]] = _i16(s5[0] - s4[1]), _i16(s5[1] + s4[0])
+    return re, im
+
+
+def rfft_q15(frame: np.ndarray, fft_length: int) -> np.ndarray:
+    """One frame's real FFT, [fft_length / 2 + 1] bins as interleaved int16 (re, im)."""
+    n = fft_length // 2
+    x = np.zeros(fft_length, np.int64)
+    x[:len(frame)] = frame
+    tw, split = rfft_tables(fft_length)
+    zr, zi = complex_fft_q15(x[0::2], x[1::2], tw)
+    out = np.zeros((n + 1, 2), np.int64)
+    dc_r, dc_i = _fixdiv(zr[0], 2), _fixdiv(zi[0], 2)
+    out[0, 0], out[n, 0] = _i16(dc_r + dc_i), _i16(dc_r - dc_i)
+    sr, si = split[:, 0].astype(np.int64), split[:, 1].astype(np.int64)
+    for k in range(1, n // 2 + 1):
+        pr, pi = _fixdiv(zr[k], 2), _fixdiv(zi[k], 2)
+        qr, qi = _fixdiv(zr[n - k], 2), _fixdiv(_i16(-zi[n - k]), 2)
+        f1 = (_i16(pr + qr), _i16(pi + qi))
+        f2 = (_i16(pr - qr), _i16(pi - qi))
+        t = _cmul(f2[0], f2[1], sr[k - 1], si[k - 1])
+        out[k] = (_i16((f1[0] + t[0]) >> 1), _i16((f1[1] + t[1]) >> 1))
+        out[n - k] = (_i16((f1[0] - t[0]) >> 1), _i16((t[1] - f1[1]) >> 1))
+    return out.reshape(-1).astype(np.int16)
+
+
+def _infer_rfft(args: InferArgs):
+    op = "SignalRfft"
+    x = _type(args, 0, op, "int16")
+    length = args.attrs["fft_length"]
+    if length < 4 or length & (length - 1):
+        raise OpError(f"{op} fft_length {length} must be a power of two, at least 4", attr="fft_length")
+    if not x.shape or x.shape[-1] > length:
+        raise OpError(f"{op} frames of {x.shape[-1] if x.shape else 0} samples do not fit fft_length {length}",
+                      input=0)
+    _type(args, 1, op, "int16")
+    _type(args, 2, op, "int16")
+    if args.types[1].shape != (length // 2, 2) or args.types[2].shape != (length // 4, 2):
+        raise OpError(f"{op} twiddle tables must be [{length // 2}, 2] and [{length // 4}, 2] "
+                      "(tflm_signal.rfft_tables)", input=1)
+    return [TensorType("int16", (*x.shape[:-1], 2 * (length // 2 + 1)))]
+
+
+def _rfft(xs, attrs):
+    x = np.asarray(xs[0], np.int64)
+    rows = x.reshape(-1, x.shape[-1])
+    out = np.stack([rfft_q15(r, attrs["fft_length"]) for r in rows])
+    return [out.reshape(*x.shape[:-1], -1)]
+
+
+define("SignalRfft", inputs=3, infer=_infer_rfft, reference=_rfft, attrs=[Attr("fft_length", "int")])
+
+
+# --- SignalEnergy ----------------------------------------------------------------------------
+def _infer_energy(args: InferArgs):
+    x = _type(args, 0, "SignalEnergy", "int16", 1)
+    bins = x.shape[0] // 2
+    start, end = args.attrs["start_index"], args.attrs["end_index"]
+    if not 0 <= start <= end <= bins:
+        raise OpError(f"SignalEnergy needs 0 <= start_index <= end_index <= {bins}, got {start} and {end}",
+                      attr="start_index")
+    return [TensorType("uint32", (bins,))]
+
+
+def _energy(xs, attrs):
+    x = np.asarray(xs[0], np.int64).reshape(-1, 2)
+    out = np.zeros(len(x), np.uint32)  # bins outside [start, end) are left 0
+    s, e = attrs["start_index"], attrs["end_index"]
+    out[s:e] = (x[s:e, 0] ** 2 + x[s:e, 1] ** 2).astype(np.uint32)
+    return [out]
+
+
+define("SignalEnergy", inputs=1, infer=_infer_energy, reference=_energy,
+       attrs=[Attr("start_index", "int"), Attr("end_index", "int")])
+
+
+# --- SignalFilterBank ------------------------------------------------------------------------
+FILTER_BANK_TABLES = ("weights", "unweights", "channel_frequency_starts", "channel_weight_starts", "channel_widths")
+
+
+def _infer_filter_bank(args: InferArgs):
+    op = "SignalFilterBank"
+    x = _type(args, 0, op, "uint32", 1)
+    channels = args.attrs["num_channels"]
+    for i, what in enumerate(FILTER_BANK_TABLES, 1):
+        _type(args, i, op, "int16", 1)
+        if args.values[i] is None:
+            raise OpError(f"{op} {what} must be a constant", input=i)
+    starts, wstarts, widths = (np.asarray(args.values[i], np.int64) for i in (3, 4, 5))
+    if not len(starts) == len(wstarts) == len(widths) == channels + 1:
+        raise OpError(f"{op} channel tables must hold num_channels + 1 = {channels + 1} entries", input=3)
+    weights = len(args.values[1])
+    if len(args.values[2]) != weights or np.any(widths < 0) or np.any(starts < 0) or np.any(wstarts < 0) \
+            or np.any(starts + widths > x.shape[0]) or np.any(wstarts + widths > weights):
+        raise OpError(f"{op} channels reach past the {x.shape[0]} bins or the {weights} weights", input=3)
+    return [TensorType("uint64", (channels,))]
+
+
+def filter_bank(x, weights, unweights, starts, wstarts, widths) -> np.ndarray:
+    """Channel i: its bins times their weights plus the previous channel's bins times their unweights."""
+    x = np.asarray(x, np.uint64)
+    out = []
+    carried = np.uint64(0)
+    for s, ws, wd in zip(starts, wstarts, widths):
+        bins = x[int(s):int(s) + int(wd)]
+        w = np.asarray(weights[int(ws):int(ws) + int(wd)], np.int64).astype(np.uint64)
+        u = np.asarray(unweights[int(ws):int(ws) + int(wd)], np.int64).astype(np.uint64)
+        out.append(carried + np.sum(w * bins, dtype=np.uint64))
+        carried = np.sum(u * bins, dtype=np.uint64)
+    return np.array(out[1:], np.uint64)
+
+
+def _filter_bank(xs, attrs):
+    return [filter_bank(*xs[:6])]
+
+
+define("SignalFilterBank", inputs=6, infer=_infer_filter_bank, reference=_filter_bank,
+       constant_inputs=[1, 2, 3, 4, 5], attrs=[Attr("num_channels", "int")])
+
+
+# --- SignalFilterBankSquareRoot --------------------------------------------------------------
+def isqrt_rounded(v: int) -> int:
+    """The library's square root: floor, plus one where the remainder exceeds the root (not past
+    0xFFFF for inputs below 2^32, which take a 32-bit path, nor past 0xFFFFFFFF)."""
+    root = math.isqrt(v)
+    cap = 0xFFFF if v >> 32 == 0 else 0xFFFFFFFF
+    return root + (v - root * root > root and root != cap)
+
+
+def _infer_sqrt(args: InferArgs):
+    x = _type(args, 0, "SignalFilterBankSquareRoot", "uint64", 1)
+    _type(args, 1, "SignalFilterBankSquareRoot", "int32", 0)
+    return [TensorType("uint32", x.shape)]
+
+
+def _sqrt(xs, attrs):
+    shift = int(np.asarray(xs[1]).reshape(-1)[0])
+    return [np.array([isqrt_rounded(int(v)) >> shift for v in np.asarray(xs[0], np.uint64)], np.uint32)]
+
+
+define("SignalFilterBankSquareRoot", inputs=2, infer=_infer_sqrt, reference=_sqrt)
+
+
+# --- SignalFilterBankLog ---------------------------------------------------------------------
+LOG_SEGMENTS_LOG2, LOG_SCALE_LOG2 = 7, 16
+LOG_COEFF = 45426  # ln(2) in Q16
+
+
+def log_table() -> np.ndarray:
+    """The correction log2(1 + f) - f at 128 segments of [0, 1], in Q16 (and a zero of padding)."""
+    f = np.arange(129) / 128
+    return np.append(np.round((np.log2(1 + f) - f) * 65536), 0).astype(np.uint16)
+
+
+def log32(x: int, out_scale: int, table: np.ndarray) -> int:
+    """ln(x) * out_scale / 2^16... as the library's integer log: log2 from the bit length and the
+    table-corrected fraction, times ln 2, then scaled, each step rounded in Q16."""
+    integer = msb(x) - 1
+    frac = x - (1 << integer)
+    frac = frac << (16 - integer) if integer < 16 else frac >> (integer - 16)
+    seg = frac >> (LOG_SCALE_LOG2 - LOG_SEGMENTS_LOG2)
+    c0, c1 = int(table[seg]), int(table[seg + 1])
+    rel = ((c1 - c0) * (frac - (seg << (LOG_SCALE_LOG2 - LOG_SEGMENTS_LOG2)))) >> LOG_SCALE_LOG2
+    log2 = ((integer << 16) + frac + c0 + rel) & 0xFFFFFFFF
+    loge = ((LOG_COEFF * log2 + 32768) >> 16) & 0xFFFFFFFF
+    return (((out_scale * loge) & 0xFFFFFFFF) + 32768 & 0xFFFFFFFF) >> 16
+
+
+def _infer_log(args: InferArgs):
+    x = _type(args, 0, "SignalFilterBankLog", "uint32", 1)
+    _type(args, 1, "SignalFilterBankLog", "uint16", 1)
+    return [TensorType("int16", x.shape)]
+
+
+def _log(xs, attrs):
+    table = np.asarray(xs[1], np.int64)
+    out = []
+    for v in np.asarray(xs[0], np.uint64):
+        scaled = (int(v) << attrs["input_correction_bits"]) & 0xFFFFFFFF
+        out.append(min(log32(scaled, attrs["output_scale"] & 0xFFFFFFFF, table), 32767) if scaled > 1 else 0)
+    return [np.array(out, np.int16)]
+
+
+define("SignalFilterBankLog", inputs=2, infer=_infer_log, reference=_log,
+       attrs=[Attr("input_correction_bits", "int", 0), Attr("output_scale", "int", 1)])
+
+
+# --- SignalPCAN ------------------------------------------------------------------------------
+PCAN_SNR_BITS, PCAN_OUTPUT_BITS = 12, 6
+
+
+def pcan_gain(x: int, lut: np.ndarray) -> int:
+    """The wide-dynamic gain: a table entry below 3, else a quadratic in the bits below the top
+    one, with coefficients from the segment of its bit length."""
+    if x <= 2:
+        return int(lut[x])
+    interval = msb(x)
+    a0, a1, a2 = (int(v) for v in lut[4 * interval - 6:4 * interval - 3])
+    frac = ((x << (11 - interval)) if interval < 11 else (x >> (interval - 11))) & 0x3FF
+    r = wrap_i32(((a2 * frac) >> 5) + a1 * 32)
+    r = wrap_i32(wrap_i32(r * frac) + (1 << 14)) >> 15
+    return wrap_i16(r + a0)
+
+
+def pcan_shrink(x: int) -> int:
+    if x < (2 << PCAN_SNR_BITS):
+        return ((x * x) & 0xFFFFFFFF) >> (2 + 2 * PCAN_SNR_BITS - PCAN_OUTPUT_BITS)
+    return ((x >> (PCAN_SNR_BITS - PCAN_OUTPUT_BITS)) - (1 << PCAN_OUTPUT_BITS)) & 0xFFFFFFFF
+
+
+def _infer_pcan(args: InferArgs):
+    op = "SignalPCAN"
+    x = _type(args, 0, op, "uint32", 1)
+    noise = _type(args, 1, op, "uint32", 1)
+    lut = _type(args, 2, op, "int16", 1)
+    if noise.shape != x.shape:
+        raise OpError(f"{op} noise estimate must have the input's shape {list(x.shape)}", input=1)
+    if lut.shape[0] < 4 * 32 - 3:  # the segment of a 32-bit noise estimate
+        raise OpError(f"{op} gain table holds {lut.shape[0]} entries; it needs {4 * 32 - 3}", input=2)
+    return [TensorType("uint32", x.shape)]
+
+
+def _pcan(xs, attrs):
+    x, noise, lut = np.asarray(xs[0], np.uint64), np.asarray(xs[1], np.uint64), np.asarray(xs[2], np.int64)
+    out = []
+    for v, n in zip(x, noise):
+        gain = pcan_gain(int(n), lut) & 0xFFFFFFFF
+        snr = ((int(v) * gain) >> attrs["snr_shift"]) & 0xFFFFFFFF
+        out.append(pcan_shrink(snr))
+    return [np.array(out, np.uint32)]
+
+
+define("SignalPCAN", inputs=3, infer=_infer_pcan, reference=_pcan, attrs=[Attr("snr_shift", "int")])
