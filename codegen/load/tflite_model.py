@@ -124,7 +124,7 @@ def _operator_names(r: Reader, model, graph) -> list[str]:
 def _refuse_unknown_operators(r: Reader, names: list[str]) -> None:
     """One error naming every operator without a registration, with the operators that have it."""
     customs = [f"operator {k}: {custom_operator_problem(n.partition(':')[2])}"
-               for k, n in enumerate(names) if n.startswith("CUSTOM:")]
+               for k, n in enumerate(names) if n.startswith("CUSTOM:") and n not in OPERATORS]
     where: dict[str, list[int]] = {}
     for k, n in enumerate(names):
         if n not in OPERATORS and not n.startswith("CUSTOM:"):
@@ -134,7 +134,8 @@ def _refuse_unknown_operators(r: Reader, names: list[str]) -> None:
     builtins = [f"{n} (operator{'s' * (len(ks) > 1)} {', '.join(map(str, ks))})" for n, ks in sorted(where.items())]
     parts = ([f"unsupported TFLite operator{'s' * (len(builtins) > 1)}: {', '.join(builtins)}"] if builtins else []) \
         + customs
-    raise GraphError(r.loc, parts[0], f"supported builtin operators: {', '.join(sorted(OPERATORS))}",
+    builtin = sorted(n for n in OPERATORS if not n.startswith("CUSTOM:"))
+    raise GraphError(r.loc, parts[0], f"supported builtin operators: {', '.join(builtin)}",
                      more=tuple(parts[1:]))
 
 
@@ -157,7 +158,7 @@ def _convert(r: Reader, k: int, name: str, op) -> str | None:
     dtype = r.dtype(inputs[rule.typed_by])
     if dtype not in rule.converters:
         return f"operator {k} ({name}) on {dtype} data (Tinsmith supports {name} on {', '.join(rule.types)})"
-    r.operator = f"{name.lower()}_{k}"
+    r.operator = f"{name.partition(':')[2] or name}_{k}".lower()  # CUSTOM:SignalWindow -> signalwindow_k
     try:
         rule.converters[dtype](r, op, inputs, outputs)
     except Unsupported as e:

@@ -8,6 +8,7 @@ from typing import Callable, Mapping
 
 from tinsmith.load import tflite_float as flt
 from tinsmith.load import tflite_quantized as q
+from tinsmith.load import tflite_signal as sig
 from tinsmith.load import tflite_tensor_ops as t
 
 Converter = Callable  # (reader, operator, input tensor indices, output tensor indices) -> None
@@ -142,6 +143,10 @@ OPERATORS: dict[str, Rule] = {
     "RANGE": Rule(each(t.range_, ("float32", "int32", "int64")), 3),
 }
 
+# TFLite Micro's signal library: custom operators by their custom code, as CUSTOM:code
+OPERATORS.update({f"CUSTOM:{code}": Rule(each(convert, types), need)
+                  for code, (types, convert, need) in sig.SIGNAL_OPERATORS.items()})
+
 # Custom operators: what a model that holds one is told
 NPU_CODES = {"ethos-u": "an Arm Ethos-U NPU", "edgetpu-custom-op": "a Google Edge TPU"}
 SIGNAL_PREFIX = "Signal"  # TFLite Micro's signal library (Window, Rfft, FilterBank, ... as SignalWindow, ...)
@@ -155,5 +160,5 @@ def custom_operator_problem(code: str) -> str:
                 f"compiler, e.g. Vela)")
     if code.startswith(SIGNAL_PREFIX):
         return (f"the custom operator '{code}' of TFLite Micro's signal library (audio front end) is not yet "
-                f"supported by Tinsmith")
+                f"supported by Tinsmith (it compiles {', '.join(sig.SIGNAL_OPERATORS)})")
     return f"the custom operator '{code}' is not a TFLite builtin; Tinsmith cannot compile it"

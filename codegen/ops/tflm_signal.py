@@ -89,7 +89,7 @@ def auto_scale_bits(x: np.ndarray) -> int:
             peak = int(v)
         elif -v > peak:
             peak = wrap_i16(-int(v))
-    return max(15 - msb(peak & 0xFFFFFFFF), 0)
+    return max(15 - (msb(peak & 0xFFFFFFFF) or 32), 0)  # the library's bit length of 0 is 32 (GCC build)
 
 
 def _infer_auto_scale(args: InferArgs):
@@ -140,13 +140,14 @@ def _q15_unit(phase: float) -> tuple[int, int]:
     return (int(math.floor(0.5 + Q15_ONE * math.cos(phase))), int(math.floor(0.5 + Q15_ONE * math.sin(phase))))
 
 
-def rfft_tables(fft_length: int) -> tuple[np.ndarray, np.ndarray]:
-    """The int16 twiddles [n, 2] of the n = fft_length / 2 point complex FFT and the [n / 2, 2]
-    twiddles of the split into real bins, e^(-i phase) in Q15 rounded to nearest."""
+def rfft_tables(fft_length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The int16 twiddles [n, 2] of the n = fft_length / 2 point complex FFT, the [n / 2, 2]
+    twiddles of the split into real bins (e^(-i phase) in Q15 rounded to nearest), and the int32
+    order [n] in which the FFT takes its complex samples."""
     n = fft_length // 2
     tw = np.array([_q15_unit(-2 * math.pi * i / n) for i in range(n)], np.int16).reshape(n, 2)
     split = np.array([_q15_unit(-math.pi * ((i + 1) / n + 0.5)) for i in range(n // 2)], np.int16)
-    return tw, split.reshape(n // 2, 2)
+    return tw, split.reshape(n // 2, 2), fft_permutation(n).astype(np.int32)
 
 
 def _cmul(ar, ai, br, bi):
@@ -196,7 +197,7 @@ def rfft_q15(frame: np.ndarray, fft_length: int) -> np.ndarray:
     n = fft_length // 2
     x = np.zeros(fft_length, np.int64)
     x[:len(frame)] = frame
-    tw, split = rfft_tables(fft_length)
+    tw, split, _ = rfft_tables(fft_length)
     zr, zi = complex_fft_q15(x[0::2], x[1::2], tw)
     out = np.zeros((n + 1, 2), np.int64)
     dc_r, dc_i = _fixdiv(zr[0], 2), _fixdiv(zi[0], 2)
@@ -224,8 +225,10 @@ def _infer_rfft(args: InferArgs):
                       input=0)
     _type(args, 1, op, "int16")
     _type(args, 2, op, "int16")
-    if args.types[1].shape != (length // 2, 2) or args.types[2].shape != (length // 4, 2):
-        raise OpError(f"{op} twiddle tables must be [{length // 2}, 2] and [{length // 4}, 2] "
+    _type(args, 3, op, "int32")
+    if args.types[1].shape != (length // 2, 2) or args.types[2].shape != (length // 4, 2) \
+            or args.types[3].shape != (length // 2,):
+        raise OpError(f"{op} tables must be [{length // 2}, 2], [{length // 4}, 2] and [{length // 2}] "
                       "(tflm_signal.rfft_tables)", input=1)
     return [TensorType("int16", (*x.shape[:-1], 2 * (length // 2 + 1)))]
 
@@ -237,7 +240,7 @@ def _rfft(xs, attrs):
     return [out.reshape(*x.shape[:-1], -1)]
 
 
-define("SignalRfft", inputs=3, infer=_infer_rfft, reference=_rfft, attrs=[Attr("fft_length", "int")])
+define("SignalRfft", inputs=4, infer=_infer_rfft, reference=_rfft, attrs=[Attr("fft_length", "int")])
 
 
 # --- SignalEnergy ----------------------------------------------------------------------------

@@ -1,0 +1,352 @@
+"""Kernels of TFLite Micro's signal library (codegen/ops/tflm_signal.py holds the arithmetic and its
+NumPy reference): the same integer steps in the loop IR, every intermediate in the C++ type the
+library gives it, so results are bit-exact and overflow wraps the way it does there (never as
+undefined behaviour: products that may leave int32 are formed in int64 and narrowed).
+
+The FFT is written from its structure, not as a call: the samples are gathered in the stages'
+digit-reversed order (a constant table), then each radix-4 (and a last radix-2) stage runs over
+its blocks in the scratch buffer, reading twiddles from a constant table, then the complex result
+is split into the real transform's bins. Branches are Selects whose unused side is kept in range
+(a table index or a shift amount of a value the Select discards is clamped)."""
+from __future__ import annotations
+
+from tinsmith.generate.backend import CPP, takes
+from tinsmith.generate.loop_ir import (INDEX, Assign, Binary, Cast, Const, Expr, For, Load, Local, Scratch, Select,
+                                       Stmt, Store, Var, index)
+from tinsmith.ops import tflm_signal as sig
+
+
+def c(v: int, dtype: str) -> Expr:
+    """A literal of `dtype` (a cast, so C++ computes in that type)."""
+    return Cast(dtype, Const(int(v), dtype))
+
+
+def b(op: str, x: Expr, y: Expr) -> Expr:
+    return Binary(op, x, y)
+
+
+def sel(cond: Expr, x: Expr, y: Expr) -> Expr:
+    return Select(cond, x, y)
+
+
+def add(*xs: Expr) -> Expr:
+    out = xs[0]
+    for x in xs[1:]:
+        out = b("+", out, x)
+    return out
+
+
+def mul(x: Expr, y: Expr) -> Expr:
+    return b("*", x, y)
+
+
+def at(*parts) -> Expr:
+    """An index expression: ints and index expressions added."""
+    exprs = [index(p) if isinstance(p, int) else p for p in parts]
+    return add(*exprs)
+
+
+def bit_length(value: Expr, name: str, bits: int = 32) -> list[Stmt]:
+    """Local `name` (int32): the number of bits `value` (unsigned) needs, 0 for 0."""
+    return [Local(name, c(0, "int32"), "int32"),
+            For(f"{name}_b", bits, (Assign(name, sel(b("!=", b(">>", value, Var(f"{name}_b")), c(0, value.dtype)),
+                                                      Cast("int32", b("+", Var(f"{name}_b"), index(1))),
+                                                      Var(name))),))]
+
+
+# --- SignalWindow ------------------------------------------------------------------------------
+@CPP.register("SignalWindow", family="elementwise", types=takes("int16", "int16", out="int16", acc="int32"))
+def window(graph, node_id, cluster_id, args, attrs):
+    """y = clamp((x * w) >> shift) to int16, the window repeating over the leading dimensions."""
+    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
+    n = w.type.shape[0]
+    rows = x.type.size // n
+    at_ = at(mul(Var("r"), index(n)), Var("j"))
+    raw = b(">>", mul(Cast("int32", Load(x.name, at_)), Cast("int32", Load(w.name, Var("j")))), c(attrs["shift"], "int32"))
+    clamped = sel(b("<", Var("raw"), c(-32768, "int32")), c(-32768, "int32"),
+                  sel(b(">", Var("raw"), c(32767, "int32")), c(32767, "int32"), Var("raw")))
+    return [For("r", rows, (For("j", n, (Local("raw", raw, "int32"), Store(y.name, at_, Cast("int16", clamped)))),))]
+
+
+# --- SignalFftAutoScale ------------------------------------------------------------------------
+@CPP.register("SignalFftAutoScale", family="reduction", types=takes("int16", out=("int16", "int32")))
+def fft_auto_scale(graph, node_id, cluster_id, args, attrs):
+    """The running peak of value or -value (as int16), its bit length, then x << (15 - bits)."""
+    x, (y, scale) = args.inputs[0], args.outputs
+    v = Cast("int32", Load(x.name, Var("i")))
+    neg = b("-", c(0, "int32"), v)
+    peak = sel(b(">", v, Var("peak")), v,
+               sel(b(">", neg, Var("peak")), Cast("int32", Cast("int16", neg)), Var("peak")))
+    bits = b("-", c(15, "int32"), Var("peak_bits"))
+    return [Local("peak", c(0, "int32"), "int32"),
+            For("i", x.type.size, (Assign("peak", peak),)),
+            *bit_length(Cast("uint32", Var("peak")), "peak_bits"),
+            # the library's bit length of 0 is 32 (as built with GCC): a silent frame is not shifted
+            Assign("peak_bits", sel(b("==", Var("peak"), c(0, "int32")), c(32, "int32"), Var("peak_bits"))),
+            Local("shift", sel(b(">", bits, c(0, "int32")), bits, c(0, "int32")), "int32"),
+            For("i", x.type.size, (Store(y.name, Var("i"), Cast("int16", mul(v, b("<<", c(1, "int32"), Var("shift"))))),)),
+            Store(scale.name, index(0), Var("shift"))]
+
+
+# --- SignalRfft ------------------------------------------------------------------------------
+WORK = "fft_work"
+
+
+class Q15:
+    """Builds the fixed-point FFT's statements: every complex value a pair of int16 locals."""
+
+    def __init__(self):
+        self.stmts: list[Stmt] = []
+        self.count = 0
+
+    def let(self, value: Expr, dtype: str = "int16") -> Var:
+        self.count += 1
+        name = f"q{self.count}"
+        self.stmts.append(Local(name, Cast(dtype, value), dtype))
+        return Var(name)
+
+    def pair(self, re: Expr, im: Expr) -> tuple[Var, Var]:
+        return self.let(re), self.let(im)
+
+    @staticmethod
+    def wide(e: Expr) -> Expr:
+        return Cast("int32", e)
+
+    def round_q15(self, e: Expr) -> Expr:
+        return b(">>", b("+", e, c(1 << 14, "int32")), c(15, "int32"))
+
+    def cmul(self, x, tw) -> tuple[Var, Var]:
+        (ar, ai), (br, bi) = [(self.wide(p), self.wide(q)) for p, q in (x, tw)]
+        return self.pair(self.round_q15(b("-", mul(ar, br), mul(ai, bi))), self.round_q15(add(mul(ar, bi), mul(ai, br))))
+
+    def fixdiv(self, x, radix: int) -> tuple[Var, Var]:
+        k = c(sig.Q15_ONE // radix, "int32")
+        return self.pair(self.round_q15(mul(self.wide(x[0]), k)), self.round_q15(mul(self.wide(x[1]), k)))
+
+    def plus(self, x, y) -> tuple[Var, Var]:
+        return self.pair(add(self.wide(x[0]), self.wide(y[0])), add(self.wide(x[1]), self.wide(y[1])))
+
+    def minus(self, x, y) -> tuple[Var, Var]:
+        return self.pair(b("-", self.wide(x[0]), self.wide(y[0])), b("-", self.wide(x[1]), self.wide(y[1])))
+
+
+def _load_pair(buffer: str, i: Expr) -> tuple[Expr, Expr]:
+    return Load(buffer, mul(i, index(2))), Load(buffer, add(mul(i, index(2)), index(1)))
+
+
+def _store_pair(buffer: str, i: Expr, value, offset: Expr | None = None) -> list[Stmt]:
+    base = mul(i, index(2)) if offset is None else add(offset, mul(i, index(2)))
+    return [Store(buffer, base, Cast("int16", value[0])), Store(buffer, add(base, index(1)), Cast("int16", value[1]))]
+
+
+def _stage(p: int, m: int, fstride: int, twiddles: str) -> Stmt:
+    """One radix-p stage: for each block and k < m, the butterfly of the p points k + j m."""
+    q = Q15()
+    base = add(mul(Var("blk"), index(p * m)), Var("k"))
+    points = [at(base, j * m) for j in range(p)]
+    xs = [q.fixdiv(_load_pair(WORK, i), p) for i in points]
+    tws = [_load_pair(twiddles, mul(Var("k"), index(j * fstride))) for j in range(1, p)]
+    if p == 2:
+        t = q.cmul(xs[1], tws[0])
+        outs = [q.plus(xs[0], t), q.minus(xs[0], t)]
+    else:
+        s0, s1, s2 = (q.cmul(xs[j], tws[j - 1]) for j in (1, 2, 3))
+        s5 = q.minus(xs[0], s1)
+        f0 = q.plus(xs[0], s1)
+        s3, s4 = q.plus(s0, s2), q.minus(s0, s2)
+        outs = [q.plus(f0, s3), q.pair(add(q.wide(s5[0]), q.wide(s4[1])), b("-", q.wide(s5[1]), q.wide(s4[0]))),
+                q.minus(f0, s3), q.pair(b("-", q.wide(s5[0]), q.wide(s4[1])), add(q.wide(s5[1]), q.wide(s4[0])))]
+    stores = [s for i, v in zip(points, outs) for s in _store_pair(WORK, i, v)]
+    return For("blk", fstride, (For("k", m, (*q.stmts, *stores)),))
+
+
+def _gather(x: str, length: int, row: Expr, order: str, n: int) -> Stmt:
+    """The complex samples into the work buffer in the FFT's order, zeros past the frame's end."""
+    stmts: list[Stmt] = [Local("src", Cast(INDEX, mul(Load(order, Var("j")), index(2))), INDEX)]
+    for part in (0, 1):
+        i = add(Var("src"), index(part))
+        inside = b("<", i, index(length))
+        value = sel(inside, Load(x, add(row, sel(inside, i, index(0)))), c(0, "int16"))
+        stmts.append(Store(WORK, add(mul(Var("j"), index(2)), index(part)), value))
+    return For("j", n, tuple(stmts))
+
+
+def _split(y: str, out_row: Expr, split: str, n: int) -> list[Stmt]:
+    """The n-point complex result as the 2n-point real transform's n + 1 bins."""
+    q = Q15()
+    dc = q.fixdiv(_load_pair(WORK, index(0)), 2)
+    head = [*q.stmts, *_store_pair(y, index(0), (add(q.wide(dc[0]), q.wide(dc[1])), c(0, "int32")), out_row),
+            *_store_pair(y, index(n), (b("-", q.wide(dc[0]), q.wide(dc[1])), c(0, "int32")), out_row)]
+    q = Q15()
+    k = add(Var("k"), index(1))
+    nk = b("-", index(n), k)
+    fpk = q.fixdiv(_load_pair(WORK, k), 2)
+    zr, zi = _load_pair(WORK, nk)
+    fpnk = q.fixdiv((zr, q.let(b("-", c(0, "int32"), q.wide(zi)))), 2)
+    f1k, f2k = q.plus(fpk, fpnk), q.minus(fpk, fpnk)
+    tw = q.cmul(f2k, _load_pair(split, Var("k")))
+    half = c(1, "int32")
+    low = (b(">>", add(q.wide(f1k[0]), q.wide(tw[0])), half), b(">>", add(q.wide(f1k[1]), q.wide(tw[1])), half))
+    high = (b(">>", b("-", q.wide(f1k[0]), q.wide(tw[0])), half), b(">>", b("-", q.wide(tw[1]), q.wide(f1k[1])), half))
+    body = (*q.stmts, *_store_pair(y, k, low, out_row), *_store_pair(y, nk, high, out_row))
+    return [*head, For("k", n // 2, body)]
+
+
+def _rfft_scratch(prepared, caps):
+    return [Scratch(WORK, "int16", prepared.inputs[1].shape[0] * 2)]  # n complex int16
+
+
+@CPP.register("SignalRfft", family="sequence", types=takes("int16", "int16", "int16", "int32", out="int16", acc="int32"),
+              scratch=_rfft_scratch)
+def rfft(graph, node_id, cluster_id, args, attrs):
+    """Each frame: gather in order, the radix stages in place, the split into real bins."""
+    x, tw, split, order = args.inputs
+    y = args.outputs[0]
+    length = attrs["fft_length"]
+    n = length // 2
+    frame = x.type.shape[-1]
+    rows = x.type.size // frame
+    stages = sig.fft_stages(n)
+    body: list[Stmt] = [_gather(x.name, frame, mul(Var("row"), index(frame)), order.name, n)]
+    for level in reversed(range(len(stages))):
+        p, m = stages[level]
+        body.append(_stage(p, m, n // (p * m), tw.name))
+    body += _split(y.name, mul(Var("row"), index(2 * (n + 1))), split.name, n)
+    return [For("row", rows, tuple(body))]
+
+
+# --- SignalEnergy ----------------------------------------------------------------------------
+@CPP.register("SignalEnergy", family="elementwise", types=takes("int16", out="uint32"))
+def energy(graph, node_id, cluster_id, args, attrs):
+    """re^2 + im^2 over [start_index, end_index) (each square fits uint32; the sum wraps as there);
+    the other bins 0."""
+    x, y = args.inputs[0], args.outputs[0]
+    start, end, bins = attrs["start_index"], attrs["end_index"], y.type.size
+
+    def square(part: int) -> Expr:
+        v = Cast("int32", Load(x.name, add(mul(Var("i"), index(2)), index(part))))
+        return Cast("uint32", mul(v, v))
+    i = Var("i")
+    out: list[Stmt] = []
+    if end > start:
+        out.append(For("e", end - start, (Local("i", at(Var("e"), start), INDEX),
+                                           Store(y.name, i, add(square(0), square(1))))))
+    for lo, hi in ((0, start), (end, bins)):
+        if hi > lo:
+            out.append(For("z", hi - lo, (Store(y.name, at(Var("z"), lo), c(0, "uint32")),)))
+    return out
+
+
+# --- SignalFilterBank ------------------------------------------------------------------------
+@CPP.register("SignalFilterBank", family="reduction",
+              types=takes("uint32", "int16", "int16", "int16", "int16", "int16", out="uint64", acc="uint64"))
+def filter_bank(graph, node_id, cluster_id, args, attrs):
+    """Per channel (its bins and weights known at build time): weighted bins plus the previous
+    channel's unweighted ones, in uint64."""
+    x, weights, unweights = (a.name for a in args.inputs[:3])
+    starts, wstarts, widths = (graph.constants[a.name].data.astype(int) for a in args.inputs[3:6])
+    y = args.outputs[0].name
+    stmts: list[Stmt] = [Local("acc", c(0, "uint64"), "uint64"), Local("next_acc", c(0, "uint64"), "uint64")]
+    for ch, (s, ws, wd) in enumerate(zip(starts, wstarts, widths)):
+        if wd > 0:
+            v = Cast("uint64", Load(x, at(Var("j"), int(s))))
+            stmts.append(For("j", int(wd), (
+                Assign("acc", add(Var("acc"), mul(Cast("uint64", Load(weights, at(Var("j"), int(ws)))), v))),
+                Assign("next_acc", add(Var("next_acc"), mul(Cast("uint64", Load(unweights, at(Var("j"), int(ws)))), v))))))
+        if ch > 0:
+            stmts.append(Store(y, index(ch - 1), Var("acc")))
+        stmts += [Assign("acc", Var("next_acc")), Assign("next_acc", c(0, "uint64"))]
+    return stmts
+
+
+# --- SignalFilterBankSquareRoot --------------------------------------------------------------
+@CPP.register("SignalFilterBankSquareRoot", family="elementwise", types=takes("uint64", "int32", out="uint32"))
+def filter_bank_square_root(graph, node_id, cluster_id, args, attrs):
+    """Bit-by-bit square root from bit 62 down, rounded up where the remainder exceeds the root
+    (capped as the library's 32- and 64-bit paths cap it), shifted right by the scale bits."""
+    x, shift, y = args.inputs[0].name, args.inputs[1].name, args.outputs[0].name
+    u64 = "uint64"
+    trial = add(Var("res"), Var("bit"))
+    fits = Var("fits")  # decided before num changes
+    step = (Local("trial", trial, u64), Local("fits", b(">=", Var("num"), Var("trial")), "bool"),
+            Assign("num", sel(fits, b("-", Var("num"), Var("trial")), Var("num"))),
+            Assign("res", sel(fits, add(b(">>", Var("res"), c(1, u64)), Var("bit")), b(">>", Var("res"), c(1, u64)))),
+            Assign("bit", b(">>", Var("bit"), c(2, u64))))
+    cap = sel(b("==", b(">>", Load(x, Var("i")), c(32, u64)), c(0, u64)), c(0xFFFF, u64), c(0xFFFFFFFF, u64))
+    up = b("&&", b(">", Var("num"), Var("res")), b("!=", Var("res"), cap))
+    return [For("i", args.outputs[0].type.size, (
+        Local("num", Load(x, Var("i")), u64), Local("res", c(0, u64), u64), Local("bit", c(1 << 62, u64), u64),
+        For("t", 32, step),
+        Assign("res", add(Var("res"), sel(up, c(1, u64), c(0, u64)))),
+        Store(y, Var("i"), Cast("uint32", b(">>", Var("res"), Cast(u64, Load(shift, index(0))))))))]
+
+
+# --- SignalFilterBankLog ---------------------------------------------------------------------
+@CPP.register("SignalFilterBankLog", family="elementwise", types=takes("uint32", "uint16", out="int16"))
+def filter_bank_log(graph, node_id, cluster_id, args, attrs):
+    """ln of each channel scaled by output_scale: log2 from the bit length and a table-corrected
+    fraction, times ln 2 in Q16, each step rounded; 0 for inputs of at most 1, capped at 32767."""
+    x, table, y = args.inputs[0].name, args.inputs[1].name, args.outputs[0].name
+    seg_bits = sig.LOG_SCALE_LOG2 - sig.LOG_SEGMENTS_LOG2
+    u32, i32 = "uint32", "int32"
+    scaled = b("<<", Load(x, Var("i")), c(attrs["input_correction_bits"], u32))
+    integer = b("-", Var("bits"), c(1, i32))
+    below = b("<", integer, c(16, i32))
+    frac0 = Cast(i32, b("-", Var("v"), b("<<", c(1, u32), Cast(u32, integer))))
+    frac = b(">>", b("<<", frac0, sel(below, b("-", c(16, i32), integer), c(0, i32))),
+             sel(below, c(0, i32), b("-", integer, c(16, i32))))
+    seg = b(">>", Var("frac"), c(seg_bits, i32))
+    c0 = Cast(i32, Load(table, Cast(INDEX, seg)))
+    c1 = Cast(i32, Load(table, Cast(INDEX, add(seg, c(1, i32)))))
+    rel = b(">>", mul(b("-", c1, c0), b("-", Var("frac"), b("<<", seg, c(seg_bits, i32)))), c(16, i32))
+    log2 = add(b("<<", Cast(u32, integer), c(16, u32)), Cast(u32, add(Var("frac"), c0, rel)))
+    loge = Cast(u32, b(">>", add(mul(c(sig.LOG_COEFF, "uint64"), Cast("uint64", Var("log2"))), c(32768, "uint64")),
+                          c(16, "uint64")))
+    out = b(">>", add(mul(c(attrs["output_scale"] & 0xFFFFFFFF, u32), Var("loge")), c(32768, u32)), c(16, u32))
+    return [For("i", args.outputs[0].type.size, (
+        Local("s", scaled, u32),
+        Local("v", sel(b(">", Var("s"), c(1, u32)), Var("s"), c(2, u32)), u32),  # in range for the unused side
+        *bit_length(Var("v", u32), "bits"),
+        Local("frac", frac, i32), Local("log2", log2, u32), Local("loge", loge, u32), Local("out", out, u32),
+        Store(y, Var("i"), Cast("int16", sel(b(">", Var("s"), c(1, u32)),
+                                              sel(b("<", Var("out"), c(32767, u32)), Var("out"), c(32767, u32)),
+                                              c(0, u32))))))]
+
+
+# --- SignalPCAN ------------------------------------------------------------------------------
+@CPP.register("SignalPCAN", family="elementwise", types=takes("uint32", "uint32", "int16", out="uint32"))
+def pcan(graph, node_id, cluster_id, args, attrs):
+    """Per channel: the gain of its noise estimate (a table entry below 3, else a quadratic in the
+    10 bits below the top bit from the segment of its bit length), the snr, then the shrink."""
+    x, noise, lut = (a.name for a in args.inputs)
+    y = args.outputs[0].name
+    u32, i32, i64 = "uint32", "int32", "int64"
+    n_raw = Var("n_raw", u32)
+    small = b("<=", n_raw, c(2, u32))
+    interval = Var("bits")
+    seg = Cast(INDEX, b("-", mul(c(4, i32), interval), c(6, i32)))
+    below = b("<", interval, c(11, i32))
+    frac = b("&", b(">>", b("<<", Var("n"), Cast(u32, sel(below, b("-", c(11, i32), interval), c(0, i32)))),
+                    Cast(u32, sel(below, c(0, i32), b("-", interval, c(11, i32))))), c(0x3FF, u32))
+
+    def lut_at(k: int) -> Expr:
+        return Cast(i32, Load(lut, add(seg, index(k))))
+    r = add(b(">>", mul(lut_at(2), Var("frac")), c(5, i32)), mul(lut_at(1), c(32, i32)))
+    r = Cast(i32, mul(Cast(i64, r), Cast(i64, Var("frac"))))
+    r = Cast(i32, b(">>", add(Cast(i64, r), c(1 << 14, i64)), c(15, i64)))
+    curve = Cast("int16", add(r, lut_at(0)))
+    table = Cast("int16", Load(lut, Cast(INDEX, sel(small, n_raw, c(0, u32)))))
+    snr = Cast(u32, b(">>", mul(Cast("uint64", Load(x, Var("i"))), Cast("uint64", Var("gain"))),
+                      c(attrs["snr_shift"], "uint64")))
+    snr_bits, out_bits = sig.PCAN_SNR_BITS, sig.PCAN_OUTPUT_BITS
+    shrink = sel(b("<", Var("snr"), c(2 << snr_bits, u32)),
+                 b(">>", mul(Var("snr"), Var("snr")), c(2 + 2 * snr_bits - out_bits, u32)),
+                 b("-", b(">>", Var("snr"), c(snr_bits - out_bits, u32)), c(1 << out_bits, u32)))
+    return [For("i", args.outputs[0].type.size, (
+        Local("n_raw", Load(noise, Var("i")), u32),
+        Local("n", sel(small, c(4, u32), n_raw), u32),  # the curve's side kept in the table's range
+        *bit_length(Var("n", u32), "bits"),
+        Local("frac", Cast(i32, frac), i32),
+        Local("gain", Cast(u32, Cast(i32, sel(small, table, curve))), u32),  # an int16 gain, sign-extended
+        Local("snr", snr, u32),
+        Store(y, Var("i"), Cast(u32, shrink))))]
