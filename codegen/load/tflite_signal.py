@@ -100,6 +100,17 @@ def pcan(r: Reader, op, inputs, outputs) -> None:
            {"snr_shift": _int(opts, "snr_shift", 0, 63)})
 
 
+def spectral_subtraction(r: Reader, op, inputs, outputs) -> None:
+    opts = custom_options(r, op, "SignalFilterBankSpectralSubtraction", sig.SPECTRAL_SUBTRACTION_ATTRS)
+    if len(outputs) != 2:
+        raise Unsupported("SignalFilterBankSpectralSubtraction needs two outputs (the frame and the noise estimate)")
+    attrs = {n: _int(opts, n, 0, (1 << 32) - 1) for n in sig.SPECTRAL_SUBTRACTION_ATTRS if n != "clamping"}
+    attrs["clamping"] = int(bool(opts["clamping"]))
+    if attrs["smoothing_bits"] > 31 or attrs["spectral_subtraction_bits"] > 63:
+        raise Unsupported("SignalFilterBankSpectralSubtraction shifts by more bits than its integers hold")
+    r.emit("SignalFilterBankSpectralSubtraction", [r.value(inputs[0])], [r.names[o] for o in outputs], attrs)
+
+
 # custom code -> (element types of its data input, converter, inputs it needs)
 SIGNAL_OPERATORS = {
     "SignalWindow": (("int16",), window, 2),
@@ -109,5 +120,6 @@ SIGNAL_OPERATORS = {
     "SignalFilterBank": (("uint32",), filter_bank, 6),
     "SignalFilterBankSquareRoot": (("uint64",), filter_bank_square_root, 2),
     "SignalFilterBankLog": (("uint32",), filter_bank_log, 1),
+    "SignalFilterBankSpectralSubtraction": (("uint32",), spectral_subtraction, 1),
     "SignalPCAN": (("uint32",), pcan, 3),
 }

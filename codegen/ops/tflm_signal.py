@@ -423,3 +423,47 @@ def _pcan(xs, attrs):
 
 
 define("SignalPCAN", inputs=3, infer=_infer_pcan, reference=_pcan, attrs=[Attr("snr_shift", "int")])
+
+
+# --- SignalFilterBankSpectralSubtraction -----------------------------------------------------
+SPECTRAL_SUBTRACTION_ATTRS = ("smoothing", "one_minus_smoothing", "alternate_smoothing",
+                              "alternate_one_minus_smoothing", "smoothing_bits", "min_signal_remaining",
+                              "spectral_subtraction_bits", "clamping")
+
+
+def spectral_subtraction(x: np.ndarray, noise: np.ndarray, attrs) -> tuple[np.ndarray, np.ndarray]:
+    """One frame: the noise estimate (a running average, the odd channels with the alternate
+    coefficients) updated from the frame, then the frame less the estimate, floored at
+    min_signal_remaining of the frame. Returns (output, updated estimate); the estimate is the
+    operator's state, zero before the first frame."""
+    bits, sbits = attrs["smoothing_bits"], attrs["spectral_subtraction_bits"]
+    out, noise = np.zeros(len(x), np.uint32), np.array(noise, np.uint64)
+    for i, v in enumerate(np.asarray(x, np.uint64)):
+        odd = i & 1
+        smooth = attrs["alternate_smoothing" if odd else "smoothing"]
+        rest = attrs["alternate_one_minus_smoothing" if odd else "one_minus_smoothing"]
+        up = (int(v) << bits) & 0xFFFFFFFF
+        estimate = ((up * smooth + int(noise[i]) * rest) >> sbits) & 0xFFFFFFFF
+        noise[i] = estimate
+        if estimate > up:
+            estimate = up
+            if attrs["clamping"]:
+                noise[i] = estimate
+        floor = ((int(v) * attrs["min_signal_remaining"]) >> sbits) & 0xFFFFFFFF
+        out[i] = max((up - estimate) >> bits, floor)
+    return out, noise.astype(np.uint32)
+
+
+def _infer_spectral_subtraction(args: InferArgs):
+    x = _type(args, 0, "SignalFilterBankSpectralSubtraction", "uint32", 1)
+    return [TensorType("uint32", x.shape), TensorType("uint32", x.shape)]
+
+
+def _spectral_subtraction(xs, attrs):
+    x = np.asarray(xs[0])
+    return list(spectral_subtraction(x, np.zeros(len(x), np.uint32), attrs))
+
+
+define("SignalFilterBankSpectralSubtraction", inputs=1, outputs=2, infer=_infer_spectral_subtraction,
+       reference=_spectral_subtraction,
+       attrs=[Attr(n, "int", 0, (0, 1) if n == "clamping" else None) for n in SPECTRAL_SUBTRACTION_ATTRS])

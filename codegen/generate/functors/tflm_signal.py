@@ -350,3 +350,40 @@ def pcan(graph, node_id, cluster_id, args, attrs):
         Local("gain", Cast(u32, Cast(i32, sel(small, table, curve))), u32),  # an int16 gain, sign-extended
         Local("snr", snr, u32),
         Store(y, Var("i"), Cast(u32, shrink))))]
+
+
+# --- SignalFilterBankSpectralSubtraction -----------------------------------------------------
+NOISE_STATE = "state_noise_estimate"  # kept from call to call (see tinsmith.planners.lifetime.is_state)
+
+
+def _noise_state(prepared, caps):
+    return [Scratch(NOISE_STATE, "uint32", prepared.inputs[0].shape[0])]
+
+
+@CPP.register("SignalFilterBankSpectralSubtraction", family="elementwise", types=takes("uint32", out=("uint32", "uint32")),
+              scratch=_noise_state)
+def spectral_subtraction(graph, node_id, cluster_id, args, attrs):
+    """Per channel: the noise estimate (state) smoothed toward the frame, kept below it, the frame
+    less the estimate floored at min_signal_remaining of it; the estimate is the second output."""
+    x, (y, noise) = args.inputs[0].name, args.outputs
+    u32, u64 = "uint32", "uint64"
+    i = Var("i")
+    odd = b("==", b("&", i, index(1)), index(1))
+
+    def coefficient(even: str, alternate: str) -> Expr:
+        return sel(odd, c(attrs[alternate], u64), c(attrs[even], u64))
+    bits, sbits = c(attrs["smoothing_bits"], u32), c(attrs["spectral_subtraction_bits"], u64)
+    estimate = Cast(u32, b(">>", add(mul(Cast(u64, Var("up")), coefficient("smoothing", "alternate_smoothing")),
+                                     mul(Cast(u64, Load(NOISE_STATE, i)),
+                                         coefficient("one_minus_smoothing", "alternate_one_minus_smoothing"))), sbits))
+    kept = sel(b(">", Var("estimate"), Var("up")), Var("up"), Var("estimate"))
+    floor = Cast(u32, b(">>", mul(Cast(u64, Load(x, i)), c(attrs["min_signal_remaining"], u64)), sbits))
+    return [For("i", y.type.size, (
+        Local("up", b("<<", Load(x, i), bits), u32),
+        Local("estimate", estimate, u32),
+        Local("kept", kept, u32),
+        Store(NOISE_STATE, i, Var("kept") if attrs["clamping"] else Var("estimate")),
+        Local("floor", floor, u32),
+        Local("subtracted", b(">>", b("-", Var("up"), Var("kept")), bits), u32),
+        Store(y.name, i, sel(b(">", Var("subtracted"), Var("floor")), Var("subtracted"), Var("floor"))),
+        Store(noise.name, i, Load(NOISE_STATE, i))))]
