@@ -66,11 +66,17 @@ def _auto_scale(x):
     return make
 
 
-def _rfft(length: int, frame: int):
+TFLITE_TYPES = {"float32": 0, "int32": 2, "int16": 7}
+
+
+def _rfft(length: int, frame: int, dtype: str = "int16"):
     def make():
-        x = RNG.integers(-32768, 32768, (2, frame)).astype(np.int16)
-        return model([Tensor("x", "int16", [2, frame]), Tensor("y", "int16", [2, length + 2])],
-                     [custom("SignalRfft", [0], [1], T=7, fft_length=length)], [0], [1]), [x]
+        if dtype == "float32":
+            x = RNG.normal(0, 1000, (2, frame)).astype(np.float32)
+        else:
+            x = RNG.integers(np.iinfo(dtype).min, np.iinfo(dtype).max, (2, frame), endpoint=True).astype(dtype)
+        return model([Tensor("x", dtype, [2, frame]), Tensor("y", dtype, [2, length + 2])],
+                     [custom("SignalRfft", [0], [1], T=TFLITE_TYPES[dtype], fft_length=length)], [0], [1]), [x]
     return make
 
 
@@ -124,6 +130,10 @@ SINGLE = {
     "rfft_64": _rfft(64, 64),
     "rfft_32_of_20": _rfft(32, 20),
     "rfft_8": _rfft(8, 8),
+    "rfft_int32_512_of_480": _rfft(512, 480, "int32"),
+    "rfft_int32_32": _rfft(32, 32, "int32"),
+    "rfft_float_512_of_480": _rfft(512, 480, "float32"),
+    "rfft_float_8": _rfft(8, 8, "float32"),
     "energy": _energy,
     "square_root": _square_root,
     "log": _log,
@@ -327,9 +337,9 @@ def test_bad_options_and_forms_are_named_errors(tmp_path):
     rfft = [Tensor("x", "int16", [24]), Tensor("y", "int16", [26])]
     assert "takes powers of two" in _import_error(
         tmp_path, model(rfft, [custom("SignalRfft", [0], [1], T=7, fft_length=24)], [0], [1]))
-    rfft32 = [Tensor("x", "int32", [8]), Tensor("y", "int32", [10])]
-    assert "(CUSTOM:SignalRfft) on int32 data (Tinsmith supports CUSTOM:SignalRfft on int16)" in _import_error(
-        tmp_path, model(rfft32, [custom("SignalRfft", [0], [1], T=2, fft_length=8)], [0], [1]))
+    rfft8 = [Tensor("x", "int8", [8]), Tensor("y", "int8", [10])]
+    assert "(CUSTOM:SignalRfft) on int8 data (Tinsmith supports CUSTOM:SignalRfft on int16, int32, float32)" in \
+        _import_error(tmp_path, model(rfft8, [custom("SignalRfft", [0], [1], T=9, fft_length=8)], [0], [1]))
 
 
 def test_damaged_options_are_an_error_not_a_traceback(tmp_path):

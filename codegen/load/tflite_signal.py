@@ -61,8 +61,8 @@ def rfft(r: Reader, op, inputs, outputs) -> None:
     if length & (length - 1):
         raise Unsupported(f"SignalRfft fft_length {length}: Tinsmith's fixed-point FFT takes powers of two")
     x = int(inputs[0])
-    _check_output(r, outputs[0], (*r.shape(x)[:-1], length + 2), "int16", "SignalRfft")
-    twiddles, split, order = sig.rfft_tables(length)
+    _check_output(r, outputs[0], (*r.shape(x)[:-1], length + 2), r.dtype(x), "SignalRfft")
+    twiddles, split, order = sig.rfft_tables(length, r.dtype(x))
     r.emit("SignalRfft", [r.value(x), r.add_constant(f"rfft_twiddles_{length}", twiddles),
                           r.add_constant(f"rfft_split_twiddles_{length}", split),
                           r.add_constant(f"rfft_order_{length}", order)],
@@ -115,7 +115,7 @@ def spectral_subtraction(r: Reader, op, inputs, outputs) -> None:
 SIGNAL_OPERATORS = {
     "SignalWindow": (("int16",), window, 2),
     "SignalFftAutoScale": (("int16",), fft_auto_scale, 1),
-    "SignalRfft": (("int16",), rfft, 1),
+    "SignalRfft": (sig.RFFT_TYPES, rfft, 1),
     "SignalEnergy": (("int16",), energy, 1),
     "SignalFilterBank": (("uint32",), filter_bank, 6),
     "SignalFilterBankSquareRoot": (("uint64",), filter_bank_square_root, 2),

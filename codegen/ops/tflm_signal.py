@@ -24,18 +24,12 @@ import numpy as np
 from tinsmith.ir import TensorType
 from tinsmith.ops.registry import Attr, InferArgs, OpError, define
 
-Q15_ONE = 32767  # the fixed-point FFT's 1.0 (SAMP_MAX)
 
 
 # --- helpers of the integer arithmetic --------------------------------------------------------
 def _i16(x) -> np.ndarray:
     """Wrap to int16, as storing an int result in an int16 does."""
     return np.asarray(x, np.int64).astype(np.int16).astype(np.int64)
-
-
-def _round_q15(x) -> np.ndarray:
-    """(x + 2^14) >> 15 as an int16: a Q15 product rounded back to Q15."""
-    return _i16((np.asarray(x, np.int64) + (1 << 14)) >> 15)
 
 
 def wrap_i32(v: int) -> int:
@@ -106,7 +100,7 @@ def _auto_scale(xs, attrs):
 define("SignalFftAutoScale", inputs=1, outputs=2, infer=_infer_auto_scale, reference=_auto_scale)
 
 
-# --- SignalRfft (int16) ----------------------------------------------------------------------
+# --- SignalRfft ------------------------------------------------------------------------------
 def fft_stages(n: int) -> list[tuple[int, int]]:
     """(radix, remaining length) of each stage of an n-point complex FFT: fours first, then a two."""
     stages = []
@@ -136,107 +130,145 @@ def fft_permutation(n: int) -> np.ndarray:
     return out
 
 
-def _q15_unit(phase: float) -> tuple[int, int]:
-    return (int(math.floor(0.5 + Q15_ONE * math.cos(phase))), int(math.floor(0.5 + Q15_ONE * math.sin(phase))))
+class FftArithmetic:
+    """How the FFT computes in one element type. Fixed point (int16: Q15, int32: Q31): products
+    rounded back by (p + 2^(f-1)) >> f, every stage scaling its inputs down by its radix, sums
+    wrapping in the element type, halves of sums formed in int32. float32: plain float arithmetic."""
+
+    def __init__(self, dtype: str):
+        self.dtype = dtype
+        self.fixed = dtype != "float32"
+        self.frac = {"int16": 15, "int32": 31}.get(dtype, 0)
+        self.one = (1 << self.frac) - 1 if self.fixed else 1.0  # SAMP_MAX, the scaled 1.0
+
+    def unit(self, phase: float) -> tuple:
+        """e^(i phase): in fixed point rounded to nearest of one * cos, one * sin."""
+        if not self.fixed:
+            return float(np.float32(math.cos(phase))), float(np.float32(math.sin(phase)))
+        return int(math.floor(0.5 + self.one * math.cos(phase))), int(math.floor(0.5 + self.one * math.sin(phase)))
+
+    def wrap(self, x):
+        if not self.fixed:
+            return np.asarray(x, np.float32)
+        return np.asarray(x, np.int64).astype(self.dtype).astype(np.int64)
+
+    def rounded(self, x):
+        return self.wrap((np.asarray(x, np.int64) + (1 << (self.frac - 1))) >> self.frac) if self.fixed else self.wrap(x)
+
+    def cmul(self, ar, ai, br, bi):
+        if not self.fixed:
+            ar, ai, br, bi = (np.float32(v) if np.isscalar(v) else np.asarray(v, np.float32) for v in (ar, ai, br, bi))
+        return self.rounded(ar * br - ai * bi), self.rounded(ar * bi + ai * br)
+
+    def scale_down(self, v, radix: int):
+        return self.rounded(np.asarray(v, np.int64) * (self.one // radix)) if self.fixed else v
+
+    def half(self, total):
+        """A sum halved: in int32 (where the sum of two int32 wraps) for fixed point."""
+        if not self.fixed:
+            return np.asarray(total, np.float32) * np.float32(0.5)
+        return self.wrap(((np.asarray(total, np.int64) + (1 << 31)) % (1 << 32) - (1 << 31)) >> 1)
+
+    def zeros(self, shape):
+        return np.zeros(shape, np.float32 if not self.fixed else np.int64)
 
 
-def rfft_tables(fft_length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The int16 twiddles [n, 2] of the n = fft_length / 2 point complex FFT, the [n / 2, 2]
-    twiddles of the split into real bins (e^(-i phase) in Q15 rounded to nearest), and the int32
-    order [n] in which the FFT takes its complex samples."""
-    n = fft_length // 2
-    tw = np.array([_q15_unit(-2 * math.pi * i / n) for i in range(n)], np.int16).reshape(n, 2)
-    split = np.array([_q15_unit(-math.pi * ((i + 1) / n + 0.5)) for i in range(n // 2)], np.int16)
-    return tw, split.reshape(n // 2, 2), fft_permutation(n).astype(np.int32)
-
-
-def _cmul(ar, ai, br, bi):
-    return _round_q15(ar * br - ai * bi), _round_q15(ar * bi + ai * br)
-
-
-def _fixdiv(v, radix: int):
-    return _round_q15(v * (Q15_ONE // radix))
-
-
-def complex_fft_q15(re: np.ndarray, im: np.ndarray, tw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The scaled fixed-point complex FFT of one frame (int64 arrays holding int16 values)."""
+def complex_fft(re: np.ndarray, im: np.ndarray, tw: np.ndarray, a: FftArithmetic) -> tuple[np.ndarray, np.ndarray]:
+    """The (scaled, in fixed point) complex FFT of one frame."""
     n = len(re)
     perm = fft_permutation(n)
     re, im = re[perm].copy(), im[perm].copy()
     stages = fft_stages(n)
-    twr, twi = tw[:, 0].astype(np.int64), tw[:, 1].astype(np.int64)
+    twr, twi = (tw[:, 0], tw[:, 1]) if not a.fixed else (tw[:, 0].astype(np.int64), tw[:, 1].astype(np.int64))
+    w = a.wrap
     for level in reversed(range(len(stages))):
         p, m = stages[level]
         fstride = n // (p * m)
         k = np.arange(m)
         for base in range(0, n, p * m):
             at = [base + k + j * m for j in range(p)]
-            xr = [_fixdiv(re[a], p) for a in at]
-            xi = [_fixdiv(im[a], p) for a in at]
+            xr = [a.scale_down(re[i], p) for i in at]
+            xi = [a.scale_down(im[i], p) for i in at]
             if p == 2:
-                tr, ti = _cmul(xr[1], xi[1], twr[k * fstride], twi[k * fstride])
-                re[at[1]], im[at[1]] = _i16(xr[0] - tr), _i16(xi[0] - ti)
-                re[at[0]], im[at[0]] = _i16(xr[0] + tr), _i16(xi[0] + ti)
+                tr, ti = a.cmul(xr[1], xi[1], twr[k * fstride], twi[k * fstride])
+                re[at[1]], im[at[1]] = w(xr[0] - tr), w(xi[0] - ti)
+                re[at[0]], im[at[0]] = w(xr[0] + tr), w(xi[0] + ti)
                 continue
-            s0 = _cmul(xr[1], xi[1], twr[k * fstride], twi[k * fstride])
-            s1 = _cmul(xr[2], xi[2], twr[2 * k * fstride], twi[2 * k * fstride])
-            s2 = _cmul(xr[3], xi[3], twr[3 * k * fstride], twi[3 * k * fstride])
-            s5 = (_i16(xr[0] - s1[0]), _i16(xi[0] - s1[1]))
-            f0 = (_i16(xr[0] + s1[0]), _i16(xi[0] + s1[1]))
-            s3 = (_i16(s0[0] + s2[0]), _i16(s0[1] + s2[1]))
-            s4 = (_i16(s0[0] - s2[0]), _i16(s0[1] - s2[1]))
-            re[at[2]], im[at[2]] = _i16(f0[0] - s3[0]), _i16(f0[1] - s3[1])
-            re[at[0]], im[at[0]] = _i16(f0[0] + s3[0]), _i16(f0[1] + s3[1])
-            re[at[1]], im[at[1]] = _i16(s5[0] + s4[1]), _i16(s5[1] - s4[0])
-            re[at[3]], im[at[3]] = _i16(s5[0] - s4[1]), _i16(s5[1] + s4[0])
+            s0 = a.cmul(xr[1], xi[1], twr[k * fstride], twi[k * fstride])
+            s1 = a.cmul(xr[2], xi[2], twr[2 * k * fstride], twi[2 * k * fstride])
+            s2 = a.cmul(xr[3], xi[3], twr[3 * k * fstride], twi[3 * k * fstride])
+            s5 = (w(xr[0] - s1[0]), w(xi[0] - s1[1]))
+            f0 = (w(xr[0] + s1[0]), w(xi[0] + s1[1]))
+            s3 = (w(s0[0] + s2[0]), w(s0[1] + s2[1]))
+            s4 = (w(s0[0] - s2[0]), w(s0[1] - s2[1]))
+            re[at[2]], im[at[2]] = w(f0[0] - s3[0]), w(f0[1] - s3[1])
+            re[at[0]], im[at[0]] = w(f0[0] + s3[0]), w(f0[1] + s3[1])
+            re[at[1]], im[at[1]] = w(s5[0] + s4[1]), w(s5[1] - s4[0])
+            re[at[3]], im[at[3]] = w(s5[0] - s4[1]), w(s5[1] + s4[0])
     return re, im
 
 
-def rfft_q15(frame: np.ndarray, fft_length: int) -> np.ndarray:
-    """One frame's real FFT, [fft_length / 2 + 1] bins as interleaved int16 (re, im)."""
-    n = fft_length // 2
-    x = np.zeros(fft_length, np.int64)
+def rfft_tables(fft_length: int, dtype: str = "int16") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The twiddles [n, 2] of the n = fft_length / 2 point complex FFT, the [n / 2, 2] twiddles of
+    the split into real bins (e^(-i phase), in fixed point rounded to nearest), in the FFT's element
+    type, and the int32 order [n] in which the FFT takes its complex samples."""
+    a, n = FftArithmetic(dtype), fft_length // 2
+    tw = np.array([a.unit(-2 * math.pi * i / n) for i in range(n)], dtype).reshape(n, 2)
+    split = np.array([a.unit(-math.pi * ((i + 1) / n + 0.5)) for i in range(n // 2)], dtype).reshape(n // 2, 2)
+    return tw, split, fft_permutation(n).astype(np.int32)
+
+
+def rfft_frame(frame: np.ndarray, fft_length: int, dtype: str) -> np.ndarray:
+    """One frame's real FFT, [fft_length / 2 + 1] bins as interleaved (re, im)."""
+    a, n = FftArithmetic(dtype), fft_length // 2
+    x = a.zeros(fft_length)
     x[:len(frame)] = frame
-    tw, split, _ = rfft_tables(fft_length)
-    zr, zi = complex_fft_q15(x[0::2], x[1::2], tw)
-    out = np.zeros((n + 1, 2), np.int64)
-    dc_r, dc_i = _fixdiv(zr[0], 2), _fixdiv(zi[0], 2)
-    out[0, 0], out[n, 0] = _i16(dc_r + dc_i), _i16(dc_r - dc_i)
-    sr, si = split[:, 0].astype(np.int64), split[:, 1].astype(np.int64)
+    tw, split, _ = rfft_tables(fft_length, dtype)
+    zr, zi = complex_fft(x[0::2], x[1::2], tw, a)
+    out = a.zeros((n + 1, 2))
+    w = a.wrap
+    dc_r, dc_i = a.scale_down(zr[0], 2), a.scale_down(zi[0], 2)
+    out[0, 0], out[n, 0] = w(dc_r + dc_i), w(dc_r - dc_i)
+    sr, si = (split[:, 0], split[:, 1]) if not a.fixed else (split[:, 0].astype(np.int64), split[:, 1].astype(np.int64))
     for k in range(1, n // 2 + 1):
-        pr, pi = _fixdiv(zr[k], 2), _fixdiv(zi[k], 2)
-        qr, qi = _fixdiv(zr[n - k], 2), _fixdiv(_i16(-zi[n - k]), 2)
-        f1 = (_i16(pr + qr), _i16(pi + qi))
-        f2 = (_i16(pr - qr), _i16(pi - qi))
-        t = _cmul(f2[0], f2[1], sr[k - 1], si[k - 1])
-        out[k] = (_i16((f1[0] + t[0]) >> 1), _i16((f1[1] + t[1]) >> 1))
-        out[n - k] = (_i16((f1[0] - t[0]) >> 1), _i16((t[1] - f1[1]) >> 1))
-    return out.reshape(-1).astype(np.int16)
+        pr, pi = a.scale_down(zr[k], 2), a.scale_down(zi[k], 2)
+        qr, qi = a.scale_down(zr[n - k], 2), a.scale_down(w(-zi[n - k]), 2)
+        f1 = (w(pr + qr), w(pi + qi))
+        f2 = (w(pr - qr), w(pi - qi))
+        t = a.cmul(f2[0], f2[1], sr[k - 1], si[k - 1])
+        out[k] = (a.half(f1[0] + t[0]), a.half(f1[1] + t[1]))
+        out[n - k] = (a.half(f1[0] - t[0]), a.half(t[1] - f1[1]))
+    return out.reshape(-1).astype(dtype)
+
+
+RFFT_TYPES = ("int16", "int32", "float32")
 
 
 def _infer_rfft(args: InferArgs):
     op = "SignalRfft"
-    x = _type(args, 0, op, "int16")
+    x = args.types[0]
+    if x is None or x.dtype not in RFFT_TYPES:
+        raise OpError(f"{op} takes {', '.join(RFFT_TYPES)}, not {x.dtype if x else 'nothing'}", input=0)
     length = args.attrs["fft_length"]
     if length < 4 or length & (length - 1):
         raise OpError(f"{op} fft_length {length} must be a power of two, at least 4", attr="fft_length")
     if not x.shape or x.shape[-1] > length:
         raise OpError(f"{op} frames of {x.shape[-1] if x.shape else 0} samples do not fit fft_length {length}",
                       input=0)
-    _type(args, 1, op, "int16")
-    _type(args, 2, op, "int16")
+    _type(args, 1, op, x.dtype)
+    _type(args, 2, op, x.dtype)
     _type(args, 3, op, "int32")
     if args.types[1].shape != (length // 2, 2) or args.types[2].shape != (length // 4, 2) \
             or args.types[3].shape != (length // 2,):
         raise OpError(f"{op} tables must be [{length // 2}, 2], [{length // 4}, 2] and [{length // 2}] "
                       "(tflm_signal.rfft_tables)", input=1)
-    return [TensorType("int16", (*x.shape[:-1], 2 * (length // 2 + 1)))]
+    return [TensorType(x.dtype, (*x.shape[:-1], 2 * (length // 2 + 1)))]
 
 
 def _rfft(xs, attrs):
-    x = np.asarray(xs[0], np.int64)
+    x = np.asarray(xs[0])
     rows = x.reshape(-1, x.shape[-1])
-    out = np.stack([rfft_q15(r, attrs["fft_length"]) for r in rows])
+    out = np.stack([rfft_frame(r, attrs["fft_length"], x.dtype.name) for r in rows])
     return [out.reshape(*x.shape[:-1], -1)]
 
 

@@ -92,36 +92,47 @@ def fft_auto_scale(graph, node_id, cluster_id, args, attrs):
 WORK = "fft_work"
 
 
-class Q15:
-    """Builds the fixed-point FFT's statements: every complex value a pair of int16 locals."""
+class FftSteps:
+    """Builds the FFT's statements in one element type (sig.FftArithmetic is the arithmetic):
+    every complex value a pair of locals of that type; sums formed in a wider type and narrowed
+    (wrapping as the library's stores wrap), Q15/Q31 products rounded back."""
 
-    def __init__(self):
+    WIDE = {"int16": "int32", "int32": "int64", "float32": "float32"}
+
+    def __init__(self, dtype: str):
+        self.arith = sig.FftArithmetic(dtype)
+        self.dtype, self.wide_type = dtype, self.WIDE[dtype]
+        self.product_type = "int64" if dtype == "int32" else self.wide_type
         self.stmts: list[Stmt] = []
         self.count = 0
 
-    def let(self, value: Expr, dtype: str = "int16") -> Var:
+    def let(self, value: Expr) -> Var:
         self.count += 1
         name = f"q{self.count}"
-        self.stmts.append(Local(name, Cast(dtype, value), dtype))
+        self.stmts.append(Local(name, Cast(self.dtype, value), self.dtype))
         return Var(name)
 
     def pair(self, re: Expr, im: Expr) -> tuple[Var, Var]:
         return self.let(re), self.let(im)
 
-    @staticmethod
-    def wide(e: Expr) -> Expr:
-        return Cast("int32", e)
+    def wide(self, e: Expr) -> Expr:
+        return Cast(self.wide_type, e)
 
-    def round_q15(self, e: Expr) -> Expr:
-        return b(">>", b("+", e, c(1 << 14, "int32")), c(15, "int32"))
+    def rounded(self, e: Expr) -> Expr:
+        if not self.arith.fixed:
+            return e
+        frac = self.arith.frac
+        return b(">>", b("+", e, c(1 << (frac - 1), self.product_type)), c(frac, self.product_type))
 
     def cmul(self, x, tw) -> tuple[Var, Var]:
-        (ar, ai), (br, bi) = [(self.wide(p), self.wide(q)) for p, q in (x, tw)]
-        return self.pair(self.round_q15(b("-", mul(ar, br), mul(ai, bi))), self.round_q15(add(mul(ar, bi), mul(ai, br))))
+        (ar, ai), (br, bi) = [(Cast(self.product_type, p), Cast(self.product_type, q)) for p, q in (x, tw)]
+        return self.pair(self.rounded(b("-", mul(ar, br), mul(ai, bi))), self.rounded(add(mul(ar, bi), mul(ai, br))))
 
-    def fixdiv(self, x, radix: int) -> tuple[Var, Var]:
-        k = c(sig.Q15_ONE // radix, "int32")
-        return self.pair(self.round_q15(mul(self.wide(x[0]), k)), self.round_q15(mul(self.wide(x[1]), k)))
+    def scale_down(self, x, radix: int) -> tuple:
+        if not self.arith.fixed:
+            return x
+        k = c(self.arith.one // radix, self.product_type)
+        return self.pair(*(self.rounded(mul(Cast(self.product_type, v), k)) for v in x))
 
     def plus(self, x, y) -> tuple[Var, Var]:
         return self.pair(add(self.wide(x[0]), self.wide(y[0])), add(self.wide(x[1]), self.wide(y[1])))
@@ -129,22 +140,31 @@ class Q15:
     def minus(self, x, y) -> tuple[Var, Var]:
         return self.pair(b("-", self.wide(x[0]), self.wide(y[0])), b("-", self.wide(x[1]), self.wide(y[1])))
 
+    def negated(self, v: Expr) -> Var:
+        return self.let(b("-", c(0, self.wide_type), self.wide(v)))
+
+    def half(self, total: Expr) -> Expr:
+        """A sum halved: in int32 for fixed point (a sum of two int32 wraps there first)."""
+        if not self.arith.fixed:
+            return mul(total, Const(0.5, "float32"))
+        return b(">>", Cast("int32", total), c(1, "int32"))
+
 
 def _load_pair(buffer: str, i: Expr) -> tuple[Expr, Expr]:
     return Load(buffer, mul(i, index(2))), Load(buffer, add(mul(i, index(2)), index(1)))
 
 
-def _store_pair(buffer: str, i: Expr, value, offset: Expr | None = None) -> list[Stmt]:
+def _store_pair(buffer: str, i: Expr, value, dtype: str, offset: Expr | None = None) -> list[Stmt]:
     base = mul(i, index(2)) if offset is None else add(offset, mul(i, index(2)))
-    return [Store(buffer, base, Cast("int16", value[0])), Store(buffer, add(base, index(1)), Cast("int16", value[1]))]
+    return [Store(buffer, base, Cast(dtype, value[0])), Store(buffer, add(base, index(1)), Cast(dtype, value[1]))]
 
 
-def _stage(p: int, m: int, fstride: int, twiddles: str) -> Stmt:
+def _stage(p: int, m: int, fstride: int, twiddles: str, dtype: str) -> Stmt:
     """One radix-p stage: for each block and k < m, the butterfly of the p points k + j m."""
-    q = Q15()
+    q = FftSteps(dtype)
     base = add(mul(Var("blk"), index(p * m)), Var("k"))
     points = [at(base, j * m) for j in range(p)]
-    xs = [q.fixdiv(_load_pair(WORK, i), p) for i in points]
+    xs = [q.scale_down(_load_pair(WORK, i), p) for i in points]
     tws = [_load_pair(twiddles, mul(Var("k"), index(j * fstride))) for j in range(1, p)]
     if p == 2:
         t = q.cmul(xs[1], tws[0])
@@ -156,63 +176,70 @@ def _stage(p: int, m: int, fstride: int, twiddles: str) -> Stmt:
         s3, s4 = q.plus(s0, s2), q.minus(s0, s2)
         outs = [q.plus(f0, s3), q.pair(add(q.wide(s5[0]), q.wide(s4[1])), b("-", q.wide(s5[1]), q.wide(s4[0]))),
                 q.minus(f0, s3), q.pair(b("-", q.wide(s5[0]), q.wide(s4[1])), add(q.wide(s5[1]), q.wide(s4[0])))]
-    stores = [s for i, v in zip(points, outs) for s in _store_pair(WORK, i, v)]
+    stores = [s for i, v in zip(points, outs) for s in _store_pair(WORK, i, v, dtype)]
     return For("blk", fstride, (For("k", m, (*q.stmts, *stores)),))
 
 
-def _gather(x: str, length: int, row: Expr, order: str, n: int) -> Stmt:
+def _gather(x: str, length: int, row: Expr, order: str, n: int, dtype: str) -> Stmt:
     """The complex samples into the work buffer in the FFT's order, zeros past the frame's end."""
     stmts: list[Stmt] = [Local("src", Cast(INDEX, mul(Load(order, Var("j")), index(2))), INDEX)]
     for part in (0, 1):
         i = add(Var("src"), index(part))
         inside = b("<", i, index(length))
-        value = sel(inside, Load(x, add(row, sel(inside, i, index(0)))), c(0, "int16"))
+        value = sel(inside, Load(x, add(row, sel(inside, i, index(0)))), c(0, dtype))
         stmts.append(Store(WORK, add(mul(Var("j"), index(2)), index(part)), value))
     return For("j", n, tuple(stmts))
 
 
-def _split(y: str, out_row: Expr, split: str, n: int) -> list[Stmt]:
+def _split(y: str, out_row: Expr, split: str, n: int, dtype: str) -> list[Stmt]:
     """The n-point complex result as the 2n-point real transform's n + 1 bins."""
-    q = Q15()
-    dc = q.fixdiv(_load_pair(WORK, index(0)), 2)
-    head = [*q.stmts, *_store_pair(y, index(0), (add(q.wide(dc[0]), q.wide(dc[1])), c(0, "int32")), out_row),
-            *_store_pair(y, index(n), (b("-", q.wide(dc[0]), q.wide(dc[1])), c(0, "int32")), out_row)]
-    q = Q15()
+    q = FftSteps(dtype)
+    dc = q.scale_down(_load_pair(WORK, index(0)), 2)
+    zero = c(0, dtype)
+    head = [*q.stmts, *_store_pair(y, index(0), (add(q.wide(dc[0]), q.wide(dc[1])), zero), dtype, out_row),
+            *_store_pair(y, index(n), (b("-", q.wide(dc[0]), q.wide(dc[1])), zero), dtype, out_row)]
+    q = FftSteps(dtype)
     k = add(Var("k"), index(1))
     nk = b("-", index(n), k)
-    fpk = q.fixdiv(_load_pair(WORK, k), 2)
+    fpk = q.scale_down(_load_pair(WORK, k), 2)
     zr, zi = _load_pair(WORK, nk)
-    fpnk = q.fixdiv((zr, q.let(b("-", c(0, "int32"), q.wide(zi)))), 2)
+    fpnk = q.scale_down((zr, q.negated(zi)), 2)
     f1k, f2k = q.plus(fpk, fpnk), q.minus(fpk, fpnk)
     tw = q.cmul(f2k, _load_pair(split, Var("k")))
-    half = c(1, "int32")
-    low = (b(">>", add(q.wide(f1k[0]), q.wide(tw[0])), half), b(">>", add(q.wide(f1k[1]), q.wide(tw[1])), half))
-    high = (b(">>", b("-", q.wide(f1k[0]), q.wide(tw[0])), half), b(">>", b("-", q.wide(tw[1]), q.wide(f1k[1])), half))
-    body = (*q.stmts, *_store_pair(y, k, low, out_row), *_store_pair(y, nk, high, out_row))
+    w = q.wide
+    low = (q.half(add(w(f1k[0]), w(tw[0]))), q.half(add(w(f1k[1]), w(tw[1]))))
+    high = (q.half(b("-", w(f1k[0]), w(tw[0]))), q.half(b("-", w(tw[1]), w(f1k[1]))))
+    body = (*q.stmts, *_store_pair(y, k, low, dtype, out_row), *_store_pair(y, nk, high, dtype, out_row))
     return [*head, For("k", n // 2, body)]
 
 
 def _rfft_scratch(prepared, caps):
-    return [Scratch(WORK, "int16", prepared.inputs[1].shape[0] * 2)]  # n complex int16
+    return [Scratch(WORK, prepared.inputs[0].dtype, prepared.inputs[1].shape[0] * 2)]  # n complex values
 
 
-@CPP.register("SignalRfft", family="sequence", types=takes("int16", "int16", "int16", "int32", out="int16", acc="int32"),
-              scratch=_rfft_scratch)
+def _rfft_types(dtype: str):
+    return takes(dtype, dtype, dtype, "int32", out=dtype, acc=FftSteps.WIDE[dtype])
+
+
 def rfft(graph, node_id, cluster_id, args, attrs):
     """Each frame: gather in order, the radix stages in place, the split into real bins."""
     x, tw, split, order = args.inputs
     y = args.outputs[0]
-    length = attrs["fft_length"]
-    n = length // 2
+    dtype = x.type.dtype
+    n = attrs["fft_length"] // 2
     frame = x.type.shape[-1]
     rows = x.type.size // frame
     stages = sig.fft_stages(n)
-    body: list[Stmt] = [_gather(x.name, frame, mul(Var("row"), index(frame)), order.name, n)]
+    body: list[Stmt] = [_gather(x.name, frame, mul(Var("row"), index(frame)), order.name, n, dtype)]
     for level in reversed(range(len(stages))):
         p, m = stages[level]
-        body.append(_stage(p, m, n // (p * m), tw.name))
-    body += _split(y.name, mul(Var("row"), index(2 * (n + 1))), split.name, n)
+        body.append(_stage(p, m, n // (p * m), tw.name, dtype))
+    body += _split(y.name, mul(Var("row"), index(2 * (n + 1))), split.name, n, dtype)
     return [For("row", rows, tuple(body))]
+
+
+for _dtype in sig.RFFT_TYPES:
+    CPP.register("SignalRfft", family="sequence", types=_rfft_types(_dtype), scratch=_rfft_scratch)(rfft)
 
 
 # --- SignalEnergy ----------------------------------------------------------------------------
