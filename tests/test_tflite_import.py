@@ -110,10 +110,10 @@ def test_npu_operator_is_named_with_a_note(tmp_path):
 
 
 def test_signal_library_operator_on_another_element_type_is_named(tmp_path):
-    """SignalWindow compiles (tests/test_tflite_signal.py) on int16 data, as TFLite Micro registers it."""
-    e = _error(tmp_path, _custom("SignalWindow"))
-    assert e.message == ("unsupported TFLite operator: operator 1 (CUSTOM:SignalWindow) on float32 data (Tinsmith "
-                         "supports CUSTOM:SignalWindow on int16)")
+    """SignalEnergy compiles (tests/test_tflite_signal.py) on int16 data, as TFLite Micro registers it."""
+    e = _error(tmp_path, _custom("SignalEnergy"))
+    assert e.message == ("unsupported TFLite operator: operator 1 (CUSTOM:SignalEnergy) on float32 data (Tinsmith "
+                         "supports CUSTOM:SignalEnergy on int16)")
 
 
 def test_other_custom_operator_is_named(tmp_path):

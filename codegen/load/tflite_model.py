@@ -22,7 +22,7 @@ from tinsmith.files import irregular_file
 from tinsmith.ir import TensorType
 from tinsmith.load.graph_file import GraphSpec, ValueSpec, display_path
 from tinsmith.load.onnx_model import graph_name_of, unique_names
-from tinsmith.load.tflite_operators import OPERATORS, custom_operator_problem
+from tinsmith.load.tflite_operators import CUSTOM_OPERATORS, OPERATORS, custom_operator_problem
 from tinsmith.load.tflite_reader import Reader, Unsupported, tflite_schema
 
 TFLITE_SUFFIXES = (".tflite",)
@@ -124,7 +124,7 @@ def _operator_names(r: Reader, model, graph) -> list[str]:
 def _refuse_unknown_operators(r: Reader, names: list[str]) -> None:
     """One error naming every operator without a registration, with the operators that have it."""
     customs = [f"operator {k}: {custom_operator_problem(n.partition(':')[2])}"
-               for k, n in enumerate(names) if n.startswith("CUSTOM:") and n not in OPERATORS]
+               for k, n in enumerate(names) if n.startswith("CUSTOM:") and n not in CUSTOM_OPERATORS]
     where: dict[str, list[int]] = {}
     for k, n in enumerate(names):
         if n not in OPERATORS and not n.startswith("CUSTOM:"):
@@ -134,8 +134,7 @@ def _refuse_unknown_operators(r: Reader, names: list[str]) -> None:
     builtins = [f"{n} (operator{'s' * (len(ks) > 1)} {', '.join(map(str, ks))})" for n, ks in sorted(where.items())]
     parts = ([f"unsupported TFLite operator{'s' * (len(builtins) > 1)}: {', '.join(builtins)}"] if builtins else []) \
         + customs
-    builtin = sorted(n for n in OPERATORS if not n.startswith("CUSTOM:"))
-    raise GraphError(r.loc, parts[0], f"supported builtin operators: {', '.join(builtin)}",
+    raise GraphError(r.loc, parts[0], f"supported builtin operators: {', '.join(sorted(OPERATORS))}",
                      more=tuple(parts[1:]))
 
 
@@ -153,7 +152,7 @@ def _names(r: Reader, graph) -> list[str]:
 
 def _convert(r: Reader, k: int, name: str, op) -> str | None:
     """Convert operator k; returns why it cannot be (an unsupported form), or None."""
-    rule = OPERATORS[name]
+    rule = OPERATORS[name] if name in OPERATORS else CUSTOM_OPERATORS[name]
     inputs, outputs = _operands(r, k, name, op, max(rule.min_inputs, rule.typed_by + 1))
     dtype = r.dtype(inputs[rule.typed_by])
     if dtype not in rule.converters:

@@ -143,9 +143,10 @@ OPERATORS: dict[str, Rule] = {
     "RANGE": Rule(each(t.range_, ("float32", "int32", "int64")), 3),
 }
 
-# TFLite Micro's signal library: custom operators by their custom code, as CUSTOM:code
-OPERATORS.update({f"CUSTOM:{code}": Rule(each(convert, types), need)
-                  for code, (types, convert, need) in sig.SIGNAL_OPERATORS.items()})
+# Custom operators Tinsmith compiles (TFLite Micro's signal library), by the name the importer
+# gives a custom operator: CUSTOM:code
+CUSTOM_OPERATORS: dict[str, Rule] = {f"CUSTOM:{code}": Rule(each(convert, types), need)
+                                     for code, (types, convert, need) in sig.SIGNAL_OPERATORS.items()}
 
 # Custom operators: what a model that holds one is told
 NPU_CODES = {"ethos-u": "an Arm Ethos-U NPU", "edgetpu-custom-op": "a Google Edge TPU"}
