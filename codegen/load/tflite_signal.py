@@ -111,6 +111,38 @@ def spectral_subtraction(r: Reader, op, inputs, outputs) -> None:
     r.emit("SignalFilterBankSpectralSubtraction", [r.value(inputs[0])], [r.names[o] for o in outputs], attrs)
 
 
+def delay(r: Reader, op, inputs, outputs) -> None:
+    opts = custom_options(r, op, "SignalDelay", ("delay_length",))
+    r.emit("SignalDelay", [r.value(inputs[0])], [r.names[outputs[0]]],
+           {"delay_length": _int(opts, "delay_length", 0, 1 << 16)})
+
+
+def framer(r: Reader, op, inputs, outputs) -> None:
+    opts = custom_options(r, op, "SignalFramer", ("frame_size", "frame_step", "prefill"))
+    if len(outputs) != 2:
+        raise Unsupported("SignalFramer needs two outputs (the frames and whether they are valid)")
+    size, step = _int(opts, "frame_size", 1, 1 << 16), _int(opts, "frame_step", 1, 1 << 16)
+    if step > size:
+        raise Unsupported(f"SignalFramer frame_step {step} exceeds frame_size {size}")
+    r.emit("SignalFramer", [r.value(inputs[0])], [r.names[o] for o in outputs],
+           {"frame_size": size, "frame_step": step, "prefill": int(bool(opts["prefill"]))})
+
+
+def stacker(r: Reader, op, inputs, outputs) -> None:
+    names = ("num_channels", "stacker_left_context", "stacker_right_context", "stacker_step")
+    opts = custom_options(r, op, "SignalStacker", names)
+    if len(outputs) != 2:
+        raise Unsupported("SignalStacker needs two outputs (the stack and whether it is valid)")
+    r.emit("SignalStacker", [r.value(inputs[0])], [r.names[o] for o in outputs],
+           {n: _int(opts, n, 0, 1 << 12) for n in names})
+
+
+def overlap_add(r: Reader, op, inputs, outputs) -> None:
+    opts = custom_options(r, op, "SignalOverlapAdd", ("frame_step",))
+    r.emit("SignalOverlapAdd", [r.value(inputs[0])], [r.names[outputs[0]]],
+           {"frame_step": _int(opts, "frame_step", 1, 1 << 16)})
+
+
 # custom code -> (element types of its data input, converter, inputs it needs)
 SIGNAL_OPERATORS = {
     "SignalWindow": (("int16",), window, 2),
@@ -122,4 +154,8 @@ SIGNAL_OPERATORS = {
     "SignalFilterBankLog": (("uint32",), filter_bank_log, 1),
     "SignalFilterBankSpectralSubtraction": (("uint32",), spectral_subtraction, 1),
     "SignalPCAN": (("uint32",), pcan, 3),
+    "SignalDelay": (("int16",), delay, 1),
+    "SignalFramer": (("int16",), framer, 1),
+    "SignalStacker": (("int16",), stacker, 1),
+    "SignalOverlapAdd": (sig.OVERLAP_ADD_TYPES, overlap_add, 1),
 }

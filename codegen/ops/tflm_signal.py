@@ -499,3 +499,137 @@ def _spectral_subtraction(xs, attrs):
 define("SignalFilterBankSpectralSubtraction", inputs=1, outputs=2, infer=_infer_spectral_subtraction,
        reference=_spectral_subtraction,
        attrs=[Attr(n, "int", 0, (0, 1) if n == "clamping" else None) for n in SPECTRAL_SUBTRACTION_ATTRS])
+
+
+# --- stateful stream operators: Delay, Framer, Stacker, OverlapAdd ---------------------------
+# Each keeps samples from call to call (its state, zero before the first call); the references
+# compute one call from that zero state.
+def _rows(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x).reshape(-1, np.asarray(x).shape[-1])
+
+
+def _infer_delay(args: InferArgs):
+    x = _type(args, 0, "SignalDelay", "int16")
+    if not x.shape:
+        raise OpError("SignalDelay needs at least one dimension", input=0)
+    return [TensorType("int16", x.shape)]
+
+
+def _delay(xs, attrs):
+    """Each row delayed by delay_length samples (zeros before the first call's samples)."""
+    x = np.asarray(xs[0])
+    rows = _rows(x)
+    padded = np.concatenate([np.zeros((len(rows), attrs["delay_length"]), np.int16), rows], axis=1)
+    return [padded[:, :rows.shape[1]].reshape(x.shape)]
+
+
+define("SignalDelay", inputs=1, infer=_infer_delay, reference=_delay, attrs=[Attr("delay_length", "int")],
+       prepare=lambda args, outputs: {"delay_length": args.attrs["delay_length"]})  # (the delay line's size)
+
+
+def framer_capacity(frame_size: int, frame_step: int) -> int:
+    """Samples a row's queue holds: frame_size rounded up to a multiple of frame_step."""
+    return -(-frame_size // frame_step) * frame_step
+
+
+def _infer_framer(args: InferArgs):
+    op = "SignalFramer"
+    x = _type(args, 0, op, "int16")
+    size, step = args.attrs["frame_size"], args.attrs["frame_step"]
+    if not x.shape or step <= 0 or size <= 0 or x.shape[-1] % step:
+        raise OpError(f"{op} input's last dimension must be a multiple of frame_step {step}", input=0)
+    return [TensorType("int16", (*x.shape[:-1], x.shape[-1] // step, size)), TensorType("bool", ())]
+
+
+def _framer(xs, attrs):
+    """Frames of frame_size every frame_step samples; a frame is complete once the queue (prefilled
+    with frame_size - frame_step zeros, or empty) holds frame_size samples: the oldest are framed."""
+    x = np.asarray(xs[0])
+    size, step = attrs["frame_size"], attrs["frame_step"]
+    rows = _rows(x)
+    frames = rows.shape[1] // step
+    out = np.zeros((len(rows), frames, size), np.int16)
+    valid = True
+    for r, row in enumerate(rows):
+        queue = [0] * (size - step) if attrs["prefill"] else []
+        for f in range(frames):
+            queue += list(row[f * step:(f + 1) * step])
+            if len(queue) >= size:
+                out[r, f] = queue[:size]
+                queue = queue[step:]
+            else:
+                valid = False
+    return [out.reshape(*x.shape[:-1], frames, size), np.array(valid)]
+
+
+define("SignalFramer", inputs=1, outputs=2, infer=_infer_framer, reference=_framer,
+       attrs=[Attr("frame_size", "int"), Attr("frame_step", "int"), Attr("prefill", "int", 0, (0, 1))])
+
+
+def stacker_sizes(attrs) -> tuple[int, int]:
+    """(values a stacked output holds, values each output moves on by)."""
+    channels = attrs["num_channels"]
+    return channels * (attrs["stacker_left_context"] + attrs["stacker_right_context"] + 1), \
+        channels * attrs["stacker_step"]
+
+
+def _infer_stacker(args: InferArgs):
+    op = "SignalStacker"
+    x = _type(args, 0, op, "int16", 1)
+    size, step = stacker_sizes(args.attrs)
+    if x.shape[0] != args.attrs["num_channels"] or not 0 < step <= size:
+        raise OpError(f"{op} input must hold num_channels = {args.attrs['num_channels']} values and "
+                      "stacker_step lie in [1, left + right + 1]", input=0)
+    return [TensorType("int16", (stacker_sizes(args.attrs)[0],)), TensorType("bool", ())]
+
+
+def _stacker(xs, attrs):
+    """The first frame (repeated left_context more times, as the left context) stacked once
+    left + right + 1 frames are queued; until then the output is not valid."""
+    size, _ = stacker_sizes(attrs)
+    queue = list(xs[0]) * (attrs["stacker_left_context"] + 1)
+    out = np.zeros(size, np.int16)
+    if len(queue) >= size:
+        out[:] = queue[:size]
+    return [out, np.array(len(queue) >= size)]
+
+
+define("SignalStacker", inputs=1, outputs=2, infer=_infer_stacker, reference=_stacker,
+       attrs=[Attr(n, "int") for n in ("num_channels", "stacker_left_context", "stacker_right_context",
+                                       "stacker_step")])
+
+
+OVERLAP_ADD_TYPES = ("int16", "float32")
+
+
+def _infer_overlap_add(args: InferArgs):
+    op = "SignalOverlapAdd"
+    x = args.types[0]
+    if x is None or x.dtype not in OVERLAP_ADD_TYPES or len(x.shape) < 2:
+        raise OpError(f"{op} takes frames [..., n_frames, frame_size] of {' or '.join(OVERLAP_ADD_TYPES)}", input=0)
+    step = args.attrs["frame_step"]
+    if not 0 < step <= x.shape[-1]:
+        raise OpError(f"{op} frame_step {step} must be in [1, frame_size {x.shape[-1]}]", attr="frame_step")
+    return [TensorType(x.dtype, (*x.shape[:-2], x.shape[-2] * step))]
+
+
+def _overlap_add(xs, attrs):
+    """Each frame added onto the running sum (int16: saturated), whose first frame_step samples
+    are the output and then leave it."""
+    x = np.asarray(xs[0])
+    size, step = x.shape[-1], attrs["frame_step"]
+    frames = x.reshape(-1, x.shape[-2], size)
+    out = np.zeros((len(frames), x.shape[-2] * step), x.dtype)
+    for r, row in enumerate(frames):
+        acc = np.zeros(size, np.float32 if x.dtype == np.float32 else np.int64)
+        for f, frame in enumerate(row):
+            acc = acc + frame
+            if x.dtype != np.float32:
+                acc = np.clip(acc, -32768, 32767)
+            out[r, f * step:(f + 1) * step] = acc[:step]
+            acc = np.concatenate([acc[step:], np.zeros(step, acc.dtype)])
+    return [out.reshape(*x.shape[:-2], -1)]
+
+
+define("SignalOverlapAdd", inputs=1, infer=_infer_overlap_add, reference=_overlap_add,
+       attrs=[Attr("frame_step", "int")])

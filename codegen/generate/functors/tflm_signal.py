@@ -414,3 +414,133 @@ def spectral_subtraction(graph, node_id, cluster_id, args, attrs):
         Local("subtracted", b(">>", b("-", Var("up"), Var("kept")), bits), u32),
         Store(y.name, i, sel(b(">", Var("subtracted"), Var("floor")), Var("subtracted"), Var("floor"))),
         Store(noise.name, i, Load(NOISE_STATE, i))))]
+
+
+# --- stateful stream operators ---------------------------------------------------------------
+def _copy(dst: str, dst_at, src: Expr | str, src_at, count: int, var: str, cond: Expr | None = None) -> list[Stmt]:
+    """dst[dst_at + j] = src[src_at + j] for j < count (only where `cond` holds, when given)."""
+    if count <= 0:
+        return []
+    j = Var(var)
+    value = Load(src, at(src_at, j)) if isinstance(src, str) else src
+    if cond is not None:
+        value = sel(cond, value, Load(dst, at(dst_at, j)))
+    return [For(var, count, (Store(dst, at(dst_at, j), value),))]
+
+
+def _delay_state(prepared, caps):
+    x = prepared.inputs[0]
+    return [Scratch("state_delay", "int16", max(x.size // x.shape[-1] * prepared.facts["delay_length"], 1))]
+
+
+@CPP.register("SignalDelay", family="movement", types=takes("int16", out="int16"), scratch=_delay_state)
+def delay(graph, node_id, cluster_id, args, attrs):
+    """Per row: the delay line's samples, then the frame's, out; the frame's last samples (and the
+    line's that remain) become the line."""
+    x, y = args.inputs[0], args.outputs[0]
+    frame, d = x.type.shape[-1], attrs["delay_length"]
+    line, r = "state_delay", Var("r")
+    row_in, row_line = mul(r, index(frame)), mul(r, index(d))
+    kept = min(d, frame)
+    body = [*_copy(y.name, row_in, line, row_line, kept, "j"),
+            *_copy(y.name, at(row_in, d), x.name, row_in, frame - kept, "j"),
+            *_copy(line, row_line, line, at(row_line, frame), d - kept, "j"),
+            *_copy(line, at(row_line, d - kept), x.name, at(row_in, frame - kept), kept, "j")]
+    return [For("r", x.type.size // frame, tuple(body))] if body else []
+
+
+def _framer_state(prepared, caps):
+    x = prepared.inputs[0]
+    capacity = sig.framer_capacity(prepared.outputs[0].shape[-1], x.shape[-1] // prepared.outputs[0].shape[-2])
+    return [Scratch("state_frames", "int16", x.size // x.shape[-1] * capacity), Scratch("state_count", "int32", 1)]
+
+
+@CPP.register("SignalFramer", family="movement", types=takes("int16", out=("int16", "bool")), scratch=_framer_state)
+def framer(graph, node_id, cluster_id, args, attrs):
+    """Per step of samples: queued after each row's earlier samples; where the queue holds a frame,
+    its oldest frame_size samples are the frame and the step's oldest samples leave. The queue's
+    length is state_count plus the prefill (so a zeroed workspace is the initial state)."""
+    x, (y, valid) = args.inputs[0], args.outputs
+    size, step = attrs["frame_size"], attrs["frame_step"]
+    n_frames = x.type.shape[-1] // step
+    rows = x.type.size // x.type.shape[-1]
+    capacity = sig.framer_capacity(size, step)
+    queue, count = "state_frames", "state_count"
+    prefill = size - step if attrs["prefill"] else 0
+    r, f = Var("r"), Var("f")
+    q_row = mul(r, index(capacity))
+    full = b(">=", Var("queued"), index(size))
+    per_row = (*_copy(queue, at(q_row, Var("held")), x.name, at(mul(r, index(x.type.shape[-1])), mul(f, index(step))),
+                      step, "j"),
+               *_copy(y.name, at(mul(at(mul(r, index(n_frames)), f), index(size))), queue, q_row, size, "j"),
+               *_copy(queue, q_row, queue, at(q_row, step), capacity - step, "j", full))
+    return [Local("all_valid", Const(1, "bool"), "bool"),
+            For("f", n_frames, (
+                Local("held", Cast(INDEX, add(Load(count, index(0)), c(prefill, "int32"))), INDEX),
+                Local("queued", at(Var("held"), step), INDEX),
+                For("r", rows, per_row),
+                Assign("all_valid", b("&&", Var("all_valid"), full)),
+                Store(count, index(0), Cast("int32", b("-", sel(full, b("-", Var("queued"), index(step)), Var("queued")),
+                                                        index(prefill)))))),
+            Store(valid.name, index(0), Var("all_valid"))]
+
+
+def _stacker_state(prepared, caps):
+    return [Scratch("state_stack", "int16", prepared.outputs[0].shape[0]), Scratch("state_count", "int32", 2)]
+
+
+@CPP.register("SignalStacker", family="movement", types=takes("int16", out=("int16", "bool")), scratch=_stacker_state)
+def stacker(graph, node_id, cluster_id, args, attrs):
+    """The frame queued (the first one left_context + 1 times); once the queue holds a stack, the
+    stack is out and stacker_step frames leave. state_count holds the queue's length and whether
+    the first frame came."""
+    x, (y, valid) = args.inputs[0], args.outputs
+    size, step = sig.stacker_sizes(attrs)
+    channels, left = attrs["num_channels"], attrs["stacker_left_context"]
+    queue, count = "state_stack", "state_count"
+    first = b("==", Load(count, index(1)), c(0, "int32"))
+    repeat_at = at(Var("held"), channels, mul(Var("k"), index(channels)), Var("j"))
+    full = b(">=", Var("queued"), index(size))
+    return [Local("held", Cast(INDEX, Load(count, index(0))), INDEX),
+            Local("first", first, "bool"),
+            *_copy(queue, Var("held"), x.name, index(0), channels, "j"),
+            For("k", left, (For("j", channels, (
+                Store(queue, sel(Var("first"), repeat_at, Var("j")),
+                      sel(Var("first"), Load(x.name, Var("j")), Load(queue, Var("j")))),)),)),
+            Local("queued", add(Var("held"), index(channels), sel(Var("first"), index(channels * left), index(0))), INDEX),
+            *_copy(y.name, index(0), queue, index(0), size, "j"),
+            *_copy(queue, index(0), queue, index(step), size - step, "j", full),
+            Store(count, index(0), Cast("int32", sel(full, b("-", Var("queued"), index(step)), Var("queued")))),
+            Store(count, index(1), c(1, "int32")),
+            Store(valid.name, index(0), full)]
+
+
+def _overlap_state(prepared, caps):
+    x = prepared.inputs[0]
+    return [Scratch("state_sum", x.dtype, x.size // (x.shape[-1] * x.shape[-2]) * x.shape[-1])]
+
+
+def overlap_add(graph, node_id, cluster_id, args, attrs):
+    """Per frame: added onto the running sum (int16 saturated), whose first frame_step samples are
+    out and leave it (zeros come in at its end)."""
+    x, y = args.inputs[0], args.outputs[0]
+    dtype = x.type.dtype
+    size, n_frames, step = x.type.shape[-1], x.type.shape[-2], attrs["frame_step"]
+    acc, r, f, i = "state_sum", Var("r"), Var("f"), Var("i")
+    s_row = mul(r, index(size))
+    frame_at = at(mul(at(mul(r, index(n_frames)), f), index(size)), i)
+    if dtype == "int16":
+        total = add(Cast("int32", Load(acc, at(s_row, i))), Cast("int32", Load(x.name, frame_at)))
+        value = Cast("int16", sel(b("<", total, c(-32768, "int32")), c(-32768, "int32"),
+                                  sel(b(">", total, c(32767, "int32")), c(32767, "int32"), total)))
+    else:
+        value = add(Load(acc, at(s_row, i)), Load(x.name, frame_at))
+    body = (For("i", size, (Store(acc, at(s_row, i), value),)),
+            *_copy(y.name, at(mul(r, index(n_frames * step)), mul(f, index(step))), acc, s_row, step, "j"),
+            *_copy(acc, s_row, acc, at(s_row, step), size - step, "j"),
+            *_copy(acc, at(s_row, size - step), c(0, dtype), 0, step, "j"))
+    return [For("r", x.type.size // (size * n_frames), (For("f", n_frames, body),))]
+
+
+for _dtype in sig.OVERLAP_ADD_TYPES:
+    CPP.register("SignalOverlapAdd", family="movement", types=takes(_dtype, out=_dtype), scratch=_overlap_state)(overlap_add)
