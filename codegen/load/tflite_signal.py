@@ -69,6 +69,20 @@ def rfft(r: Reader, op, inputs, outputs) -> None:
            [r.names[outputs[0]]], {"fft_length": length})
 
 
+def irfft(r: Reader, op, inputs, outputs) -> None:
+    opts = custom_options(r, op, "SignalIrfft", ("fft_length",))
+    length = _int(opts, "fft_length", 4, 1 << 16)
+    if length & (length - 1):
+        raise Unsupported(f"SignalIrfft fft_length {length}: Tinsmith's fixed-point FFT takes powers of two")
+    x = int(inputs[0])
+    _check_output(r, outputs[0], (*r.shape(x)[:-1], length), r.dtype(x), "SignalIrfft")
+    twiddles, split, order = sig.rfft_tables(length, r.dtype(x), inverse=True)
+    r.emit("SignalIrfft", [r.value(x), r.add_constant(f"irfft_twiddles_{length}", twiddles),
+                           r.add_constant(f"irfft_split_twiddles_{length}", split),
+                           r.add_constant(f"irfft_order_{length}", order)],
+           [r.names[outputs[0]]], {"fft_length": length})
+
+
 def energy(r: Reader, op, inputs, outputs) -> None:
     opts = custom_options(r, op, "SignalEnergy", ("start_index", "end_index"))
     r.emit("SignalEnergy", [r.value(inputs[0])], [r.names[outputs[0]]],
@@ -148,6 +162,7 @@ SIGNAL_OPERATORS = {
     "SignalWindow": (("int16",), window, 2),
     "SignalFftAutoScale": (("int16",), fft_auto_scale, 1),
     "SignalRfft": (sig.RFFT_TYPES, rfft, 1),
+    "SignalIrfft": (sig.RFFT_TYPES, irfft, 1),
     "SignalEnergy": (("int16",), energy, 1),
     "SignalFilterBank": (("uint32",), filter_bank, 6),
     "SignalFilterBankSquareRoot": (("uint64",), filter_bank_square_root, 2),

@@ -173,8 +173,10 @@ class FftArithmetic:
         return np.zeros(shape, np.float32 if not self.fixed else np.int64)
 
 
-def complex_fft(re: np.ndarray, im: np.ndarray, tw: np.ndarray, a: FftArithmetic) -> tuple[np.ndarray, np.ndarray]:
-    """The (scaled, in fixed point) complex FFT of one frame."""
+def complex_fft(re: np.ndarray, im: np.ndarray, tw: np.ndarray, a: FftArithmetic,
+                inverse: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The (scaled, in fixed point) complex FFT of one frame; `inverse` with the inverse's twiddles
+    (e^(+i phase)), its radix-4 butterfly turning the other way."""
     n = len(re)
     perm = fft_permutation(n)
     re, im = re[perm].copy(), im[perm].copy()
@@ -203,18 +205,22 @@ def complex_fft(re: np.ndarray, im: np.ndarray, tw: np.ndarray, a: FftArithmetic
             s4 = (w(s0[0] - s2[0]), w(s0[1] - s2[1]))
             re[at[2]], im[at[2]] = w(f0[0] - s3[0]), w(f0[1] - s3[1])
             re[at[0]], im[at[0]] = w(f0[0] + s3[0]), w(f0[1] + s3[1])
-            re[at[1]], im[at[1]] = w(s5[0] + s4[1]), w(s5[1] - s4[0])
-            re[at[3]], im[at[3]] = w(s5[0] - s4[1]), w(s5[1] + s4[0])
+            turn = -1 if inverse else 1
+            re[at[1]], im[at[1]] = w(s5[0] + turn * s4[1]), w(s5[1] - turn * s4[0])
+            re[at[3]], im[at[3]] = w(s5[0] - turn * s4[1]), w(s5[1] + turn * s4[0])
     return re, im
 
 
-def rfft_tables(fft_length: int, dtype: str = "int16") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def rfft_tables(fft_length: int, dtype: str = "int16", inverse: bool = False
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The twiddles [n, 2] of the n = fft_length / 2 point complex FFT, the [n / 2, 2] twiddles of
-    the split into real bins (e^(-i phase), in fixed point rounded to nearest), in the FFT's element
-    type, and the int32 order [n] in which the FFT takes its complex samples."""
+    the split into real bins (e^(-i phase), e^(+i phase) for the inverse; in fixed point rounded to
+    nearest), in the FFT's element type, and the int32 order [n] in which the FFT takes its complex
+    samples."""
     a, n = FftArithmetic(dtype), fft_length // 2
-    tw = np.array([a.unit(-2 * math.pi * i / n) for i in range(n)], dtype).reshape(n, 2)
-    split = np.array([a.unit(-math.pi * ((i + 1) / n + 0.5)) for i in range(n // 2)], dtype).reshape(n // 2, 2)
+    sign = 1 if inverse else -1
+    tw = np.array([a.unit(sign * 2 * math.pi * i / n) for i in range(n)], dtype).reshape(n, 2)
+    split = np.array([a.unit(sign * math.pi * ((i + 1) / n + 0.5)) for i in range(n // 2)], dtype).reshape(n // 2, 2)
     return tw, split, fft_permutation(n).astype(np.int32)
 
 
@@ -273,6 +279,59 @@ def _rfft(xs, attrs):
 
 
 define("SignalRfft", inputs=4, infer=_infer_rfft, reference=_rfft, attrs=[Attr("fft_length", "int")])
+
+
+# --- SignalIrfft -----------------------------------------------------------------------------
+def irfft_frame(spectrum: np.ndarray, fft_length: int, dtype: str) -> np.ndarray:
+    """One frame's inverse real FFT: the n + 1 bins (interleaved re, im) merged into n complex
+    values (each scaled down by 2 in fixed point), then the n-point inverse complex FFT, whose
+    values are the fft_length samples (float: then divided by fft_length)."""
+    a, n = FftArithmetic(dtype), fft_length // 2
+    f = np.asarray(spectrum)[:2 * (n + 1)].reshape(n + 1, 2)
+    f = f.astype(np.float32) if not a.fixed else f.astype(np.int64)
+    tw, split, _ = rfft_tables(fft_length, dtype, inverse=True)
+    w = a.wrap
+    zr, zi = a.zeros(n), a.zeros(n)
+    zr[0], zi[0] = a.scale_down(w(f[0, 0] + f[n, 0]), 2), a.scale_down(w(f[0, 0] - f[n, 0]), 2)
+    sr, si = (split[:, 0], split[:, 1]) if not a.fixed else (split[:, 0].astype(np.int64), split[:, 1].astype(np.int64))
+    for k in range(1, n // 2 + 1):
+        kr, ki = a.scale_down(f[k, 0], 2), a.scale_down(f[k, 1], 2)
+        cr, ci = a.scale_down(f[n - k, 0], 2), a.scale_down(w(-f[n - k, 1]), 2)
+        er, ei = w(kr + cr), w(ki + ci)
+        o = a.cmul(w(kr - cr), w(ki - ci), sr[k - 1], si[k - 1])
+        zr[k], zi[k] = w(er + o[0]), w(ei + o[1])
+        zr[n - k], zi[n - k] = w(er - o[0]), w(-w(ei - o[1]))
+    out_r, out_i = complex_fft(zr, zi, tw, a, inverse=True)
+    out = np.stack([out_r, out_i], axis=1).reshape(-1)
+    if not a.fixed:  # the float transform is unscaled: divided by fft_length after it (fixed point scales as it goes)
+        out = out / np.float32(fft_length)
+    return out.astype(dtype)
+
+
+def _infer_irfft(args: InferArgs):
+    op = "SignalIrfft"
+    x = args.types[0]
+    if x is None or x.dtype not in RFFT_TYPES:
+        raise OpError(f"{op} takes {', '.join(RFFT_TYPES)}, not {x.dtype if x else 'nothing'}", input=0)
+    length = args.attrs["fft_length"]
+    if length < 4 or length & (length - 1):
+        raise OpError(f"{op} fft_length {length} must be a power of two, at least 4", attr="fft_length")
+    if not x.shape or x.shape[-1] < 2 * (length // 2 + 1) or x.shape[-1] % 2:
+        raise OpError(f"{op} rows must hold at least the {length // 2 + 1} bins of fft_length {length}", input=0)
+    _type(args, 1, op, x.dtype)
+    _type(args, 2, op, x.dtype)
+    _type(args, 3, op, "int32")
+    return [TensorType(x.dtype, (*x.shape[:-1], length))]
+
+
+def _irfft(xs, attrs):
+    x = np.asarray(xs[0])
+    rows = x.reshape(-1, x.shape[-1])
+    out = np.stack([irfft_frame(r, attrs["fft_length"], x.dtype.name) for r in rows])
+    return [out.reshape(*x.shape[:-1], -1)]
+
+
+define("SignalIrfft", inputs=4, infer=_infer_irfft, reference=_irfft, attrs=[Attr("fft_length", "int")])
 
 
 # --- SignalEnergy ----------------------------------------------------------------------------

@@ -159,8 +159,9 @@ def _store_pair(buffer: str, i: Expr, value, dtype: str, offset: Expr | None = N
     return [Store(buffer, base, Cast(dtype, value[0])), Store(buffer, add(base, index(1)), Cast(dtype, value[1]))]
 
 
-def _stage(p: int, m: int, fstride: int, twiddles: str, dtype: str) -> Stmt:
-    """One radix-p stage: for each block and k < m, the butterfly of the p points k + j m."""
+def _stage(p: int, m: int, fstride: int, twiddles: str, dtype: str, inverse: bool = False) -> Stmt:
+    """One radix-p stage: for each block and k < m, the butterfly of the p points k + j m (the
+    inverse's radix-4 butterfly turns the other way)."""
     q = FftSteps(dtype)
     base = add(mul(Var("blk"), index(p * m)), Var("k"))
     points = [at(base, j * m) for j in range(p)]
@@ -174,8 +175,9 @@ def _stage(p: int, m: int, fstride: int, twiddles: str, dtype: str) -> Stmt:
         s5 = q.minus(xs[0], s1)
         f0 = q.plus(xs[0], s1)
         s3, s4 = q.plus(s0, s2), q.minus(s0, s2)
-        outs = [q.plus(f0, s3), q.pair(add(q.wide(s5[0]), q.wide(s4[1])), b("-", q.wide(s5[1]), q.wide(s4[0]))),
-                q.minus(f0, s3), q.pair(b("-", q.wide(s5[0]), q.wide(s4[1])), add(q.wide(s5[1]), q.wide(s4[0])))]
+        turn_a = q.pair(add(q.wide(s5[0]), q.wide(s4[1])), b("-", q.wide(s5[1]), q.wide(s4[0])))
+        turn_b = q.pair(b("-", q.wide(s5[0]), q.wide(s4[1])), add(q.wide(s5[1]), q.wide(s4[0])))
+        outs = [q.plus(f0, s3), turn_b if inverse else turn_a, q.minus(f0, s3), turn_a if inverse else turn_b]
     stores = [s for i, v in zip(points, outs) for s in _store_pair(WORK, i, v, dtype)]
     return For("blk", fstride, (For("k", m, (*q.stmts, *stores)),))
 
@@ -217,6 +219,12 @@ def _rfft_scratch(prepared, caps):
     return [Scratch(WORK, prepared.inputs[0].dtype, prepared.inputs[1].shape[0] * 2)]  # n complex values
 
 
+def _stages(n: int, twiddles: str, dtype: str, inverse: bool = False) -> list[Stmt]:
+    """The complex FFT's stages over the work buffer, the last factor's first."""
+    stages = sig.fft_stages(n)
+    return [_stage(p, m, n // (p * m), twiddles, dtype, inverse) for p, m in reversed(stages)]
+
+
 def _rfft_types(dtype: str):
     return takes(dtype, dtype, dtype, "int32", out=dtype, acc=FftSteps.WIDE[dtype])
 
@@ -229,17 +237,69 @@ def rfft(graph, node_id, cluster_id, args, attrs):
     n = attrs["fft_length"] // 2
     frame = x.type.shape[-1]
     rows = x.type.size // frame
-    stages = sig.fft_stages(n)
-    body: list[Stmt] = [_gather(x.name, frame, mul(Var("row"), index(frame)), order.name, n, dtype)]
-    for level in reversed(range(len(stages))):
-        p, m = stages[level]
-        body.append(_stage(p, m, n // (p * m), tw.name, dtype))
+    body: list[Stmt] = [_gather(x.name, frame, mul(Var("row"), index(frame)), order.name, n, dtype),
+                        *_stages(n, tw.name, dtype)]
     body += _split(y.name, mul(Var("row"), index(2 * (n + 1))), split.name, n, dtype)
     return [For("row", rows, tuple(body))]
 
 
 for _dtype in sig.RFFT_TYPES:
     CPP.register("SignalRfft", family="sequence", types=_rfft_types(_dtype), scratch=_rfft_scratch)(rfft)
+
+
+# --- SignalIrfft -----------------------------------------------------------------------------
+MERGED = "fft_merged"
+
+
+def _merge(x: str, in_row: Expr, split: str, n: int, dtype: str) -> list[Stmt]:
+    """The n + 1 bins of a real spectrum merged into the n complex values whose inverse complex
+    FFT interleaves the real samples."""
+    q = FftSteps(dtype)
+    first, last = (Load(x, in_row), Load(x, at(in_row, 2 * n)))
+    dc = q.scale_down(q.pair(add(q.wide(first), q.wide(last)), b("-", q.wide(first), q.wide(last))), 2)
+    head = [*q.stmts, *_store_pair(MERGED, index(0), dc, dtype)]
+    q = FftSteps(dtype)
+    k = add(Var("k"), index(1))
+    nk = b("-", index(n), k)
+
+    def bin_(i: Expr) -> tuple[Expr, Expr]:
+        return Load(x, at(in_row, mul(i, index(2)))), Load(x, at(in_row, mul(i, index(2)), 1))
+    fk = q.scale_down(bin_(k), 2)
+    cr, ci = bin_(nk)
+    fnkc = q.scale_down((cr, q.negated(ci)), 2)
+    fek, odd = q.plus(fk, fnkc), q.minus(fk, fnkc)
+    fok = q.cmul(odd, _load_pair(split, Var("k")))
+    low, high = q.plus(fek, fok), q.minus(fek, fok)
+    high = (high[0], q.negated(high[1]))
+    body = (*q.stmts, *_store_pair(MERGED, k, low, dtype), *_store_pair(MERGED, nk, high, dtype))
+    return [*head, For("k", n // 2, body)]
+
+
+def _irfft_scratch(prepared, caps):
+    values = prepared.inputs[1].shape[0] * 2  # n complex values
+    return [Scratch(MERGED, prepared.inputs[0].dtype, values), Scratch(WORK, prepared.inputs[0].dtype, values)]
+
+
+def irfft(graph, node_id, cluster_id, args, attrs):
+    """Each row: merge the bins, gather in order, the inverse radix stages in place, the work
+    buffer out as samples (float: divided by fft_length, as the library's float transform is)."""
+    x, tw, split, order = args.inputs
+    y = args.outputs[0]
+    dtype = x.type.dtype
+    length = attrs["fft_length"]
+    n, width = length // 2, x.type.shape[-1]
+    sample = Load(WORK, Var("j"))
+    if dtype == "float32":
+        sample = b("/", sample, Const(float(length), "float32"))
+    body = [*_merge(x.name, mul(Var("row"), index(width)), split.name, n, dtype),
+            _gather(MERGED, 2 * n, index(0), order.name, n, dtype),
+            *_stages(n, tw.name, dtype, inverse=True),
+            For("j", length, (Store(y.name, at(mul(Var("row"), index(length)), Var("j")), sample),))]
+    return [For("row", x.type.size // width, tuple(body))]
+
+
+for _dtype in sig.RFFT_TYPES:
+    CPP.register("SignalIrfft", family="sequence", types=_rfft_types(_dtype), scratch=_irfft_scratch)(irfft)
 
 
 # --- SignalEnergy ----------------------------------------------------------------------------
