@@ -470,6 +470,51 @@ for _dtype, _code in (("int16", 7), ("int32", 2), ("float32", 0)):
 _signal_rfft("int16", 7, 64, 64)
 
 
+def _signal_irfft(dtype: str, code: int, length: int):
+    def build(c: Case):
+        x = c.input("x", dtype, (2, length + 2), -1000.0, 1000.0)
+        if dtype == "int32":
+            c.feeds["x"] = c.rng.integers(-2 ** 31, 2 ** 31, (2, length + 2)).astype(np.int32)
+        c.op("CUSTOM:SignalIrfft", [x], [c.output("y", dtype, (2, length))], T=code, fft_length=length)
+    CASES[f"signal_irfft_{length}_{dtype}"] = build
+
+
+for _dtype, _code in (("int16", 7), ("int32", 2), ("float32", 0)):
+    _signal_irfft(_dtype, _code, 256)
+
+
+@case("signal_delay_int16")
+def _signal_delay(c: Case):
+    x = c.input("x", "int16", (2, 16))
+    c.op("CUSTOM:SignalDelay", [x], [c.output("y", "int16", (2, 16))], delay_length=5)
+
+
+@case("signal_framer_int16")
+def _signal_framer(c: Case):
+    x = c.input("x", "int16", (2, 160))
+    c.op("CUSTOM:SignalFramer", [x], [c.output("y", "int16", (2, 2, 200)), c.output("valid", "bool", ())],
+         frame_size=200, frame_step=80, prefill=True)
+
+
+@case("signal_stacker_int16")
+def _signal_stacker(c: Case):
+    x = c.input("x", "int16", (8,))
+    c.op("CUSTOM:SignalStacker", [x], [c.output("y", "int16", (24,)), c.output("valid", "bool", ())],
+         num_channels=8, stacker_left_context=2, stacker_right_context=0, stacker_step=1)
+
+
+@case("signal_overlap_add_int16")
+def _signal_overlap_add(c: Case):
+    x = c.input("x", "int16", (2, 3, 16))
+    c.op("CUSTOM:SignalOverlapAdd", [x], [c.output("y", "int16", (2, 12))], T=7, frame_step=4)
+
+
+@case("signal_overlap_add_float32")
+def _signal_overlap_add_float(c: Case):
+    x = c.input("x", "float32", (3, 16))
+    c.op("CUSTOM:SignalOverlapAdd", [x], [c.output("y", "float32", (12,))], T=0, frame_step=4)
+
+
 @case("signal_energy_int16")
 def _signal_energy(c: Case):
     x = c.input("x", "int16", (66,))
