@@ -10,6 +10,7 @@ the signal operators it does not compile."""
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 from pathlib import Path
 
@@ -426,3 +427,22 @@ def test_signal_operators_not_compiled_are_named(tmp_path):
     data = model([Tensor("x", "int16", [8]), Tensor("y", "int16", [8])], [custom("SignalResample", [0], [1])], [0], [1])
     message = _import_error(tmp_path, data)
     assert "'SignalResample' of TFLite Micro's signal library (audio front end) is not yet supported" in message
+
+
+# --- the real micro-speech preprocessor --------------------------------------------------------
+REAL_PREPROCESSOR = os.environ.get("TINSMITH_AUDIO_PREPROCESSOR", "")
+
+
+@pytest.mark.skipif(not Path(REAL_PREPROCESSOR).is_file(),
+                    reason="set TINSMITH_AUDIO_PREPROCESSOR to TFLite Micro's micro_speech "
+                           "models/audio_preprocessor_int8.tflite (not in this repository)")
+def test_tflite_micros_own_audio_preprocessor_matches_frame_after_frame(tmp_path):
+    """The micro-speech example's own preprocessor (the signal operators, then CAST, STRIDED_SLICE,
+    CONCATENATION and int32 arithmetic down to int8 features), a model this repository never held:
+    25 frames on one workspace, each bit-exact with the interpreter."""
+    data = Path(REAL_PREPROCESSOR).read_bytes()
+    frames = speech_like(25, seed=11)
+    expected = oracle_frames(data, frames, 1)
+    got = run_frames(tmp_path, "audio_preprocessor", data, frames)
+    for k, (g, e) in enumerate(zip(got, expected)):
+        np.testing.assert_array_equal(g[0], e[0], err_msg=f"frame {k}")

@@ -55,7 +55,7 @@ OPERATORS: dict[str, Rule] = {
     "MUL": Rule({"float32": flt.binary("Mul", "MulOptions"), "int8": q.binary("mul"),
                  "int32": flt.binary("Mul", "MulOptions")}, 2),
     "SUB": Rule(each(flt.binary("Sub", "SubOptions"), ("float32", "int32")), 2),
-    "DIV": Rule(each(flt.binary("Div", "DivOptions"), FLOAT), 2),
+    "DIV": Rule(each(flt.binary("Div", "DivOptions"), ("float32", "int32")), 2),  # int32: truncating
     "FLOOR_DIV": Rule(each(flt.floor_div, FLOAT), 2),
     "FLOOR_MOD": Rule({"float32": flt.floor_mod, "int32": flt.binary("Mod", None)}, 2),
     "POW": Rule(each(flt.binary("Pow", None), FLOAT), 2),
@@ -135,7 +135,7 @@ OPERATORS: dict[str, Rule] = {
     "RESIZE_NEAREST_NEIGHBOR": Rule({**each(t.resize_nearest_by_gather), "float32": t.resize("nearest")}, 2),
     "BROADCAST_TO": Rule(each(t.broadcast_to), 2),
     "TILE": Rule(each(t.tile), 2),
-    "CAST": Rule(each(t.cast)),
+    "CAST": Rule(each(t.cast, EVERY + ("uint16", "uint32", "uint64"))),  # (the signal library's spectra)
     # --- shapes, folded at build time ----------------------------------------------------------
     "SHAPE": Rule(each(t.shape)), "RANK": Rule(each(t.rank)),
     "ZEROS_LIKE": Rule(each(t.zeros_like)),

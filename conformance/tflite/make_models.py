@@ -515,6 +515,21 @@ def _signal_overlap_add_float(c: Case):
     c.op("CUSTOM:SignalOverlapAdd", [x], [c.output("y", "float32", (12,))], T=0, frame_step=4)
 
 
+@case("div_int32")
+def _div_int32(c: Case):
+    """Integer division truncates toward zero (the audio front end's feature scaling divides)."""
+    a = c.input("a", "int32", (2, 8), -100, 100)
+    b = c.input("b", "int32", (8,), -9, 9)
+    c.feeds["b"][c.feeds["b"] == 0] = 7
+    c.op("DIV", [a, b], [c.output("y", "int32", (2, 8))], ("DivOptions", {}))
+
+
+@case("cast_uint32_to_int32")
+def _cast_uint32(c: Case):
+    x = c.input("x", "uint32", (2, 9))
+    c.op("CAST", [x], [c.output("y", "int32", (2, 9))])
+
+
 @case("signal_energy_int16")
 def _signal_energy(c: Case):
     x = c.input("x", "int16", (66,))
