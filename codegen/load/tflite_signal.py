@@ -55,32 +55,27 @@ def fft_auto_scale(r: Reader, op, inputs, outputs) -> None:
     r.emit("SignalFftAutoScale", [r.value(inputs[0])], [r.names[o] for o in outputs], {})
 
 
-def rfft(r: Reader, op, inputs, outputs) -> None:
-    opts = custom_options(r, op, "SignalRfft", ("fft_length",))
-    length = _int(opts, "fft_length", 4, 1 << 16)
-    if length & (length - 1):
-        raise Unsupported(f"SignalRfft fft_length {length}: Tinsmith's fixed-point FFT takes powers of two")
-    x = int(inputs[0])
-    _check_output(r, outputs[0], (*r.shape(x)[:-1], length + 2), r.dtype(x), "SignalRfft")
-    twiddles, split, order = sig.rfft_tables(length, r.dtype(x))
-    r.emit("SignalRfft", [r.value(x), r.add_constant(f"rfft_twiddles_{length}", twiddles),
-                          r.add_constant(f"rfft_split_twiddles_{length}", split),
-                          r.add_constant(f"rfft_order_{length}", order)],
-           [r.names[outputs[0]]], {"fft_length": length})
+def _transform(code: str, inverse: bool):
+    """SignalRfft or SignalIrfft: its fft_length, then the node with its tables as constants."""
+    prefix = "irfft" if inverse else "rfft"
+
+    def convert(r: Reader, op, inputs, outputs) -> None:
+        opts = custom_options(r, op, code, ("fft_length",))
+        length = _int(opts, "fft_length", 4, 1 << 16)
+        if length & (length - 1):
+            raise Unsupported(f"{code} fft_length {length}: Tinsmith's fixed-point FFT takes powers of two")
+        x = int(inputs[0])
+        out_shape = (*r.shape(x)[:-1], length if inverse else length + 2)
+        _check_output(r, outputs[0], out_shape, r.dtype(x), code)
+        twiddles, split, order = sig.rfft_tables(length, r.dtype(x), inverse)
+        r.emit(code, [r.value(x), r.add_constant(f"{prefix}_twiddles_{length}", twiddles),
+                      r.add_constant(f"{prefix}_split_twiddles_{length}", split),
+                      r.add_constant(f"{prefix}_order_{length}", order)],
+               [r.names[outputs[0]]], {"fft_length": length})
+    return convert
 
 
-def irfft(r: Reader, op, inputs, outputs) -> None:
-    opts = custom_options(r, op, "SignalIrfft", ("fft_length",))
-    length = _int(opts, "fft_length", 4, 1 << 16)
-    if length & (length - 1):
-        raise Unsupported(f"SignalIrfft fft_length {length}: Tinsmith's fixed-point FFT takes powers of two")
-    x = int(inputs[0])
-    _check_output(r, outputs[0], (*r.shape(x)[:-1], length), r.dtype(x), "SignalIrfft")
-    twiddles, split, order = sig.rfft_tables(length, r.dtype(x), inverse=True)
-    r.emit("SignalIrfft", [r.value(x), r.add_constant(f"irfft_twiddles_{length}", twiddles),
-                           r.add_constant(f"irfft_split_twiddles_{length}", split),
-                           r.add_constant(f"irfft_order_{length}", order)],
-           [r.names[outputs[0]]], {"fft_length": length})
+rfft, irfft = _transform("SignalRfft", inverse=False), _transform("SignalIrfft", inverse=True)
 
 
 def energy(r: Reader, op, inputs, outputs) -> None:

@@ -250,17 +250,14 @@ def rfft_frame(frame: np.ndarray, fft_length: int, dtype: str) -> np.ndarray:
 RFFT_TYPES = ("int16", "int32", "float32")
 
 
-def _infer_rfft(args: InferArgs):
-    op = "SignalRfft"
+def _check_transform(args: InferArgs, op: str) -> tuple[TensorType, int]:
+    """An FFT's data input and fft_length, and its tables (tflm_signal.rfft_tables), checked."""
     x = args.types[0]
     if x is None or x.dtype not in RFFT_TYPES:
         raise OpError(f"{op} takes {', '.join(RFFT_TYPES)}, not {x.dtype if x else 'nothing'}", input=0)
     length = args.attrs["fft_length"]
     if length < 4 or length & (length - 1):
         raise OpError(f"{op} fft_length {length} must be a power of two, at least 4", attr="fft_length")
-    if not x.shape or x.shape[-1] > length:
-        raise OpError(f"{op} frames of {x.shape[-1] if x.shape else 0} samples do not fit fft_length {length}",
-                      input=0)
     _type(args, 1, op, x.dtype)
     _type(args, 2, op, x.dtype)
     _type(args, 3, op, "int32")
@@ -268,17 +265,27 @@ def _infer_rfft(args: InferArgs):
             or args.types[3].shape != (length // 2,):
         raise OpError(f"{op} tables must be [{length // 2}, 2], [{length // 4}, 2] and [{length // 2}] "
                       "(tflm_signal.rfft_tables)", input=1)
+    return x, length
+
+
+def _infer_rfft(args: InferArgs):
+    x, length = _check_transform(args, "SignalRfft")
+    if not x.shape or x.shape[-1] > length:
+        raise OpError(f"SignalRfft frames of {x.shape[-1] if x.shape else 0} samples do not fit fft_length {length}",
+                      input=0)
     return [TensorType(x.dtype, (*x.shape[:-1], 2 * (length // 2 + 1)))]
 
 
-def _rfft(xs, attrs):
-    x = np.asarray(xs[0])
-    rows = x.reshape(-1, x.shape[-1])
-    out = np.stack([rfft_frame(r, attrs["fft_length"], x.dtype.name) for r in rows])
-    return [out.reshape(*x.shape[:-1], -1)]
+def _per_row(frame_fn):
+    """A reference applying frame_fn(row, fft_length, dtype) to each row of the last dimension."""
+    def reference(xs, attrs):
+        x = np.asarray(xs[0])
+        out = np.stack([frame_fn(r, attrs["fft_length"], x.dtype.name) for r in x.reshape(-1, x.shape[-1])])
+        return [out.reshape(*x.shape[:-1], -1)]
+    return reference
 
 
-define("SignalRfft", inputs=4, infer=_infer_rfft, reference=_rfft, attrs=[Attr("fft_length", "int")])
+define("SignalRfft", inputs=4, infer=_infer_rfft, reference=_per_row(rfft_frame), attrs=[Attr("fft_length", "int")])
 
 
 # --- SignalIrfft -----------------------------------------------------------------------------
@@ -309,29 +316,14 @@ def irfft_frame(spectrum: np.ndarray, fft_length: int, dtype: str) -> np.ndarray
 
 
 def _infer_irfft(args: InferArgs):
-    op = "SignalIrfft"
-    x = args.types[0]
-    if x is None or x.dtype not in RFFT_TYPES:
-        raise OpError(f"{op} takes {', '.join(RFFT_TYPES)}, not {x.dtype if x else 'nothing'}", input=0)
-    length = args.attrs["fft_length"]
-    if length < 4 or length & (length - 1):
-        raise OpError(f"{op} fft_length {length} must be a power of two, at least 4", attr="fft_length")
+    x, length = _check_transform(args, "SignalIrfft")
     if not x.shape or x.shape[-1] < 2 * (length // 2 + 1) or x.shape[-1] % 2:
-        raise OpError(f"{op} rows must hold at least the {length // 2 + 1} bins of fft_length {length}", input=0)
-    _type(args, 1, op, x.dtype)
-    _type(args, 2, op, x.dtype)
-    _type(args, 3, op, "int32")
+        raise OpError(f"SignalIrfft rows must hold at least the {length // 2 + 1} bins of fft_length {length}",
+                      input=0)
     return [TensorType(x.dtype, (*x.shape[:-1], length))]
 
 
-def _irfft(xs, attrs):
-    x = np.asarray(xs[0])
-    rows = x.reshape(-1, x.shape[-1])
-    out = np.stack([irfft_frame(r, attrs["fft_length"], x.dtype.name) for r in rows])
-    return [out.reshape(*x.shape[:-1], -1)]
-
-
-define("SignalIrfft", inputs=4, infer=_infer_irfft, reference=_irfft, attrs=[Attr("fft_length", "int")])
+define("SignalIrfft", inputs=4, infer=_infer_irfft, reference=_per_row(irfft_frame), attrs=[Attr("fft_length", "int")])
 
 
 # --- SignalEnergy ----------------------------------------------------------------------------
