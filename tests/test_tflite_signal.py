@@ -407,6 +407,52 @@ def test_bad_options_and_forms_are_named_errors(tmp_path):
         _import_error(tmp_path, model(rfft8, [custom("SignalRfft", [0], [1], T=9, fft_length=8)], [0], [1]))
 
 
+def _tables(n: int, values) -> list[Tensor]:
+    return [Tensor(f"t{i}", "int16", [len(values)], data=np.int16(values)) for i in range(n)]
+
+
+MALFORMED = {
+    "filter bank past its bins": (
+        [Tensor("x", "uint32", [10]), *_tables(5, [0, 5, 20]), Tensor("y", "uint64", [2])],
+        custom("SignalFilterBank", [0, 1, 2, 3, 4, 5], [6], num_channels=2), [0], [6],
+        "channels reach past the 10 bins or the 3 weights"),
+    "filter bank weights at run time": (
+        [Tensor("x", "uint32", [10]), Tensor("w", "int16", [3]), *_tables(4, [0, 1, 1]), Tensor("y", "uint64", [2])],
+        custom("SignalFilterBank", [0, 1, 2, 3, 4, 5], [6], num_channels=2), [0, 1], [6],
+        "a SignalFilterBank weights computed at run time"),
+    "stacker step past the stack": (
+        [Tensor("x", "int16", [4]), Tensor("y", "int16", [8]), Tensor("v", "bool", [])],
+        custom("SignalStacker", [0], [1, 2], num_channels=4, stacker_left_context=1, stacker_right_context=0,
+               stacker_step=3), [0], [1, 2], "stacker_step lie in [1, left + right + 1]"),
+    "energy past the spectrum": (
+        [Tensor("x", "int16", [10]), Tensor("y", "uint32", [5])],
+        custom("SignalEnergy", [0], [1], start_index=2, end_index=9), [0], [1],
+        "needs 0 <= start_index <= end_index <= 5, got 2 and 9"),
+    "framer step not dividing the input": (
+        [Tensor("x", "int16", [10]), Tensor("y", "int16", [3, 4]), Tensor("v", "bool", [])],
+        custom("SignalFramer", [0], [1, 2], frame_size=4, frame_step=3, prefill=False), [0], [1, 2],
+        "input's last dimension must be a multiple of frame_step 3"),
+    "pcan table too short": (
+        [Tensor("x", "uint32", [4]), Tensor("n", "uint32", [4]), Tensor("l", "int16", [10], data=np.zeros(10, np.int16)),
+         Tensor("y", "uint32", [4])], custom("SignalPCAN", [0, 1, 2], [3], snr_shift=6), [0, 1], [3],
+        "gain table holds 10 entries; it needs 125"),
+    "window of another length": (
+        [Tensor("x", "int16", [8]), Tensor("w", "int16", [6], data=np.ones(6, np.int16)), Tensor("y", "int16", [8])],
+        custom("SignalWindow", [0, 1], [2], shift=3), [0], [2], "input's last dimension must be the window's length 6"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_signal_operators_are_errors_at_the_file(case, tmp_path):
+    from tinsmith.errors import TinsmithError
+    from tinsmith.pipeline import lower
+    tensors, op, inputs, outputs, message = MALFORMED[case]
+    (tmp_path / "m.tflite").write_bytes(model(tensors, [op], inputs, outputs))
+    with pytest.raises(TinsmithError) as e:
+        lower(tmp_path / "m.tflite")
+    assert message in str(e.value) and "m.tflite: error:" in str(e.value)
+
+
 def test_damaged_options_are_an_error_not_a_traceback(tmp_path):
     data = bytearray(model([Tensor("x", "int16", [8]), Tensor("w", "int16", [8], data=np.ones(8, np.int16)),
                             Tensor("y", "int16", [8])], [custom("SignalWindow", [0, 1], [2], shift=3)], [0], [2]))
