@@ -46,12 +46,17 @@ def at(*parts) -> Expr:
     return add(*exprs)
 
 
-def bit_length(value: Expr, name: str, bits: int = 32) -> list[Stmt]:
-    """Local `name` (int32): the number of bits `value` (unsigned) needs, 0 for 0."""
-    return [Local(name, c(0, "int32"), "int32"),
-            For(f"{name}_b", bits, (Assign(name, sel(b("!=", b(">>", value, Var(f"{name}_b")), c(0, value.dtype)),
-                                                      Cast("int32", b("+", Var(f"{name}_b"), index(1))),
-                                                      Var(name))),))]
+def bit_length(value: Expr, name: str) -> list[Stmt]:
+    """Local `name` (int32): the number of bits `value` (uint32) needs, 0 for 0: a binary search
+    over the halves, quarters, ... of the word (five steps, not a loop over 32 bits)."""
+    rest, u32 = f"{name}_rest", "uint32"
+    stmts: list[Stmt] = [Local(name, c(0, "int32"), "int32"), Local(rest, Cast(u32, value), u32)]
+    for half in (16, 8, 4, 2, 1):
+        high = b(">>", Var(rest), c(half, u32))
+        above = b("!=", high, c(0, u32))
+        stmts += [Assign(name, sel(above, add(Var(name), c(half, "int32")), Var(name))),
+                  Assign(rest, sel(above, high, Var(rest)))]
+    return stmts + [Assign(name, add(Var(name), Cast("int32", b("!=", Var(rest), c(0, u32)))))]
 
 
 # --- SignalWindow ------------------------------------------------------------------------------
