@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import flatbuffers
+from flatbuffers import flexbuffers
 import numpy as np
 
-TYPES = {"float32": 0, "int32": 2, "uint8": 3, "int64": 4, "bool": 6, "int16": 7, "int8": 9, "float16": 1}
+TYPES = {"float32": 0, "int32": 2, "uint8": 3, "int64": 4, "bool": 6, "int16": 7, "int8": 9, "float16": 1,
+         "uint64": 12, "uint32": 15, "uint16": 16}
 
 
 def _schema(name: str):
@@ -44,6 +46,7 @@ class Op:
     outputs: Sequence[int]
     options: tuple[str, Mapping] | None = None
     custom: str | None = None
+    custom_options: Mapping | None = None  # a custom operator's options, written as a FlexBuffers map
 
 
 def builtin_code(code: str | int) -> int:
@@ -110,6 +113,8 @@ def _operator(b: flatbuffers.Builder, op: Op, opcode_index: int) -> int:
     ins = b.CreateNumpyVector(np.array(op.inputs, np.int32))
     outs = b.CreateNumpyVector(np.array(op.outputs, np.int32))
     options = _options(b, op.options) if op.options else None
+    custom = b.CreateNumpyVector(np.frombuffer(flexbuffers.Dumps(dict(op.custom_options)), np.uint8)) \
+        if op.custom_options is not None else None
     O.Start(b)
     O.AddOpcodeIndex(b, opcode_index)
     O.AddInputs(b, ins)
@@ -117,6 +122,8 @@ def _operator(b: flatbuffers.Builder, op: Op, opcode_index: int) -> int:
     if options:
         O.AddBuiltinOptionsType(b, options[0])
         O.AddBuiltinOptions(b, options[1])
+    if custom is not None:
+        O.AddCustomOptions(b, custom)  # CustomOptionsFormat FLEXBUFFERS is the default (0)
     return O.End(b)
 
 

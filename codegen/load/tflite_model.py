@@ -22,7 +22,7 @@ from tinsmith.files import irregular_file
 from tinsmith.ir import TensorType
 from tinsmith.load.graph_file import GraphSpec, ValueSpec, display_path
 from tinsmith.load.onnx_model import graph_name_of, unique_names
-from tinsmith.load.tflite_operators import OPERATORS, custom_operator_problem
+from tinsmith.load.tflite_operators import CUSTOM_OPERATORS, OPERATORS, custom_operator_problem
 from tinsmith.load.tflite_reader import Reader, Unsupported, tflite_schema
 
 TFLITE_SUFFIXES = (".tflite",)
@@ -124,7 +124,7 @@ def _operator_names(r: Reader, model, graph) -> list[str]:
 def _refuse_unknown_operators(r: Reader, names: list[str]) -> None:
     """One error naming every operator without a registration, with the operators that have it."""
     customs = [f"operator {k}: {custom_operator_problem(n.partition(':')[2])}"
-               for k, n in enumerate(names) if n.startswith("CUSTOM:")]
+               for k, n in enumerate(names) if n.startswith("CUSTOM:") and n not in CUSTOM_OPERATORS]
     where: dict[str, list[int]] = {}
     for k, n in enumerate(names):
         if n not in OPERATORS and not n.startswith("CUSTOM:"):
@@ -152,12 +152,12 @@ def _names(r: Reader, graph) -> list[str]:
 
 def _convert(r: Reader, k: int, name: str, op) -> str | None:
     """Convert operator k; returns why it cannot be (an unsupported form), or None."""
-    rule = OPERATORS[name]
+    rule = OPERATORS[name] if name in OPERATORS else CUSTOM_OPERATORS[name]
     inputs, outputs = _operands(r, k, name, op, max(rule.min_inputs, rule.typed_by + 1))
     dtype = r.dtype(inputs[rule.typed_by])
     if dtype not in rule.converters:
         return f"operator {k} ({name}) on {dtype} data (Tinsmith supports {name} on {', '.join(rule.types)})"
-    r.operator = f"{name.lower()}_{k}"
+    r.operator = f"{name.partition(':')[2] or name}_{k}".lower()  # CUSTOM:SignalWindow -> signalwindow_k
     try:
         rule.converters[dtype](r, op, inputs, outputs)
     except Unsupported as e:

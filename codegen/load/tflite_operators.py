@@ -8,6 +8,7 @@ from typing import Callable, Mapping
 
 from tinsmith.load import tflite_float as flt
 from tinsmith.load import tflite_quantized as q
+from tinsmith.load import tflite_signal as sig
 from tinsmith.load import tflite_tensor_ops as t
 
 Converter = Callable  # (reader, operator, input tensor indices, output tensor indices) -> None
@@ -54,7 +55,7 @@ OPERATORS: dict[str, Rule] = {
     "MUL": Rule({"float32": flt.binary("Mul", "MulOptions"), "int8": q.binary("mul"),
                  "int32": flt.binary("Mul", "MulOptions")}, 2),
     "SUB": Rule(each(flt.binary("Sub", "SubOptions"), ("float32", "int32")), 2),
-    "DIV": Rule(each(flt.binary("Div", "DivOptions"), FLOAT), 2),
+    "DIV": Rule(each(flt.binary("Div", "DivOptions"), ("float32", "int32")), 2),  # int32: truncating
     "FLOOR_DIV": Rule(each(flt.floor_div, FLOAT), 2),
     "FLOOR_MOD": Rule({"float32": flt.floor_mod, "int32": flt.binary("Mod", None)}, 2),
     "POW": Rule(each(flt.binary("Pow", None), FLOAT), 2),
@@ -134,13 +135,18 @@ OPERATORS: dict[str, Rule] = {
     "RESIZE_NEAREST_NEIGHBOR": Rule({**each(t.resize_nearest_by_gather), "float32": t.resize("nearest")}, 2),
     "BROADCAST_TO": Rule(each(t.broadcast_to), 2),
     "TILE": Rule(each(t.tile), 2),
-    "CAST": Rule(each(t.cast)),
+    "CAST": Rule(each(t.cast, EVERY + ("uint16", "uint32", "uint64"))),  # (the signal library's spectra)
     # --- shapes, folded at build time ----------------------------------------------------------
     "SHAPE": Rule(each(t.shape)), "RANK": Rule(each(t.rank)),
     "ZEROS_LIKE": Rule(each(t.zeros_like)),
     "FILL": Rule(each(t.fill, ("int32", "int64")), 2),
     "RANGE": Rule(each(t.range_, ("float32", "int32", "int64")), 3),
 }
+
+# Custom operators Tinsmith compiles (TFLite Micro's signal library), by the name the importer
+# gives a custom operator: CUSTOM:code
+CUSTOM_OPERATORS: dict[str, Rule] = {f"CUSTOM:{code}": Rule(each(convert, types), need)
+                                     for code, (types, convert, need) in sig.SIGNAL_OPERATORS.items()}
 
 # Custom operators: what a model that holds one is told
 NPU_CODES = {"ethos-u": "an Arm Ethos-U NPU", "edgetpu-custom-op": "a Google Edge TPU"}
@@ -155,5 +161,5 @@ def custom_operator_problem(code: str) -> str:
                 f"compiler, e.g. Vela)")
     if code.startswith(SIGNAL_PREFIX):
         return (f"the custom operator '{code}' of TFLite Micro's signal library (audio front end) is not yet "
-                f"supported by Tinsmith")
+                f"supported by Tinsmith (it compiles {', '.join(sig.SIGNAL_OPERATORS)})")
     return f"the custom operator '{code}' is not a TFLite builtin; Tinsmith cannot compile it"

@@ -19,9 +19,10 @@ from tinsmith.load.graph_file import NodeSpec
 from tinsmith.quant import fixed_point as fp
 
 # TFLite TensorType numbers and the Tinsmith element type of each
-TENSOR_TYPES = {0: "float32", 2: "int32", 3: "uint8", 4: "int64", 6: "bool", 7: "int16", 9: "int8"}
-TENSOR_TYPE_NAMES = {1: "float16", 5: "string", 8: "complex64", 10: "float64", 11: "complex128", 12: "uint64",
-                     13: "resource", 14: "variant", 15: "uint32", 16: "uint16", 17: "int4"}
+TENSOR_TYPES = {0: "float32", 2: "int32", 3: "uint8", 4: "int64", 6: "bool", 7: "int16", 9: "int8", 12: "uint64",
+                15: "uint32", 16: "uint16"}
+TENSOR_TYPE_NAMES = {1: "float16", 5: "string", 8: "complex64", 10: "float64", 11: "complex128",
+                     13: "resource", 14: "variant", 17: "int4"}
 ACTIVATIONS = {0: "none", 1: "relu", 2: "relu_n1_to_1", 3: "relu6"}
 # fused activation code -> (low, high) clamp of a float output; TANH and SIGN_BIT are not clamps
 FLOAT_CLAMPS = {1: (0.0, None), 2: (-1.0, 1.0), 3: (0.0, 6.0)}

@@ -6,7 +6,7 @@ from tinsmith.ops import indexing  # noqa: F401  (registration)
 from tinsmith.ops import conv, pooling, normalization  # noqa: F401  (registration)
 from tinsmith.ops import quantized  # noqa: F401  (registration)
 from tinsmith.ops import quantized_onnx  # noqa: F401  (registration)
-from tinsmith.ops import sampling, signal  # noqa: F401  (registration)
+from tinsmith.ops import sampling, signal, tflm_signal  # noqa: F401  (registration)
 from tinsmith.ops import pool_indices  # noqa: F401  (registration; after pooling)
 from tinsmith.ops import channels_last  # noqa: F401  (registration; after conv and pooling)
 from tinsmith.ops.registry import PRIMITIVES, REQUIRED, Attr, InferArgs, OpError, Primitive, check_attrs

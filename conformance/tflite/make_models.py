@@ -47,6 +47,8 @@ class Case:
         elif dtype in ("uint8", "int16"):  # quantized data over its whole range
             info = np.iinfo(dtype)
             data = self.rng.integers(info.min, info.max + 1, shape).astype(dtype)
+        elif dtype in ("uint32", "uint64"):  # the signal library's spectra, over the whole range
+            data = self.rng.integers(0, np.iinfo(dtype).max, shape, dtype=dtype, endpoint=True)
         elif dtype in ("int8", "int32"):
             info = np.iinfo(np.int8)  # (int32 inputs: small values, indices or counts stay in range)
             data = self.rng.integers(max(info.min, int(lo)) if dtype == "int32" else info.min,
@@ -65,8 +67,12 @@ class Case:
     def weights(self, name, shape, scale=0.5) -> int:
         return self.const(name, self.rng.normal(0, scale, shape).astype(np.float32))
 
-    def op(self, code, ins, outs, options=None) -> None:
-        self.ops.append(Op(code, ins, outs, options))
+    def op(self, code, ins, outs, options=None, **custom_options) -> None:
+        """A builtin operator, or with code "CUSTOM:name" a custom one with FlexBuffers options."""
+        if str(code).startswith("CUSTOM:"):
+            self.ops.append(Op("CUSTOM", ins, outs, custom=code.partition(":")[2], custom_options=custom_options))
+        else:
+            self.ops.append(Op(code, ins, outs, options))
 
     def output(self, name, dtype, shape, quant=None) -> int:
         self.outputs.append(self.add(name, dtype, shape, quant=quant))
@@ -433,6 +439,145 @@ def _conv_int8(c: Case):
 def _add_int8(c: Case):
     a, b = c.input("a", "int8", (2, 3, 4), quant=(0.05, 3)), c.input("b", "int8", (2, 3, 4), quant=(0.08, -7))
     c.op("ADD", [a, b], [c.output("y", "int8", (2, 3, 4), quant=(0.1, 1))], ("AddOptions", {}))
+
+
+# --- TFLite Micro's signal library (custom operators; codegen/ops/tflm_signal.py) ---------------
+@case("signal_window_int16")
+def _signal_window(c: Case):
+    x = c.input("x", "int16", (2, 32))
+    w = c.const("w", np.round(np.hanning(32) * 4096).astype(np.int16))
+    c.op("CUSTOM:SignalWindow", [x, w], [c.output("y", "int16", (2, 32))], shift=12)
+
+
+@case("signal_fft_auto_scale_int16")
+def _signal_auto_scale(c: Case):
+    x = c.input("x", "int16", (64,))
+    c.feeds["x"] >>= 6  # quiet: the frame is shifted up
+    c.op("CUSTOM:SignalFftAutoScale", [x], [c.output("y", "int16", (64,)), c.output("shift", "int32", ())])
+
+
+def _signal_rfft(dtype: str, code: int, length: int, frame: int):
+    def build(c: Case):
+        x = c.input("x", dtype, (2, frame), -1000.0, 1000.0)
+        if dtype == "int32":
+            c.feeds["x"] = c.rng.integers(-2 ** 31, 2 ** 31, (2, frame)).astype(np.int32)
+        c.op("CUSTOM:SignalRfft", [x], [c.output("y", dtype, (2, length + 2))], T=code, fft_length=length)
+    CASES[f"signal_rfft_{length}_{dtype}"] = build
+
+
+for _dtype, _code in (("int16", 7), ("int32", 2), ("float32", 0)):
+    _signal_rfft(_dtype, _code, 512, 480)
+_signal_rfft("int16", 7, 64, 64)
+
+
+def _signal_irfft(dtype: str, code: int, length: int):
+    def build(c: Case):
+        x = c.input("x", dtype, (2, length + 2), -1000.0, 1000.0)
+        if dtype == "int32":
+            c.feeds["x"] = c.rng.integers(-2 ** 31, 2 ** 31, (2, length + 2)).astype(np.int32)
+        c.op("CUSTOM:SignalIrfft", [x], [c.output("y", dtype, (2, length))], T=code, fft_length=length)
+    CASES[f"signal_irfft_{length}_{dtype}"] = build
+
+
+for _dtype, _code in (("int16", 7), ("int32", 2), ("float32", 0)):
+    _signal_irfft(_dtype, _code, 256)
+
+
+@case("signal_delay_int16")
+def _signal_delay(c: Case):
+    x = c.input("x", "int16", (2, 16))
+    c.op("CUSTOM:SignalDelay", [x], [c.output("y", "int16", (2, 16))], delay_length=5)
+
+
+@case("signal_framer_int16")
+def _signal_framer(c: Case):
+    x = c.input("x", "int16", (2, 160))
+    c.op("CUSTOM:SignalFramer", [x], [c.output("y", "int16", (2, 2, 200)), c.output("valid", "bool", ())],
+         frame_size=200, frame_step=80, prefill=True)
+
+
+@case("signal_stacker_int16")
+def _signal_stacker(c: Case):
+    x = c.input("x", "int16", (8,))
+    c.op("CUSTOM:SignalStacker", [x], [c.output("y", "int16", (24,)), c.output("valid", "bool", ())],
+         num_channels=8, stacker_left_context=2, stacker_right_context=0, stacker_step=1)
+
+
+@case("signal_overlap_add_int16")
+def _signal_overlap_add(c: Case):
+    x = c.input("x", "int16", (2, 3, 16))
+    c.op("CUSTOM:SignalOverlapAdd", [x], [c.output("y", "int16", (2, 12))], T=7, frame_step=4)
+
+
+@case("signal_overlap_add_float32")
+def _signal_overlap_add_float(c: Case):
+    x = c.input("x", "float32", (3, 16))
+    c.op("CUSTOM:SignalOverlapAdd", [x], [c.output("y", "float32", (12,))], T=0, frame_step=4)
+
+
+@case("div_int32")
+def _div_int32(c: Case):
+    """Integer division truncates toward zero (the audio front end's feature scaling divides)."""
+    a = c.input("a", "int32", (2, 8), -100, 100)
+    b = c.input("b", "int32", (8,), -9, 9)
+    c.feeds["b"][c.feeds["b"] == 0] = 7
+    c.op("DIV", [a, b], [c.output("y", "int32", (2, 8))], ("DivOptions", {}))
+
+
+@case("cast_uint32_to_int32")
+def _cast_uint32(c: Case):
+    x = c.input("x", "uint32", (2, 9))
+    c.op("CAST", [x], [c.output("y", "int32", (2, 9))])
+
+
+@case("signal_energy_int16")
+def _signal_energy(c: Case):
+    x = c.input("x", "int16", (66,))
+    c.op("CUSTOM:SignalEnergy", [x], [c.output("y", "uint32", (33,))], end_index=33, start_index=0)
+
+
+@case("signal_filter_bank_uint32")
+def _signal_filter_bank(c: Case):
+    x = c.input("x", "uint32", (40,))
+    widths = np.int16([2, 3, 4, 5, 6, 7, 8])
+    weights = c.rng.integers(0, 4096, int(widths.sum())).astype(np.int16)
+    tables = [weights, (4096 - weights).astype(np.int16), np.int16([1, 3, 6, 10, 15, 21, 28]),
+              np.concatenate([[0], np.cumsum(widths)[:-1]]).astype(np.int16), widths]
+    ins = [x] + [c.const(n, t) for n, t in zip(("weights", "unweights", "starts", "weight_starts", "widths"), tables)]
+    c.op("CUSTOM:SignalFilterBank", ins, [c.output("y", "uint64", (6,))], num_channels=6)
+
+
+@case("signal_filter_bank_square_root_uint64")
+def _signal_square_root(c: Case):
+    x = c.input("x", "uint64", (40,))
+    c.feeds["x"][:20] >>= 32  # below 2^32 (the 32-bit path) as well as above
+    c.op("CUSTOM:SignalFilterBankSquareRoot", [x, c.const("shift", np.int32(2))], [c.output("y", "uint32", (40,))])
+
+
+@case("signal_filter_bank_spectral_subtraction_uint32")
+def _signal_spectral_subtraction(c: Case):
+    x = c.input("x", "uint32", (40,))
+    c.feeds["x"] >>= 14
+    c.op("CUSTOM:SignalFilterBankSpectralSubtraction", [x], [c.output("y", "uint32", (40,)),
+                                                             c.output("noise", "uint32", (40,))],
+         alternate_one_minus_smoothing=15401, alternate_smoothing=983, clamping=False, min_signal_remaining=819,
+         num_channels=40, one_minus_smoothing=15974, smoothing=410, smoothing_bits=10, spectral_subtraction_bits=14)
+
+
+@case("signal_pcan_uint32")
+def _signal_pcan(c: Case):
+    x = c.input("x", "uint32", (40,))
+    noise = c.input("noise", "uint32", (40,))
+    c.feeds["x"] >>= 12
+    lut = c.const("gain_lut", c.rng.integers(-2000, 32767, 125).astype(np.int16))
+    c.op("CUSTOM:SignalPCAN", [x, noise, lut], [c.output("y", "uint32", (40,))], snr_shift=6)
+
+
+@case("signal_filter_bank_log_uint32")
+def _signal_log(c: Case):
+    x = c.input("x", "uint32", (40,))
+    c.op("CUSTOM:SignalFilterBankLog", [x], [c.output("y", "int16", (40,))], input_correction_bits=3,
+         output_scale=1600)
 
 
 CONVERTED = ROOT / "tests" / "data" / "tflite"  # int8 models made by TensorFlow's converter (models/make_int8.py)

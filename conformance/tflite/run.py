@@ -36,6 +36,7 @@ BASELINE = Path(__file__).resolve().parent / "passing.txt"
 DOC = ROOT / "docs" / "TFLITE.md"
 TABLE_BEGIN, TABLE_END = "<!-- conformance table: begin -->", "<!-- conformance table: end -->"
 RTOL, ATOL = 1e-5, 1e-6
+ARENA_BYTES = 1 << 20  # the interpreter's arena: room for the largest case (a 512-point FFT's state)
 BATCH_SIZE = 24
 # Operators whose TFLite Micro results are not defined in some cases, checked against LiteRT instead
 LITERT_FIRST = {"SPACE_TO_BATCH_ND": "TFLite Micro's kernel pads with a value it never sets (the arena's bytes)"}
@@ -61,14 +62,16 @@ def _describe(path: Path) -> tuple[str, str]:
     import tflite
     from tflite.utils import opcode2name
 
-    from tinsmith.load.tflite_operators import OPERATORS
+    from tinsmith.load.tflite_operators import CUSTOM_OPERATORS, OPERATORS
     from tinsmith.load.tflite_reader import TENSOR_TYPES
     model = tflite.Model.GetRootAsModel(path.read_bytes(), 0)
     graph = model.Subgraphs(0)
-    names = [opcode2name(max(c.BuiltinCode(), c.DeprecatedBuiltinCode()))
-             for c in (model.OperatorCodes(graph.Operators(k).OpcodeIndex()) for k in range(graph.OperatorsLength()))]
+    codes = [model.OperatorCodes(graph.Operators(k).OpcodeIndex()) for k in range(graph.OperatorsLength())]
+    # a custom operator by its custom code (SignalWindow, ...)
+    names = [c.CustomCode().decode() if c.CustomCode() else opcode2name(max(c.BuiltinCode(), c.DeprecatedBuiltinCode()))
+             for c in codes]
     k = max((i for i, n in enumerate(names) if n not in ("SHAPE", "QUANTIZE")), default=0)
-    rule = OPERATORS.get(names[k])
+    rule = OPERATORS.get(names[k]) or CUSTOM_OPERATORS.get(f"CUSTOM:{names[k]}")
     tensor = graph.Tensors(int(graph.Operators(k).InputsAsNumpy()[rule.typed_by if rule else 0]))
     return names[k], TENSOR_TYPES.get(tensor.Type(), str(tensor.Type()))
 
@@ -86,7 +89,7 @@ def _oracle(path: Path, inputs: Sequence[np.ndarray], micro: bool = True) -> tup
     try:
         if not micro:
             raise RuntimeError("its results are not defined for this operator")
-        interp = Interpreter.from_bytes(path.read_bytes())
+        interp = Interpreter.from_bytes(path.read_bytes(), arena_size=ARENA_BYTES)
         for i, x in enumerate(inputs):
             interp.set_input(x, i)
         interp.invoke()
