@@ -32,6 +32,7 @@ class Tensor:
     data: np.ndarray | None = None
     quant: tuple | None = None
     axis: int = 0  # the quantized dimension of per-channel scales
+    variable: bool = False  # a variable tensor (state that persists between invocations)
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,8 @@ def _tensor(b: flatbuffers.Builder, t: Tensor, buffer: int) -> int:
         T.AddName(b, name)
     if quant is not None:
         T.AddQuantization(b, quant)
+    if t.variable:
+        T.AddIsVariable(b, True)
     return T.End(b)
 
 

@@ -65,6 +65,7 @@ class GraphSpec:
     constants: tuple[Constant, ...]
     nodes: tuple[NodeSpec, ...]
     name_loc: SourceLoc
+    states: tuple = ()  # ir.State: values kept between calls (a TFLite model's variable tensors)
 
 
 def display_path(path: Path) -> str:

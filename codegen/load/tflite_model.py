@@ -19,7 +19,7 @@ import numpy as np
 
 from tinsmith.errors import GraphError, SourceLoc
 from tinsmith.files import irregular_file
-from tinsmith.ir import TensorType
+from tinsmith.ir import State, TensorType
 from tinsmith.load.graph_file import GraphSpec, ValueSpec, display_path
 from tinsmith.load.onnx_model import graph_name_of, unique_names
 from tinsmith.load.tflite_operators import OPERATORS, custom_operator_problem
@@ -184,6 +184,13 @@ def _compute_constant_output(r: Reader, i: int) -> None:
     r.emit("Identity", [r.add_constant(f"{name}_value", stored.data)], [name], {})
 
 
+def _state_fill(r: Reader, i: int) -> int:
+    """What a variable tensor holds before the first invocation: TFLite Micro zeroes its bytes, but
+    sets int8 state to its zero point."""
+    q = r.quant(i)
+    return q.zero_point[0] if r.dtype(i) == "int8" and q is not None else 0
+
+
 def _read_graph(path: Path, where: str, model, graph) -> TfliteModel:
     r = Reader(path, where, model, graph)
     originals = _names(r, graph)
@@ -199,10 +206,11 @@ def _read_graph(path: Path, where: str, model, graph) -> TfliteModel:
     for i in graph_outputs:
         _compute_constant_output(r, i)
     inputs = tuple(ValueSpec(r.names[i], TensorType(r.dtype(i), r.shape(i), r.value_quant(i)), r.loc, r.loc)
-                   for i in graph_inputs)
-    outputs = tuple(ValueSpec(r.names[i], None, r.loc) for i in graph_outputs)
+                   for i in graph_inputs + list(r.states))
+    outputs = tuple(ValueSpec(r.names[i], None, r.loc) for i in graph_outputs) + \
+        tuple(ValueSpec(after, None, r.loc) for after in r.states.values())
     spec = GraphSpec(graph_name_of(path), where, inputs, outputs, tuple(r.constants.values()), tuple(r.nodes),
-                     r.loc)
+                     r.loc, tuple(State(r.names[i], after, _state_fill(r, i)) for i, after in r.states.items()))
     renamed = {r.names[i]: n for i, n in enumerate(originals) if r.names[i] != n}
     return TfliteModel(spec, renamed)
 

@@ -8,6 +8,7 @@ from typing import Callable, Mapping
 
 from tinsmith.load import tflite_float as flt
 from tinsmith.load import tflite_quantized as q
+from tinsmith.load import tflite_recurrent as rec
 from tinsmith.load import tflite_tensor_ops as t
 
 Converter = Callable  # (reader, operator, input tensor indices, output tensor indices) -> None
@@ -83,6 +84,9 @@ OPERATORS: dict[str, Rule] = {
     "SOFTMAX": Rule({"float32": flt.softmax, "int8": q.softmax}),
     "LOG_SOFTMAX": Rule(each(flt.log_softmax, FLOAT)),
     "L2_NORMALIZATION": Rule(each(flt.l2_normalization, FLOAT)),
+    # --- recurrent layers, with state kept between invocations (tflite_recurrent.py) -------------
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": Rule({"float32": rec.lstm_float}),
+    "SVDF": Rule({"float32": rec.svdf_float}, 3),
     # --- quantization -------------------------------------------------------------------------
     "QUANTIZE": Rule(each(q.quantize, ("float32", "int8", "uint8", "int16"))),
     "DEQUANTIZE": Rule(each(q.dequantize, ("int8", "uint8", "int16"))),

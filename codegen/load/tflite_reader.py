@@ -74,6 +74,7 @@ class Reader:
     constants: dict[str, Constant] = field(default_factory=dict)
     nodes: list[NodeSpec] = field(default_factory=list)
     operator: str = "node"  # what nodes are named after: the operator being converted ("conv_2d_3")
+    states: dict[int, str] = field(default_factory=dict)  # variable tensor -> the value its next call starts from
 
     @property
     def loc(self) -> SourceLoc:
@@ -160,6 +161,20 @@ class Reader:
             self.constants[name] = Constant(name, np.array(data, order="C"), f"{self.where} tensor "
                                             f"'{self.original(i)}'", self.loc, self.value_quant(i))
         return name
+
+    def state(self, i: int, what: str) -> str:
+        """Variable tensor i (state kept between invocations, an LSTM's cell state): the value a call
+        starts from, which the operator replaces with next_state(i)."""
+        if int(i) < 0 or not self.tensor(i).IsVariable():
+            raise Unsupported(f"its {what} is not a variable tensor (TFLite keeps that state in one)")
+        if int(i) in self.states:
+            raise Unsupported(f"its {what} (tensor '{self.original(i)}') is updated by another operator too")
+        return self.names[int(i)]
+
+    def next_state(self, i: int) -> str:
+        """The value variable tensor i holds when the call ends (what the next call starts from)."""
+        self.states[int(i)] = self.fresh(f"{self.names[int(i)]}_next")
+        return self.states[int(i)]
 
     def add_constant(self, hint: str, data: np.ndarray) -> str:
         name = numbered(hint, set(self.constants) | set(self.names.values()))

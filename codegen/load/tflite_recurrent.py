@@ -1,0 +1,154 @@
+"""TFLite's recurrent operators, with their state: UNIDIRECTIONAL_SEQUENCE_LSTM and SVDF.
+
+Their state (the LSTM's output and cell state, the SVDF's activation state) lives in variable
+tensors that persist between invocations; each becomes a graph State (see ir.State): the value a
+call starts from (Reader.state) and the value it ends with (Reader.next_state), which the generated
+code keeps in static storage of its own.
+
+The float32 LSTM is the ONNX LSTM builder (codegen/builders/recurrent.py) with TFLite's weights
+reordered at import (gates i, f, c, o become ONNX's i, o, f, c) and its cell clip; it computes as
+TFLite Micro does, which runs the LSTM without CIFG, peepholes, projection or layer normalization.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tinsmith.load.tflite_reader import FLOAT_CLAMPS, Reader, Unsupported, options
+
+# UNIDIRECTIONAL_SEQUENCE_LSTM's inputs: TFLite's gate order is i, f, c, o
+LSTM_INPUT_WEIGHTS, LSTM_RECURRENT_WEIGHTS, LSTM_BIASES = (1, 2, 3, 4), (5, 6, 7, 8), (12, 13, 14, 15)
+LSTM_OUTPUT_STATE, LSTM_CELL_STATE = 18, 19
+ONNX_GATE_ORDER = (0, 3, 1, 2)  # ONNX's i, o, f, c as indices into TFLite's i, f, c, o
+# optional inputs TFLite Micro does not run (its kernel refuses them): what each is
+LSTM_UNSUPPORTED = {9: "peephole", 10: "peephole", 11: "peephole", 16: "projection", 17: "projection",
+                    20: "layer normalization", 21: "layer normalization", 22: "layer normalization",
+                    23: "layer normalization"}
+TANH = 4
+
+
+def _given(inputs, k: int) -> bool:
+    return k < len(inputs) and inputs[k] >= 0
+
+
+def _float_constant(r: Reader, i: int, what: str) -> np.ndarray:
+    if r.dtype(i) != "float32":
+        raise Unsupported(f"{what} of element type {r.dtype(i)} (hybrid quantization; float32 weights only)")
+    return r.constant_data(i, what)
+
+
+def lstm_float(r: Reader, op, inputs, outputs) -> None:
+    """UNIDIRECTIONAL_SEQUENCE_LSTM on float32: one ONNX LSTM node (layout 1 for batch-major data)
+    whose initial and final states are the variable tensors'."""
+    missing = [k for k in (*LSTM_INPUT_WEIGHTS, *LSTM_RECURRENT_WEIGHTS, *LSTM_BIASES) if not _given(inputs, k)]
+    if missing:
+        raise Unsupported("CIFG (coupled input and forget gates) or a missing weight or bias; TFLite Micro "
+                          "runs neither")
+    extras = sorted({what for k, what in LSTM_UNSUPPORTED.items() if _given(inputs, k)})
+    if extras:
+        raise Unsupported(f"{' and '.join(extras)} tensors, which TFLite Micro does not run either")
+    if not (_given(inputs, LSTM_OUTPUT_STATE) and _given(inputs, LSTM_CELL_STATE)):
+        raise Unsupported("no output state or cell state tensor (inputs 18 and 19)")
+    opts = options(op, "UnidirectionalSequenceLSTMOptions")
+    x, y = int(inputs[0]), int(outputs[0])
+    time_major = bool(opts.TimeMajor())
+    if len(r.shape(x)) != 3:
+        raise Unsupported(f"an input of rank {len(r.shape(x))} (it takes [batch, time, features])")
+    w_in = [_float_constant(r, inputs[k], "input weights") for k in LSTM_INPUT_WEIGHTS]
+    w_rec = [_float_constant(r, inputs[k], "recurrent weights") for k in LSTM_RECURRENT_WEIGHTS]
+    bias = [_float_constant(r, inputs[k], "gate bias") for k in LSTM_BIASES]
+    cells, batch = w_in[0].shape[0], r.shape(x)[1 if time_major else 0]
+    name = r.names[y]
+    w = r.add_constant(f"{name}_W", np.concatenate([w_in[k] for k in ONNX_GATE_ORDER])[None])
+    rec = r.add_constant(f"{name}_R", np.concatenate([w_rec[k] for k in ONNX_GATE_ORDER])[None])
+    b = r.add_constant(f"{name}_B", np.concatenate([*(bias[k] for k in ONNX_GATE_ORDER),
+                                                    np.zeros(4 * cells, np.float32)])[None])
+    # ONNX's initial states are [1, batch, hidden] (layout 0) or [batch, 1, hidden] (layout 1)
+    state_shape = (1, batch, cells) if time_major else (batch, 1, cells)
+    h0, c0 = (_reshaped(r, r.state(inputs[k], what), state_shape, f"{name}_{what.split()[0]}0")
+              for k, what in ((LSTM_OUTPUT_STATE, "output state"), (LSTM_CELL_STATE, "cell state")))
+    seq, h_n, c_n = r.fresh(f"{name}_sequence"), r.fresh(f"{name}_h"), r.fresh(f"{name}_c")
+    r.emit("LSTM", [r.value(x), w, rec, b, "", h0, c0], [seq, h_n, c_n],
+           {"hidden_size": cells, "layout": 0 if time_major else 1, **_lstm_activations(opts),
+            **({"cell_clip": float(opts.CellClip())} if opts.CellClip() > 0 else {})})
+    r.emit("Reshape", [seq, r.int64(f"{name}_shape", r.shape(y))], [name], {})
+    for k, final in ((LSTM_OUTPUT_STATE, h_n), (LSTM_CELL_STATE, c_n)):
+        r.emit("Reshape", [final, r.int64(f"{name}_state_shape", r.shape(inputs[k]))], [r.next_state(inputs[k])], {})
+
+
+def _lstm_activations(opts) -> dict:
+    """The gates' activations as TFLite Micro computes them: sigmoid gates, tanh of the cell state
+    for the output, and the fused activation on the cell's candidate, which its float kernel
+    applies when it is TANH and otherwise leaves out (identity)."""
+    if opts.FusedActivationFunction() == TANH:
+        return {"activations": ["Sigmoid", "Tanh", "Tanh"]}
+    return {"activations": ["Sigmoid", "Affine", "Tanh"], "activation_alpha": [1.0], "activation_beta": [0.0]}
+
+
+def _reshaped(r: Reader, value: str, shape, hint: str) -> str:
+    out = r.fresh(hint)
+    r.emit("Reshape", [value, r.int64(f"{hint}_shape", shape)], [out], {})
+    return out
+
+
+def svdf_float(r: Reader, op, inputs, outputs) -> None:
+    """SVDF on float32: the activation state [batch, filters * memory] shifts one step left per
+    call and takes the input's feature projection as its newest column; each filter's memory is
+    weighted by its time weights, each unit sums its `rank` filters, then bias and activation."""
+    x, y = int(inputs[0]), int(outputs[0])
+    dims = _svdf_dims(r, op, inputs)
+    batch, filters, units = dims["batch"], dims["filters"], dims["units"]
+    name = r.names[y]
+    feature = r.fresh(f"{name}_feature")
+    r.emit("Gemm", [r.value(x), r.value(inputs[1])], [feature], {"transB": 1})
+    newest = _reshaped(r, feature, (batch, filters, 1), f"{name}_newest")
+    state = _svdf_shifted(r, inputs[4], newest, dims, name)
+    weighted, per_filter = r.fresh(f"{name}_weighted"), r.fresh(f"{name}_per_filter")
+    r.emit("Mul", [state, r.value(inputs[2])], [weighted], {})
+    r.emit("ReduceSum", [weighted, r.int64(f"{name}_time_axis", [2])], [per_filter], {"keepdims": 0})
+    per_unit = _reshaped(r, per_filter, (batch, units, dims["rank"]), f"{name}_per_unit")
+    summed = r.fresh(f"{name}_sum")
+    r.emit("ReduceSum", [per_unit, r.int64(f"{name}_rank_axis", [2])], [summed], {"keepdims": 0})
+    code = options(op, "SVDFOptions").FusedActivationFunction()
+    if code not in (0, *FLOAT_CLAMPS):
+        raise Unsupported(f"fused activation {code} (TANH or SIGN_BIT)")
+    if _given(inputs, 3):
+        r.emit_activated("Add", [summed, r.value(inputs[3])], y, {}, code)
+    else:
+        r.emit_activated("Identity", [summed], y, {}, code)
+
+
+def _svdf_dims(r: Reader, op, inputs) -> dict[str, int]:
+    """SVDF's sizes from its tensors, checked against each other."""
+    rank = int(options(op, "SVDFOptions").Rank())
+    if len(inputs) < 5 or not _given(inputs, 4):
+        raise Unsupported("no activation state tensor (input 4)")
+    x_shape, wf_shape, wt_shape = r.shape(inputs[0]), r.shape(inputs[1]), r.shape(inputs[2])
+    if len(x_shape) != 2 or len(wf_shape) != 2 or len(wt_shape) != 2:
+        raise Unsupported("an input, feature weights or time weights that are not matrices")
+    filters, memory = wt_shape
+    if rank < 1 or filters % rank or wf_shape != (filters, x_shape[1]):
+        raise Unsupported(f"rank {rank} with {filters} filters and feature weights {list(wf_shape)}")
+    state_shape = r.shape(inputs[4])
+    if state_shape != (x_shape[0], filters * memory):
+        raise Unsupported(f"an activation state of shape {list(state_shape)} (expected "
+                          f"[{x_shape[0]}, {filters * memory}])")
+    return {"batch": x_shape[0], "filters": filters, "memory": memory, "rank": rank, "units": filters // rank}
+
+
+def _svdf_shifted(r: Reader, state_tensor: int, newest: str, dims, name: str) -> str:
+    """The activation state after this call, [batch, filters, memory]: the old one without its
+    oldest column, then `newest`; it is also the state the next call starts from."""
+    batch, filters, memory = dims["batch"], dims["filters"], dims["memory"]
+    after = r.fresh(f"{name}_memory")
+    previous = r.state(state_tensor, "activation state")
+    if memory == 1:
+        r.emit("Identity", [newest], [after], {})
+    else:
+        old = _reshaped(r, previous, (batch, filters, memory), f"{name}_old")
+        kept = r.fresh(f"{name}_kept")
+        r.emit("Slice", [old, r.int64(f"{name}_starts", [1]), r.int64(f"{name}_ends", [memory]),
+                         r.int64(f"{name}_axes", [2])], [kept], {})
+        r.emit("Concat", [kept, newest], [after], {"axis": 2})
+    r.emit("Reshape", [after, r.int64(f"{name}_state_shape", (batch, filters * memory))],
+           [r.next_state(state_tensor)], {})
+    return after

@@ -1,0 +1,63 @@
+"""Seeded single-operator TFLite models of the recurrent operators (UNIDIRECTIONAL_SEQUENCE_LSTM,
+SVDF), float32 and int8, written with tflite_writer (no TensorFlow): their state tensors are
+variable tensors, as TFLite's converter writes them."""
+from __future__ import annotations
+
+import numpy as np
+
+from tflite_writer import Op, Tensor, model
+
+
+def lstm_float(seed: int = 0, batch: int = 2, steps: int = 3, n_input: int = 4, n_cell: int = 5,
+               time_major: bool = False, activation: int = 4, cell_clip: float = 0.0, cifg: bool = False,
+               peephole: bool = False, projection: int = 0, layer_norm: bool = False, proj_clip: float = 0.0
+               ) -> tuple[bytes, list[int]]:
+    """A float32 UNIDIRECTIONAL_SEQUENCE_LSTM; returns the model and its input's shape."""
+    rng = np.random.default_rng(seed)
+    n_output = projection or n_cell
+    tensors: list[Tensor] = []
+
+    def add(name, shape, data=None, dtype="float32", variable=False) -> int:
+        tensors.append(Tensor(name, dtype, list(shape), data, variable=variable))
+        return len(tensors) - 1
+
+    def w(name, shape, scale=0.4) -> int:
+        return add(name, shape, rng.normal(0, scale, shape).astype(np.float32))
+
+    x_shape = [steps, batch, n_input] if time_major else [batch, steps, n_input]
+    x = add("x", x_shape)
+    gates = "ifco"
+    ins = [x]
+    ins += [-1 if (g == "i" and cifg) else w(f"input_to_{g}", (n_cell, n_input)) for g in gates]
+    ins += [-1 if (g == "i" and cifg) else w(f"recurrent_to_{g}", (n_cell, n_output)) for g in gates]
+    ins += [w(f"cell_to_{g}", (n_cell,)) if peephole and not (g == "i" and cifg) else -1 for g in "ifo"]
+    ins += [-1 if (g == "i" and cifg) else w(f"{g}_bias", (n_cell,), 0.2) for g in gates]
+    ins += [w("projection", (n_output, n_cell)) if projection else -1]
+    ins += [w("projection_bias", (n_output,), 0.2) if projection else -1]
+    ins += [add("output_state", (batch, n_output), variable=True), add("cell_state", (batch, n_cell), variable=True)]
+    ins += [(-1 if (g == "i" and cifg) else add(f"{g}_norm", (n_cell,), rng.uniform(0.5, 1.5, n_cell)
+                                                .astype(np.float32))) if layer_norm else -1 for g in gates]
+    y_shape = [steps, batch, n_output] if time_major else [batch, steps, n_output]
+    y = add("y", y_shape)
+    opts = {"FusedActivationFunction": activation, "CellClip": cell_clip, "ProjClip": proj_clip,
+            "TimeMajor": time_major}
+    op = Op("UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [y], ("UnidirectionalSequenceLSTMOptions", opts))
+    return model(tensors, [op], [x], [y]), x_shape
+
+
+def svdf_float(seed: int = 0, batch: int = 2, n_input: int = 5, filters: int = 6, memory: int = 4, rank: int = 2,
+               bias: bool = True, activation: int = 1) -> tuple[bytes, list[int]]:
+    """A float32 SVDF; returns the model and its input's shape."""
+    rng = np.random.default_rng(seed)
+    units = filters // rank
+    tensors = [Tensor("x", "float32", [batch, n_input]),
+               Tensor("feature_weights", "float32", [filters, n_input],
+                      rng.normal(0, 0.5, (filters, n_input)).astype(np.float32)),
+               Tensor("time_weights", "float32", [filters, memory],
+                      rng.normal(0, 0.5, (filters, memory)).astype(np.float32)),
+               Tensor("bias", "float32", [units], rng.normal(0, 0.3, units).astype(np.float32)),
+               Tensor("activation_state", "float32", [batch, filters * memory], variable=True),
+               Tensor("y", "float32", [batch, units])]
+    op = Op("SVDF", [0, 1, 2, 3 if bias else -1, 4], [5], ("SVDFOptions", {"Rank": rank,
+                                                                             "FusedActivationFunction": activation}))
+    return model(tensors, [op], [0], [5]), [batch, n_input]
