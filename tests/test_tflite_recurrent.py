@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tflite_recurrent_models import lstm_float, svdf_float
+from conftest import emulated_core
+from tflite_recurrent_models import lstm_float, svdf_float, svdf_int8
 
 ROOT = Path(__file__).resolve().parents[1]
 tflm = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
@@ -79,14 +80,22 @@ def compiled(model: bytes, feeds: list[np.ndarray], tmp_path: Path, target: str 
     return list(raw.reshape(len(feeds), *y["shape"]))
 
 
-def feeds(shape, seed: int, lo=-2.0, hi=2.0) -> list[np.ndarray]:
+def feeds(shape, seed: int, dtype: str = "float32") -> list[np.ndarray]:
+    """CALLS seeded inputs: float32 in [-2, 2), int8 over its whole range."""
     rng = np.random.default_rng(1000 + seed)
-    return [rng.uniform(lo, hi, shape).astype(np.float32) for _ in range(CALLS)]
+    if dtype == "int8":
+        return [rng.integers(-128, 128, shape).astype(np.int8) for _ in range(CALLS)]
+    return [rng.uniform(-2.0, 2.0, shape).astype(np.float32) for _ in range(CALLS)]
 
 
 def assert_calls_match(got, want):
+    """float32 within 1e-5 relative; integers bit-exact."""
+    assert len(got) == len(want)
     for k, (g, w) in enumerate(zip(got, want)):
-        np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL, err_msg=f"call {k + 1} of {len(want)}")
+        if w.dtype.kind == "f":
+            np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL, err_msg=f"call {k + 1} of {len(want)}")
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=f"call {k + 1} of {len(want)}")
 
 
 LSTM_FORMS = {"batch_major": {}, "time_major": {"time_major": True}, "cell_clip": {"cell_clip": 0.4},
@@ -112,3 +121,30 @@ def test_svdf_float_matches_tflite_micro_over_calls(form, seed, tmp_path):
     model, shape = svdf_float(seed, **SVDF_FORMS[form])
     xs = feeds(shape, seed)
     assert_calls_match(compiled(model, xs, tmp_path), oracle(model, xs))
+
+
+SVDF_INT8_FORMS = {"rank_2": {}, "rank_1": {"rank": 1, "activation": 0}, "memory_1": {"memory": 1},
+                   "wide": {"batch": 1, "n_input": 24, "filters": 16, "memory": 8, "rank": 4}}
+
+
+@pytest.mark.parametrize("form", sorted(SVDF_INT8_FORMS))
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_svdf_int8_is_bit_exact_with_tflite_micro_over_calls(form, seed, tmp_path):
+    model, shape = svdf_int8(seed, **SVDF_INT8_FORMS[form])
+    xs = feeds(shape, seed, "int8")
+    assert_calls_match(compiled(model, xs, tmp_path), oracle(model, xs))
+
+
+@pytest.mark.parametrize("core", [emulated_core("cortex-m4")])
+def test_svdf_int8_is_bit_exact_on_the_emulated_cortex_m4(core, tmp_path):
+    """One call from the starting state, through `tinsmith`'s own emulation path (the firmware
+    times a second call from the same state)."""
+    from tinsmith.cli import run_compiled
+    from tinsmith.pipeline import lower
+    model, shape = svdf_int8(5, batch=1, n_input=24, filters=16, memory=8, rank=4)
+    path = tmp_path / "svdf.tflite"
+    path.write_bytes(model)
+    graph = lower(path)
+    (x,) = feeds(shape, 5, "int8")[:1]
+    got = run_compiled(path, {graph.api_inputs[0]: x}, tmp_path / "build", graph, core)[graph.api_outputs[0]]
+    np.testing.assert_array_equal(got, oracle(model, [x])[0])

@@ -61,3 +61,26 @@ def svdf_float(seed: int = 0, batch: int = 2, n_input: int = 5, filters: int = 6
     op = Op("SVDF", [0, 1, 2, 3 if bias else -1, 4], [5], ("SVDFOptions", {"Rank": rank,
                                                                              "FusedActivationFunction": activation}))
     return model(tensors, [op], [0], [5]), [batch, n_input]
+
+
+def svdf_int8(seed: int = 0, batch: int = 2, n_input: int = 5, filters: int = 6, memory: int = 4, rank: int = 2,
+              activation: int = 1) -> tuple[bytes, list[int]]:
+    """An int8 SVDF as TFLite's converter quantizes one (int8 input, feature weights and output,
+    int16 time weights and activation state, int32 bias at the state's times the time weights'
+    scale); returns the model and its input's shape."""
+    rng = np.random.default_rng(seed)
+    units = filters // rank
+    x_q, state_q, y_q = (0.02, int(rng.integers(-20, 20))), (0.004, 0), (0.1, int(rng.integers(-20, 20)))
+    wf_scale, wt_scale = 0.006, 0.00005
+    bias_scale = state_q[0] * wt_scale
+    tensors = [Tensor("x", "int8", [batch, n_input], quant=x_q),
+               Tensor("feature_weights", "int8", [filters, n_input],
+                      rng.integers(-127, 128, (filters, n_input)).astype(np.int8), quant=(wf_scale, 0)),
+               Tensor("time_weights", "int16", [filters, memory],
+                      rng.integers(-32767, 32768, (filters, memory)).astype(np.int16), quant=(wt_scale, 0)),
+               Tensor("bias", "int32", [units], rng.integers(-20000, 20000, units).astype(np.int32),
+                      quant=(bias_scale, 0)),
+               Tensor("activation_state", "int16", [batch, filters * memory], quant=state_q, variable=True),
+               Tensor("y", "int8", [batch, units], quant=y_q)]
+    op = Op("SVDF", [0, 1, 2, 3, 4], [5], ("SVDFOptions", {"Rank": rank, "FusedActivationFunction": activation}))
+    return model(tensors, [op], [0], [5]), [batch, n_input]

@@ -86,7 +86,7 @@ OPERATORS: dict[str, Rule] = {
     "L2_NORMALIZATION": Rule(each(flt.l2_normalization, FLOAT)),
     # --- recurrent layers, with state kept between invocations (tflite_recurrent.py) -------------
     "UNIDIRECTIONAL_SEQUENCE_LSTM": Rule({"float32": rec.lstm_float}),
-    "SVDF": Rule({"float32": rec.svdf_float}, 3),
+    "SVDF": Rule({"float32": rec.svdf_float, "int8": rec.svdf_int8}, 3),
     # --- quantization -------------------------------------------------------------------------
     "QUANTIZE": Rule(each(q.quantize, ("float32", "int8", "uint8", "int16"))),
     "DEQUANTIZE": Rule(each(q.dequantize, ("int8", "uint8", "int16"))),

@@ -152,3 +152,56 @@ def _svdf_shifted(r: Reader, state_tensor: int, newest: str, dims, name: str) ->
     r.emit("Reshape", [after, r.int64(f"{name}_state_shape", (batch, filters * memory))],
            [r.next_state(state_tensor)], {})
     return after
+
+
+def _float32_ratio(a: float, b: float, c: float) -> float:
+    """a * b / c computed in float32, as TFLite Micro's SVDF Prepare computes its effective scales."""
+    return float(np.float32(np.float32(np.float32(a) * np.float32(b)) / np.float32(c)))
+
+
+def svdf_int8(r: Reader, op, inputs, outputs) -> None:
+    """SVDF on int8 as TFLite Micro computes it: the feature sums (int32) rescaled to the int16
+    state by (input * feature weights / state) scale, clamped to int16; the time products of the
+    int16 state and int16 time weights summed in int32 with the bias; rescaled to the int8 output by
+    (state * time weights / output) scale and clamped to int8 (TFLite Micro applies no fused
+    activation on int8 SVDF). Both ratios are computed in float32 as TFLite Micro does."""
+    x, y = int(inputs[0]), int(outputs[0])
+    dims = _svdf_dims(r, op, inputs)
+    batch, filters, units = dims["batch"], dims["filters"], dims["units"]
+    kinds = {"feature weights": (1, "int8"), "time weights": (2, "int16"), "activation state": (4, "int16")}
+    for what, (k, dtype) in kinds.items():
+        if r.dtype(inputs[k]) != dtype:
+            raise Unsupported(f"{what} of element type {r.dtype(inputs[k])} (int8 SVDF takes {dtype})")
+    if r.integer_dtype(y) != "int8":
+        raise Unsupported(f"an output of element type {r.dtype(y)}")
+    (x_s, x_zp), (f_s, _), (t_s, _), (s_s, s_zp), (y_s, y_zp) = (r.scale_zp(i) for i in (*inputs[:3], inputs[4], y))
+    if s_zp != 0:
+        raise Unsupported(f"an activation state with zero point {s_zp} (TFLite Micro's int8 SVDF takes 0)")
+    name = r.names[y]
+    sums = r.fresh(f"{name}_feature_sums")
+    r.emit("QFullyConnected", [r.value(x), r.value(inputs[1]), "", "", ""], [sums],
+           {"x_zero_point": x_zp, "y_scale": 1.0, "requantize": "none"})
+    feature = r.fresh(f"{name}_feature")
+    r.emit("Requantize", [sums], [feature], {"x_scale": x_s * f_s, "x_zero_point": 0, "y_scale": s_s,
+                                              "y_zero_point": 0, "dtype": "int16",
+                                              "effective_scale": _float32_ratio(x_s, f_s, s_s)})
+    newest = _reshaped(r, feature, (batch, filters, 1), f"{name}_newest")
+    state = _svdf_shifted(r, inputs[4], newest, dims, name)
+    wide = r.fresh(f"{name}_memory_int32")
+    r.emit("Cast", [state], [wide], {"to": "int32"})
+    time_weights = r.add_constant(f"{name}_time_weights", r.constant_data(inputs[2], "SVDF time weights")
+                                  .astype(np.int32))
+    weighted, per_filter = r.fresh(f"{name}_weighted"), r.fresh(f"{name}_per_filter")
+    r.emit("Mul", [wide, time_weights], [weighted], {})
+    r.emit("ReduceSum", [weighted, r.int64(f"{name}_time_axis", [2])], [per_filter], {"keepdims": 0})
+    per_unit = _reshaped(r, per_filter, (batch, units, dims["rank"]), f"{name}_per_unit")
+    summed = r.fresh(f"{name}_sum")
+    r.emit("ReduceSum", [per_unit, r.int64(f"{name}_rank_axis", [2])], [summed], {"keepdims": 0})
+    if _given(inputs, 3):
+        biased = r.fresh(f"{name}_biased")
+        r.emit("Add", [summed, r.add_constant(f"{name}_bias", r.constant_data(inputs[3], "SVDF bias")
+                                              .astype(np.int32))], [biased], {})
+        summed = biased
+    r.emit("Requantize", [summed], [name], {"x_scale": s_s * t_s, "x_zero_point": 0, "y_scale": y_s,
+                                            "y_zero_point": y_zp, "dtype": "int8",
+                                            "effective_scale": _float32_ratio(s_s, t_s, y_s)})

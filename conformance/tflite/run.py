@@ -141,7 +141,7 @@ def run_cases(names: Sequence[str], build_dir: Path, jobs: int = 2,
 
         def io(values):
             return tuple((n, graph.types[n].numpy_dtype, tuple(graph.types[n].shape)) for n in values)
-        expected[name] = (result, Signature(io(graph.inputs), io(graph.outputs)), want)
+        expected[name] = (result, Signature(io(graph.api_inputs), io(graph.api_outputs)), want)
         built.append((name, compiled.files))
     log(f"{len(names)} cases: {len(built)} compiled, {len(names) - len(built)} refused or without an oracle")
     programs, failures = build_batches(built, build_dir, jobs, BATCH_SIZE, log)
