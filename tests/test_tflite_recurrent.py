@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import emulated_core
-from tflite_recurrent_models import lstm_float, svdf_float, svdf_int8
+from tflite_recurrent_models import lstm_float, lstm_int8, svdf_float, svdf_int8
 
 ROOT = Path(__file__).resolve().parents[1]
 tflm = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
@@ -148,3 +148,16 @@ def test_svdf_int8_is_bit_exact_on_the_emulated_cortex_m4(core, tmp_path):
     (x,) = feeds(shape, 5, "int8")[:1]
     got = run_compiled(path, {graph.api_inputs[0]: x}, tmp_path / "build", graph, core)[graph.api_outputs[0]]
     np.testing.assert_array_equal(got, oracle(model, [x])[0])
+
+
+LSTM_INT8_FORMS = {"batch_major": {}, "time_major": {"time_major": True}, "cell_clip": {"cell_clip": 0.5},
+                   "cell_scale_2^-15": {"cell_scale_power": -15}, "cell_scale_2^-8": {"cell_scale_power": -8},
+                   "one_step": {"steps": 1, "batch": 1}}
+
+
+@pytest.mark.parametrize("form", sorted(LSTM_INT8_FORMS))
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_lstm_int8_is_bit_exact_with_tflite_micro_over_calls(form, seed, tmp_path):
+    model, shape = lstm_int8(seed, **LSTM_INT8_FORMS[form])
+    xs = feeds(shape, seed, "int8")
+    assert_calls_match(compiled(model, xs, tmp_path), oracle(model, xs))

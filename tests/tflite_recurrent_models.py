@@ -84,3 +84,41 @@ def svdf_int8(seed: int = 0, batch: int = 2, n_input: int = 5, filters: int = 6,
                Tensor("y", "int8", [batch, units], quant=y_q)]
     op = Op("SVDF", [0, 1, 2, 3, 4], [5], ("SVDFOptions", {"Rank": rank, "FusedActivationFunction": activation}))
     return model(tensors, [op], [0], [5]), [batch, n_input]
+
+
+def lstm_int8(seed: int = 0, batch: int = 2, steps: int = 3, n_input: int = 4, n_cell: int = 5,
+              time_major: bool = False, cell_clip: float = 0.0, cell_scale_power: int = -11
+              ) -> tuple[bytes, list[int]]:
+    """An int8 UNIDIRECTIONAL_SEQUENCE_LSTM as TFLite's converter quantizes one for TFLite Micro:
+    int8 input, weights and output state (the output shares its quantization), int32 biases at the
+    input's times the input weights' scale, int16 cell state at scale 2^cell_scale_power; returns
+    the model and its input's shape."""
+    rng = np.random.default_rng(seed)
+    tensors: list[Tensor] = []
+
+    def add(name, dtype, shape, data=None, quant=None, variable=False) -> int:
+        tensors.append(Tensor(name, dtype, list(shape), data, quant, variable=variable))
+        return len(tensors) - 1
+
+    x_q = (0.03, int(rng.integers(-10, 10)))
+    h_q = (float(rng.uniform(0.006, 0.009)), int(rng.integers(-10, 10)))
+    x_shape = [steps, batch, n_input] if time_major else [batch, steps, n_input]
+    x = add("x", "int8", x_shape, quant=x_q)
+
+    def weights(name, shape) -> tuple[int, float]:
+        scale = float(rng.uniform(0.003, 0.006))
+        return add(name, "int8", shape, rng.integers(-127, 128, shape).astype(np.int8), (scale, 0)), scale
+
+    gates = "ifco"
+    w_in = [weights(f"input_to_{g}", (n_cell, n_input)) for g in gates]
+    w_rec = [weights(f"recurrent_to_{g}", (n_cell, n_cell)) for g in gates]
+    biases = [add(f"{g}_bias", "int32", (n_cell,), rng.integers(-3000, 3000, n_cell).astype(np.int32),
+                  (x_q[0] * w_in[k][1], 0)) for k, g in enumerate(gates)]
+    h = add("output_state", "int8", (batch, n_cell), quant=h_q, variable=True)
+    c = add("cell_state", "int16", (batch, n_cell), quant=(2.0 ** cell_scale_power, 0), variable=True)
+    y_shape = [steps, batch, n_cell] if time_major else [batch, steps, n_cell]
+    y = add("y", "int8", y_shape, quant=h_q)
+    ins = [x, *(w for w, _ in w_in), *(w for w, _ in w_rec), -1, -1, -1, *biases, -1, -1, h, c, -1, -1, -1, -1]
+    opts = {"FusedActivationFunction": 4, "CellClip": cell_clip, "ProjClip": 0.0, "TimeMajor": time_major}
+    op = Op("UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [y], ("UnidirectionalSequenceLSTMOptions", opts))
+    return model(tensors, [op], [x], [y]), x_shape

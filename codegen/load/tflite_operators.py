@@ -85,7 +85,7 @@ OPERATORS: dict[str, Rule] = {
     "LOG_SOFTMAX": Rule(each(flt.log_softmax, FLOAT)),
     "L2_NORMALIZATION": Rule(each(flt.l2_normalization, FLOAT)),
     # --- recurrent layers, with state kept between invocations (tflite_recurrent.py) -------------
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": Rule({"float32": rec.lstm_float}),
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": Rule({"float32": rec.lstm_float, "int8": rec.lstm_int8}),
     "SVDF": Rule({"float32": rec.svdf_float, "int8": rec.svdf_int8}, 3),
     # --- quantization -------------------------------------------------------------------------
     "QUANTIZE": Rule(each(q.quantize, ("float32", "int8", "uint8", "int16"))),

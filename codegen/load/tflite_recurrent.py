@@ -11,9 +11,12 @@ TFLite Micro does, which runs the LSTM without CIFG, peepholes, projection or la
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tinsmith.load.tflite_reader import FLOAT_CLAMPS, Reader, Unsupported, options
+from tinsmith.ops.quantized_recurrent import SIGMOID_TABLE
 
 # UNIDIRECTIONAL_SEQUENCE_LSTM's inputs: TFLite's gate order is i, f, c, o
 LSTM_INPUT_WEIGHTS, LSTM_RECURRENT_WEIGHTS, LSTM_BIASES = (1, 2, 3, 4), (5, 6, 7, 8), (12, 13, 14, 15)
@@ -205,3 +208,158 @@ def svdf_int8(r: Reader, op, inputs, outputs) -> None:
     r.emit("Requantize", [summed], [name], {"x_scale": s_s * t_s, "x_zero_point": 0, "y_scale": y_s,
                                             "y_zero_point": y_zp, "dtype": "int8",
                                             "effective_scale": _float32_ratio(s_s, t_s, y_s)})
+
+
+# TFLite Micro's integer LSTM: gates' inputs in Q3.12, gates' outputs in Q0.15
+GATE_INPUT_SCALE, GATE_OUTPUT_SCALE = 2.0 ** -12, 2.0 ** -15
+SIGMOID_GATES = (0, 1, 3)  # i, f, o; the cell gate (2) is tanh
+
+
+def lstm_int8(r: Reader, op, inputs, outputs) -> None:
+    """UNIDIRECTIONAL_SEQUENCE_LSTM on int8 as TFLite Micro's integer kernel computes it: per gate,
+    the input's and the hidden state's fully connected sums each rescaled to int16 Q3.12 (the bias
+    in the input's), added with saturation, then its int16 sigmoid or tanh (Int16Activation); the
+    int16 cell state updated by two rescaled products added with saturation (and clipped); the int8
+    hidden state the output gate times the tanh of the cell, rescaled. The input projection of every
+    time step is one matrix product; the recurrence is unrolled over the steps."""
+    _check_lstm_form(r, inputs)
+    opts = options(op, "UnidirectionalSequenceLSTMOptions")
+    if opts.FusedActivationFunction() != TANH:
+        raise Unsupported("a fused activation other than TANH on int8 (TFLite Micro's integer kernel takes TANH)")
+    x, y = int(inputs[0]), int(outputs[0])
+    h_in, c_in = inputs[LSTM_OUTPUT_STATE], inputs[LSTM_CELL_STATE]
+    kinds = [(k, "int8") for k in (0, *LSTM_INPUT_WEIGHTS, *LSTM_RECURRENT_WEIGHTS, LSTM_OUTPUT_STATE)] + \
+        [(k, "int32") for k in LSTM_BIASES] + [(LSTM_CELL_STATE, "int16")]
+    for k, dtype in kinds:
+        if r.dtype(inputs[k]) != dtype:
+            raise Unsupported(f"input {k} of element type {r.dtype(inputs[k])} (the int8 LSTM takes {dtype} there)")
+    time_major = bool(opts.TimeMajor())
+    steps, batch, n_in = (r.shape(x) if time_major else (r.shape(x)[1], r.shape(x)[0], r.shape(x)[2]))
+    cells = r.shape(inputs[1])[0]
+    (x_s, x_zp), (h_s, h_zp), (c_s, c_zp), (y_s, y_zp) = (r.scale_zp(i) for i in (x, h_in, c_in, y))
+    power = math.log2(c_s)
+    if c_zp != 0 or power != int(power):
+        raise Unsupported(f"a cell state quantized at scale {c_s}, zero point {c_zp} (TFLite Micro takes a power "
+                          f"of two and zero point 0)")
+    if (y_s, y_zp) != (h_s, h_zp) or r.dtype(y) != "int8":
+        raise Unsupported("an output quantized unlike the output state (TFLite Micro copies one into the other)")
+    name = r.names[y]
+    w_scales = [[r.scale_zp(inputs[k])[0] for k in ks] for ks in (LSTM_INPUT_WEIGHTS, LSTM_RECURRENT_WEIGHTS)]
+    g = _IntegerLstm(r, name, batch, cells)
+    # every step's input sums at once: rows step-major [steps * batch, 4 * cells]
+    seq = r.value(x)
+    if not time_major:
+        seq = g.node("Transpose", [seq], "sequence", perm=[1, 0, 2])
+    rows = _reshaped(r, seq, (steps * batch, n_in), f"{name}_rows")
+    w_x = r.add_constant(f"{name}_input_weights", np.concatenate([r.constant_data(inputs[k], "LSTM weights")
+                                                                  for k in LSTM_INPUT_WEIGHTS]))
+    bias = r.add_constant(f"{name}_bias", np.concatenate([r.constant_data(inputs[k], "LSTM bias")
+                                                          for k in LSTM_BIASES]).astype(np.int32))
+    x_sums = g.node("QFullyConnected", [rows, w_x, bias, "", ""], "input_sums", x_zero_point=x_zp, y_scale=1.0,
+                    requantize="none")
+    x_gates = [g.rescale(g.slice(x_sums, 1, k * cells, (k + 1) * cells), x_s * w_scales[0][k], GATE_INPUT_SCALE,
+                         "int16", f"input_gate{k}") for k in range(4)]
+    w_h = r.add_constant(f"{name}_recurrent_weights", np.concatenate([r.constant_data(inputs[k], "LSTM weights")
+                                                                      for k in LSTM_RECURRENT_WEIGHTS]))
+    sigmoid = g.table()
+    clip = float(opts.CellClip())
+    h, c = r.state(h_in, "output state"), r.state(c_in, "cell state")
+    hidden = []
+    for t in range(steps):
+        h_sums = g.node("QFullyConnected", [h, w_h, "", "", ""], "recurrent_sums", x_zero_point=h_zp, y_scale=1.0,
+                        requantize="none")
+        gate = []
+        for k in range(4):
+            from_h = g.rescale(g.slice(h_sums, 1, k * cells, (k + 1) * cells), h_s * w_scales[1][k],
+                               GATE_INPUT_SCALE, "int16", f"recurrent_gate{k}")
+            from_x = g.slice(x_gates[k], 0, t * batch, (t + 1) * batch)
+            pre = g.saturating_add(from_x, from_h, GATE_INPUT_SCALE)
+            tanh = k not in SIGMOID_GATES
+            gate.append(g.node("Int16Activation", [pre, sigmoid], "gate", function="tanh" if tanh else "sigmoid",
+                               input_multiplier=0, input_left_shift=0))
+        i, f, cand, o = gate
+        kept = g.product(f, c, GATE_OUTPUT_SCALE * c_s, c_s, "int16", "kept")
+        added = g.product(i, cand, GATE_OUTPUT_SCALE * GATE_OUTPUT_SCALE, c_s, "int16", "added")
+        bound = int(min(max(clip / c_s, -32768.0), 32767.0)) if clip > 0 else None
+        c = g.saturating_add(kept, added, c_s, bound)
+        multiplier, shift = _tanh_scaling(int(power))
+        squashed = g.node("Int16Activation", [c, sigmoid], "cell_tanh", function="tanh", input_multiplier=multiplier,
+                          input_left_shift=shift)
+        h = g.product(o, squashed, GATE_OUTPUT_SCALE * GATE_OUTPUT_SCALE, h_s, "int8", "hidden", h_zp)
+        hidden.append(h)
+    g.finish(hidden, y, time_major, steps)
+    r.emit("Identity", [h], [r.next_state(h_in)], {})
+    r.emit("Identity", [c], [r.next_state(c_in)], {})
+
+
+def _tanh_scaling(power: int) -> tuple[int, int]:
+    """(input_multiplier, input_left_shift) of the cell state's tanh for a cell scale of 2^power, as
+    TFLite Micro derives them: shift 15 + power - 3, a multiplier of 3 and a right shift below 0."""
+    shift = 15 + power - 3
+    return (3, -shift) if shift < 0 else (0, shift)
+
+
+def _check_lstm_form(r: Reader, inputs) -> None:
+    """The LSTM forms TFLite Micro runs: every gate, no peephole, projection or layer normalization."""
+    missing = [k for k in (*LSTM_INPUT_WEIGHTS, *LSTM_RECURRENT_WEIGHTS, *LSTM_BIASES) if not _given(inputs, k)]
+    if missing:
+        raise Unsupported("CIFG (coupled input and forget gates) or a missing weight or bias; TFLite Micro "
+                          "runs neither")
+    extras = sorted({what for k, what in LSTM_UNSUPPORTED.items() if _given(inputs, k)})
+    if extras:
+        raise Unsupported(f"{' and '.join(extras)} tensors, which TFLite Micro does not run either")
+    if not (_given(inputs, LSTM_OUTPUT_STATE) and _given(inputs, LSTM_CELL_STATE)):
+        raise Unsupported("no output state or cell state tensor (inputs 18 and 19)")
+    if len(r.shape(inputs[0])) != 3:
+        raise Unsupported(f"an input of rank {len(r.shape(inputs[0]))} (it takes [batch, time, features])")
+
+
+class _IntegerLstm:
+    """The nodes of one integer LSTM, named after its output."""
+
+    def __init__(self, r: Reader, name: str, batch: int, cells: int):
+        self.r, self.name, self.batch, self.cells = r, name, batch, cells
+
+    def node(self, op: str, inputs, hint: str, **attrs) -> str:
+        out = self.r.fresh(f"{self.name}_{hint}")
+        self.r.emit(op, inputs, [out], attrs)
+        return out
+
+    def slice(self, value: str, axis: int, start: int, end: int) -> str:
+        r = self.r
+        return self.node("Slice", [value, r.int64(f"{self.name}_starts", [start]), r.int64(f"{self.name}_ends", [end]),
+                                   r.int64(f"{self.name}_axes", [axis])], "part")
+
+    def table(self) -> str:
+        return self.r.add_constant(f"{self.name}_sigmoid_table", np.asarray(SIGMOID_TABLE, np.int32))
+
+    def rescale(self, value: str, x_scale: float, y_scale: float, dtype: str, hint: str, y_zp: int = 0,
+                bound: int | None = None) -> str:
+        """int32 `value` (x_scale) requantized to `dtype` (y_scale, y_zp): TFLite Micro's
+        multiplier of x_scale / y_scale in double, saturated (to +-bound, where given)."""
+        limits = {"act_min": -bound, "act_max": bound} if bound is not None else {}
+        return self.node("Requantize", [value], hint, x_scale=x_scale, x_zero_point=0, y_scale=y_scale,
+                         y_zero_point=y_zp, dtype=dtype, effective_scale=x_scale / y_scale, **limits)
+
+    def widened(self, value: str) -> str:
+        return self.node("Cast", [value], "int32", to="int32")
+
+    def saturating_add(self, a: str, b: str, scale: float, bound: int | None = None) -> str:
+        """int16 a + b saturated to int16 (and to +-bound): the sum rescaled by exactly 1."""
+        total = self.node("Add", [self.widened(a), self.widened(b)], "sum")
+        return self.rescale(total, scale, scale, "int16", "saturated", bound=bound)
+
+    def product(self, a: str, b: str, ab_scale: float, y_scale: float, dtype: str, hint: str, y_zp: int = 0) -> str:
+        """a * b (int16 each) rescaled to `dtype`: TFLite Micro's elementwise Mul."""
+        return self.rescale(self.node("Mul", [self.widened(a), self.widened(b)], f"{hint}_product"), ab_scale, y_scale,
+                            dtype, hint, y_zp)
+
+    def finish(self, hidden: list[str], y: int, time_major: bool, steps: int) -> None:
+        """The output: every step's hidden state, in the input's layout."""
+        r = self.r
+        stacked = hidden[0] if steps == 1 else self.node("Concat", hidden, "steps", axis=0)
+        shaped = _reshaped(r, stacked, (steps, self.batch, self.cells), f"{self.name}_time_major")
+        if time_major:
+            r.emit("Identity", [shaped], [r.names[y]], {})
+        else:
+            r.emit("Transpose", [shaped], [r.names[y]], {"perm": [1, 0, 2]})

@@ -7,3 +7,4 @@ from tinsmith.generate.functors import pool_indices, sampling  # noqa: F401
 from tinsmith.generate.functors import quantized, quantized_softmax, quantized_windows  # noqa: F401
 from tinsmith.generate.functors import quantized_activation  # noqa: F401
 from tinsmith.generate.functors import quantized_onnx, quantized_scalar  # noqa: F401
+from tinsmith.generate.functors import quantized_recurrent  # noqa: F401
