@@ -135,14 +135,19 @@ def test_svdf_int8_is_bit_exact_with_tflite_micro_over_calls(form, seed, tmp_pat
     assert_calls_match(compiled(model, xs, tmp_path), oracle(model, xs))
 
 
+EMULATED = {"svdf": lambda: svdf_int8(5, batch=1, n_input=24, filters=16, memory=8, rank=4),
+            "lstm": lambda: lstm_int8(5, batch=1, steps=4, n_input=6, n_cell=8)}
+
+
 @pytest.mark.parametrize("core", [emulated_core("cortex-m4")])
-def test_svdf_int8_is_bit_exact_on_the_emulated_cortex_m4(core, tmp_path):
+@pytest.mark.parametrize("operator", sorted(EMULATED))
+def test_int8_recurrent_operator_is_bit_exact_on_the_emulated_cortex_m4(operator, core, tmp_path):
     """One call from the starting state, through `tinsmith`'s own emulation path (the firmware
     times a second call from the same state)."""
     from tinsmith.cli import run_compiled
     from tinsmith.pipeline import lower
-    model, shape = svdf_int8(5, batch=1, n_input=24, filters=16, memory=8, rank=4)
-    path = tmp_path / "svdf.tflite"
+    model, shape = EMULATED[operator]()
+    path = tmp_path / f"{operator}.tflite"
     path.write_bytes(model)
     graph = lower(path)
     (x,) = feeds(shape, 5, "int8")[:1]
@@ -161,3 +166,37 @@ def test_lstm_int8_is_bit_exact_with_tflite_micro_over_calls(form, seed, tmp_pat
     model, shape = lstm_int8(seed, **LSTM_INT8_FORMS[form])
     xs = feeds(shape, seed, "int8")
     assert_calls_match(compiled(model, xs, tmp_path), oracle(model, xs))
+
+
+def test_sigmoid_table_is_the_one_tflite_micro_interpolates():
+    """Each entry read again from TFLite Micro's int16 TANH at an input that lands on it exactly
+    (|scaled input| = 128 * 2i at scale 2 / 12288: no interpolation, output entry - 32768)."""
+    from tflite_writer import Op, Tensor, model
+    from tinsmith.ops.quantized_recurrent import SIGMOID_TABLE
+    xs = (128 * np.arange(255)).astype(np.int16)
+    data = model([Tensor("x", "int16", [255], quant=(2 / 12288, 0)), Tensor("y", "int16", [255], quant=(1 / 32768, 0))],
+                 [Op("TANH", [0], [1])], [0], [1])
+    interp = tflm.Interpreter.from_bytes(data)
+    interp.set_input(xs, 0)
+    interp.invoke()
+    np.testing.assert_array_equal(interp.get_output(0).astype(np.int64) + 32768, SIGMOID_TABLE[:255])
+
+
+@pytest.mark.parametrize("function", ["sigmoid", "tanh"])
+def test_int16_activation_reference_matches_tflite_micro_on_every_input(function):
+    """Int16Activation's NumPy reference (which the kernel follows step by step) for all 65536
+    inputs against TFLite Micro's int16 LOGISTIC and TANH at input scale 2^-12 (multiplier 3)."""
+    from tflite_writer import Op, Tensor, model
+    from tinsmith.ops.quantized_recurrent import SIGMOID_TABLE, reference
+    chunk = 512  # (what the interpreter's arena holds), 128 invocations
+    code = "LOGISTIC" if function == "sigmoid" else "TANH"
+    data = model([Tensor("x", "int16", [chunk], quant=(2.0 ** -12, 0)),
+                  Tensor("y", "int16", [chunk], quant=(1 / 32768, 0))], [Op(code, [0], [1])], [0], [1])
+    interp = tflm.Interpreter.from_bytes(data)
+    attrs = {"function": function, "input_multiplier": 0, "input_left_shift": 0}
+    for start in range(-32768, 32768, chunk):
+        xs = np.arange(start, start + chunk).astype(np.int16)
+        interp.set_input(xs, 0)
+        interp.invoke()
+        (got,) = reference([xs, np.asarray(SIGMOID_TABLE, np.int32)], attrs)
+        np.testing.assert_array_equal(got, interp.get_output(0), err_msg=f"inputs from {start}")
