@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import emulated_core
-from tflite_recurrent_models import lstm_float, lstm_int8, svdf_float, svdf_int8
+from tflite_recurrent_models import accumulator, lstm_float, lstm_int8, svdf_float, svdf_int8
 
 ROOT = Path(__file__).resolve().parents[1]
 tflm = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
@@ -98,40 +98,33 @@ def assert_calls_match(got, want):
             np.testing.assert_array_equal(g, w, err_msg=f"call {k + 1} of {len(want)}")
 
 
-LSTM_FORMS = {"batch_major": {}, "time_major": {"time_major": True}, "cell_clip": {"cell_clip": 0.4},
-              "no_activation": {"activation": 0}, "one_step": {"steps": 1, "batch": 1}}
+# operator -> (model maker, element type, seeds, forms: name -> the maker's arguments)
+FORMS = {
+    "lstm_float32": (lstm_float, "float32", (0, 1), {
+        "batch_major": {}, "time_major": {"time_major": True}, "cell_clip": {"cell_clip": 0.4},
+        "no_activation": {"activation": 0}, "one_step": {"steps": 1, "batch": 1}}),
+    # (no form without a bias: TFLite Micro's float SVDF kernel crashes on one)
+    "svdf_float32": (svdf_float, "float32", (0, 1), {
+        "rank_2_relu": {}, "rank_1_no_activation": {"rank": 1, "activation": 0}, "memory_1": {"memory": 1},
+        "relu6": {"activation": 3, "batch": 1}}),
+    "svdf_int8": (svdf_int8, "int8", (0, 1, 2), {
+        "rank_2": {}, "rank_1": {"rank": 1, "activation": 0}, "memory_1": {"memory": 1},
+        "wide": {"batch": 1, "n_input": 24, "filters": 16, "memory": 8, "rank": 4}}),
+    "lstm_int8": (lstm_int8, "int8", (0, 1, 2), {
+        "batch_major": {}, "time_major": {"time_major": True}, "cell_clip": {"cell_clip": 0.5},
+        "cell_scale_2^-15": {"cell_scale_power": -15}, "cell_scale_2^-8": {"cell_scale_power": -8},
+        "one_step": {"steps": 1, "batch": 1}}),
+}
+CASES = [pytest.param(op, form, seed, id=f"{op}-{form}-{seed}")
+         for op, (_, _, seeds, forms) in FORMS.items() for form in forms for seed in seeds]
 
 
-@pytest.mark.parametrize("form", sorted(LSTM_FORMS))
-@pytest.mark.parametrize("seed", [0, 1])
-def test_lstm_float_matches_tflite_micro_over_calls(form, seed, tmp_path):
-    model, shape = lstm_float(seed, **LSTM_FORMS[form])
-    xs = feeds(shape, seed)
-    assert_calls_match(compiled(model, xs, tmp_path), oracle(model, xs))
-
-
-# (no form without a bias: TFLite Micro's float SVDF kernel crashes on one)
-SVDF_FORMS = {"rank_2_relu": {}, "rank_1_no_activation": {"rank": 1, "activation": 0},
-              "memory_1": {"memory": 1}, "relu6": {"activation": 3, "batch": 1}}
-
-
-@pytest.mark.parametrize("form", sorted(SVDF_FORMS))
-@pytest.mark.parametrize("seed", [0, 1])
-def test_svdf_float_matches_tflite_micro_over_calls(form, seed, tmp_path):
-    model, shape = svdf_float(seed, **SVDF_FORMS[form])
-    xs = feeds(shape, seed)
-    assert_calls_match(compiled(model, xs, tmp_path), oracle(model, xs))
-
-
-SVDF_INT8_FORMS = {"rank_2": {}, "rank_1": {"rank": 1, "activation": 0}, "memory_1": {"memory": 1},
-                   "wide": {"batch": 1, "n_input": 24, "filters": 16, "memory": 8, "rank": 4}}
-
-
-@pytest.mark.parametrize("form", sorted(SVDF_INT8_FORMS))
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_svdf_int8_is_bit_exact_with_tflite_micro_over_calls(form, seed, tmp_path):
-    model, shape = svdf_int8(seed, **SVDF_INT8_FORMS[form])
-    xs = feeds(shape, seed, "int8")
+@pytest.mark.parametrize("operator, form, seed", CASES)
+def test_operator_matches_tflite_micro_over_calls(operator, form, seed, tmp_path):
+    """float32 within 1e-5 relative, int8 bit-exact, on every one of CALLS calls in a row."""
+    make, dtype, _, forms = FORMS[operator]
+    model, shape = make(seed, **forms[form])
+    xs = feeds(shape, seed, dtype)
     assert_calls_match(compiled(model, xs, tmp_path), oracle(model, xs))
 
 
@@ -153,19 +146,6 @@ def test_int8_recurrent_operator_is_bit_exact_on_the_emulated_cortex_m4(operator
     (x,) = feeds(shape, 5, "int8")[:1]
     got = run_compiled(path, {graph.api_inputs[0]: x}, tmp_path / "build", graph, core)[graph.api_outputs[0]]
     np.testing.assert_array_equal(got, oracle(model, [x])[0])
-
-
-LSTM_INT8_FORMS = {"batch_major": {}, "time_major": {"time_major": True}, "cell_clip": {"cell_clip": 0.5},
-                   "cell_scale_2^-15": {"cell_scale_power": -15}, "cell_scale_2^-8": {"cell_scale_power": -8},
-                   "one_step": {"steps": 1, "batch": 1}}
-
-
-@pytest.mark.parametrize("form", sorted(LSTM_INT8_FORMS))
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_lstm_int8_is_bit_exact_with_tflite_micro_over_calls(form, seed, tmp_path):
-    model, shape = lstm_int8(seed, **LSTM_INT8_FORMS[form])
-    xs = feeds(shape, seed, "int8")
-    assert_calls_match(compiled(model, xs, tmp_path), oracle(model, xs))
 
 
 def test_sigmoid_table_is_the_one_tflite_micro_interpolates():
@@ -200,3 +180,49 @@ def test_int16_activation_reference_matches_tflite_micro_on_every_input(function
         interp.invoke()
         (got,) = reference([xs, np.asarray(SIGMOID_TABLE, np.int32)], attrs)
         np.testing.assert_array_equal(got, interp.get_output(0), err_msg=f"inputs from {start}")
+
+
+@pytest.mark.parametrize("initial, decay", [(0.0, 0.5), (1.5, -0.25)])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_resource_variables_keep_their_value_between_calls(initial, decay, seed, tmp_path):
+    """CALL_ONCE's init subgraph (run at build time) sets the variable's start; READ_VARIABLE and
+    ASSIGN_VARIABLE carry it from call to call as the interpreter does."""
+    model = accumulator(initial, (2, 3), decay)
+    xs = feeds((2, 3), seed)
+    assert_calls_match(compiled(model, xs, tmp_path), oracle(model, xs))
+
+
+def _import_error(model: bytes, tmp_path: Path) -> str:
+    from tinsmith.errors import GraphError
+    from tinsmith.load.tflite_model import read_tflite
+    path = tmp_path / "model.tflite"
+    path.write_bytes(model)
+    with pytest.raises(GraphError) as caught:
+        read_tflite(path)
+    return caught.value.message
+
+
+def test_a_variable_starting_from_different_values_is_refused_by_name(tmp_path):
+    from tflite_writer import Op, Tensor, model
+    init = ([Tensor("h", "resource", []), Tensor("start", "float32", [2], np.float32([0, 1]))],
+            [Op("VAR_HANDLE", [], [0], ("VarHandleOptions", {"SharedName": "v"})), Op("ASSIGN_VARIABLE", [0, 1], [])],
+            [], [])
+    tensors = [Tensor("x", "float32", [2]), Tensor("h", "resource", []), Tensor("v", "float32", [2]),
+               Tensor("y", "float32", [2])]
+    ops = [Op("CALL_ONCE", [], [], ("CallOnceOptions", {"InitSubgraphIndex": 1})),
+           Op("VAR_HANDLE", [], [1], ("VarHandleOptions", {"SharedName": "v"})), Op("READ_VARIABLE", [1], [2]),
+           Op("ADD", [0, 2], [3]), Op("ASSIGN_VARIABLE", [1, 3], [])]
+    message = _import_error(model(tensors, ops, [0], [3], subgraphs=[init]), tmp_path)
+    assert message == ("unsupported TFLite operator: operator 2 (READ_VARIABLE): variable 'v' starts with different "
+                       "values in different elements (Tinsmith starts a kept value from one value)")
+
+
+def test_an_init_subgraph_that_computes_is_refused_by_name(tmp_path):
+    from tflite_writer import Op, Tensor, model
+    init = ([Tensor("a", "float32", [2], np.float32([0, 1])), Tensor("b", "float32", [2])],
+            [Op("RELU", [0], [1])], [], [])
+    ops = [Op("CALL_ONCE", [], [], ("CallOnceOptions", {"InitSubgraphIndex": 1})), Op("RELU", [0], [1])]
+    message = _import_error(model([Tensor("x", "float32", [2]), Tensor("y", "float32", [2])], ops, [0], [1],
+                                  subgraphs=[init]), tmp_path)
+    assert message == ("unsupported TFLite operator: operator 0 (CALL_ONCE): an init subgraph that computes "
+                       "(RELU, operator 0 of subgraph 1); Tinsmith runs one that assigns constants to variables")

@@ -122,3 +122,23 @@ def lstm_int8(seed: int = 0, batch: int = 2, steps: int = 3, n_input: int = 4, n
     opts = {"FusedActivationFunction": 4, "CellClip": cell_clip, "ProjClip": 0.0, "TimeMajor": time_major}
     op = Op("UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [y], ("UnidirectionalSequenceLSTMOptions", opts))
     return model(tensors, [op], [x], [y]), x_shape
+
+
+def accumulator(initial: float = 0.0, shape=(2, 3), decay: float = 0.5, dtype: str = "float32") -> bytes:
+    """A stateful model with resource variables, as TensorFlow's converter writes one for TFLite
+    Micro: subgraph 1 (run once through CALL_ONCE) assigns `initial` to variable 'acc'; each
+    invocation of subgraph 0 reads it, computes y = x + decay * acc, and assigns y back."""
+    init_tensors = [Tensor("acc_handle", "resource", []),
+                    Tensor("acc_initial", dtype, list(shape), np.full(shape, initial, dtype))]
+    init_ops = [Op("VAR_HANDLE", [], [0], ("VarHandleOptions", {"SharedName": "acc"})),
+                Op("ASSIGN_VARIABLE", [0, 1], [])]
+    tensors = [Tensor("x", dtype, list(shape)), Tensor("acc_handle", "resource", []),
+               Tensor("acc", dtype, list(shape)), Tensor("decay", dtype, [], np.asarray(decay, dtype)),
+               Tensor("decayed", dtype, list(shape)), Tensor("y", dtype, list(shape))]
+    ops = [Op("CALL_ONCE", [], [], ("CallOnceOptions", {"InitSubgraphIndex": 1})),
+           Op("VAR_HANDLE", [], [1], ("VarHandleOptions", {"SharedName": "acc"})),
+           Op("READ_VARIABLE", [1], [2]),
+           Op("MUL", [2, 3], [4]),
+           Op("ADD", [0, 4], [5]),
+           Op("ASSIGN_VARIABLE", [1, 5], [])]
+    return model(tensors, ops, [0], [5], subgraphs=[(init_tensors, init_ops, [], [])])

@@ -42,20 +42,10 @@ def _float_constant(r: Reader, i: int, what: str) -> np.ndarray:
 def lstm_float(r: Reader, op, inputs, outputs) -> None:
     """UNIDIRECTIONAL_SEQUENCE_LSTM on float32: one ONNX LSTM node (layout 1 for batch-major data)
     whose initial and final states are the variable tensors'."""
-    missing = [k for k in (*LSTM_INPUT_WEIGHTS, *LSTM_RECURRENT_WEIGHTS, *LSTM_BIASES) if not _given(inputs, k)]
-    if missing:
-        raise Unsupported("CIFG (coupled input and forget gates) or a missing weight or bias; TFLite Micro "
-                          "runs neither")
-    extras = sorted({what for k, what in LSTM_UNSUPPORTED.items() if _given(inputs, k)})
-    if extras:
-        raise Unsupported(f"{' and '.join(extras)} tensors, which TFLite Micro does not run either")
-    if not (_given(inputs, LSTM_OUTPUT_STATE) and _given(inputs, LSTM_CELL_STATE)):
-        raise Unsupported("no output state or cell state tensor (inputs 18 and 19)")
+    _check_lstm_form(r, inputs)
     opts = options(op, "UnidirectionalSequenceLSTMOptions")
     x, y = int(inputs[0]), int(outputs[0])
     time_major = bool(opts.TimeMajor())
-    if len(r.shape(x)) != 3:
-        raise Unsupported(f"an input of rank {len(r.shape(x))} (it takes [batch, time, features])")
     w_in = [_float_constant(r, inputs[k], "input weights") for k in LSTM_INPUT_WEIGHTS]
     w_rec = [_float_constant(r, inputs[k], "recurrent weights") for k in LSTM_RECURRENT_WEIGHTS]
     bias = [_float_constant(r, inputs[k], "gate bias") for k in LSTM_BIASES]

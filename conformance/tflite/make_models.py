@@ -19,7 +19,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
-from tflite_recurrent_models import lstm_float, svdf_float  # noqa: E402
+from tflite_recurrent_models import accumulator, lstm_float, lstm_int8, svdf_float, svdf_int8  # noqa: E402
 from tflite_writer import Op, Tensor, model  # noqa: E402  (the tests' writer, found through sys.path)
 
 MODELS = Path(__file__).resolve().parent / "models"
@@ -560,13 +560,14 @@ def _requant(c: Case):
     c.op("QUANTIZE", [x], [c.output("y", "int8", (2, 9), quant=(0.11, -17))])
 
 
-def _recurrent(make, seed: int, shape_name: str = "x", **form):
+def _recurrent(make, seed: int, dtype: str = "float32", **form):
     """A recurrent operator's model from tests/tflite_recurrent_models.py (one invocation from its
-    zeroed state; tests/test_tflite_recurrent.py checks several in a row)."""
+    starting state; tests/test_tflite_recurrent.py checks several in a row)."""
     def build(c: Case):
         data, shape = make(seed, **form)
         c.raw = data
-        c.feeds[shape_name] = c.rng.uniform(-2.0, 2.0, shape).astype(np.float32)
+        c.feeds["x"] = (c.rng.integers(-128, 128, shape).astype(np.int8) if dtype == "int8"
+                        else c.rng.uniform(-2.0, 2.0, shape).astype(np.float32))
     return build
 
 
@@ -575,6 +576,12 @@ CASES["unidirectional_sequence_lstm_time_major_clip_float32"] = _recurrent(lstm_
                                                                            cell_clip=0.4)
 CASES["svdf_float32"] = _recurrent(svdf_float, 0)
 CASES["svdf_rank1_float32"] = _recurrent(svdf_float, 1, rank=1, activation=0)
+CASES["call_once_variables_float32"] = _recurrent(lambda seed: (accumulator(1.0, (2, 3), 0.5), [2, 3]), 0)
+CASES["svdf_int8"] = _recurrent(svdf_int8, 0, "int8")
+CASES["svdf_rank4_int8"] = _recurrent(svdf_int8, 1, "int8", batch=1, n_input=24, filters=16, memory=8, rank=4)
+CASES["unidirectional_sequence_lstm_int8"] = _recurrent(lstm_int8, 0, "int8")
+CASES["unidirectional_sequence_lstm_time_major_clip_int8"] = _recurrent(lstm_int8, 1, "int8", time_major=True,
+                                                                        cell_clip=0.5)
 
 
 def write_all(folder: Path = MODELS, select: str | None = None) -> list[str]:

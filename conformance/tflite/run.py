@@ -69,7 +69,9 @@ def _describe(path: Path) -> tuple[str, str]:
              for c in (model.OperatorCodes(graph.Operators(k).OpcodeIndex()) for k in range(graph.OperatorsLength()))]
     k = max((i for i, n in enumerate(names) if n not in ("SHAPE", "QUANTIZE")), default=0)
     rule = OPERATORS.get(names[k])
-    tensor = graph.Tensors(int(graph.Operators(k).InputsAsNumpy()[rule.typed_by if rule else 0]))
+    # (an operator no element type decides, ASSIGN_VARIABLE: its last input, the value it moves)
+    typed_by = (rule.typed_by if rule.typed_by is not None else -1) if rule else 0
+    tensor = graph.Tensors(int(graph.Operators(k).InputsAsNumpy()[typed_by]))
     return names[k], TENSOR_TYPES.get(tensor.Type(), str(tensor.Type()))
 
 
