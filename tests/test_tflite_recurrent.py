@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import emulated_core
-from tflite_recurrent_models import accumulator, lstm_float, lstm_int8, svdf_float, svdf_int8
+from tflite_recurrent_models import accumulator, branch, counted_loop, lstm_float, lstm_int8, svdf_float, svdf_int8
 
 ROOT = Path(__file__).resolve().parents[1]
 tflm = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
@@ -226,3 +226,36 @@ def test_an_init_subgraph_that_computes_is_refused_by_name(tmp_path):
                                   subgraphs=[init]), tmp_path)
     assert message == ("unsupported TFLite operator: operator 0 (CALL_ONCE): an init subgraph that computes "
                        "(RELU, operator 0 of subgraph 1); Tinsmith runs one that assigns constants to variables")
+
+
+def _run_once(model: bytes, feeds: dict[str, np.ndarray], tmp_path: Path) -> np.ndarray:
+    """The model compiled for the host and run once through `tinsmith`'s runner."""
+    from tinsmith.cli import run_compiled
+    from tinsmith.pipeline import lower
+    path = tmp_path / "model.tflite"
+    path.write_bytes(model)
+    graph = lower(path)
+    return run_compiled(path, feeds, tmp_path / "build", graph)[graph.api_outputs[0]]
+
+
+def _interpret(model: bytes, feeds: list[np.ndarray]) -> np.ndarray:
+    interp = tflm.Interpreter.from_bytes(model)
+    for k, x in enumerate(feeds):
+        interp.set_input(x, k)
+    interp.invoke()
+    return np.array(interp.get_output(0))
+
+
+@pytest.mark.parametrize("take", [True, False])
+def test_if_on_a_run_time_condition_matches_tflite_micro(take, tmp_path):
+    """Both branches computed, the condition selects (the branches have no other effects)."""
+    x = np.random.default_rng(3).uniform(-2, 2, (2, 3)).astype(np.float32)
+    got = _run_once(branch(), {"take": np.array(take), "x": x}, tmp_path)
+    np.testing.assert_allclose(got, _interpret(branch(), [np.array(take), x]), rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("trips", [0, 1, 4])
+def test_while_with_a_counted_condition_is_unrolled_and_matches_tflite_micro(trips, tmp_path):
+    x = np.random.default_rng(trips).uniform(-2, 2, (2, 3)).astype(np.float32)
+    got = _run_once(counted_loop(trips), {"x": x}, tmp_path)
+    np.testing.assert_allclose(got, _interpret(counted_loop(trips), [x]), rtol=RTOL, atol=ATOL)

@@ -142,3 +142,32 @@ def accumulator(initial: float = 0.0, shape=(2, 3), decay: float = 0.5, dtype: s
            Op("ADD", [0, 4], [5]),
            Op("ASSIGN_VARIABLE", [1, 5], [])]
     return model(tensors, ops, [0], [5], subgraphs=[(init_tensors, init_ops, [], [])])
+
+
+def branch(shape=(2, 3)) -> bytes:
+    """IF on a run-time condition (input 'take'): subgraph 1 computes relu(x) * 2, subgraph 2 x - 1."""
+    then = ([Tensor("x", "float32", list(shape)), Tensor("r", "float32", list(shape)),
+             Tensor("two", "float32", [], np.float32(2.0)), Tensor("y", "float32", list(shape))],
+            [Op("RELU", [0], [1]), Op("MUL", [1, 2], [3])], [0], [3])
+    other = ([Tensor("x", "float32", list(shape)), Tensor("one", "float32", [], np.float32(1.0)),
+              Tensor("y", "float32", list(shape))], [Op("SUB", [0, 1], [2])], [0], [2])
+    tensors = [Tensor("take", "bool", []), Tensor("x", "float32", list(shape)), Tensor("y", "float32", list(shape))]
+    ops = [Op("IF", [0, 1], [2], ("IfOptions", {"ThenSubgraphIndex": 1, "ElseSubgraphIndex": 2}))]
+    return model(tensors, ops, [0, 1], [2], subgraphs=[then, other])
+
+
+def counted_loop(trips: int = 3, shape=(2, 3)) -> bytes:
+    """WHILE i < trips: x = x * 0.5 + 1, i = i + 1; the counter starts at a constant 0, so the trip
+    count is known when the model is built."""
+    cond = ([Tensor("i", "int32", []), Tensor("x", "float32", list(shape)),
+             Tensor("limit", "int32", [], np.int32(trips)), Tensor("go", "bool", [])],
+            [Op("LESS", [0, 2], [3])], [0, 1], [3])
+    body = ([Tensor("i", "int32", []), Tensor("x", "float32", list(shape)), Tensor("one", "int32", [], np.int32(1)),
+             Tensor("half", "float32", [], np.float32(0.5)), Tensor("unit", "float32", [], np.float32(1.0)),
+             Tensor("next_i", "int32", []), Tensor("halved", "float32", list(shape)),
+             Tensor("next_x", "float32", list(shape))],
+            [Op("ADD", [0, 2], [5]), Op("MUL", [1, 3], [6]), Op("ADD", [6, 4], [7])], [0, 1], [5, 7])
+    tensors = [Tensor("x", "float32", list(shape)), Tensor("start", "int32", [], np.int32(0)),
+               Tensor("count", "int32", []), Tensor("y", "float32", list(shape))]
+    ops = [Op("WHILE", [1, 0], [2, 3], ("WhileOptions", {"CondSubgraphIndex": 1, "BodySubgraphIndex": 2}))]
+    return model(tensors, ops, [0], [3], subgraphs=[cond, body])

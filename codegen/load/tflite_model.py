@@ -102,7 +102,7 @@ def _operands(r: Reader, k: int, name: str, op, need: int, need_outputs: int = 1
     return inputs, outputs
 
 
-def _operator_names(r: Reader, model, graph) -> list[str]:
+def operator_names(r: Reader, model, graph) -> list[str]:
     """Each operator's builtin name, or CUSTOM:code for a custom operator."""
     from tflite.utils import opcode2name
     names = []
@@ -141,7 +141,8 @@ def _refuse_unknown_operators(r: Reader, names: list[str]) -> None:
                      more=tuple(parts[1:]))
 
 
-def _names(r: Reader, graph) -> list[str]:
+def names_of_tensors(r: Reader, graph) -> list[str]:
+    """Give every tensor of `graph` its identifier (r.names); returns their original names."""
     originals = [r.original(i) for i in range(graph.TensorsLength())]
     # the converter names a fused tensor after every op it absorbed ("a/Relu;a/BiasAdd;..."): the
     # first is enough for an identifier
@@ -153,7 +154,7 @@ def _names(r: Reader, graph) -> list[str]:
     return originals
 
 
-def _convert(r: Reader, k: int, name: str, op) -> str | None:
+def convert_operator(r: Reader, k: int, name: str, op) -> str | None:
     """Convert operator k; returns why it cannot be (an unsupported form), or None."""
     rule = OPERATORS[name]
     need = rule.min_inputs if rule.typed_by is None else max(rule.min_inputs, rule.typed_by + 1)
@@ -203,10 +204,10 @@ def _kept_values(r: Reader) -> list:
 
 def _read_graph(path: Path, where: str, model, graph) -> TfliteModel:
     r = Reader(path, where, model, graph)
-    originals = _names(r, graph)
-    names = _operator_names(r, model, graph)
+    originals = names_of_tensors(r, graph)
+    names = operator_names(r, model, graph)
     _refuse_unknown_operators(r, names)
-    forms = [problem for k, name in enumerate(names) if (problem := _convert(r, k, name, graph.Operators(k)))]
+    forms = [problem for k, name in enumerate(names) if (problem := convert_operator(r, k, name, graph.Operators(k)))]
     if forms:
         raise GraphError(r.loc, f"unsupported TFLite operator{'s' * (len(forms) > 1)}: {forms[0]}",
                          more=tuple(forms[1:]))

@@ -10,6 +10,7 @@ from tinsmith.load import tflite_float as flt
 from tinsmith.load import tflite_quantized as q
 from tinsmith.load import tflite_recurrent as rec
 from tinsmith.load import tflite_variables as var
+from tinsmith.load import tflite_control as ctl
 from tinsmith.load import tflite_tensor_ops as t
 
 Converter = Callable  # (reader, operator, input tensor indices, output tensor indices) -> None
@@ -98,6 +99,9 @@ OPERATORS: dict[str, Rule] = {
     "VAR_HANDLE": Rule({ANY: var.var_handle}, 0, None),
     "READ_VARIABLE": Rule({ANY: var.read_variable}, 1, None),
     "ASSIGN_VARIABLE": Rule({ANY: var.assign_variable}, 2, None, 0),
+    # --- control flow: subgraphs expanded when the graph is built (tflite_control.py) ---------------
+    "IF": Rule({ANY: ctl.if_}, 1, None),
+    "WHILE": Rule({ANY: ctl.while_}, 1, None),
     # --- quantization -------------------------------------------------------------------------
     "QUANTIZE": Rule(each(q.quantize, ("float32", "int8", "uint8", "int16"))),
     "DEQUANTIZE": Rule(each(q.dequantize, ("int8", "uint8", "int16"))),
