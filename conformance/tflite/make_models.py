@@ -19,7 +19,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
-from tflite_recurrent_models import accumulator, lstm_float, lstm_int8, svdf_float, svdf_int8  # noqa: E402
+from tflite_recurrent_models import (accumulator, branch, counted_loop, lstm_float, lstm_int8,  # noqa: E402
+                                     svdf_float, svdf_int8)
 from tflite_writer import Op, Tensor, model  # noqa: E402  (the tests' writer, found through sys.path)
 
 MODELS = Path(__file__).resolve().parent / "models"
@@ -576,6 +577,19 @@ CASES["unidirectional_sequence_lstm_time_major_clip_float32"] = _recurrent(lstm_
                                                                            cell_clip=0.4)
 CASES["svdf_float32"] = _recurrent(svdf_float, 0)
 CASES["svdf_rank1_float32"] = _recurrent(svdf_float, 1, rank=1, activation=0)
+def _control(data: bytes, condition: bool | None):
+    """A model with IF or WHILE subgraphs (tests/tflite_recurrent_models.py) and its seeded inputs."""
+    def build(c: Case):
+        c.raw = data
+        if condition is not None:
+            c.feeds["take"] = np.array(condition)
+        c.feeds["x"] = c.rng.uniform(-2.0, 2.0, (2, 3)).astype(np.float32)
+    return build
+
+
+CASES["if_then_float32"] = _control(branch(), True)
+CASES["if_else_float32"] = _control(branch(), False)
+CASES["while_counted_float32"] = _control(counted_loop(3), None)
 CASES["call_once_variables_float32"] = _recurrent(lambda seed: (accumulator(1.0, (2, 3), 0.5), [2, 3]), 0)
 CASES["svdf_int8"] = _recurrent(svdf_int8, 0, "int8")
 CASES["svdf_rank4_int8"] = _recurrent(svdf_int8, 1, "int8", batch=1, n_input=24, filters=16, memory=8, rank=4)
