@@ -8,6 +8,9 @@ code keeps in static storage of its own.
 The float32 LSTM is the ONNX LSTM builder (codegen/builders/recurrent.py) with TFLite's weights
 reordered at import (gates i, f, c, o become ONNX's i, o, f, c) and its cell clip; it computes as
 TFLite Micro does, which runs the LSTM without CIFG, peepholes, projection or layer normalization.
+The int8 forms follow TFLite Micro's integer kernels step by step on the quantized primitives
+(QFullyConnected's int32 sums, Requantize with TFLite Micro's effective scales, int32 arithmetic,
+Int16Activation's int16 sigmoid and tanh): bit-exact.
 """
 from __future__ import annotations
 
