@@ -56,12 +56,14 @@ int main(int, char** argv) {{
 C_TYPES = {"float32": "float", "int8": "int8_t", "int16": "int16_t"}
 
 
-def compiled(model: bytes, feeds: list[np.ndarray], tmp_path: Path, target: str = "host") -> list[np.ndarray]:
-    """The model compiled (with -Wall -Wextra -Werror) and called once per feed, in a row."""
+def compiled(model: bytes | Path, feeds: list[np.ndarray], tmp_path: Path) -> list[np.ndarray]:
+    """The model (a .tflite's bytes, or a graph file) compiled for the host (with -Wall -Wextra
+    -Werror) and called once per feed, in a row."""
     from tinsmith.pipeline import compile_graph
-    path = tmp_path / "model.tflite"
-    path.write_bytes(model)
-    c = compile_graph(path, target=target)
+    path = model if isinstance(model, Path) else tmp_path / "model.tflite"
+    if not isinstance(model, Path):
+        path.write_bytes(model)
+    c = compile_graph(path, target="host")
     for name, text in c.files.items():
         (tmp_path / name).write_text(text)
     report = json.loads(c.files[f"{c.graph.name}.plan.json"])
@@ -259,3 +261,36 @@ def test_while_with_a_counted_condition_is_unrolled_and_matches_tflite_micro(tri
     x = np.random.default_rng(trips).uniform(-2, 2, (2, 3)).astype(np.float32)
     got = _run_once(counted_loop(trips), {"x": x}, tmp_path)
     np.testing.assert_allclose(got, _interpret(counted_loop(trips), [x]), rtol=RTOL, atol=ATOL)
+
+
+KEPT_SUM = """graph: running_sum
+inputs:
+  x: {dtype: float32, shape: [3]}
+  total: {dtype: float32, shape: [3]}
+outputs: [y, total_next]
+states:
+  total: {next: total_next, fill: 1.5}
+nodes:
+  - {op: Add, inputs: [x, total], outputs: [y]}
+  - {op: Identity, inputs: [y], outputs: [total_next]}
+"""
+
+
+def test_a_graph_file_declares_kept_values_under_states(tmp_path):
+    """`states:` in a graph file (what `import` writes for a stateful .tflite): the running sum of
+    the calls' inputs, from 1.5, against NumPy."""
+    path = tmp_path / "running_sum.yaml"
+    path.write_text(KEPT_SUM)
+    xs = feeds((3,), 4)
+    np.testing.assert_allclose(np.stack(compiled(path, xs, tmp_path)), 1.5 + np.cumsum(xs, axis=0), rtol=RTOL)
+
+
+def test_a_state_that_is_no_input_is_a_located_error(tmp_path):
+    from tinsmith.errors import GraphError
+    from tinsmith.load.graph_file import load_graph_spec
+    path = tmp_path / "bad.yaml"
+    path.write_text(KEPT_SUM.replace("  total: {next", "  totl: {next"))
+    with pytest.raises(GraphError) as caught:
+        load_graph_spec(path)
+    assert str(caught.value.loc).endswith("bad.yaml:7:3")
+    assert caught.value.message == "state 'totl' is not a graph input"
