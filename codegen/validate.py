@@ -122,6 +122,9 @@ class OnnxReference:
         return np.asarray(values, np.float64)
 
 
+NO_DATA_TYPES = (13, 14)  # TFLite's resource and variant tensors (a resource variable's handle)
+
+
 class TfliteReference:
     """A .tflite file run by the TFLite Micro interpreter; with `intermediates`, every tensor
     (the interpreter preserves them all). Quantized tensors are compared in real units."""
@@ -143,8 +146,8 @@ class TfliteReference:
                 zp = q.ZeroPointAsNumpy()
                 self.quant[self.names[i]] = (float(q.ScaleAsNumpy()[0]), int(zp[0]) if isinstance(zp, np.ndarray) else 0)
             buf = model.Buffers(t.Buffer())
-            if buf is not None and buf.DataLength():
-                constant.add(i)
+            if (buf is not None and buf.DataLength()) or t.Type() in NO_DATA_TYPES:
+                constant.add(i)  # (and handles that hold no data: the interpreter cannot show them)
         self.inputs = [self.names[int(i)] for i in graph.InputsAsNumpy()]
         self.outputs = [self.names[int(i)] for i in graph.OutputsAsNumpy()]
         self.computed = [i for i in range(len(self.names)) if i not in constant
