@@ -95,12 +95,12 @@ def _read_inputs(graph, path: Path, aliases: dict[str, str] | None = None) -> di
             arrays = {(aliases or {}).get(k, k): archive[k] for k in archive.files}
     except (OSError, ValueError) as e:
         raise TinsmithError(None, f"cannot read inputs from {path}: {e}") from None
-    missing = [n for n in graph.inputs if n not in arrays]
+    missing = [n for n in graph.api_inputs if n not in arrays]
     if missing:
         raise TinsmithError(None, f"{path} lacks input{'s' * (len(missing) > 1)} {', '.join(missing)}",
-                            f"its arrays must be named after the graph inputs: {', '.join(graph.inputs)}")
+                            f"its arrays must be named after the graph inputs: {', '.join(graph.api_inputs)}")
     result = {}
-    for name in graph.inputs:
+    for name in graph.api_inputs:
         t = graph.types[name]
         a = arrays[name]
         if tuple(a.shape) != t.shape:
@@ -137,12 +137,12 @@ def _quantize_hint(t) -> str | None:
 def _input_bytes(graph, inputs: dict[str, np.ndarray]) -> bytes:
     """Inputs as the runners read them: raw little-endian data in declaration order."""
     return b"".join(np.ascontiguousarray(inputs[n], dtype=graph.types[n].numpy_dtype)
-                    .astype(graph.types[n].numpy_dtype.newbyteorder("<")).tobytes() for n in graph.inputs)
+                    .astype(graph.types[n].numpy_dtype.newbyteorder("<")).tobytes() for n in graph.api_inputs)
 
 
 def _output_arrays(graph, data: bytes) -> dict[str, np.ndarray]:
     outputs, offset = {}, 0
-    for name in graph.outputs:
+    for name in graph.api_outputs:
         t = graph.types[name]
         outputs[name] = np.frombuffer(data, dtype=t.numpy_dtype.newbyteorder("<"), count=t.size,
                                       offset=offset).reshape(t.shape).astype(t.numpy_dtype)
@@ -183,7 +183,7 @@ def seeded_inputs(graph, seed: int = 0) -> dict[str, np.ndarray]:
             info = np.iinfo(t.numpy_dtype)
             return rng.integers(info.min, info.max, t.shape, endpoint=True).astype(t.numpy_dtype)
         return rng.standard_normal(t.shape).astype(t.numpy_dtype)
-    return {n: draw(graph.types[n]) for n in graph.inputs}
+    return {n: draw(graph.types[n]) for n in graph.api_inputs}
 
 
 def cmd_generate(args) -> int:
@@ -354,7 +354,7 @@ def _check_outputs(args, graph, inputs) -> int:
     want = evaluate(graph, inputs)
     lengths = summation_lengths(graph)
     failed = []
-    for name in graph.outputs:
+    for name in graph.api_outputs:
         g, w = got[name].astype(np.float64), want[name].astype(np.float64)
         diff = np.abs(g - w)
         ok, ratio = within_tolerance(got[name], want[name], lengths[name], args.rtol, args.atol)

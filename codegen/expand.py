@@ -456,4 +456,4 @@ def expand_graph(spec: GraphSpec) -> Graph:
     used = {v for n in builder.nodes for v in n.inputs}
     constants = {k: c for k, c in builder.constants.items() if k in used}
     return Graph(spec.name, tuple(v.name for v in spec.inputs), tuple(v.name for v in spec.outputs),
-                 dict(builder.types), constants, tuple(builder.nodes), spec.path)
+                 dict(builder.types), constants, tuple(builder.nodes), spec.path, tuple(spec.states))

@@ -4,6 +4,7 @@ An elementwise or broadcast consumer is computed inside the kernel of the value 
 producer's loop) and that value is never stored, when:
 - the value is an intermediate read by that consumer alone, of the consumer's output shape (the
   consumer does not broadcast it);
+- the consumer's kernel is one store per element (not registered `inlined=False`);
 - the producer's kernel is a functor registered with `epilogue=True` (its stores say where they
   write, and it never reads its outputs back), or is itself a fused chain whose head is;
 - every other input of the consumer is ready before the producer's kernel runs: a constant, a
@@ -51,7 +52,10 @@ def fuse(graph: Graph, sched: Schedule, backend: Backend, caps: Capabilities = P
         consumer = graph.nodes[readers_v[0]]
         if (PRIMITIVES[consumer.op].pattern not in FUSABLE or len(consumer.outputs) != 1
                 or graph.types[consumer.outputs[0]].shape != graph.types[v].shape
-                or consumer.name in head_of or backend.lookup(consumer.op) is None):
+                or consumer.name in head_of):
+            continue
+        found = backend.lookup(consumer.op, kernel_args(graph, consumer, caps), consumer.attrs)
+        if found is None or not found[1].inlined:
             continue
         ready = all(not u or u == v or u not in producer_node
                     or cluster_of[head_of.get(producer_node[u].name, producer_node[u].name)] < cluster_of[head]

@@ -44,7 +44,8 @@ class LayerResult:
 def probe_graph_file(graph: Graph, path: Path) -> Path:
     """Write `graph` as a graph file at `path` whose outputs are the graph's outputs and then every
     value a node computes, in node order; returns the path. The file's own locations stand in
-    for the original's (it is read back only by the build)."""
+    for the original's (it is read back only by the build). Its states (ir.State) are plain inputs
+    and outputs there, so that their next values show: run it on with_starting_states."""
     here = SourceLoc(str(path), 1, 1)
     exposed = list(graph.outputs) + [v for n in graph.nodes for v in n.outputs
                                      if v and v not in graph.outputs and v not in graph.inputs]
@@ -88,12 +89,20 @@ def check_layers(graph: Graph, values: Mapping[str, np.ndarray], rtol: float, at
     return results
 
 
+def with_starting_states(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """`inputs` and each state's value when the first call starts: what the probe of a graph with
+    states takes (one call from the starting state)."""
+    return {**{s.read: np.full(graph.types[s.read].shape, s.fill, graph.types[s.read].numpy_dtype)
+               for s in graph.states}, **inputs}
+
+
 def run_per_layer(graph: Graph, inputs: Mapping[str, np.ndarray], build_dir: Path,
                   run: Callable[[Path, Mapping[str, np.ndarray], Path], Mapping[str, np.ndarray]],
                   rtol: float, atol: float) -> list[LayerResult]:
     """Write the probe of `graph` under `build_dir`, build and run it with `run(graph file,
     inputs, build folder)` (which returns the outputs by name), and check every node."""
     probe_path = probe_graph_file(graph, build_dir / "probe" / f"{graph.name}.yaml")
+    inputs = with_starting_states(graph, inputs)
     values = dict(run(probe_path, inputs, build_dir))
     missing = [v for n in graph.nodes for v in n.outputs if v and v not in values]
     assert not missing, f"the probe build lost values {missing}"  # the probe exposes every one

@@ -122,6 +122,9 @@ class OnnxReference:
         return np.asarray(values, np.float64)
 
 
+NO_DATA_TYPES = (13, 14)  # TFLite's resource and variant tensors (a resource variable's handle)
+
+
 class TfliteReference:
     """A .tflite file run by the TFLite Micro interpreter; with `intermediates`, every tensor
     (the interpreter preserves them all). Quantized tensors are compared in real units."""
@@ -143,27 +146,31 @@ class TfliteReference:
                 zp = q.ZeroPointAsNumpy()
                 self.quant[self.names[i]] = (float(q.ScaleAsNumpy()[0]), int(zp[0]) if isinstance(zp, np.ndarray) else 0)
             buf = model.Buffers(t.Buffer())
-            if buf is not None and buf.DataLength():
-                constant.add(i)
+            if (buf is not None and buf.DataLength()) or t.Type() in NO_DATA_TYPES:
+                constant.add(i)  # (and handles that hold no data: the interpreter cannot show them)
         self.inputs = [self.names[int(i)] for i in graph.InputsAsNumpy()]
         self.outputs = [self.names[int(i)] for i in graph.OutputsAsNumpy()]
         self.computed = [i for i in range(len(self.names)) if i not in constant
                          and self.names[i] not in self.inputs and self.names.count(self.names[i]) == 1]
         config = tflm.InterpreterConfig.kPreserveAllTensors if intermediates else tflm.InterpreterConfig.kAllocationRecording
-        self.interpreter = tflm.Interpreter.from_file(str(path), intrepreter_config=config)
+        # a new interpreter per sample: each starts from the model's starting state (its variables,
+        # CALL_ONCE's init subgraph), as each compiled run does; reset() would zero them instead
+        self.interpreter = lambda: tflm.Interpreter.from_file(str(path), intrepreter_config=config)
+        self.interpreter()  # (a model it cannot run fails here, before any sample)
         self.intermediates = intermediates
 
     def step(self, name: str) -> float:
         return self.quant.get(name, (0.0, 0))[0]
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        interpreter = self.interpreter()
         for k, name in enumerate(self.inputs):
-            self.interpreter.set_input(np.asarray(feeds[name]), k)
-        self.interpreter.invoke()
-        result = {name: np.array(self.interpreter.get_output(k)) for k, name in enumerate(self.outputs)}
+            interpreter.set_input(np.asarray(feeds[name]), k)
+        interpreter.invoke()
+        result = {name: np.array(interpreter.get_output(k)) for k, name in enumerate(self.outputs)}
         if self.intermediates:
             for i in self.computed:
-                result.setdefault(self.names[i], np.array(self.interpreter.GetTensor(i, 0)["tensor_data"]))
+                result.setdefault(self.names[i], np.array(interpreter.GetTensor(i, 0)["tensor_data"]))
         return result
 
     def real(self, name: str, values: np.ndarray) -> np.ndarray:
@@ -196,11 +203,11 @@ def read_samples(graph, path: Path, aliases: Mapping[str, str]) -> list[dict[str
         raise ValidateError(None, f"cannot read samples from {path}",
                             "give a folder of .npy/.npz files or one .npz (a batch, or one sample)")
     arrays = _arrays(path, aliases)
-    first = graph.types[graph.inputs[0]]
-    batched = graph.inputs[0] in arrays and arrays[graph.inputs[0]].ndim == len(first.shape) + 1
+    first = graph.types[graph.api_inputs[0]]
+    batched = graph.api_inputs[0] in arrays and arrays[graph.api_inputs[0]].ndim == len(first.shape) + 1
     if not batched:
         return [_sample(graph, path, aliases)]
-    count = arrays[graph.inputs[0]].shape[0]
+    count = arrays[graph.api_inputs[0]].shape[0]
     return [_shaped(graph, {n: a[k] for n, a in arrays.items()}, f"{path} row {k}") for k in range(count)]
 
 
@@ -217,19 +224,19 @@ def _arrays(path: Path, aliases: Mapping[str, str]) -> dict[str, np.ndarray]:
 def _sample(graph, path: Path, aliases: Mapping[str, str]) -> dict[str, np.ndarray]:
     arrays = _arrays(path, aliases)
     if "" in arrays:
-        if len(graph.inputs) != 1:
+        if len(graph.api_inputs) != 1:
             raise ValidateError(None, f"{path}: an .npy file holds one array, the model has "
-                                f"{len(graph.inputs)} inputs", "give one .npz per sample")
-        arrays = {graph.inputs[0]: arrays[""]}
+                                f"{len(graph.api_inputs)} inputs", "give one .npz per sample")
+        arrays = {graph.api_inputs[0]: arrays[""]}
     return _shaped(graph, arrays, str(path))
 
 
 def _shaped(graph, arrays: Mapping[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
-    missing = [n for n in graph.inputs if n not in arrays]
+    missing = [n for n in graph.api_inputs if n not in arrays]
     if missing:
         raise ValidateError(None, f"{where} lacks input{'s' * (len(missing) > 1)} {', '.join(missing)}")
     sample = {}
-    for name in graph.inputs:
+    for name in graph.api_inputs:
         t, a = graph.types[name], arrays[name]
         if tuple(a.shape) != t.shape:
             raise ValidateError(None, f"input '{name}' in {where} has shape {list(a.shape)}, the model "
@@ -271,16 +278,17 @@ def validate(model: Path, reference: Path, graph, samples: Sequence[Mapping[str,
     `model` (`run(graph file, inputs, build folder)`); `names` maps the graph's identifiers to the
     original tensor names they came from."""
     runtime = reference_runtime(reference, per_layer)
-    original = {ident: names.get(ident, ident) for ident in graph.inputs}
+    original = {ident: names.get(ident, ident) for ident in graph.api_inputs}
     want, got = [], []
     if per_layer:
-        from tinsmith.per_layer import probe_graph_file
+        from tinsmith.per_layer import probe_graph_file, with_starting_states
         compiled_path = probe_graph_file(graph, build_dir / "validate" / f"{graph.name}.yaml")
     else:
         compiled_path = model
     for sample in samples:
         want.append(runtime.run({original[k]: v for k, v in sample.items()}))
-        got.append(run(compiled_path, sample, build_dir / "validate" if per_layer else build_dir))
+        got.append(run(compiled_path, with_starting_states(graph, sample), build_dir / "validate") if per_layer
+                   else run(compiled_path, sample, build_dir))
 
     producer = {v: f"{node.name} ({node.op})" for node in graph.nodes for v in node.outputs if v}
 
@@ -295,9 +303,9 @@ def validate(model: Path, reference: Path, graph, samples: Sequence[Mapping[str,
                                   runtime.step(name), rtol, min_cosine, top1))
         return tuple(result)
 
-    outputs = compare(graph.outputs, True)
-    if len(outputs) != len(graph.outputs):
-        raise ValidateError(None, f"the outputs of {model} ({', '.join(graph.outputs)}) are not all outputs of "
+    outputs = compare(graph.api_outputs, True)
+    if len(outputs) != len(graph.api_outputs):
+        raise ValidateError(None, f"the outputs of {model} ({', '.join(graph.api_outputs)}) are not all outputs of "
                             f"{reference}", "give the original model the compiled one was made from")
     layers = compare([v for node in graph.nodes for v in node.outputs if v and v not in graph.outputs], False) \
         if per_layer else ()

@@ -190,7 +190,7 @@ CASES = [
     Bad('unknown_op_no_match.yaml', '6:9', "unknown op 'Frobnicate' in node 'frobnicate_y'",
         'run `python -m tinsmith ops` to list the supported ops'),
     Bad('unknown_top_key.yaml', '5:1', "unknown key 'node' in the graph",
-        'allowed keys: graph, version, inputs, outputs, constants, nodes'),
+        'allowed keys: graph, version, inputs, outputs, states, constants, nodes'),
     Bad('unknown_value.yaml', '7:17', "unknown value 'z' (input of node 'add_y')",
         'inputs must be graph inputs, constants or node outputs'),
     Bad('value_bool.yaml', '6:14',

@@ -124,9 +124,10 @@ def test_other_custom_operator_is_named(tmp_path):
 
 def test_unknown_builtins_are_listed_with_their_indices(tmp_path):
     tensors = [Tensor("x", "float32", [1, 4]), Tensor("y", "float32", [1, 4])]
-    ops = [Op("SVDF", [0], [1]), Op("RELU", [1], [1]), Op("SVDF", [1], [1]), Op("LSH_PROJECTION", [1], [1])]
+    ops = [Op("HASHTABLE_LOOKUP", [0], [1]), Op("RELU", [1], [1]), Op("HASHTABLE_LOOKUP", [1], [1]),
+           Op("LSH_PROJECTION", [1], [1])]
     e = _error(tmp_path, model(tensors, ops, [0], [1]))
-    assert e.message == "unsupported TFLite operators: LSH_PROJECTION (operator 3), SVDF (operators 0, 2)"
+    assert e.message == "unsupported TFLite operators: HASHTABLE_LOOKUP (operators 0, 2), LSH_PROJECTION (operator 3)"
     assert "supported builtin operators: ABS, ADD," in e.hint
 
 

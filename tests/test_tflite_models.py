@@ -84,7 +84,7 @@ def test_unsupported_operators_are_listed_at_once(tmp_path, tinsmith_cmd):
     from tflite.utils import opcode2name
     data = bytearray(model_path("kws_dscnn").read_bytes())
     model = tflite.Model.GetRootAsModel(data, 0)
-    replace = {"MEAN": tflite.BuiltinOperator.SVDF, "SOFTMAX": tflite.BuiltinOperator.LSH_PROJECTION}
+    replace = {"MEAN": tflite.BuiltinOperator.HASHTABLE_LOOKUP, "SOFTMAX": tflite.BuiltinOperator.LSH_PROJECTION}
     for i in range(model.OperatorCodesLength()):
         code = model.OperatorCodes(i)
         name = opcode2name(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()))
@@ -94,7 +94,8 @@ def test_unsupported_operators_are_listed_at_once(tmp_path, tinsmith_cmd):
     bad.write_bytes(bytes(data))
     proc = tinsmith_cmd("show", str(bad), cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
-    assert re.search(r"error: unsupported TFLite operators: LSH_PROJECTION \(operator \d+\), SVDF \(operator \d+\)$",
+    assert re.search(r"error: unsupported TFLite operators: HASHTABLE_LOOKUP \(operator \d+\), LSH_PROJECTION "
+                     r"\(operator \d+\)$",
                      proc.stderr, re.MULTILINE), proc.stderr
 
 

@@ -16,7 +16,7 @@ from flatbuffers import flexbuffers
 import numpy as np
 
 TYPES = {"float32": 0, "int32": 2, "uint8": 3, "int64": 4, "bool": 6, "int16": 7, "int8": 9, "float16": 1,
-         "uint64": 12, "uint32": 15, "uint16": 16}
+         "uint64": 12, "resource": 13, "uint32": 15, "uint16": 16}
 
 
 def _schema(name: str):
@@ -34,6 +34,7 @@ class Tensor:
     data: np.ndarray | None = None
     quant: tuple | None = None
     axis: int = 0  # the quantized dimension of per-channel scales
+    variable: bool = False  # a variable tensor (state that persists between invocations)
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,8 @@ def _tensor(b: flatbuffers.Builder, t: Tensor, buffer: int) -> int:
         T.AddName(b, name)
     if quant is not None:
         T.AddQuantization(b, quant)
+    if t.variable:
+        T.AddIsVariable(b, True)
     return T.End(b)
 
 
@@ -101,6 +104,7 @@ def _options(b: flatbuffers.Builder, options: tuple[str, Mapping]) -> tuple[int,
     M = _schema(cls_name)
     vectors = {k: b.CreateNumpyVector(np.asarray(v, np.int32)) for k, v in fields.items()
                if isinstance(v, (list, tuple, np.ndarray))}
+    vectors.update({k: b.CreateString(v) for k, v in fields.items() if isinstance(v, str)})
     M.Start(b)
     for k, v in fields.items():
         getattr(M, f"Add{k}")(b, vectors.get(k, v))
@@ -139,16 +143,16 @@ def _opcode(b: flatbuffers.Builder, code: int, custom: str | None) -> int:
     return C.End(b)
 
 
-def model(tensors: Sequence[Tensor], ops: Sequence[Op], inputs: Sequence[int], outputs: Sequence[int]) -> bytes:
-    """A model of one subgraph; buffer 0 is the empty one TFLite reserves."""
-    b = flatbuffers.Builder(1024)
-    B = _schema("Buffer")
-    buffers, data_buffers = [], {}
-    for i, t in enumerate(tensors):
+def _subgraph(b: flatbuffers.Builder, tensors, ops, inputs, outputs, kinds: list, data: list[Tensor]) -> int:
+    """One subgraph; its constant tensors' data joins `data` (buffer k + 1 holds data[k])."""
+    tensor_offsets = []
+    for t in tensors:
         if t.data is not None:
-            data_buffers[i] = len(data_buffers) + 1
-    tensor_offsets = [_tensor(b, t, data_buffers.get(i, 0)) for i, t in enumerate(tensors)]
-    kinds = list(dict.fromkeys((builtin_code(op.code), op.custom) for op in ops))
+            data.append(t)
+        tensor_offsets.append(_tensor(b, t, len(data) if t.data is not None else 0))
+    for op in ops:
+        if (builtin_code(op.code), op.custom) not in kinds:
+            kinds.append((builtin_code(op.code), op.custom))
     op_offsets = [_operator(b, op, kinds.index((builtin_code(op.code), op.custom))) for op in ops]
     S = _schema("SubGraph")
     tensors_off, ops_off = _vector(b, tensor_offsets), _vector(b, op_offsets)
@@ -158,9 +162,20 @@ def model(tensors: Sequence[Tensor], ops: Sequence[Op], inputs: Sequence[int], o
     S.AddInputs(b, g_in)
     S.AddOutputs(b, g_out)
     S.AddOperators(b, ops_off)
-    graph = S.End(b)
+    return S.End(b)
+
+
+def model(tensors: Sequence[Tensor], ops: Sequence[Op], inputs: Sequence[int], outputs: Sequence[int],
+          subgraphs: Sequence[tuple] = ()) -> bytes:
+    """A model whose first subgraph is (tensors, ops, inputs, outputs) and whose further subgraphs
+    (the bodies of CALL_ONCE, IF, WHILE) are `subgraphs`, each such a tuple; buffer 0 is the empty
+    one TFLite reserves."""
+    b = flatbuffers.Builder(1024)
+    B = _schema("Buffer")
+    buffers, data, kinds = [], [], []
+    graphs = [_subgraph(b, *g, kinds, data) for g in [(tensors, ops, inputs, outputs), *subgraphs]]
     codes = [_opcode(b, code, custom) for code, custom in kinds]
-    for t in [None] + [tensors[i] for i in data_buffers]:
+    for t in [None] + data:
         raw = _bytes(b, np.ascontiguousarray(t.data, np.dtype(t.dtype).newbyteorder("<")).tobytes()) \
             if t is not None else None
         B.Start(b)
@@ -168,7 +183,7 @@ def model(tensors: Sequence[Tensor], ops: Sequence[Op], inputs: Sequence[int], o
             B.AddData(b, raw)
         buffers.append(B.End(b))
     M = _schema("Model")
-    codes_off, graphs, buffers_off = _vector(b, codes), _vector(b, [graph]), _vector(b, buffers)
+    codes_off, graphs, buffers_off = _vector(b, codes), _vector(b, graphs), _vector(b, buffers)
     M.Start(b)
     M.AddVersion(b, 3)
     M.AddOperatorCodes(b, codes_off)

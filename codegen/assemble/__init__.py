@@ -20,6 +20,21 @@ def _io(model: GeneratedModel, names) -> list[dict]:
              "bytes": model.graph.types[n].nbytes} for n in names]
 
 
+def _states(model: GeneratedModel) -> list[dict]:
+    """The values kept between calls (see ir.State), each with the C++ type of its storage."""
+    g = model.graph
+    return [{"read": s.read, "write": s.write, "ctype": g.types[s.read].cpp_type, "dtype": g.types[s.read].dtype,
+             "shape": list(g.types[s.read].shape), "size": g.types[s.read].size, "bytes": g.types[s.read].nbytes,
+             "fill": s.fill, "fill_literal": _fill_literal(g.types[s.read].dtype, s.fill)} for s in g.states]
+
+
+def _fill_literal(dtype: str, fill: float) -> str:
+    """A state's starting value as a C++ expression of its element type."""
+    if dtype in ("float32", "float64"):
+        return repr(float(fill)) + ("f" if dtype == "float32" else "")
+    return str(int(fill))
+
+
 def _values(model: GeneratedModel) -> list[dict]:
     """Type and size of every value a kernel reads or writes, constants aside, in order of first use."""
     g = model.graph
@@ -90,8 +105,10 @@ def report(model: GeneratedModel) -> dict:
     return {
         "graph": g.name,
         "source": g.source,
-        "inputs": strip(_io(model, g.inputs)),
-        "outputs": strip(_io(model, g.outputs)),
+        "inputs": strip(_io(model, g.api_inputs)),
+        "outputs": strip(_io(model, g.api_outputs)),
+        # values kept between calls in the library's static storage, outside the workspace (ir.State)
+        "states": [{k: s[k] for k in ("read", "write", "dtype", "shape", "bytes", "fill")} for s in _states(model)],
         "ram": {"workspace_bytes": plan.workspace_bytes,
                 "workspace_lower_bound_bytes": plan.lower_bound_bytes, "workspace_planner": plan.planner,
                 # every kernel's inputs and outputs apart: what planning below the operator boundary saves on
@@ -99,7 +116,9 @@ def report(model: GeneratedModel) -> dict:
                 "in_place_variants": dict(plan.variants),
                 # convolutions run row by row in one kernel: rings, and what it recomputes (tinsmith.planners.rows)
                 "row_pipelines": pipeline_report(g, model.schedule),
-                "io_bytes": sum(g.types[n].nbytes for n in g.inputs + g.outputs)},
+                "io_bytes": sum(g.types[n].nbytes for n in g.api_inputs + g.api_outputs),
+                # a state's value and its next value, in static storage (see ir.State)
+                "state_bytes": 2 * sum(g.types[s.read].nbytes for s in g.states)},
         "flash": {"constant_bytes": constant_bytes},
         "macs": sum(k.macs for k in model.kernels),
         "params": sum(params.values()),
@@ -143,14 +162,17 @@ def assemble(model: GeneratedModel, constants_section: str | None = None) -> dic
     that linker section for builds that define TINSMITH_PLACE_SECTIONS."""
     _check_names(model)
     g = model.graph
-    inputs, outputs = _io(model, g.inputs), _io(model, g.outputs)
+    inputs, outputs = _io(model, g.api_inputs), _io(model, g.api_outputs)
+    states = _states(model)
+    stored = {s[k]: f"state::{s[k]}" for s in states for k in ("read", "write")}
+    every_input, every_output = _io(model, g.inputs), _io(model, g.outputs)
     cpp_params = ", ".join([f"const Input_{v['name']}& {v['name']}" for v in inputs] +
                            [f"Output_{v['name']}& {v['name']}" for v in outputs] + ["Workspace& ws"])
     c_params = ", ".join([f"const {g.types[v['name']].c_type}* {v['name']}" for v in inputs] +
                          [f"{g.types[v['name']].c_type}* {v['name']}" for v in outputs] + ["void* ws"])
-    run_params = ", ".join([f"const {v['ctype']}* {v['name']}" for v in inputs] +
-                           [f"{v['ctype']}* {v['name']}" for v in outputs] + ["unsigned char* ws"])
-    names = [v["name"] for v in inputs + outputs]
+    run_params = ", ".join([f"const {v['ctype']}* {v['name']}" for v in every_input] +
+                           [f"{v['ctype']}* {v['name']}" for v in every_output] + ["unsigned char* ws"])
+    names = [v["name"] for v in every_input + every_output]
     context = {
         "name": g.name, "NAME": g.name.upper(), "source": g.source,
         "inputs": inputs, "outputs": outputs,
@@ -159,7 +181,7 @@ def assemble(model: GeneratedModel, constants_section: str | None = None) -> dic
         "uses_bool": any(v["dtype"] == "bool" for v in inputs + outputs),
         # inputs no kernel reads (EyeLike, Dropout's ratio, a value only Shape looks at) and outputs
         # no kernel writes (zero-size tensors): run() voids them
-        "unused_inputs": [v["name"] for v in inputs + outputs
+        "unused_inputs": [v["name"] for v in every_input + every_output
                           if not any(a == v["name"] for k in model.kernels for a in k.call_args)],
         "workspace_bytes": model.plan.workspace_bytes,
         "constants": model.constants, "kernels": model.kernels, "prelude": model.prelude,
@@ -170,8 +192,10 @@ def assemble(model: GeneratedModel, constants_section: str | None = None) -> dic
         # a whole-word match: value names such as 'three_rows' contain "ws" too
         "ws_used": any(_WS.search(a) for k in model.kernels for a in k.call_args),
         "cpp_params": cpp_params, "c_params": c_params, "run_params": run_params,
-        "run_args_cpp": ", ".join([f"{n}.data" for n in names] + ["ws.bytes"]),
-        "run_args_c": ", ".join(names + ["static_cast<unsigned char*>(ws)"]),
+        "run_args_cpp": ", ".join([stored.get(n, f"{n}.data") for n in names] + ["ws.bytes"]),
+        "run_args_c": ", ".join([f"{g.name}::{stored[n]}" if n in stored else n for n in names] +
+                                ["static_cast<unsigned char*>(ws)"]),
+        "states": states,
         "runner_args": ", ".join([f"in_{v['name']}" for v in inputs] +
                                  [f"out_{v['name']}" for v in outputs] + ["tinsmith_workspace"]),
         "constants_section": ld_section_name(constants_section) if constants_section else None,

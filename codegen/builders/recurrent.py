@@ -285,10 +285,12 @@ def gru(g, inputs, attrs):
 
 
 @builder("LSTM", inputs=(3, 8), outputs=3,
-         attrs=_common_attrs(("Sigmoid", "Tanh", "Tanh")) + [Attr("input_forget", "int", 0)])
+         attrs=_common_attrs(("Sigmoid", "Tanh", "Tanh")) + [Attr("input_forget", "int", 0),
+                                                              Attr("cell_clip", "float", None)])
 def lstm(g, inputs, attrs):
     """ONNX LSTM: i, f = f(... + P * C), c = g(...), C = f * C + i * c, o = f(... + Po * C),
-    H = o * h(C)."""
+    H = o * h(C). `cell_clip` (not an ONNX attribute: TFLite's) clips C to [-cell_clip, cell_clip]
+    after each update, where ONNX's `clip` clips the gates' inputs."""
     if attrs["input_forget"]:
         raise OpError("LSTM with input_forget (coupled input and forget gates) is not supported",
                       attr="input_forget")
@@ -316,6 +318,9 @@ def lstm(g, inputs, attrs):
             f = acts[d][0](g, layer.clipped(gf))
             cand = acts[d][1](g, layer.clipped(gc))
             new_c = g.add("Add", [g.add("Mul", [f, c])[0], g.add("Mul", [i, cand])[0]])[0]
+            if attrs["cell_clip"]:
+                bound = attrs["cell_clip"]
+                new_c = g.add("Clip", [new_c, g.scalar(-bound), g.scalar(bound)])[0]
             if peep is not None:
                 go = g.add("Add", [go, g.add("Mul", [peep[1], new_c])[0]])[0]
             o = acts[d][0](g, layer.clipped(go))

@@ -205,6 +205,9 @@ class Registration:
     types: ElementTypes = ANY_TYPES
     layout: str = "any"
     priority: int = 0
+    # False for an elementwise kernel whose loop body is more than one store (locals first, as a
+    # fixed-point requantization's): fusion cannot compute it in its producer's loop
+    inlined: bool = True
 
     def applies(self, args: KernelArgs | None, attrs: Mapping[str, Any] | None) -> bool:
         """Whether this kernel takes a node with these arguments (None: no node in view)."""
@@ -252,7 +255,8 @@ class Backend:
 
     def register(self, *ops: str, family: str = "elementwise", types: ElementTypes = ANY_TYPES,
                  layout: str = "any", priority: int = 0, epilogue: bool = False,
-                 scratch: ScratchRule | None = None, when=None, pack=None) -> Callable[[Functor], Functor]:
+                 scratch: ScratchRule | None = None, when=None, pack=None, inlined: bool = True
+                 ) -> Callable[[Functor], Functor]:
         """Decorator: add the function to the table for each of `ops`, ahead of the earlier rows of
         its priority (a user's kernel for a builtin wins); one of the same priority and element types
         as an earlier one replaces it."""
@@ -263,7 +267,7 @@ class Backend:
 
         def add(fn: Functor) -> Functor:
             for op in ops:
-                row = Registration(fn, epilogue, scratch, when, pack, family, types, layout, priority)
+                row = Registration(fn, epilogue, scratch, when, pack, family, types, layout, priority, inlined)
                 kept = [r for r in self.traits.get(op, []) if (r.priority, r.types) != (priority, types)]
                 self.traits[op] = sorted([row] + kept, key=lambda r: -r.priority)  # stable: the newest first
                 self.functors[op] = fn

@@ -169,6 +169,19 @@ class Node:
 
 
 @dataclass(frozen=True)
+class State:
+    """A value that persists between calls (TFLite's variable tensors: an LSTM's cell state, an SVDF's
+    activation state). Inside the compiler it is graph input `read` (its value when a call starts) and
+    graph output `write` (its value for the next call); the generated code keeps both in static
+    storage of its own, copies `write` to `read` when a call ends, fills `read` with `fill` at
+    init_ws() and reset_state(), and leaves both out of the API."""
+
+    read: str
+    write: str
+    fill: float = 0.0
+
+
+@dataclass(frozen=True)
 class Graph:
     """A typed graph of primitives, nodes in a valid topological order."""
 
@@ -179,6 +192,19 @@ class Graph:
     constants: Mapping[str, Constant] = field(hash=False, compare=False)
     nodes: tuple[Node, ...]
     source: str = ""
+    states: tuple[State, ...] = ()
+
+    @property
+    def api_inputs(self) -> tuple[str, ...]:
+        """The inputs the caller passes: the graph inputs that are not a state's value."""
+        hidden = {s.read for s in self.states}
+        return tuple(v for v in self.inputs if v not in hidden)
+
+    @property
+    def api_outputs(self) -> tuple[str, ...]:
+        """The outputs the caller receives: the graph outputs that are not a state's next value."""
+        hidden = {s.write for s in self.states}
+        return tuple(v for v in self.outputs if v not in hidden)
 
     def producers(self) -> dict[str, int]:
         """Map each node-produced value to the index of its producing node."""

@@ -18,7 +18,8 @@ from tinsmith.load.constants import LoaderError, load_constant, referenced_files
 from tinsmith.load.identifiers import identifier_hint, identifier_problem
 from tinsmith.load.located_yaml import LocatedDict, LocatedList, read_yaml
 
-TOP_LEVEL_KEYS = ("graph", "version", "inputs", "outputs", "constants", "nodes")
+TOP_LEVEL_KEYS = ("graph", "version", "inputs", "outputs", "states", "constants", "nodes")
+STATE_KEYS = ("next", "fill")
 NODE_KEYS = ("op", "name", "inputs", "outputs", "attrs")
 SUPPORTED_DTYPES = tuple(DTYPES)  # element types a graph input may have
 QUANT_KEYS = ("scale", "zero_point", "axis")
@@ -65,6 +66,7 @@ class GraphSpec:
     constants: tuple[Constant, ...]
     nodes: tuple[NodeSpec, ...]
     name_loc: SourceLoc
+    states: tuple = ()  # ir.State: values kept between calls (a TFLite model's variable tensors)
 
 
 def display_path(path: Path) -> str:
@@ -240,6 +242,35 @@ def _outputs(doc: LocatedDict) -> tuple[ValueSpec, ...]:
     return specs
 
 
+def _states(doc: LocatedDict, inputs, outputs) -> tuple:
+    """`states:` (values kept between calls, see ir.State): each an input, mapped to the output that
+    holds its value for the next call and, optionally, the value it starts from (`fill`, 0)."""
+    from tinsmith.ir import State
+    if doc.get("states") is None:
+        return ()
+    states = _expect(doc["states"], LocatedDict, doc.at("states"), "'states'",
+                     "map each kept input to the output holding its next value, e.g. h: {next: h_next}")
+    input_names, output_names = {v.name for v in inputs}, {v.name for v in outputs}
+    result, nexts = [], set()
+    for name, spec in states.items():
+        loc = states.key_locs[name]
+        spec = _expect(spec, LocatedDict, states.value_locs[name], f"state '{name}'", "write e.g. {next: h_next}")
+        _unknown_key(spec, STATE_KEYS, f"state '{name}'")
+        if name not in input_names:
+            raise GraphError(loc, f"state '{name}' is not a graph input", "declare it under 'inputs' with its type")
+        after = spec.get("next")
+        if after not in output_names or after in nexts:
+            raise GraphError(spec.at("next") if "next" in spec else loc,
+                             f"state '{name}' needs 'next': a graph output no other state names",
+                             "list the value that holds its next value under 'outputs'")
+        fill = spec.get("fill", 0)
+        if isinstance(fill, bool) or not isinstance(fill, (int, float)):
+            raise GraphError(spec.at("fill"), f"state '{name}' starts from {fill!r}, not a number")
+        nexts.add(after)
+        result.append(State(name, after, fill))
+    return tuple(result)
+
+
 def _constants(doc: LocatedDict, base: Path) -> tuple[Constant, ...]:
     if doc.get("constants") is None:
         return ()
@@ -351,7 +382,8 @@ def load_graph_spec(path: str | Path) -> GraphSpec:
                         "write the nodes as a list, each item starting with '- op: ...'")
     check_node_count(len(raw_nodes), doc.at("nodes"))
     nodes = tuple(_node(raw, raw_nodes.at(i)) for i, raw in enumerate(raw_nodes))
-    return GraphSpec(name, shown, inputs, outputs, _constants(doc, path.parent), nodes, doc.at("graph"))
+    return GraphSpec(name, shown, inputs, outputs, _constants(doc, path.parent), nodes, doc.at("graph"),
+                     _states(doc, inputs, outputs))
 
 
 def graph_name(path: str | Path) -> str:

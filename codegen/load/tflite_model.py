@@ -19,10 +19,10 @@ import numpy as np
 
 from tinsmith.errors import GraphError, SourceLoc
 from tinsmith.files import irregular_file
-from tinsmith.ir import TensorType
+from tinsmith.ir import Constant, State, TensorType
 from tinsmith.load.graph_file import GraphSpec, ValueSpec, display_path
 from tinsmith.load.onnx_model import graph_name_of, unique_names
-from tinsmith.load.tflite_operators import CUSTOM_OPERATORS, OPERATORS, custom_operator_problem
+from tinsmith.load.tflite_operators import ANY, CUSTOM_OPERATORS, OPERATORS, custom_operator_problem
 from tinsmith.load.tflite_reader import Reader, Unsupported, tflite_schema
 
 TFLITE_SUFFIXES = (".tflite",)
@@ -88,18 +88,21 @@ def _indices(vector) -> list[int]:
     return [int(i) for i in vector] if isinstance(vector, np.ndarray) else []
 
 
-def _operands(r: Reader, k: int, name: str, op, need: int) -> tuple[list[int], list[int]]:
+_OUTPUTS = {0: "no output", 1: "one output"}
+
+
+def _operands(r: Reader, k: int, name: str, op, need: int, need_outputs: int = 1) -> tuple[list[int], list[int]]:
     """Operator k's input and output tensor indices, each checked against the model."""
     inputs, outputs = _indices(op.InputsAsNumpy()), _indices(op.OutputsAsNumpy())
-    if len(inputs) < need or not outputs or any(i < 0 for i in inputs[:need]):
+    if len(inputs) < need or len(outputs) < need_outputs or any(i < 0 for i in inputs[:need]):
         raise GraphError(r.loc, f"operator {k} ({name}) has {len(inputs)} inputs and {len(outputs)} outputs; it "
-                         f"needs at least {need} inputs and one output")
+                         f"needs at least {need} inputs and {_OUTPUTS.get(need_outputs, f'{need_outputs} outputs')}")
     for i in [i for i in inputs if i != -1] + outputs:
         r.tensor(i)
     return inputs, outputs
 
 
-def _operator_names(r: Reader, model, graph) -> list[str]:
+def operator_names(r: Reader, model, graph) -> list[str]:
     """Each operator's builtin name, or CUSTOM:code for a custom operator."""
     from tflite.utils import opcode2name
     names = []
@@ -138,7 +141,8 @@ def _refuse_unknown_operators(r: Reader, names: list[str]) -> None:
                      more=tuple(parts[1:]))
 
 
-def _names(r: Reader, graph) -> list[str]:
+def names_of_tensors(r: Reader, graph) -> list[str]:
+    """Give every tensor of `graph` its identifier (r.names); returns their original names."""
     originals = [r.original(i) for i in range(graph.TensorsLength())]
     # the converter names a fused tensor after every op it absorbed ("a/Relu;a/BiasAdd;..."): the
     # first is enough for an identifier
@@ -150,11 +154,12 @@ def _names(r: Reader, graph) -> list[str]:
     return originals
 
 
-def _convert(r: Reader, k: int, name: str, op) -> str | None:
+def convert_operator(r: Reader, k: int, name: str, op) -> str | None:
     """Convert operator k; returns why it cannot be (an unsupported form), or None."""
     rule = OPERATORS[name] if name in OPERATORS else CUSTOM_OPERATORS[name]
-    inputs, outputs = _operands(r, k, name, op, max(rule.min_inputs, rule.typed_by + 1))
-    dtype = r.dtype(inputs[rule.typed_by])
+    need = rule.min_inputs if rule.typed_by is None else max(rule.min_inputs, rule.typed_by + 1)
+    inputs, outputs = _operands(r, k, name, op, need, rule.min_outputs)
+    dtype = ANY if rule.typed_by is None else r.dtype(inputs[rule.typed_by])
     if dtype not in rule.converters:
         return f"operator {k} ({name}) on {dtype} data (Tinsmith supports {name} on {', '.join(rule.types)})"
     r.operator = f"{name.partition(':')[2] or name}_{k}".lower()  # CUSTOM:SignalWindow -> signalwindow_k
@@ -184,12 +189,25 @@ def _compute_constant_output(r: Reader, i: int) -> None:
     r.emit("Identity", [r.add_constant(f"{name}_value", stored.data)], [name], {})
 
 
+def _kept_values(r: Reader) -> list:
+    """The values kept between invocations that an operator sets; one that none sets (a resource
+    variable only read) holds its starting value for good: a constant."""
+    kept = []
+    for k in r.states.values():
+        if k.write is not None:
+            kept.append(k)
+        else:
+            r.constants[k.read] = Constant(k.read, np.full(k.type.shape, k.fill, k.type.numpy_dtype),
+                                           "TFLite import (a variable no operator assigns)", r.loc, k.type.quant)
+    return kept
+
+
 def _read_graph(path: Path, where: str, model, graph) -> TfliteModel:
     r = Reader(path, where, model, graph)
-    originals = _names(r, graph)
-    names = _operator_names(r, model, graph)
+    originals = names_of_tensors(r, graph)
+    names = operator_names(r, model, graph)
     _refuse_unknown_operators(r, names)
-    forms = [problem for k, name in enumerate(names) if (problem := _convert(r, k, name, graph.Operators(k)))]
+    forms = [problem for k, name in enumerate(names) if (problem := convert_operator(r, k, name, graph.Operators(k)))]
     if forms:
         raise GraphError(r.loc, f"unsupported TFLite operator{'s' * (len(forms) > 1)}: {forms[0]}",
                          more=tuple(forms[1:]))
@@ -198,11 +216,13 @@ def _read_graph(path: Path, where: str, model, graph) -> TfliteModel:
         r.tensor(i)
     for i in graph_outputs:
         _compute_constant_output(r, i)
+    kept = _kept_values(r)
     inputs = tuple(ValueSpec(r.names[i], TensorType(r.dtype(i), r.shape(i), r.value_quant(i)), r.loc, r.loc)
-                   for i in graph_inputs)
-    outputs = tuple(ValueSpec(r.names[i], None, r.loc) for i in graph_outputs)
+                   for i in graph_inputs) + tuple(ValueSpec(k.read, k.type, r.loc, r.loc) for k in kept)
+    outputs = tuple(ValueSpec(r.names[i], None, r.loc) for i in graph_outputs) + \
+        tuple(ValueSpec(k.write, None, r.loc) for k in kept)
     spec = GraphSpec(graph_name_of(path), where, inputs, outputs, tuple(r.constants.values()), tuple(r.nodes),
-                     r.loc)
+                     r.loc, tuple(State(k.read, k.write, k.fill) for k in kept))
     renamed = {r.names[i]: n for i, n in enumerate(originals) if r.names[i] != n}
     return TfliteModel(spec, renamed)
 

@@ -8,6 +8,9 @@ from typing import Callable, Mapping
 
 from tinsmith.load import tflite_float as flt
 from tinsmith.load import tflite_quantized as q
+from tinsmith.load import tflite_recurrent as rec
+from tinsmith.load import tflite_variables as var
+from tinsmith.load import tflite_control as ctl
 from tinsmith.load import tflite_signal as sig
 from tinsmith.load import tflite_tensor_ops as t
 
@@ -18,14 +21,19 @@ EVERY = FLOAT + INTEGERS + ("bool",)  # element types the operators that only mo
 COMPARABLE = FLOAT + INTEGERS
 
 
+ANY = "any"  # the converter of an operator no element type decides (subgraph calls, resource handles)
+
+
 @dataclass(frozen=True)
 class Rule:
-    """One builtin operator: its converter per element type, the inputs it needs at least, and
-    which input's element type decides (the data input; SPLIT's is its second)."""
+    """One builtin operator: its converter per element type, the inputs (and outputs) it needs at
+    least, and which input's element type decides (the data input; SPLIT's is its second; None: no
+    data decides, one converter under ANY)."""
 
     converters: Mapping[str, Converter]
     min_inputs: int = 1
-    typed_by: int = 0
+    typed_by: int | None = 0
+    min_outputs: int = 1
 
     @property
     def types(self) -> tuple[str, ...]:
@@ -84,6 +92,17 @@ OPERATORS: dict[str, Rule] = {
     "SOFTMAX": Rule({"float32": flt.softmax, "int8": q.softmax}),
     "LOG_SOFTMAX": Rule(each(flt.log_softmax, FLOAT)),
     "L2_NORMALIZATION": Rule(each(flt.l2_normalization, FLOAT)),
+    # --- recurrent layers, with state kept between invocations (tflite_recurrent.py) -------------
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": Rule({"float32": rec.lstm_float, "int8": rec.lstm_int8}),
+    "SVDF": Rule({"float32": rec.svdf_float, "int8": rec.svdf_int8}, 3),
+    # --- resource variables (state kept between invocations) and CALL_ONCE's init subgraph --------
+    "CALL_ONCE": Rule({ANY: var.call_once}, 0, None, 0),
+    "VAR_HANDLE": Rule({ANY: var.var_handle}, 0, None),
+    "READ_VARIABLE": Rule({ANY: var.read_variable}, 1, None),
+    "ASSIGN_VARIABLE": Rule({ANY: var.assign_variable}, 2, None, 0),
+    # --- control flow: subgraphs expanded when the graph is built (tflite_control.py) ---------------
+    "IF": Rule({ANY: ctl.if_}, 1, None),
+    "WHILE": Rule({ANY: ctl.while_}, 1, None),
     # --- quantization -------------------------------------------------------------------------
     "QUANTIZE": Rule(each(q.quantize, ("float32", "int8", "uint8", "int16"))),
     "DEQUANTIZE": Rule(each(q.dequantize, ("int8", "uint8", "int16"))),

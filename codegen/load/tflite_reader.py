@@ -12,7 +12,7 @@ import numpy as np
 
 from tinsmith import limits
 from tinsmith.errors import GraphError, SourceLoc
-from tinsmith.ir import Constant
+from tinsmith.ir import Constant, TensorType
 from tinsmith.ir.graph import Quant
 from tinsmith.ir.names import numbered
 from tinsmith.load.graph_file import NodeSpec
@@ -26,6 +26,18 @@ TENSOR_TYPE_NAMES = {1: "float16", 5: "string", 8: "complex64", 10: "float64", 1
 ACTIVATIONS = {0: "none", 1: "relu", 2: "relu_n1_to_1", 3: "relu6"}
 # fused activation code -> (low, high) clamp of a float output; TANH and SIGN_BIT are not clamps
 FLOAT_CLAMPS = {1: (0.0, None), 2: (-1.0, 1.0), 3: (0.0, 6.0)}
+
+
+@dataclass
+class KeptValue:
+    """A value kept between invocations (ir.State) as the importer gathers it: the value a call
+    starts from (`read`, of `type`), what it holds before the first call (`fill`), and the value
+    the call ends with (`write`, once an operator sets it)."""
+
+    read: str
+    type: TensorType
+    fill: float = 0.0
+    write: str | None = None
 
 
 class Unsupported(Exception):
@@ -75,6 +87,13 @@ class Reader:
     constants: dict[str, Constant] = field(default_factory=dict)
     nodes: list[NodeSpec] = field(default_factory=list)
     operator: str = "node"  # what nodes are named after: the operator being converted ("conv_2d_3")
+    # values kept between invocations: by variable tensor index, or by resource variable name
+    states: dict[object, KeptValue] = field(default_factory=dict)
+    # resource variables: handle tensor -> variable name, variable name -> its value now, and what
+    # CALL_ONCE's init subgraph assigned it (tflite_variables.py)
+    handles: dict[int, str] = field(default_factory=dict)
+    variables: dict[str, str] = field(default_factory=dict)
+    initial: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def loc(self) -> SourceLoc:
@@ -161,6 +180,25 @@ class Reader:
             self.constants[name] = Constant(name, np.array(data, order="C"), f"{self.where} tensor "
                                             f"'{self.original(i)}'", self.loc, self.value_quant(i))
         return name
+
+    def state(self, i: int, what: str) -> str:
+        """Variable tensor i (state kept between invocations, an LSTM's cell state): the value a call
+        starts from, which the operator replaces with next_state(i)."""
+        if int(i) < 0 or not self.tensor(i).IsVariable():
+            raise Unsupported(f"its {what} is not a variable tensor (TFLite keeps that state in one)")
+        if int(i) in self.states:
+            raise Unsupported(f"its {what} (tensor '{self.original(i)}') is updated by another operator too")
+        q = self.quant(i)
+        # TFLite Micro zeroes a variable tensor's bytes, but sets int8 state to its zero point
+        fill = q.zero_point[0] if self.dtype(i) == "int8" and q is not None else 0
+        self.states[int(i)] = KeptValue(self.names[int(i)], TensorType(self.dtype(i), self.shape(i),
+                                                                        self.value_quant(i)), fill)
+        return self.names[int(i)]
+
+    def next_state(self, i: int) -> str:
+        """The value variable tensor i holds when the call ends (what the next call starts from)."""
+        self.states[int(i)].write = self.fresh(f"{self.names[int(i)]}_next")
+        return self.states[int(i)].write
 
     def add_constant(self, hint: str, data: np.ndarray) -> str:
         name = numbered(hint, set(self.constants) | set(self.names.values()))

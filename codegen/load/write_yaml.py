@@ -153,6 +153,9 @@ def graph_yaml(spec: GraphSpec, name: str, weights_file: str,
         lines += [f"  - {_name(v.name)}{_comment(notes.values.get(v.name, ''))}" for v in spec.outputs]
     else:
         lines.append(f"outputs: [{', '.join(_name(v.name) for v in spec.outputs)}]")
+    if spec.states:  # values kept between calls: the input, the output holding its next value
+        lines.append("states:")
+        lines += [f"  {_name(s.read)}: {{next: {_name(s.write)}, fill: {_number(s.fill)}}}" for s in spec.states]
     weights: dict[str, np.ndarray] = {}
     if spec.constants:
         lines.append("constants:")

@@ -398,6 +398,10 @@ define("Dequantize", inputs=1, infer=_infer_dequantize, pattern=Pattern.ELEMENTW
 
 
 def requantize_params(attrs) -> tuple[int, int]:
+    """The multiplier and shift: of x_scale / y_scale, or of `effective_scale` where the operator
+    computes its ratio otherwise (TFLite's SVDF multiplies and divides its scales in float32)."""
+    if attrs.get("effective_scale") is not None:
+        return fp.quantize_multiplier(attrs["effective_scale"])
     return fp.quantize_multiplier(fp.as_float32(attrs["x_scale"]) / fp.as_float32(attrs["y_scale"]))
 
 
@@ -408,7 +412,8 @@ def requantize_range(a) -> tuple[int, int]:
 
 
 def _infer_requantize(args: InferArgs) -> list[TensorType]:
-    x = _quantized_input(args, 0, "x_zero_point", "x_scale")
+    # (int32: the sums of an integer matrix product, rescaled to a narrower state as TFLite's SVDF does)
+    x = _quantized_input(args, 0, "x_zero_point", "x_scale", INTS + ("int32",))
     dtype = args.attrs["dtype"]
     lo, hi = requantize_range(args.attrs)
     a = {**args.attrs, "act_min": lo, "act_max": hi}
@@ -425,7 +430,8 @@ define("Requantize", inputs=1, infer=_infer_requantize, reference=_requantize_re
        attrs=[Attr("x_scale", "float"), Attr("x_zero_point", "int", 0), Attr("y_scale", "float"),
               Attr("y_zero_point", "int", 0), OUT_DTYPE,
               # TFLite's RELU and RELU6 are a requantization clamped to the activation's range
-              Attr("act_min", "int", None), Attr("act_max", "int", None)])
+              Attr("act_min", "int", None), Attr("act_max", "int", None),
+              Attr("effective_scale", "float", None)])
 
 
 # --- QPad, QConcat ----------------------------------------------------------------------------

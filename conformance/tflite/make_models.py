@@ -19,6 +19,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
+from tflite_recurrent_models import (accumulator, branch, counted_loop, lstm_float, lstm_int8,  # noqa: E402
+                                     svdf_float, svdf_int8)
 from tflite_writer import Op, Tensor, model  # noqa: E402  (the tests' writer, found through sys.path)
 
 MODELS = Path(__file__).resolve().parent / "models"
@@ -36,6 +38,7 @@ class Case:
         self.outputs: list[int] = []
         self.feeds: dict[str, np.ndarray] = {}
         self.rng = np.random.default_rng(zlib.crc32(name.encode()))
+        self.raw: bytes | None = None  # a model written elsewhere (the recurrent operators')
 
     def add(self, name, dtype, shape, data=None, quant=None) -> int:
         self.tensors.append(Tensor(name, dtype, list(shape), data, quant))
@@ -79,7 +82,8 @@ class Case:
         return self.outputs[-1]
 
     def write(self, folder: Path) -> None:
-        (folder / f"{self.name}.tflite").write_bytes(model(self.tensors, self.ops, self.inputs, self.outputs))
+        data = self.raw if self.raw is not None else model(self.tensors, self.ops, self.inputs, self.outputs)
+        (folder / f"{self.name}.tflite").write_bytes(data)
         np.savez(folder / f"{self.name}.npz", **self.feeds)
 
 
@@ -700,6 +704,43 @@ def _uint8_dequantize(c: Case):
 def _requant(c: Case):
     x = c.input("x", "int8", (2, 9), quant=(0.05, 3))
     c.op("QUANTIZE", [x], [c.output("y", "int8", (2, 9), quant=(0.11, -17))])
+
+
+def _recurrent(make, seed: int, dtype: str = "float32", **form):
+    """A recurrent operator's model from tests/tflite_recurrent_models.py (one invocation from its
+    starting state; tests/test_tflite_recurrent.py checks several in a row)."""
+    def build(c: Case):
+        data, shape = make(seed, **form)
+        c.raw = data
+        c.feeds["x"] = (c.rng.integers(-128, 128, shape).astype(np.int8) if dtype == "int8"
+                        else c.rng.uniform(-2.0, 2.0, shape).astype(np.float32))
+    return build
+
+
+CASES["unidirectional_sequence_lstm_float32"] = _recurrent(lstm_float, 0)
+CASES["unidirectional_sequence_lstm_time_major_clip_float32"] = _recurrent(lstm_float, 1, time_major=True,
+                                                                           cell_clip=0.4)
+CASES["svdf_float32"] = _recurrent(svdf_float, 0)
+CASES["svdf_rank1_float32"] = _recurrent(svdf_float, 1, rank=1, activation=0)
+def _control(data: bytes, condition: bool | None):
+    """A model with IF or WHILE subgraphs (tests/tflite_recurrent_models.py) and its seeded inputs."""
+    def build(c: Case):
+        c.raw = data
+        if condition is not None:
+            c.feeds["take"] = np.array(condition)
+        c.feeds["x"] = c.rng.uniform(-2.0, 2.0, (2, 3)).astype(np.float32)
+    return build
+
+
+CASES["if_then_float32"] = _control(branch(), True)
+CASES["if_else_float32"] = _control(branch(), False)
+CASES["while_counted_float32"] = _control(counted_loop(3), None)
+CASES["call_once_variables_float32"] = _recurrent(lambda seed: (accumulator(1.0, (2, 3), 0.5), [2, 3]), 0)
+CASES["svdf_int8"] = _recurrent(svdf_int8, 0, "int8")
+CASES["svdf_rank4_int8"] = _recurrent(svdf_int8, 1, "int8", batch=1, n_input=24, filters=16, memory=8, rank=4)
+CASES["unidirectional_sequence_lstm_int8"] = _recurrent(lstm_int8, 0, "int8")
+CASES["unidirectional_sequence_lstm_time_major_clip_int8"] = _recurrent(lstm_int8, 1, "int8", time_major=True,
+                                                                        cell_clip=0.5)
 
 
 def write_all(folder: Path = MODELS, select: str | None = None) -> list[str]:

@@ -72,7 +72,9 @@ def _describe(path: Path) -> tuple[str, str]:
              for c in codes]
     k = max((i for i, n in enumerate(names) if n not in ("SHAPE", "QUANTIZE")), default=0)
     rule = OPERATORS.get(names[k]) or CUSTOM_OPERATORS.get(f"CUSTOM:{names[k]}")
-    tensor = graph.Tensors(int(graph.Operators(k).InputsAsNumpy()[rule.typed_by if rule else 0]))
+    # (an operator no element type decides, ASSIGN_VARIABLE: its last input, the value it moves)
+    typed_by = (rule.typed_by if rule.typed_by is not None else -1) if rule else 0
+    tensor = graph.Tensors(int(graph.Operators(k).InputsAsNumpy()[typed_by]))
     return names[k], TENSOR_TYPES.get(tensor.Type(), str(tensor.Type()))
 
 
@@ -144,7 +146,7 @@ def run_cases(names: Sequence[str], build_dir: Path, jobs: int = 2,
 
         def io(values):
             return tuple((n, graph.types[n].numpy_dtype, tuple(graph.types[n].shape)) for n in values)
-        expected[name] = (result, Signature(io(graph.inputs), io(graph.outputs)), want)
+        expected[name] = (result, Signature(io(graph.api_inputs), io(graph.api_outputs)), want)
         built.append((name, compiled.files))
     log(f"{len(names)} cases: {len(built)} compiled, {len(names) - len(built)} refused or without an oracle")
     programs, failures = build_batches(built, build_dir, jobs, BATCH_SIZE, log)

@@ -233,7 +233,7 @@ def dequantize(graph, node_id, cluster_id, args, attrs):
     return nest(y.type.shape, "i", body)[0]
 
 
-@CPP.register("Requantize", types=takes(QUANTIZED, out=QUANTIZED, acc="int32"))
+@CPP.register("Requantize", types=takes(QUANTIZED + ("int32",), out=QUANTIZED, acc="int32"), inlined=False)
 def requantize(graph, node_id, cluster_id, args, attrs):
     """(x - x zero point) rescaled to the output scale, plus its zero point, saturated."""
     x, y = args.inputs[0], args.outputs[0]
