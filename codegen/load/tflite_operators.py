@@ -41,9 +41,10 @@ def _unary_float(onnx_op: str, **attrs) -> Rule:
 
 OPERATORS: dict[str, Rule] = {
     # --- convolutions, matrix products, pools -----------------------------------------------
-    "CONV_2D": Rule({"float32": flt.conv, "int8": q.conv}, 2),
-    "DEPTHWISE_CONV_2D": Rule({"float32": flt.depthwise, "int8": q.depthwise}, 2),
-    "FULLY_CONNECTED": Rule({"float32": flt.fully_connected, "int8": q.fully_connected}, 2),
+    "CONV_2D": Rule({"float32": flt.conv, "int8": q.conv, "int16": q.conv}, 2),
+    "DEPTHWISE_CONV_2D": Rule({"float32": flt.depthwise, "int8": q.depthwise, "int16": q.depthwise}, 2),
+    "FULLY_CONNECTED": Rule({"float32": flt.fully_connected, "int8": q.fully_connected, "int16": q.fully_connected},
+                            2),
     "TRANSPOSE_CONV": Rule({"float32": flt.transpose_conv}, 3, typed_by=2),
     "BATCH_MATMUL": Rule({"float32": flt.batch_matmul}, 2),
     "AVERAGE_POOL_2D": Rule({"float32": flt.pool("AveragePoolNHWC"), "int8": q.pool("QAvgPool")}),

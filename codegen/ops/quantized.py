@@ -58,6 +58,12 @@ def _out_type(args: InferArgs, shape: Sequence[int], dtype: str = "int8") -> Ten
     return TensorType(dtype, tuple(int(d) for d in shape), Quant((a["y_scale"],), (a["y_zero_point"],)))
 
 
+ACCUMULATOR = Attr("accumulator", "string", "int32", ("int32", "int64"))
+"""What a convolution or fully connected layer sums in: int32 (TFLite's int8 kernels, and its 16x8
+ones with an int32 bias) or int64 (TFLite's 16x8 kernels with an int64 bias: the bias is int64 too,
+and the sums are requantized by TFLite's 64-bit MultiplyByQuantizedMultiplier, see
+fixed_point.multiply_by_quantized_multiplier_int64)."""
+
 REQUANTIZE = Attr("requantize", "string", "fixed_point", ("fixed_point", "float", "none"))
 """How a convolution's or fully connected layer's int32 sums become outputs: "fixed_point" (TFLite:
 inputs 3 and 4 are the int32 multipliers and shifts), "float" (ONNX's QLinearConv and
@@ -74,8 +80,12 @@ def _requant_inputs(args: InferArgs, first: int, channels: int) -> None:
                       f"one omitted", input=min(len(args.types), first + 2))
     types, values = args.types, args.values
     b = types[first]
-    if b is not None and (b.dtype != "int32" or b.shape != (channels,)):
-        raise OpError(f"the bias must be int32[{channels}], got {b}", input=first)
+    acc = args.attrs["accumulator"]
+    if b is not None and (b.dtype != acc or b.shape != (channels,)):
+        raise OpError(f"the bias must be {acc}[{channels}] (the accumulator's type), got {b}", input=first)
+    if acc == "int64" and (types[0].dtype != "int16" or args.attrs["requantize"] != "fixed_point"):
+        raise OpError("an int64 accumulator serves int16 activations with fixed-point requantization (TFLite's "
+                      "16x8 kernels)", attr="accumulator")
     wanted = {"float": ((first + 1, "scale", "float32"),), "none": (),
               "fixed_point": ((first + 1, "multiplier", "int32"), (first + 2, "shift", "int32")),
               }[args.attrs["requantize"]]
@@ -92,10 +102,11 @@ def _requant_inputs(args: InferArgs, first: int, channels: int) -> None:
 
 def _sums_type(args: InferArgs, shape: Sequence[int]) -> TensorType:
     """The output type of a convolution or fully connected layer: the int32 sums themselves
-    (requantize none), else int8 quantized by the y_ attributes."""
+    (requantize none), else int16 for int16 activations (TFLite's 16x8 scheme) or int8, quantized
+    by the y_ attributes."""
     if args.attrs["requantize"] == "none":
         return TensorType("int32", tuple(int(d) for d in shape))
-    return _out_type(args, shape)
+    return _out_type(args, shape, "int16" if args.types[0].dtype == "int16" else "int8")
 
 
 # --- windows (NHWC, explicit pads) ----------------------------------------------------------
@@ -142,14 +153,22 @@ def window_taps(x: np.ndarray, attrs, kh: int, kw: int, pad_value: int):
 
 
 def _requantize(acc, mult, shift, attrs, dtype="int8") -> np.ndarray:
+    if attrs.get("accumulator") == "int64":  # TFLite's 16x8 kernels with an int64 bias
+        y = fp.multiply_by_quantized_multiplier_int64(acc, mult, shift) + attrs["y_zero_point"]
+        return fp.saturate(y, dtype, attrs["act_min"], attrs["act_max"])
     if attrs.get("requantize") == "none":
         return fp.wrap_int32(acc).astype(np.int32)
     if attrs.get("requantize") == "float":  # ONNX's: float32(acc) * scale, ties to even
         v = (fp.wrap_int32(acc).astype(np.int32).astype(np.float32) * np.asarray(mult, np.float32)).astype(np.float32)
         return fp.saturate(np.rint(v.astype(np.float64)) + attrs["y_zero_point"], dtype, attrs["act_min"],
                            attrs["act_max"])
-    y = fp.multiply_by_quantized_multiplier(acc, mult, shift) + attrs["y_zero_point"]
+    y = fp.multiply_by_quantized_multiplier(fp.wrap_int32(acc), mult, shift) + attrs["y_zero_point"]
     return fp.saturate(y, dtype, attrs["act_min"], attrs["act_max"])
+
+
+def _out_dtype(x: np.ndarray) -> str:
+    """A convolution's or fully connected layer's output type: int16 for int16 activations."""
+    return "int16" if x.dtype == np.int16 else "int8"
 
 
 # --- QConv2D ----------------------------------------------------------------------------------
@@ -172,7 +191,7 @@ def _conv_reference(xs, attrs):
         acc += v @ wi[:, ky, kx, :].T
     if b is not None:
         acc += b.astype(np.int64)
-    return [_requantize(fp.wrap_int32(acc), mult, shift, attrs)]
+    return [_requantize(acc, mult, shift, attrs, _out_dtype(x))]
 
 
 def _out_hw(x, kh, kw, attrs) -> tuple[int, int]:
@@ -193,7 +212,7 @@ def _weight_sums(args: InferArgs, outputs) -> dict:
 
 
 define("QConv2D", inputs=(2, 5), infer=_infer_conv, reference=_conv_reference, macs=_conv_macs,
-       prepare=_weight_sums, constant_inputs=(3, 4), attrs=WINDOW_ATTRS + [Attr("x_zero_point", "int", 0), REQUANTIZE] + Y_ATTRS)
+       prepare=_weight_sums, constant_inputs=(3, 4), attrs=WINDOW_ATTRS + [Attr("x_zero_point", "int", 0), REQUANTIZE, ACCUMULATOR] + Y_ATTRS)
 
 
 # --- QDepthwise -------------------------------------------------------------------------------
@@ -219,14 +238,14 @@ def _depthwise_reference(xs, attrs):
         acc += v * w[0, ky, kx, :].astype(np.int64)
     if b is not None:
         acc += b.astype(np.int64)
-    return [_requantize(fp.wrap_int32(acc), mult, shift, attrs)]
+    return [_requantize(acc, mult, shift, attrs, _out_dtype(x))]
 
 
 define("QDepthwise", inputs=(2, 5), infer=_infer_depthwise, reference=_depthwise_reference,
        macs=lambda args, outs: outs[0].size * args.types[1].shape[1] * args.types[1].shape[2],
        constant_inputs=(3, 4),
-       attrs=WINDOW_ATTRS + [Attr("depth_multiplier", "int", 1), Attr("x_zero_point", "int", 0), REQUANTIZE]
-       + Y_ATTRS)
+       attrs=WINDOW_ATTRS + [Attr("depth_multiplier", "int", 1), Attr("x_zero_point", "int", 0), REQUANTIZE,
+                         ACCUMULATOR] + Y_ATTRS)
 
 
 # --- QFullyConnected --------------------------------------------------------------------------
@@ -246,12 +265,12 @@ def _fc_reference(xs, attrs):
     acc = rows @ w.astype(np.int64).T
     if b is not None:
         acc += b.astype(np.int64)
-    return [_requantize(fp.wrap_int32(acc), mult, shift, attrs)]
+    return [_requantize(acc, mult, shift, attrs, _out_dtype(x))]
 
 
 define("QFullyConnected", inputs=(2, 5), infer=_infer_fc, reference=_fc_reference, prepare=_weight_sums,
        macs=lambda args, outs: outs[0].size * args.types[1].shape[1], constant_inputs=(3, 4),
-       attrs=[Attr("x_zero_point", "int", 0), REQUANTIZE] + Y_ATTRS)
+       attrs=[Attr("x_zero_point", "int", 0), REQUANTIZE, ACCUMULATOR] + Y_ATTRS)
 
 
 # --- QAdd, QMul -------------------------------------------------------------------------------

@@ -97,6 +97,21 @@ def multiply_by_quantized_multiplier(x, multiplier, shift) -> np.ndarray:
     return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(shifted, multiplier), right)
 
 
+def reduced_multiplier(multiplier) -> np.ndarray:
+    """A Q31 multiplier rounded to Q15 (0x7FFF at the top), as TFLite's 64-bit
+    MultiplyByQuantizedMultiplier uses it for 16x8 kernels."""
+    m = _as_int64(multiplier)
+    return np.where(m < 0x7FFF0000, (m + (1 << 15)) >> 16, 0x7FFF)
+
+
+def multiply_by_quantized_multiplier_int64(x, multiplier, shift) -> np.ndarray:
+    """An int64 accumulator times M = (multiplier, shift), as TFLite's 16x8 kernels with an int64
+    bias compute it: x times the Q15 reduced multiplier, plus half, shifted right by 15 - shift
+    (one rounding, half up). |x| < 2^47 keeps the product inside int64."""
+    total = 15 - _as_int64(shift)
+    return (_as_int64(x) * reduced_multiplier(multiplier) + (np.int64(1) << (total - 1))) >> total
+
+
 def saturate(x, dtype: str, lo: int | None = None, hi: int | None = None) -> np.ndarray:
     """Clamp to [lo, hi] (default: the range of `dtype`) and convert to `dtype`."""
     dlo, dhi = DTYPE_RANGES[dtype]

@@ -7,7 +7,8 @@ from __future__ import annotations
 from tinsmith.generate.backend import CPP, FLOATS, same, takes
 from tinsmith.generate.kernel_sets import micro_kernel
 from tinsmith.generate.functors.quantized_math import (clamp, i32, multiply_by_quantized_multiplier,
-                                                      rounded_divide, select_max, widen)
+                                                      multiply_by_quantized_multiplier_int64, rounded_divide,
+                                                      select_max, widen)
 from tinsmith.generate.functors.quantized_onnx import float_requantize_store
 from tinsmith.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store,
                                       Var, Unary, broadcast_index, flat_index, index, nest)
@@ -20,6 +21,9 @@ QUANTIZED = ("int8", "uint8", "int16")
 # int32 sums themselves with requantize: none (codegen/ops/quantized.py: REQUANTIZE).
 REQUANTIZERS = ("int32", "float32")
 QUANTIZED_CONV = takes(QUANTIZED, "int8", "int32", REQUANTIZERS, "int32", out=QUANTIZED + ("int32",), acc="int32")
+# TFLite's 16x8 scheme with an int64 bias: int16 activations, int8 weights, int64 sums requantized
+# by the 64-bit MultiplyByQuantizedMultiplier (the node's accumulator attribute says int64)
+INT16X8_CONV = takes("int16", "int8", "int64", "int32", "int32", out="int16", acc="int64")
 # what the fast int8 kernels take: int8 activations only
 INT8_CONV = takes("int8", "int8", "int32", REQUANTIZERS, "int32", out=("int8", "int32"), acc="int32")
 
@@ -64,7 +68,10 @@ def _finish(graph, args, attrs, channel: Expr, out_at: Expr, coords, acc: str = 
     if attrs.get("requantize") == "none":  # the int32 sums are the output
         return [Store(args.outputs[0].name, out_at, Var(acc), coords)]
     mult, shift, sign = _requant_params(graph, args, channel)
-    stmts, scaled = multiply_by_quantized_multiplier(f"{acc}_scaled", Var(acc), mult, shift, sign)
+    if accumulator(attrs) == "int64":
+        stmts, scaled = multiply_by_quantized_multiplier_int64(f"{acc}_scaled", Var(acc), mult, shift)
+    else:
+        stmts, scaled = multiply_by_quantized_multiplier(f"{acc}_scaled", Var(acc), mult, shift, sign)
     y = _saturate(args, Binary("+", scaled, i32(attrs["y_zero_point"])), attrs["act_min"], attrs["act_max"])
     return [*stmts, Store(args.outputs[0].name, out_at, Cast(args.outputs[0].type.dtype, y), coords)]
 
@@ -75,9 +82,20 @@ def _saturate(args, v: Expr, lo: int, hi: int) -> Expr:
     return saturate(v, lo, hi) if saturate is not None else clamp(v, lo, hi)
 
 
+def accumulator(attrs) -> str:
+    """The element type a convolution or fully connected node sums in (int64: TFLite's 16x8 with an
+    int64 bias)."""
+    return attrs.get("accumulator", "int32")
+
+
 def _bias(args, channel: Expr) -> Expr:
     b = args.inputs[2]
     return Load(b.name, channel) if b is not None else i32(0)
+
+
+def start_sum(args, attrs, channel: Expr, name: str = "acc") -> Local:
+    """The local a channel's sum starts in: its bias (or 0), in the node's accumulator type."""
+    return Local(name, _bias(args, channel), accumulator(attrs))
 
 
 def _window(args, attrs, kh: int, kw: int):
@@ -101,6 +119,7 @@ def _out_at(args) -> tuple[Expr, tuple[Expr, ...]]:
     return flat_index(coords, args.outputs[0].type.shape), coords
 
 
+@CPP.register("QFullyConnected", family="matrix", types=INT16X8_CONV)
 @CPP.register("QFullyConnected", family="matrix", types=QUANTIZED_CONV)
 def qfully_connected(graph, node_id, cluster_id, args, attrs):
     """Each row of K input values against each of the O weight rows; requantized."""
@@ -111,7 +130,7 @@ def qfully_connected(graph, node_id, cluster_id, args, attrs):
                 i32(attrs["x_zero_point"]))
     wv = widen(Load(w.name, Binary("+", Binary("*", _v("o"), index(k)), _v("k"))))
     at = Binary("+", Binary("*", _v("r"), index(o)), _v("o"))
-    body = [Local("acc", _bias(args, _v("o")), "int32"),
+    body = [start_sum(args, attrs, _v("o")),
             For("k", k, (Assign("acc", Binary("+", Var("acc"), Binary("*", xv, wv))),)),
             *_finish(graph, args, attrs, _v("o"), at, (_v("r"), _v("o")))]
     return [For("r", rows, (For("o", o, tuple(body)),))]

@@ -3,6 +3,7 @@ the definition and the NumPy side). Steps go through locals so each intermediate
 from __future__ import annotations
 
 from tinsmith.generate.loop_ir import Assign, Binary, Cast, Const, Expr, Local, Select, Stmt, Var
+from tinsmith.quant import fixed_point as fp
 
 
 def i32(v: int) -> Const:
@@ -80,6 +81,30 @@ def multiply_by_quantized_multiplier(name: str, acc: Expr, multiplier: Expr | in
                      Select(Binary(">", Binary("&", high, m), threshold), i32(1), i32(0)))
     stmts.append(Assign(name, rounded))
     return stmts, high
+
+
+def multiply_by_quantized_multiplier_int64(name: str, acc: Expr, multiplier: Expr | int,
+                                           shift: Expr | int) -> tuple[list[Stmt], Expr]:
+    """Statements computing an int64 `acc` * (multiplier, shift) into int32 local `name` as TFLite's
+    16x8 kernels do (fixed_point.multiply_by_quantized_multiplier_int64): acc times the multiplier
+    rounded to Q15, plus half of 2^(15 - shift), shifted right by 15 - shift."""
+    if isinstance(multiplier, int) and isinstance(shift, int):
+        total = 15 - shift
+        reduced = int(fp.reduced_multiplier(multiplier))
+        value = Binary(">>", Binary("+", Binary("*", acc, i64(reduced)), i64(1 << (total - 1))), i64(total))
+        return [Local(name, Cast("int32", value), "int32")], Var(name)
+    m, total = Var(f"{name}_q15"), Var(f"{name}_total")
+    stmts: list[Stmt] = [
+        Local(f"{name}_q31", multiplier, "int32"),
+        Local(f"{name}_q15", Select(Binary("<", Var(f"{name}_q31"), i32(0x7FFF0000)),
+                                    Binary(">>", Binary("+", Var(f"{name}_q31"), i32(1 << 15)), i32(16)),
+                                    i32(0x7FFF)), "int32"),
+        Local(f"{name}_total", Binary("-", i32(15), shift), "int32"),
+        Local(f"{name}_half", i64(1), "int64"),  # (a literal 1 would be shifted as a 32-bit int)
+        Assign(f"{name}_half", Binary("<<", Var(f"{name}_half"), Binary("-", total, i32(1))))]
+    half = Var(f"{name}_half")
+    value = Binary(">>", Binary("+", Binary("*", acc, Cast("int64", m)), half), Cast("int64", total))
+    return [*stmts, Local(name, Cast("int32", value), "int32")], Var(name)
 
 
 def rounded_divide(acc: Expr, count: Expr | int) -> Expr:

@@ -1,0 +1,162 @@
+"""TFLite's 16x8 quantization (int16 activations, int8 weights, int64 or int32 bias): models written by
+tests/tflite_writer.py, imported, compiled and run on the host and the emulated Cortex-M4, against the
+TensorFlow Lite Micro interpreter on the same inputs, every output bit-exact. One model holds many
+operators reading one input (each its own graph output), so one build covers every variant: int64,
+int32 and no bias, SAME and VALID padding, strides, dilations, depth multipliers, fused
+activations, per-channel scales, and accumulators far beyond int32 (which the int64 path keeps)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tinsmith.errors import GraphError
+from tinsmith.pipeline import lower
+from tflite_writer import Op, Tensor, model
+
+tflm = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
+
+X_SHAPE = (1, 7, 6, 4)
+X_SCALE = 0.002
+
+
+class Model16x8:
+    """A model being written: int16 input x, operators reading it, each output a graph output."""
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+        self.tensors = [Tensor("x", "int16", list(X_SHAPE), quant=(X_SCALE, 0))]
+        self.ops: list[Op] = []
+        self.outputs: list[int] = []
+
+    def add(self, tensor: Tensor) -> int:
+        self.tensors.append(tensor)
+        return len(self.tensors) - 1
+
+    def weights(self, name, shape, channels: int, axis: int, bias: str | None, bias_bits: int = 20):
+        """Per-channel int8 weights (scales an order of magnitude apart) and a bias of `bias` type."""
+        scales = self.rng.uniform(0.002, 0.03, channels)
+        zeros = np.zeros(channels, np.int64)
+        w = self.add(Tensor(f"{name}_w", "int8", list(shape), self.rng.integers(-127, 128, shape).astype(np.int8),
+                            (scales, zeros), axis))
+        if bias is None:
+            return [w, -1]
+        data = self.rng.integers(-(1 << bias_bits), 1 << bias_bits, (channels,)).astype(bias)
+        return [w, self.add(Tensor(f"{name}_b", bias, [channels], data, (scales * X_SCALE, zeros)))]
+
+    def op(self, code, name, inputs, y_shape, y_scale, options) -> None:
+        y = self.add(Tensor(name, "int16", list(y_shape), quant=(y_scale, 0)))
+        self.ops.append(Op(code, inputs, [y], options))
+        self.outputs.append(y)
+
+    def write(self) -> bytes:
+        return model(self.tensors, self.ops, [0], self.outputs)
+
+
+def conv_options(padding, stride=1, dilation=1, act=0, depth_multiplier=None):
+    opts = {"Padding": padding, "StrideH": stride, "StrideW": stride, "DilationHFactor": dilation,
+            "DilationWFactor": dilation, "FusedActivationFunction": act}
+    if depth_multiplier is None:
+        return ("Conv2DOptions", opts)
+    return ("DepthwiseConv2DOptions", {**opts, "DepthMultiplier": depth_multiplier})
+
+
+def conv_family_model() -> bytes:
+    """CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED at 16x8 in their variants, all reading x."""
+    m = Model16x8(19)
+    c = X_SHAPE[3]
+    m.op("CONV_2D", "conv_same_relu", [0, *m.weights("c1", (5, 3, 3, c), 5, 0, "int64")], (1, 7, 6, 5), 0.01,
+         conv_options(0, act=1))
+    m.op("CONV_2D", "conv_valid_s2_int32_bias", [0, *m.weights("c2", (3, 3, 2, c), 3, 0, "int32")], (1, 3, 3, 3),
+         0.02, conv_options(1, stride=2))
+    m.op("CONV_2D", "conv_pointwise_no_bias", [0, *m.weights("c3", (6, 1, 1, c), 6, 0, None)], (1, 7, 6, 6),
+         0.004, conv_options(1))
+    # a bias of 2^40: the sums leave int32 far behind, which only the int64 accumulator holds
+    m.op("CONV_2D", "conv_dilated_wide_sums", [0, *m.weights("c4", (2, 2, 2, c), 2, 0, "int64", 40)],
+         (1, 7, 6, 2), 1000.0, conv_options(0, dilation=2, act=1))
+    m.op("DEPTHWISE_CONV_2D", "depthwise_same_relu6", [0, *m.weights("d1", (1, 3, 3, c), c, 3, "int64")],
+         (1, 7, 6, c), 0.003, conv_options(0, act=3, depth_multiplier=1))
+    m.op("DEPTHWISE_CONV_2D", "depthwise_valid_s2_m2", [0, *m.weights("d2", (1, 3, 3, 2 * c), 2 * c, 3, "int64")],
+         (1, 3, 2, 2 * c), 0.002, conv_options(1, stride=2, depth_multiplier=2))
+    # FULLY_CONNECTED: per-tensor weights, the 168 input values as 7 rows of 24
+    for name, bias, bits in (("fc_int64_bias", "int64", 20), ("fc_int32_bias", "int32", 20),
+                             ("fc_wide_sums", "int64", 38)):
+        scale = m.rng.uniform(0.002, 0.03)
+        w = m.add(Tensor(f"{name}_w", "int8", [5, 24], m.rng.integers(-127, 128, (5, 24)).astype(np.int8), (scale, 0)))
+        b = m.add(Tensor(f"{name}_b", bias, [5], m.rng.integers(-(1 << bits), 1 << bits, (5,)).astype(bias),
+                         (scale * X_SCALE, 0)))
+        m.op("FULLY_CONNECTED", name, [0, w, b], (7, 5), 0.05 if bits < 30 else 500.0, ("FullyConnectedOptions", {}))
+    return m.write()
+
+
+def tflm_outputs(data: bytes, x: np.ndarray, count: int) -> list[np.ndarray]:
+    interp = tflm.Interpreter.from_bytes(data)
+    interp.set_input(x, 0)
+    interp.invoke()
+    return [interp.get_output(i) for i in range(count)]
+
+
+def inputs(seed: int) -> list[np.ndarray]:
+    """Seeded inputs over the int16 range, and one at its two ends (the widest products)."""
+    rng = np.random.default_rng(seed)
+    ends = np.where(rng.integers(0, 2, X_SHAPE) > 0, 32767, -32768).astype(np.int16)
+    return [rng.integers(-32768, 32768, X_SHAPE).astype(np.int16), ends]
+
+
+def compare(tmp_path, data: bytes, target: str, xs) -> None:
+    from tinsmith.cli import run_compiled
+    path = tmp_path / "model16x8.tflite"
+    path.write_bytes(data)
+    graph = lower(path)
+    for x in xs:
+        got = run_compiled(path, {graph.inputs[0]: x}, tmp_path, graph, target)
+        want = tflm_outputs(data, x, len(graph.outputs))
+        for name, expected in zip(graph.outputs, want):
+            assert got[name].dtype == np.int16
+            np.testing.assert_array_equal(got[name], expected, err_msg=f"{name} on {target}")
+
+
+def test_conv_family_imports_with_tflites_accumulators():
+    graph = lower_bytes(conv_family_model())
+    accumulators = {n.outputs[0]: n.attrs.get("accumulator") for n in graph.nodes
+                    if n.op in ("QConv2D", "QDepthwise", "QFullyConnected")}
+    assert accumulators["conv_valid_s2_int32_bias"] == "int32"
+    assert accumulators["fc_int32_bias"] == "int32"
+    assert accumulators["conv_pointwise_no_bias"] == "int64"  # TFLite Micro's path without a bias
+    assert accumulators["conv_same_relu"] == accumulators["depthwise_valid_s2_m2"] == "int64"
+
+
+def lower_bytes(data: bytes):
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "m.tflite"
+        path.write_bytes(data)
+        return lower(path)
+
+
+def test_conv_family_is_bit_exact_on_the_host(tmp_path):
+    compare(tmp_path, conv_family_model(), "host", inputs(1) + inputs(2)[:1])
+
+
+def test_conv_family_is_bit_exact_on_the_cortex_m4(tmp_path):
+    compare(tmp_path, conv_family_model(), "cortex-m4", inputs(3))
+
+
+def _single(code, x_zp=0, bias="int64", options=None, w_shape=(1, 3, 3, 4), axis=3) -> bytes:
+    m = Model16x8(5)
+    m.tensors[0] = Tensor("x", "int16", list(X_SHAPE), quant=(X_SCALE, x_zp))
+    m.op(code, "y", [0, *m.weights("w", w_shape, w_shape[axis], axis, bias)], (1, 7, 6, w_shape[axis]), 0.01,
+         options or conv_options(0, depth_multiplier=1))
+    return m.write()
+
+
+def test_depthwise_with_an_int32_bias_is_refused():
+    with pytest.raises(GraphError, match=r"operator 0 \(DEPTHWISE_CONV_2D\): 16x8 data with a int32 bias "
+                                         r"\(TFLite Micro takes int64\)"):
+        lower_bytes(_single("DEPTHWISE_CONV_2D", bias="int32"))
+
+
+def test_a_zero_point_on_int16_data_is_refused():
+    with pytest.raises(GraphError, match=r"operator 0 \(CONV_2D\): 16x8 data with input and output zero points 3 "
+                                         r"and 0 \(TFLite requires 0 for int16 data\)"):
+        lower_bytes(_single("CONV_2D", x_zp=3, w_shape=(4, 3, 3, 4), axis=0, options=conv_options(0)))
