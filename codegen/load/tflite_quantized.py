@@ -91,6 +91,8 @@ def binary(kind: str):
         a, b, y = int(inputs[0]), int(inputs[1]), int(outputs[0])
         opts = options(op, f"{kind.title()}Options")
         (a_s, a_zp), (b_s, b_zp), (y_s, y_zp) = r.scale_zp(a), r.scale_zp(b), r.scale_zp(y)
+        if r.dtype(a) == "int16" and (a_zp, b_zp, y_zp) != (0, 0, 0):
+            raise Unsupported(f"int16 data with zero points {a_zp}, {b_zp} and {y_zp} (TFLite requires 0)")
         r.emit(f"Q{kind.title()}", [r.value(a), r.value(b)], [r.names[y]],
                {"a_scale": a_s, "a_zero_point": a_zp, "b_scale": b_s, "b_zero_point": b_zp, "y_scale": y_s,
                 "y_zero_point": y_zp, **r.act(y, opts.FusedActivationFunction())})
@@ -109,9 +111,9 @@ def mean(r: Reader, op, inputs, outputs) -> None:
     x, y = int(inputs[0]), int(outputs[0])
     axes = sorted(int(a) % 4 for a in np.atleast_1d(r.constant_data(inputs[1], "MEAN's axes")))
     if len(r.shape(x)) != 4 or axes != [1, 2]:
-        raise Unsupported(f"int8 MEAN over axes {axes} (only over H and W of NHWC data)")
+        raise Unsupported(f"{r.dtype(x)} MEAN over axes {axes} (only over H and W of NHWC data)")
     (x_s, x_zp), (y_s, y_zp) = r.scale_zp(x), r.scale_zp(y)
-    attrs = {"x_scale": x_s, "x_zero_point": x_zp, "y_scale": y_s, "y_zero_point": y_zp}
+    attrs = {"x_scale": x_s, "x_zero_point": x_zp, "y_scale": y_s, "y_zero_point": y_zp, **r.act(y, 0)}
     if len(r.shape(y)) == 4:
         r.emit("QMean", [r.value(x)], [r.names[y]], attrs)
     else:

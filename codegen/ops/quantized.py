@@ -273,29 +273,35 @@ define("QFullyConnected", inputs=(2, 5), infer=_infer_fc, reference=_fc_referenc
        attrs=[Attr("x_zero_point", "int", 0), REQUANTIZE, ACCUMULATOR] + Y_ATTRS)
 
 
-# --- QAdd, QMul -------------------------------------------------------------------------------
+# --- QAdd, QSub, QMul -------------------------------------------------------------------------
 BINARY_ATTRS = [Attr("a_scale", "float"), Attr("a_zero_point", "int", 0), Attr("b_scale", "float"),
                 Attr("b_zero_point", "int", 0)] + Y_ATTRS
+ELEMENTWISE_INTS = ("int8", "int16")  # TFLite's int8 and 16x8 elementwise kernels
 
 
 def _infer_binary(args: InferArgs) -> list[TensorType]:
-    a = _quantized_input(args, 0, "a_zero_point", "a_scale", ("int8",))
-    b = _quantized_input(args, 1, "b_zero_point", "b_scale", ("int8",))
-    return [_out_type(args, broadcast_shapes([a.shape, b.shape]))]
+    a = _quantized_input(args, 0, "a_zero_point", "a_scale", ELEMENTWISE_INTS)
+    b = _quantized_input(args, 1, "b_zero_point", "b_scale", ELEMENTWISE_INTS)
+    if b.dtype != a.dtype:
+        raise OpError(f"input 1 is {b.dtype} but input 0 is {a.dtype}; both must be one type", input=1)
+    return [_out_type(args, broadcast_shapes([a.shape, b.shape]), a.dtype)]
 
 
-def add_params(attrs) -> dict[str, int]:
-    """QAdd's fixed-point parameters from its scales (TFLite's int8 ADD Prepare)."""
-    return fp.add_multipliers(attrs["a_scale"], attrs["b_scale"], attrs["y_scale"])
+def add_params(attrs, dtype: str = "int8") -> dict[str, int]:
+    """QAdd's and QSub's fixed-point parameters from their scales (TFLite's ADD and SUB Prepare:
+    inputs raised by 2^20 for int8 data, 2^15 for int16)."""
+    return fp.add_multipliers(attrs["a_scale"], attrs["b_scale"], attrs["y_scale"], fp.ADD_LEFT_SHIFTS[dtype])
 
 
-def _add_reference(xs, attrs):
-    p = add_params(attrs)
-    a = (xs[0].astype(np.int64) - attrs["a_zero_point"]) << p["left_shift"]
-    b = (xs[1].astype(np.int64) - attrs["b_zero_point"]) << p["left_shift"]
-    a = fp.multiply_by_quantized_multiplier(a, p["a_multiplier"], p["a_shift"])
-    b = fp.multiply_by_quantized_multiplier(b, p["b_multiplier"], p["b_shift"])
-    return [_requantize(a + b, p["y_multiplier"], p["y_shift"], attrs)]
+def _add_or_sub_reference(sign: int):
+    def reference(xs, attrs):
+        p = add_params(attrs, xs[0].dtype.name)
+        a = (xs[0].astype(np.int64) - attrs["a_zero_point"]) << p["left_shift"]
+        b = (xs[1].astype(np.int64) - attrs["b_zero_point"]) << p["left_shift"]
+        a = fp.multiply_by_quantized_multiplier(a, p["a_multiplier"], p["a_shift"])
+        b = fp.multiply_by_quantized_multiplier(b, p["b_multiplier"], p["b_shift"])
+        return [_requantize(a + sign * b, p["y_multiplier"], p["y_shift"], attrs, xs[0].dtype.name)]
+    return reference
 
 
 def mul_params(attrs) -> tuple[int, int]:
@@ -307,10 +313,13 @@ def mul_params(attrs) -> tuple[int, int]:
 def _mul_reference(xs, attrs):
     mult, shift = mul_params(attrs)
     prod = (xs[0].astype(np.int64) - attrs["a_zero_point"]) * (xs[1].astype(np.int64) - attrs["b_zero_point"])
-    return [_requantize(prod, mult, shift, attrs)]
+    return [_requantize(prod, mult, shift, attrs, xs[0].dtype.name)]
 
 
-define("QAdd", inputs=2, infer=_infer_binary, reference=_add_reference, attrs=BINARY_ATTRS,
+define("QAdd", inputs=2, infer=_infer_binary, reference=_add_or_sub_reference(1), attrs=BINARY_ATTRS,
+       pattern=Pattern.BROADCAST)
+# a - b: TFLite's SUB, QAdd's arithmetic with b's rescaled value subtracted
+define("QSub", inputs=2, infer=_infer_binary, reference=_add_or_sub_reference(-1), attrs=BINARY_ATTRS,
        pattern=Pattern.BROADCAST)
 define("QMul", inputs=2, infer=_infer_binary, reference=_mul_reference, attrs=BINARY_ATTRS,
        pattern=Pattern.BROADCAST)
@@ -323,7 +332,7 @@ POOL_ATTRS = [Attr("kernel_shape", "ints"), Attr("strides", "ints", (1, 1)), Att
 
 def _infer_pool(args: InferArgs) -> list[TensorType]:
     _rank4(args)
-    x = _quantized_input(args, 0, None, dtypes=("int8",))
+    x = _quantized_input(args, 0, None, dtypes=ELEMENTWISE_INTS)
     k = args.attrs["kernel_shape"]
     if len(k) != 2 or min(k) < 1:
         raise OpError(f"kernel_shape must be two positive sizes, got {list(k)}", attr="kernel_shape")
@@ -365,8 +374,8 @@ define("QMaxPool", inputs=1, infer=_infer_pool, reference=_pool_reference("QMaxP
 # --- QMean (over H and W of NHWC, keeping dims, as TFLite's MEAN of a pooled head) -------------
 def _infer_mean(args: InferArgs) -> list[TensorType]:
     _rank4(args)
-    x = _quantized_input(args, 0, "x_zero_point", "x_scale", ("int8",))
-    return [_out_type(args, (x.shape[0], 1, 1, x.shape[3]))]
+    x = _quantized_input(args, 0, "x_zero_point", "x_scale", ELEMENTWISE_INTS)
+    return [_out_type(args, (x.shape[0], 1, 1, x.shape[3]), x.dtype)]
 
 
 def mean_params(attrs, count: int) -> tuple[int, int]:
@@ -381,7 +390,7 @@ def _mean_reference(xs, attrs):
     x = xs[0].astype(np.int64) - attrs["x_zero_point"]
     count = x.shape[1] * x.shape[2]
     acc = fp.multiply_by_quantized_multiplier(x.sum(axis=(1, 2), keepdims=True), *mean_params(attrs, count))
-    return [fp.saturate(acc + attrs["y_zero_point"], "int8", attrs["act_min"], attrs["act_max"])]
+    return [fp.saturate(acc + attrs["y_zero_point"], xs[0].dtype.name, attrs["act_min"], attrs["act_max"])]
 
 
 define("QMean", inputs=1, infer=_infer_mean, reference=_mean_reference, pattern=Pattern.REDUCTION,

@@ -144,13 +144,14 @@ def _binary(op: str):
         def body(idx):
             av = Binary("-", widen(Load(a.name, broadcast_index(idx, shape, a.type.shape))), i32(attrs["a_zero_point"]))
             bv = Binary("-", widen(Load(b.name, broadcast_index(idx, shape, b.type.shape))), i32(attrs["b_zero_point"]))
-            if op == "QAdd":
-                p = q.add_params(attrs)
+            if op in ("QAdd", "QSub"):
+                p = q.add_params(attrs, a.type.dtype)
                 sa, ra = multiply_by_quantized_multiplier(
                     "a_scaled", Binary("<<", av, i32(p["left_shift"])), p["a_multiplier"], p["a_shift"])
                 sb, rb = multiply_by_quantized_multiplier(
                     "b_scaled", Binary("<<", bv, i32(p["left_shift"])), p["b_multiplier"], p["b_shift"])
-                sy, ry = multiply_by_quantized_multiplier("scaled", Binary("+", ra, rb), p["y_multiplier"], p["y_shift"])
+                both = Binary("+" if op == "QAdd" else "-", ra, rb)
+                sy, ry = multiply_by_quantized_multiplier("scaled", both, p["y_multiplier"], p["y_shift"])
                 stmts = [*sa, *sb, *sy]
             else:
                 mult, shift = q.mul_params(attrs)
@@ -158,12 +159,12 @@ def _binary(op: str):
             out = clamp(Binary("+", ry, i32(attrs["y_zero_point"])), attrs["act_min"], attrs["act_max"])
             return [*stmts, Store(y.name, flat_index(idx, shape), Cast(y.type.dtype, out), tuple(idx))]
         return nest(shape, "i", body)[0]
-    functor.__doc__ = f"{op}: both inputs rescaled, combined, requantized as TFLite's int8 kernel."
+    functor.__doc__ = f"{op}: both inputs rescaled, combined, requantized as TFLite's int8 and int16 kernels."
     return functor
 
 
-for _op in ("QAdd", "QMul"):
-    CPP.register(_op, types=same("int8", 2, acc="int32"))(_binary(_op))
+for _op in ("QAdd", "QSub", "QMul"):
+    CPP.register(_op, types=same(q.ELEMENTWISE_INTS, 2, acc="int32"))(_binary(_op))
 
 
 def _pool(op: str):
@@ -199,10 +200,10 @@ def _pool(op: str):
 
 
 for _op in ("QAvgPool", "QMaxPool"):
-    CPP.register(_op, family="window", types=same("int8", acc="int32"), layout="nhwc")(_pool(_op))
+    CPP.register(_op, family="window", types=same(q.ELEMENTWISE_INTS, acc="int32"), layout="nhwc")(_pool(_op))
 
 
-@CPP.register("QMean", family="reduction", types=same("int8", acc="int32"))
+@CPP.register("QMean", family="reduction", types=same(q.ELEMENTWISE_INTS, acc="int32"))
 def qmean(graph, node_id, cluster_id, args, attrs):
     """Sum over H and W of (x - zero point), times one multiplier that also divides by the count."""
     x, y = args.inputs[0], args.outputs[0]
