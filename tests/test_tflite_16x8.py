@@ -22,9 +22,9 @@ X_SCALE = 0.002
 class Model16x8:
     """A model being written: int16 input x, operators reading it, each output a graph output."""
 
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, x_shape=X_SHAPE):
         self.rng = np.random.default_rng(seed)
-        self.tensors = [Tensor("x", "int16", list(X_SHAPE), quant=(X_SCALE, 0))]
+        self.tensors = [Tensor("x", "int16", list(x_shape), quant=(X_SCALE, 0))]
         self.ops: list[Op] = []
         self.outputs: list[int] = []
 
@@ -95,11 +95,11 @@ def tflm_outputs(data: bytes, x: np.ndarray, count: int) -> list[np.ndarray]:
     return [interp.get_output(i) for i in range(count)]
 
 
-def inputs(seed: int) -> list[np.ndarray]:
+def inputs(seed: int, shape=X_SHAPE) -> list[np.ndarray]:
     """Seeded inputs over the int16 range, and one at its two ends (the widest products)."""
     rng = np.random.default_rng(seed)
-    ends = np.where(rng.integers(0, 2, X_SHAPE) > 0, 32767, -32768).astype(np.int16)
-    return [rng.integers(-32768, 32768, X_SHAPE).astype(np.int16), ends]
+    ends = np.where(rng.integers(0, 2, shape) > 0, 32767, -32768).astype(np.int16)
+    return [rng.integers(-32768, 32768, shape).astype(np.int16), ends]
 
 
 def compare(tmp_path, data: bytes, target: str, xs) -> None:
@@ -160,3 +160,24 @@ def test_a_zero_point_on_int16_data_is_refused():
     with pytest.raises(GraphError, match=r"operator 0 \(CONV_2D\): 16x8 data with input and output zero points 3 "
                                          r"and 0 \(TFLite requires 0 for int16 data\)"):
         lower_bytes(_single("CONV_2D", x_zp=3, w_shape=(4, 3, 3, 4), axis=0, options=conv_options(0)))
+
+
+def wide_fully_connected_model() -> bytes:
+    """A fully connected layer whose weights (640 of magnitude 100 to 127 per row) let int16 inputs
+    sum beyond int32: the Cortex-M4 kernel cannot prove 32-bit sums exact and accumulates on SMLALD."""
+    m = Model16x8(23, (2, 640))
+    signs = np.where(m.rng.integers(0, 2, (3, 640)) > 0, 1, -1)
+    w = (signs * m.rng.integers(100, 128, (3, 640))).astype(np.int8)
+    w[0] = np.where(np.arange(640) % 2, 127, -127)  # an alternating row: sums at both ends
+    scale = 0.004
+    wi = m.add(Tensor("fc_w", "int8", [3, 640], w, (scale, 0)))
+    b = m.add(Tensor("fc_b", "int64", [3], np.array([1 << 33, -(1 << 32), 5], np.int64), (scale * X_SCALE, 0)))
+    m.op("FULLY_CONNECTED", "fc_beyond_int32", [0, wi, b], (2, 3), 700.0, ("FullyConnectedOptions", {}))
+    return m.write()
+
+
+def test_sums_beyond_int32_are_exact_on_the_cortex_m4(tmp_path):
+    rng = np.random.default_rng(7)
+    ends = np.where(np.arange(640) % 2, 32767, -32768).astype(np.int16)
+    xs = [np.stack([ends, -1 - ends]), rng.integers(-32768, 32768, (2, 640)).astype(np.int16)]
+    compare(tmp_path, wide_fully_connected_model(), "cortex-m4", xs)

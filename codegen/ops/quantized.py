@@ -206,9 +206,29 @@ def _conv_macs(args, outs) -> int:
 
 def _weight_sums(args: InferArgs, outputs) -> dict:
     """Each output channel's sum of its (constant) weights: with it a kernel may fold the input
-    zero point into the bias, sum((x - zp) * w) + b = sum(x * w) + (b - zp * sum(w))."""
+    zero point into the bias, sum((x - zp) * w) + b = sum(x * w) + (b - zp * sum(w)). And whether
+    the sums of int16 inputs fit int32 (int16_sums_fit_int32)."""
     w = args.values[1]
-    return {} if w is None else {"weight_sums": w.reshape(w.shape[0], -1).astype(np.int64).sum(axis=1)}
+    if w is None:
+        return {}
+    return {"weight_sums": w.reshape(w.shape[0], -1).astype(np.int64).sum(axis=1),
+            "int16_sums_fit_int32": _int16_sums_fit_int32(np.abs(w.reshape(w.shape[0], -1).astype(np.int64)).sum(axis=1))}
+
+
+def _int16_sums_fit_int32(magnitude_sums: np.ndarray) -> bool:
+    """Whether every output channel's sum of int16 inputs times its weights stays inside int32
+    whatever the inputs: |x| <= 2^15, so sum |w| * 2^15 < 2^31 (from the constant weights'
+    per-channel sums of magnitudes). Then a 16x8 kernel with an int64 accumulator may sum in 32-bit
+    multiply-accumulates and widen once."""
+    return int(magnitude_sums.max(initial=0)) << 15 < 1 << 31
+
+
+def _depthwise_facts(args: InferArgs, outputs) -> dict:
+    """int16_sums_fit_int32 of a depthwise convolution's constant [1, KH, KW, O] weights."""
+    w = args.values[1]
+    if w is None:
+        return {}
+    return {"int16_sums_fit_int32": _int16_sums_fit_int32(np.abs(w.reshape(-1, w.shape[-1]).astype(np.int64)).sum(axis=0))}
 
 
 define("QConv2D", inputs=(2, 5), infer=_infer_conv, reference=_conv_reference, macs=_conv_macs,
@@ -241,7 +261,7 @@ def _depthwise_reference(xs, attrs):
     return [_requantize(acc, mult, shift, attrs, _out_dtype(x))]
 
 
-define("QDepthwise", inputs=(2, 5), infer=_infer_depthwise, reference=_depthwise_reference,
+define("QDepthwise", inputs=(2, 5), infer=_infer_depthwise, reference=_depthwise_reference, prepare=_depthwise_facts,
        macs=lambda args, outs: outs[0].size * args.types[1].shape[1] * args.types[1].shape[2],
        constant_inputs=(3, 4),
        attrs=WINDOW_ATTRS + [Attr("depth_multiplier", "int", 1), Attr("x_zero_point", "int", 0), REQUANTIZE,

@@ -21,9 +21,10 @@ QUANTIZED = ("int8", "uint8", "int16")
 # int32 sums themselves with requantize: none (codegen/ops/quantized.py: REQUANTIZE).
 REQUANTIZERS = ("int32", "float32")
 QUANTIZED_CONV = takes(QUANTIZED, "int8", "int32", REQUANTIZERS, "int32", out=QUANTIZED + ("int32",), acc="int32")
-# TFLite's 16x8 scheme with an int64 bias: int16 activations, int8 weights, int64 sums requantized
-# by the 64-bit MultiplyByQuantizedMultiplier (the node's accumulator attribute says int64)
-INT16X8_CONV = takes("int16", "int8", "int64", "int32", "int32", out="int16", acc="int64")
+# TFLite's 16x8 scheme: int16 activations, int8 weights, an int64 bias with int64 sums requantized by
+# the 64-bit MultiplyByQuantizedMultiplier, or an int32 bias with int32 sums (the node's accumulator
+# attribute says which)
+INT16X8_CONV = takes("int16", "int8", ("int32", "int64"), "int32", "int32", out="int16", acc="int64")
 # what the fast int8 kernels take: int8 activations only
 INT8_CONV = takes("int8", "int8", "int32", REQUANTIZERS, "int32", out=("int8", "int32"), acc="int32")
 
