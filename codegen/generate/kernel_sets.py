@@ -33,6 +33,7 @@ DSP_INTRINSICS = {
     "smlabb": "static_cast<std::int32_t>(__smlabb({0}, {1}, {2}))",
     "smlatt": "static_cast<std::int32_t>(__smlatt({0}, {1}, {2}))",
     "ssat8": "static_cast<std::int32_t>(__ssat({0}, 8))",
+    "ssat16": "static_cast<std::int32_t>(__ssat({0}, 16))",
     "ror8": "static_cast<std::int32_t>((static_cast<std::uint32_t>({0}) >> 8) | "
             "(static_cast<std::uint32_t>({0}) << 24))",
     "sxtb16_ror8": "sxtb16_ror8({0})",

@@ -7,8 +7,9 @@ from __future__ import annotations
 from tinsmith.generate.backend import CPP, FLOATS, same, takes
 from tinsmith.generate.kernel_sets import micro_kernel
 from tinsmith.generate.functors.quantized_math import (clamp, i32, multiply_by_quantized_multiplier,
-                                                      multiply_by_quantized_multiplier_int64, rounded_divide,
-                                                      select_max, widen)
+                                                      multiply_by_quantized_multiplier_int64,
+                                                      multiply_by_reduced_multiplier, packed_q15_multipliers,
+                                                      packed_shifts_less_one, rounded_divide, select_max, widen)
 from tinsmith.generate.functors.quantized_onnx import float_requantize_store
 from tinsmith.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store,
                                       Var, Unary, broadcast_index, flat_index, index, nest)
@@ -69,7 +70,9 @@ def _finish(graph, args, attrs, channel: Expr, out_at: Expr, coords, acc: str = 
     if attrs.get("requantize") == "none":  # the int32 sums are the output
         return [Store(args.outputs[0].name, out_at, Var(acc), coords)]
     mult, shift, sign = _requant_params(graph, args, channel)
-    if accumulator(attrs) == "int64":
+    if accumulator(attrs) == "int64" and args.inputs[3].type.rank == 2:  # packed: reduced_requant_pack
+        stmts, scaled = multiply_by_reduced_multiplier(f"{acc}_scaled", Var(acc), mult, shift)
+    elif accumulator(attrs) == "int64":
         stmts, scaled = multiply_by_quantized_multiplier_int64(f"{acc}_scaled", Var(acc), mult, shift)
     else:
         stmts, scaled = multiply_by_quantized_multiplier(f"{acc}_scaled", Var(acc), mult, shift, sign)
@@ -78,8 +81,9 @@ def _finish(graph, args, attrs, channel: Expr, out_at: Expr, coords, acc: str = 
 
 
 def _saturate(args, v: Expr, lo: int, hi: int) -> Expr:
-    """v clamped to lo..hi, by the target's int8 saturation where a kernel set spells one."""
-    saturate = micro_kernel(args.caps, "saturate_int8") if args.outputs[0].type.dtype == "int8" else None
+    """v clamped to lo..hi, by the target's int8 (int16) saturation where a kernel set spells one."""
+    dtype = args.outputs[0].type.dtype
+    saturate = micro_kernel(args.caps, f"saturate_{dtype}") if dtype in ("int8", "int16") else None
     return saturate(v, lo, hi) if saturate is not None else clamp(v, lo, hi)
 
 
@@ -87,6 +91,15 @@ def accumulator(attrs) -> str:
     """The element type a convolution or fully connected node sums in (int64: TFLite's 16x8 with an
     int64 bias)."""
     return attrs.get("accumulator", "int32")
+
+
+def reduced_requant_pack(args, attrs) -> dict:
+    """A 16x8 kernel's pack (Registration.pack) of its per-channel (multiplier, shift) with an int64
+    accumulator: the Q15 multipliers and 14 - shift, computed at build time instead of per output
+    (quantized_math.packed_q15_multipliers; _finish reads the [O, 1] shape as packed)."""
+    if accumulator(attrs) != "int64" or args.inputs[3].type.size == 1 or args.inputs[4].type.size == 1:
+        return {}
+    return {3: packed_q15_multipliers, 4: packed_shifts_less_one}
 
 
 def _bias(args, channel: Expr) -> Expr:

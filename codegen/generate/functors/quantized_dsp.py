@@ -39,16 +39,21 @@ from tinsmith.generate.loop_ir import (Assign, Binary, Call, Cast, Expr, For, Lo
 
 
 
-@ARM_DSP.micro_kernel("saturate_int8")
-def ssat8(v: Expr, lo: int, hi: int) -> Expr:
-    """v clamped to lo..hi for an int8 output: one SSAT saturates to -128..127, and only a fused
-    activation's tighter bound is tested."""
-    y: Expr = Call("ssat8", (v,), "int32")
-    if lo > -128:
-        y = select_max(y, i32(lo))
-    if hi < 127:
-        y = select_min(y, i32(hi))
-    return y
+def _ssat(bits: int):
+    def saturate(v: Expr, lo: int, hi: int) -> Expr:
+        """v clamped to lo..hi for an int8 (int16) output: one SSAT saturates to the type's range, and
+        only a fused activation's tighter bound is tested."""
+        y: Expr = Call(f"ssat{bits}", (v,), "int32")
+        if lo > -(1 << (bits - 1)):
+            y = select_max(y, i32(lo))
+        if hi < (1 << (bits - 1)) - 1:
+            y = select_min(y, i32(hi))
+        return y
+    return saturate
+
+
+ssat8 = ARM_DSP.micro_kernel("saturate_int8")(_ssat(8))
+ARM_DSP.micro_kernel("saturate_int16")(_ssat(16))
 
 def pair(v: int) -> int:
     """v in both int16 lanes of an int32 (what SXTAB16 adds to each lane)."""
@@ -207,17 +212,22 @@ STRAIGHT_QUADS = 16
 FC_STRAIGHT_QUADS = 32
 
 
-def _split_inputs(x: str, x_ats: list[Expr], c: int, x_zero_point: int) -> list[Stmt]:
-    """The input words of each pixel split once into `lanes` (SXTAB16, the zero point subtracted),
-    two int32 per word, pixel after pixel: every output channel then loads them ready to use."""
+def _split_inputs(x: str, x_ats: list[Expr], c: int, x_zero_point: int, sixteen: bool = False) -> list[Stmt]:
+    """The input words of each pixel split once into `lanes` (SXTAB16, the zero point subtracted;
+    int16 inputs re-paired by int16_pairs), two int32 per four inputs, pixel after pixel: every
+    output channel then loads them ready to use."""
     offset = i32(pair(-x_zero_point))
     quads = c // 4
     body: list[Stmt] = []
     for p, x_at in enumerate(x_ats):
         word = f"sx{p}"
         at = Binary("+", index(2 * p * quads), Binary("*", Var("sq"), index(2)))
-        body += [Local(word, Call("read_i8x4", (Load(x, Binary("+", x_at, Binary("*", Var("sq"), index(4)))),), "int32"),
-                       "int32"),
+        first = Binary("+", x_at, Binary("*", Var("sq"), index(4)))
+        if sixteen:
+            body += [*int16_pairs(word, x, first), Store("lanes", at, Var(f"{word}_lo")),
+                     Store("lanes", _plus(at, 1), Var(f"{word}_hi"))]
+            continue
+        body += [Local(word, Call("read_i8x4", (Load(x, first),), "int32"), "int32"),
                  Store("lanes", at, Call("sxtab16", (offset, Var(word)), "int32")),
                  Store("lanes", _plus(at, 1), Call("sxtab16_ror8", (offset, Var(word)), "int32"))]
     return [For("sq", quads, tuple(body))] if quads else []
@@ -245,7 +255,8 @@ def _pointwise(graph, args, attrs) -> list[Stmt]:
 
     def run(block) -> list[Stmt]:
         lanes = ("lanes", [index(2 * p * quads) for p in range(len(block))])
-        return [*_split_inputs(args.inputs[0].name, [b[0] for b in block], c, attrs["x_zero_point"]),
+        return [*_split_inputs(args.inputs[0].name, [b[0] for b in block], c, attrs["x_zero_point"],
+                               args.inputs[0].type.dtype == "int16"),
                 *_channels(graph, args, attrs, block, (), index(0), c, CHANNELS, lanes)]
     return pointwise_nest(args, PIXELS, run)
 
@@ -270,22 +281,18 @@ class DspMicroKernel:
 DSP_KERNEL = DspMicroKernel()
 
 
+@ARM_DSP.register("QConv2D", family="convolution", types=INT16X8_CONV, layout="nhwc",
+                  when=lambda args, attrs: args.caps.dsp, scratch=_lanes_scratch, pack=scalar.reduced_requant_pack)
 @ARM_DSP.register("QConv2D", family="convolution", types=INT8_CONV, layout="nhwc", when=lambda args, attrs: args.caps.dsp, scratch=_lanes_scratch)
 def qconv2d_dsp(graph, node_id, cluster_id, args, attrs):
-    """QConv2D on SMLAD in blocks of pixels x channels (see the module doc)."""
+    """QConv2D on SMLAD in blocks of pixels x channels (see the module doc); 16x8 on SMLAD (SMLALD
+    where the weights do not prove int32 sums exact), int16 inputs re-paired by PKHBT / PKHTB
+    (block_dot's `sixteen`)."""
     if is_pointwise(args, attrs):
         return _pointwise(graph, args, attrs)
     # a 1x1 window with strides and padding that keep the size: the scratch is not needed
     unused = _has_lanes(args.inputs[0].type.shape, args.inputs[1].type.shape, args.outputs[0].type.shape)
     return conv_nest(graph, args, attrs, DSP_KERNEL, [Store("lanes", index(0), i32(0))] if unused else [])
-
-
-@ARM_DSP.register("QConv2D", family="convolution", types=INT16X8_CONV, layout="nhwc",
-                  when=lambda args, attrs: args.caps.dsp)
-def qconv2d_16x8_dsp(graph, node_id, cluster_id, args, attrs):
-    """16x8 QConv2D on SMLAD (SMLALD where the weights do not prove int32 sums exact) in blocks of
-    pixels x channels, int16 inputs re-paired by PKHBT / PKHTB (block_dot's `sixteen`)."""
-    return conv_nest(graph, args, attrs, DSP_KERNEL)
 
 
 def _depthwise_quads(graph, args, attrs, taps_at: list[tuple[Expr, Expr]], tap_loops, out_at: Expr,
@@ -343,14 +350,16 @@ def _depthwise_takes(args, attrs) -> bool:
             and (scalar.accumulator(attrs) == "int32" or bool(args.prepared.facts.get("int16_sums_fit_int32"))))
 
 
-@ARM_DSP.register("QDepthwise", family="convolution", types=INT16X8_CONV, layout="nhwc", when=_depthwise_takes)
+@ARM_DSP.register("QDepthwise", family="convolution", types=INT16X8_CONV, layout="nhwc", when=_depthwise_takes,
+                  pack=scalar.reduced_requant_pack)
 @ARM_DSP.register("QDepthwise", family="convolution", types=INT8_CONV, layout="nhwc", when=_depthwise_takes)
 def qdepthwise_dsp(graph, node_id, cluster_id, args, attrs):
     """QDepthwise (depth multiplier 1), four channels per step on SMLABB / SMLATT."""
     return depthwise_nest(graph, args, attrs, _depthwise_quads)
 
 
-@ARM_DSP.register("QFullyConnected", family="matrix", types=INT16X8_CONV, when=lambda args, attrs: args.caps.dsp)
+@ARM_DSP.register("QFullyConnected", family="matrix", types=INT16X8_CONV, when=lambda args, attrs: args.caps.dsp,
+                  pack=scalar.reduced_requant_pack)
 @ARM_DSP.register("QFullyConnected", family="matrix", types=INT8_CONV, when=lambda args, attrs: args.caps.dsp)
 def qfully_connected_dsp(graph, node_id, cluster_id, args, attrs):
     """QFullyConnected: FC_ROWS weight rows per step share each input word (then the last few)."""
