@@ -212,7 +212,8 @@ def _weight_sums(args: InferArgs, outputs) -> dict:
     if w is None:
         return {}
     return {"weight_sums": w.reshape(w.shape[0], -1).astype(np.int64).sum(axis=1),
-            "int16_sums_fit_int32": _int16_sums_fit_int32(np.abs(w.reshape(w.shape[0], -1).astype(np.int64)).sum(axis=1))}
+            "int16_sums_fit_int32": _int16_sums_fit_int32(np.abs(w.reshape(w.shape[0], -1).astype(np.int64)).sum(axis=1)),
+            **_int16_requantization(args)}
 
 
 def _int16_sums_fit_int32(magnitude_sums: np.ndarray) -> bool:
@@ -228,7 +229,29 @@ def _depthwise_facts(args: InferArgs, outputs) -> dict:
     w = args.values[1]
     if w is None:
         return {}
-    return {"int16_sums_fit_int32": _int16_sums_fit_int32(np.abs(w.reshape(-1, w.shape[-1]).astype(np.int64)).sum(axis=0))}
+    return {"int16_sums_fit_int32": _int16_sums_fit_int32(np.abs(w.reshape(-1, w.shape[-1]).astype(np.int64)).sum(axis=0)),
+            **_int16_requantization(args)}
+
+
+def _int16_requantization(args: InferArgs) -> dict:
+    """With an int64 accumulator, a bias and per-channel multipliers: TFLite's 64-bit requantization
+    (acc + bias) * q15 + 2^(t - 1) >> t (t = 15 - shift) as sum * q15 + offset, whose per-channel
+    offset = bias * q15 + 2^(t - 1) is computed here once (wrapping as int64 arithmetic does, so
+    the result is the same bit for bit). The result fits 32 bits, so the 64-bit shift is 32-bit
+    ones: of the high word by t - 32 when every t >= 32 (`high`), else of both words by t when
+    every t < 32 (fact int16_requantization: offset, q15, shift, high)."""
+    a, values = args.attrs, args.values
+    if a.get("accumulator") != "int64" or any(v is None for v in values[2:5]) or values[3].size == 1:
+        return {}
+    q15 = fp.reduced_multiplier(values[3].reshape(-1))
+    total = 15 - values[4].reshape(-1).astype(np.int64)
+    high = bool(total.min() >= 32)
+    if not high and total.max() >= 32:
+        return {}
+    with np.errstate(over="ignore"):
+        offset = values[2].astype(np.int64) * q15 + (np.int64(1) << (total - 1))
+    return {"int16_requantization": {"offset": offset, "q15": q15.astype(np.int32), "high": high,
+                                     "shift": (total - 32 if high else total).astype(np.int32)}}
 
 
 define("QConv2D", inputs=(2, 5), infer=_infer_conv, reference=_conv_reference, macs=_conv_macs,

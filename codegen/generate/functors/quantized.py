@@ -8,7 +8,8 @@ from tinsmith.generate.backend import CPP, FLOATS, same, takes
 from tinsmith.generate.kernel_sets import micro_kernel
 from tinsmith.generate.functors.quantized_math import (clamp, i32, multiply_by_quantized_multiplier,
                                                       multiply_by_quantized_multiplier_int64,
-                                                      multiply_by_reduced_multiplier, packed_q15_multipliers,
+                                                      multiply_by_reduced_multiplier, multiply_with_offset,
+                                                      packed_q15_multipliers,
                                                       packed_shifts_less_one, rounded_divide, select_max, widen)
 from tinsmith.generate.functors.quantized_onnx import float_requantize_store
 from tinsmith.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store,
@@ -70,7 +71,10 @@ def _finish(graph, args, attrs, channel: Expr, out_at: Expr, coords, acc: str = 
     if attrs.get("requantize") == "none":  # the int32 sums are the output
         return [Store(args.outputs[0].name, out_at, Var(acc), coords)]
     mult, shift, sign = _requant_params(graph, args, channel)
-    if accumulator(attrs) == "int64" and args.inputs[3].type.rank == 2:  # packed: reduced_requant_pack
+    if accumulator(attrs) == "int64" and _bias_folded(args):  # packed: reduced_requant_pack
+        stmts, scaled = multiply_with_offset(f"{acc}_scaled", Var(acc), mult, Load(args.inputs[2].name, channel),
+                                             shift, args.prepared["int16_requantization"]["high"])
+    elif accumulator(attrs) == "int64" and args.inputs[3].type.rank == 2:
         stmts, scaled = multiply_by_reduced_multiplier(f"{acc}_scaled", Var(acc), mult, shift)
     elif accumulator(attrs) == "int64":
         stmts, scaled = multiply_by_quantized_multiplier_int64(f"{acc}_scaled", Var(acc), mult, shift)
@@ -99,12 +103,23 @@ def reduced_requant_pack(args, attrs) -> dict:
     (quantized_math.packed_q15_multipliers; _finish reads the [O, 1] shape as packed)."""
     if accumulator(attrs) != "int64" or args.inputs[3].type.size == 1 or args.inputs[4].type.size == 1:
         return {}
+    folded = args.prepared.facts.get("int16_requantization") if args.prepared is not None else None
+    if folded is not None:  # the bias folded into an offset, the shift one of the high word
+        return {2: lambda b: folded["offset"].reshape(-1, 1), 3: lambda m: folded["q15"].reshape(-1, 1),
+                4: lambda s: folded["shift"].reshape(-1, 1)}
     return {3: packed_q15_multipliers, 4: packed_shifts_less_one}
+
+
+def _bias_folded(args) -> bool:
+    """Whether the bias input holds reduced_requant_pack's offsets (an [O, 1] array), which the
+    requantization adds, rather than the bias the sum starts from."""
+    b = args.inputs[2]
+    return b is not None and b.type.rank == 2
 
 
 def _bias(args, channel: Expr) -> Expr:
     b = args.inputs[2]
-    return Load(b.name, channel) if b is not None else i32(0)
+    return Load(b.name, channel) if b is not None and not _bias_folded(args) else i32(0)
 
 
 def start_sum(args, attrs, channel: Expr, name: str = "acc") -> Local:

@@ -115,6 +115,23 @@ def multiply_by_reduced_multiplier(name: str, acc: Expr, q15: Expr, shift_less_o
     return [Local(name, Cast("int32", Binary(">>", Binary("+", product, i64(1)), i64(1))), "int32")], Var(name)
 
 
+def multiply_with_offset(name: str, acc: Expr, q15: Expr, offset: Expr, shift: Expr, high: bool
+                         ) -> tuple[list[Stmt], Expr]:
+    """The same product with the bias and the rounding folded into a per-channel int64 offset
+    (codegen/ops/quantized.py: _int16_requantization): v = acc * q15 + offset (one SMLAL on a
+    32-bit core), then v >> t, which fits 32 bits: the high word shifted by `shift` = t - 32
+    (`high`), or the low word shifted by t = `shift` < 32 with the high word's bits above it."""
+    stmts: list[Stmt] = [Local(f"{name}_v", Binary("+", Binary("*", Cast("int64", acc), Cast("int64", q15)), offset),
+                               "int64")]
+    v = Var(f"{name}_v")
+    hi = Cast("int32", Binary(">>", v, i64(32)))
+    if high:
+        return [*stmts, Local(name, Binary(">>", hi, shift), "int32")], Var(name)
+    lo_bits = Binary(">>", Cast("uint32", v), shift)
+    hi_bits = Binary("<<", Cast("uint32", hi), Binary("-", i32(32), shift))
+    return [*stmts, Local(name, Cast("int32", Binary("|", lo_bits, hi_bits)), "int32")], Var(name)
+
+
 def packed_q15_multipliers(multipliers):
     """A 16x8 node's per-channel multipliers packed for multiply_by_reduced_multiplier: in Q15, as an
     [O, 1] array (the second axis says packed)."""
