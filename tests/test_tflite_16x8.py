@@ -11,7 +11,7 @@ import pytest
 
 from tinsmith.errors import GraphError
 from tinsmith.pipeline import lower
-from tflite_writer import Op, Tensor, model
+from tflite_writer import Op, Tensor, conv_options, model
 
 tflm = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
 
@@ -50,14 +50,6 @@ class Model16x8:
 
     def write(self) -> bytes:
         return model(self.tensors, self.ops, [0], self.outputs)
-
-
-def conv_options(padding, stride=1, dilation=1, act=0, depth_multiplier=None):
-    opts = {"Padding": padding, "StrideH": stride, "StrideW": stride, "DilationHFactor": dilation,
-            "DilationWFactor": dilation, "FusedActivationFunction": act}
-    if depth_multiplier is None:
-        return ("Conv2DOptions", opts)
-    return ("DepthwiseConv2DOptions", {**opts, "DepthMultiplier": depth_multiplier})
 
 
 def conv_family_model() -> bytes:

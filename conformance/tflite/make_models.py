@@ -19,7 +19,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
-from tflite_writer import Op, Tensor, model  # noqa: E402  (the tests' writer, found through sys.path)
+from tflite_writer import Op, Tensor, conv_options, model  # noqa: E402  (the tests' writer, found through sys.path)
 
 MODELS = Path(__file__).resolve().parent / "models"
 Q = (0.05, 3)  # an int8 quantization shared by inputs and outputs that move elements
@@ -486,10 +486,10 @@ def _fc_int8(c: Case):
          ("FullyConnectedOptions", {}))
 
 
-def _int8_window(name: str, code: str, options, y_shape, y_quant=(0.05, 3)):
+def _int8_window(name: str, code: str, options, y_shape, y_quant=(0.05, 3), dtype="int8", x_quant=(0.05, 3)):
     def build(c: Case):
-        x = c.input("x", "int8", (1, 7, 6, 4), quant=(0.05, 3))
-        c.op(code, [x], [c.output("y", "int8", y_shape, quant=y_quant)], options)
+        x = c.input("x", dtype, (1, 7, 6, 4), quant=x_quant)
+        c.op(code, [x], [c.output("y", dtype, y_shape, quant=y_quant)], options)
     CASES[name] = build
 
 
@@ -580,28 +580,20 @@ def _conv_16x8(name, code, w_shape, y_shape, options, bias="int64", y_scale=0.02
     CASES[name] = build
 
 
-def _conv_opts(padding, stride=1, dilation=1, act=0, multiplier=None):
-    opts = {"Padding": padding, "StrideH": stride, "StrideW": stride, "DilationHFactor": dilation,
-            "DilationWFactor": dilation, "FusedActivationFunction": act}
-    if multiplier is None:
-        return ("Conv2DOptions", opts)
-    return ("DepthwiseConv2DOptions", {**opts, "DepthMultiplier": multiplier})
-
-
-_conv_16x8("conv_2d_same_relu_int16", "CONV_2D", (5, 3, 3, 4), (1, 7, 6, 5), _conv_opts(0, act=1), y_scale=0.01)
-_conv_16x8("conv_2d_valid_stride2_int32_bias_int16", "CONV_2D", (3, 3, 2, 4), (1, 3, 3, 3), _conv_opts(1, stride=2),
+_conv_16x8("conv_2d_same_relu_int16", "CONV_2D", (5, 3, 3, 4), (1, 7, 6, 5), conv_options(0, act=1), y_scale=0.01)
+_conv_16x8("conv_2d_valid_stride2_int32_bias_int16", "CONV_2D", (3, 3, 2, 4), (1, 3, 3, 3), conv_options(1, stride=2),
            bias="int32")
-_conv_16x8("conv_2d_pointwise_no_bias_int16", "CONV_2D", (6, 1, 1, 4), (1, 7, 6, 6), _conv_opts(1), bias=None,
+_conv_16x8("conv_2d_pointwise_no_bias_int16", "CONV_2D", (6, 1, 1, 4), (1, 7, 6, 6), conv_options(1), bias=None,
            y_scale=0.004)
-_conv_16x8("conv_2d_dilated_wide_sums_int16", "CONV_2D", (2, 2, 2, 4), (1, 7, 6, 2), _conv_opts(0, dilation=2),
+_conv_16x8("conv_2d_dilated_wide_sums_int16", "CONV_2D", (2, 2, 2, 4), (1, 7, 6, 2), conv_options(0, dilation=2),
            y_scale=1000.0, bias_bits=40)
-_conv_16x8("conv_2d_relu6_int16", "CONV_2D", (4, 3, 3, 4), (1, 7, 6, 4), _conv_opts(0, act=3), y_scale=0.003)
+_conv_16x8("conv_2d_relu6_int16", "CONV_2D", (4, 3, 3, 4), (1, 7, 6, 4), conv_options(0, act=3), y_scale=0.003)
 _conv_16x8("depthwise_conv_2d_same_relu6_int16", "DEPTHWISE_CONV_2D", (1, 3, 3, 4), (1, 7, 6, 4),
-           _conv_opts(0, act=3, multiplier=1), y_scale=0.003)
+           conv_options(0, act=3, depth_multiplier=1), y_scale=0.003)
 _conv_16x8("depthwise_conv_2d_valid_multiplier2_int16", "DEPTHWISE_CONV_2D", (1, 3, 3, 8), (1, 3, 2, 8),
-           _conv_opts(1, stride=2, multiplier=2), y_scale=0.002)
+           conv_options(1, stride=2, depth_multiplier=2), y_scale=0.002)
 _conv_16x8("depthwise_conv_2d_dilated_int16", "DEPTHWISE_CONV_2D", (1, 2, 2, 4), (1, 7, 6, 4),
-           _conv_opts(0, dilation=2, multiplier=1))
+           conv_options(0, dilation=2, depth_multiplier=1))
 
 
 def _fc_16x8(name, bias="int64", bias_bits=20, y_scale=0.05, act=0):
@@ -646,10 +638,7 @@ _binary_16x8("sub_int8", "SUB", (2, 3, 4), ("SubOptions", {}), y_quant=(0.1, 1),
 
 
 def _window_16x8(name: str, code: str, options, y_shape, y_quant=Q16):
-    def build(c: Case):
-        x = c.input("x", "int16", (1, 7, 6, 4), quant=Q16)
-        c.op(code, [x], [c.output("y", "int16", y_shape, quant=y_quant)], options)
-    CASES[name] = build
+    _int8_window(name, code, options, y_shape, y_quant, "int16", Q16)
 
 
 _window_16x8("average_pool_2d_same_int16", "AVERAGE_POOL_2D", ("Pool2DOptions", {
@@ -683,22 +672,16 @@ def _qdq_16x8(c: Case):
     c.op("DEQUANTIZE", [q], [c.output("y", "float32", (2, 8))])
 
 
-@case("quantize_int16_to_int8")
-def _q16_to_8(c: Case):
-    x = c.input("x", "int16", (2, 9), quant=(0.0004, 0))
-    c.op("QUANTIZE", [x], [c.output("y", "int8", (2, 9), quant=(0.06, -5))])
+def _requantize_case(name, x_dtype, x_quant, y_dtype, y_quant):
+    def build(c: Case):
+        x = c.input("x", x_dtype, (2, 9), quant=x_quant)
+        c.op("QUANTIZE", [x], [c.output("y", y_dtype, (2, 9), quant=y_quant)])
+    CASES[name] = build
 
 
-@case("quantize_int8_to_int16")
-def _q8_to_16(c: Case):
-    x = c.input("x", "int8", (2, 9), quant=(0.05, -3))
-    c.op("QUANTIZE", [x], [c.output("y", "int16", (2, 9), quant=(0.0004, 0))])
-
-
-@case("quantize_requantize_int16")
-def _q16_to_16(c: Case):
-    x = c.input("x", "int16", (2, 9), quant=(0.0004, 0))
-    c.op("QUANTIZE", [x], [c.output("y", "int16", (2, 9), quant=(0.0007, 0))])
+_requantize_case("quantize_int16_to_int8", "int16", (0.0004, 0), "int8", (0.06, -5))
+_requantize_case("quantize_int8_to_int16", "int8", (0.05, -3), "int16", (0.0004, 0))
+_requantize_case("quantize_requantize_int16", "int16", (0.0004, 0), "int16", (0.0007, 0))
 
 
 @case("mean_int16")
