@@ -173,3 +173,19 @@ def test_sums_beyond_int32_are_exact_on_the_cortex_m4(tmp_path):
     ends = np.where(np.arange(640) % 2, 32767, -32768).astype(np.int16)
     xs = [np.stack([ends, -1 - ends]), rng.integers(-32768, 32768, (2, 640)).astype(np.int16)]
     compare(tmp_path, wide_fully_connected_model(), "cortex-m4", xs)
+
+
+def test_an_int16_qadd_with_a_zero_point_is_refused_in_a_graph_file(tmp_path):
+    """TFLite's int16 ADD keeps (x - zero point) << 15 in int32 only for zero points 0."""
+    (tmp_path / "g.yaml").write_text(
+        "graph: g\n"
+        "inputs:\n"
+        "  a: {dtype: int16, shape: [4], quant: {scale: 0.001, zero_point: 3}}\n"
+        "  b: {dtype: int16, shape: [4], quant: {scale: 0.001, zero_point: 0}}\n"
+        "outputs: [y]\n"
+        "nodes:\n"
+        "  - {op: QAdd, inputs: [a, b], outputs: [y], attrs: {a_scale: 0.001, a_zero_point: 3, b_scale: 0.001,\n"
+        "     y_scale: 0.002, act_min: -32768, act_max: 32767}}\n")
+    with pytest.raises(GraphError, match=r"g.yaml:7:\d+: error: QAdd node 'qadd_y': a_zero_point must be 0 for int16 "
+                                         r"data, got 3"):
+        lower(tmp_path / "g.yaml")

@@ -327,6 +327,10 @@ def _infer_binary(args: InferArgs) -> list[TensorType]:
     b = _quantized_input(args, 1, "b_zero_point", "b_scale", ELEMENTWISE_INTS)
     if b.dtype != a.dtype:
         raise OpError(f"input 1 is {b.dtype} but input 0 is {a.dtype}; both must be one type", input=1)
+    if a.dtype == "int16":  # TFLite's int16 arithmetic is symmetric: its int32 intermediates need it
+        for name in ("a_zero_point", "b_zero_point", "y_zero_point"):
+            if args.attrs[name] != 0:
+                raise OpError(f"{name} must be 0 for int16 data, got {args.attrs[name]}", attr=name)
     return [_out_type(args, broadcast_shapes([a.shape, b.shape]), a.dtype)]
 
 
