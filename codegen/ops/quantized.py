@@ -154,7 +154,8 @@ def window_taps(x: np.ndarray, attrs, kh: int, kw: int, pad_value: int):
 
 def _requantize(acc, mult, shift, attrs, dtype="int8") -> np.ndarray:
     if attrs.get("accumulator") == "int64":  # TFLite's 16x8 kernels with an int64 bias
-        y = fp.multiply_by_quantized_multiplier_int64(acc, mult, shift) + attrs["y_zero_point"]
+        # (TFLite casts the 64-bit result to int32 before adding the zero point)
+        y = fp.wrap_int32(fp.multiply_by_quantized_multiplier_int64(acc, mult, shift)) + attrs["y_zero_point"]
         return fp.saturate(y, dtype, attrs["act_min"], attrs["act_max"])
     if attrs.get("requantize") == "none":
         return fp.wrap_int32(acc).astype(np.int32)

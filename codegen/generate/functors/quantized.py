@@ -98,9 +98,11 @@ def accumulator(attrs) -> str:
 
 
 def reduced_requant_pack(args, attrs) -> dict:
-    """A 16x8 kernel's pack (Registration.pack) of its per-channel (multiplier, shift) with an int64
-    accumulator: the Q15 multipliers and 14 - shift, computed at build time instead of per output
-    (quantized_math.packed_q15_multipliers; _finish reads the [O, 1] shape as packed)."""
+    """A 16x8 kernel's pack (Registration.pack) of its per-channel requantization with an int64
+    accumulator, computed at build time instead of per output: with a bias, prepare's
+    int16_requantization (the bias and rounding as an int64 offset in input 2, the Q15 multipliers,
+    the 32-bit shifts; multiply_with_offset), else the Q15 multipliers and 14 - shift
+    (multiply_by_reduced_multiplier). Each packed as [O, 1], the shape _finish reads as packed."""
     if accumulator(attrs) != "int64" or args.inputs[3].type.size == 1 or args.inputs[4].type.size == 1:
         return {}
     folded = args.prepared.facts.get("int16_requantization") if args.prepared is not None else None

@@ -24,6 +24,11 @@ input and one weight word per tap, multiplied lane by lane with SMLABB / SMLATT.
 
 Every sum is the scalar kernel's exactly (integer arithmetic, no reassociation effects); the
 requantization is quantized.py's. Channels and pixels past a block run in smaller blocks.
+
+TFLite's 16x8 scheme (int16 inputs, int8 weights) runs on the same blocks: four int16 inputs are
+two words re-paired by PKHBT / PKHTB into the lanes SXTB16 gives four weights (int16_pairs), and
+the sums are int32 SMLADs where the weights prove them exact, else SMLALDs (Sums). Their
+per-channel requantization constants are packed at build time (quantized.reduced_requant_pack).
 """
 from __future__ import annotations
 
@@ -52,7 +57,7 @@ def _ssat(bits: int):
     return saturate
 
 
-ssat8 = ARM_DSP.micro_kernel("saturate_int8")(_ssat(8))
+ARM_DSP.micro_kernel("saturate_int8")(_ssat(8))
 ARM_DSP.micro_kernel("saturate_int16")(_ssat(16))
 
 def pair(v: int) -> int:
@@ -139,10 +144,10 @@ def block_dot(x: str, x_ats: list[Expr], w: str, w_ats: list[Expr], count: int, 
 
 
 class Sums:
-    """How a block's sums accumulate (TFLite's int8, its 16x8 with an int32 bias, or its 16x8 with
-    an int64 bias on SMLAD where the weights prove it exact (the int16_sums_fit_int32 fact of the
-    primitive's prepare), else on SMLALD): the locals'
-    start and type, the MAC, and the statements that leave the requantized sum in `acc<p><c>`."""
+    """How a block's sums accumulate: int32 on SMLAD (TFLite's int8, and its 16x8 with an int32
+    bias); for 16x8 with an int64 accumulator, on SMLAD widened once where the weights prove the
+    sums inside int32 (the primitive's prepare fact int16_sums_fit_int32), else on SMLALD. Gives
+    each sum's local (start) and the statements that requantize and store it (finish)."""
 
     def __init__(self, args, attrs):
         self.wide = scalar.accumulator(attrs) == "int64"

@@ -2,6 +2,8 @@
 the definition and the NumPy side). Steps go through locals so each intermediate is computed once."""
 from __future__ import annotations
 
+import numpy as np
+
 from tinsmith.generate.loop_ir import Assign, Binary, Cast, Const, Expr, Local, Select, Stmt, Var
 from tinsmith.quant import fixed_point as fp
 
@@ -108,8 +110,8 @@ def multiply_by_quantized_multiplier_int64(name: str, acc: Expr, multiplier: Exp
 
 
 def multiply_by_reduced_multiplier(name: str, acc: Expr, q15: Expr, shift_less_one: Expr) -> tuple[list[Stmt], Expr]:
-    """The same product from constants packed at build time (reduced_requantization): the Q15
-    multiplier and 14 - shift. (v + 2^(t-1)) >> t equals ((v >> (t - 1)) + 1) >> 1, which leaves
+    """The same product from constants packed at build time (packed_q15_multipliers and
+    packed_shifts_less_one): the Q15 multiplier and 14 - shift. (v + 2^(t-1)) >> t equals ((v >> (t - 1)) + 1) >> 1, which leaves
     no 64-bit constant to shift at run time."""
     product = Binary(">>", Binary("*", acc, Cast("int64", q15)), Cast("int64", shift_less_one))
     return [Local(name, Cast("int32", Binary(">>", Binary("+", product, i64(1)), i64(1))), "int32")], Var(name)
@@ -135,12 +137,12 @@ def multiply_with_offset(name: str, acc: Expr, q15: Expr, offset: Expr, shift: E
 def packed_q15_multipliers(multipliers):
     """A 16x8 node's per-channel multipliers packed for multiply_by_reduced_multiplier: in Q15, as an
     [O, 1] array (the second axis says packed)."""
-    return fp.reduced_multiplier(multipliers).astype("int32").reshape(-1, 1)
+    return fp.reduced_multiplier(multipliers).astype(np.int32).reshape(-1, 1)
 
 
 def packed_shifts_less_one(shifts):
     """Its per-channel shifts packed the same way: 14 - shift, as an [O, 1] array."""
-    return (14 - fp._as_int64(shifts)).astype("int32").reshape(-1, 1)
+    return (14 - np.asarray(shifts, np.int64)).astype(np.int32).reshape(-1, 1)
 
 
 def rounded_divide(acc: Expr, count: Expr | int) -> Expr:
