@@ -3,7 +3,8 @@ tests/tflite_writer.py, imported, compiled and run on the host and the emulated 
 TensorFlow Lite Micro interpreter on the same inputs, every output bit-exact. One model holds many
 operators reading one input (each its own graph output), so one build covers every variant: int64,
 int32 and no bias, SAME and VALID padding, strides, dilations, depth multipliers, fused
-activations, per-channel scales, and accumulators far beyond int32 (which the int64 path keeps)."""
+activations, per-channel scales, and accumulators far beyond int32 (which the int64 path keeps); a
+second model holds the int16 elementwise operators, pools and MEAN."""
 from __future__ import annotations
 
 import numpy as np
@@ -189,3 +190,28 @@ def test_an_int16_qadd_with_a_zero_point_is_refused_in_a_graph_file(tmp_path):
     with pytest.raises(GraphError, match=r"g.yaml:7:\d+: error: QAdd node 'qadd_y': a_zero_point must be 0 for int16 "
                                          r"data, got 3"):
         lower(tmp_path / "g.yaml")
+
+
+def elementwise_model() -> bytes:
+    """ADD, SUB, MUL (with a broadcast constant), the pools, MEAN, RELU and a requantizing QUANTIZE on
+    int16 data, all reading x: TFLite Micro's int16 arithmetic for each."""
+    m = Model16x8(29)
+    c = m.add(Tensor("c", "int16", [4], m.rng.integers(-32768, 32768, 4).astype(np.int16), (0.0013, 0)))
+    for code, name, scale, opts in (("ADD", "add_relu", 0.003, ("AddOptions", {"FusedActivationFunction": 1})),
+                                    ("SUB", "sub", 0.004, ("SubOptions", {})),
+                                    ("MUL", "mul", 0.05, ("MulOptions", {}))):
+        m.op(code, name, [0, c], X_SHAPE, scale, opts)
+    m.op("AVERAGE_POOL_2D", "average_pool", [0], (1, 4, 3, 4), X_SCALE, ("Pool2DOptions", {
+        "Padding": 0, "FilterHeight": 3, "FilterWidth": 2, "StrideH": 2, "StrideW": 2}))
+    m.op("MAX_POOL_2D", "max_pool_relu6", [0], (1, 3, 3, 4), X_SCALE, ("Pool2DOptions", {
+        "Padding": 1, "FilterHeight": 2, "FilterWidth": 2, "StrideH": 2, "StrideW": 2, "FusedActivationFunction": 3}))
+    axes = m.add(Tensor("axes", "int32", [2], np.int32([1, 2])))
+    m.op("MEAN", "mean", [0, axes], (1, 1, 1, 4), 0.0011, ("ReducerOptions", {"KeepDims": True}))
+    m.op("RELU", "relu", [0], X_SHAPE, 0.0015, None)
+    m.op("QUANTIZE", "requantized", [0], X_SHAPE, 0.0045, None)
+    return m.write()
+
+
+@pytest.mark.parametrize("target", ["host", "cortex-m4"])
+def test_elementwise_and_windows_are_bit_exact(target, tmp_path):
+    compare(tmp_path, elementwise_model(), target, inputs(11))
