@@ -193,8 +193,8 @@ def test_an_int16_qadd_with_a_zero_point_is_refused_in_a_graph_file(tmp_path):
 
 
 def elementwise_model() -> bytes:
-    """ADD, SUB, MUL (with a broadcast constant), the pools, MEAN, RELU and a requantizing QUANTIZE on
-    int16 data, all reading x: TFLite Micro's int16 arithmetic for each."""
+    """ADD, SUB, MUL (with a broadcast constant), the pools, MEAN, RELU, LEAKY_RELU and a requantizing
+    QUANTIZE on int16 data, all reading x: TFLite Micro's int16 arithmetic for each."""
     m = Model16x8(29)
     c = m.add(Tensor("c", "int16", [4], m.rng.integers(-32768, 32768, 4).astype(np.int16), (0.0013, 0)))
     for code, name, scale, opts in (("ADD", "add_relu", 0.003, ("AddOptions", {"FusedActivationFunction": 1})),
@@ -209,6 +209,7 @@ def elementwise_model() -> bytes:
     m.op("MEAN", "mean", [0, axes], (1, 1, 1, 4), 0.0011, ("ReducerOptions", {"KeepDims": True}))
     m.op("RELU", "relu", [0], X_SHAPE, 0.0015, None)
     m.op("QUANTIZE", "requantized", [0], X_SHAPE, 0.0045, None)
+    m.op("LEAKY_RELU", "leaky_relu", [0], X_SHAPE, 0.0017, ("LeakyReluOptions", {"Alpha": 0.3}))
     return m.write()
 
 

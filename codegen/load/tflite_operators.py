@@ -72,7 +72,7 @@ OPERATORS: dict[str, Rule] = {
     "RELU_0_TO_1": Rule(each(flt.clamp(0.0, 1.0), FLOAT)),
     "LOGISTIC": Rule({"float32": flt.unary("Sigmoid"), "int8": q.table_function("logistic")}),
     "TANH": Rule({"float32": flt.unary("Tanh"), "int8": q.table_function("tanh")}),
-    "LEAKY_RELU": Rule({"float32": flt.leaky_relu, "int8": q.leaky_relu}),
+    "LEAKY_RELU": Rule({"float32": flt.leaky_relu, "int8": q.leaky_relu, "int16": q.leaky_relu_int16}),
     "PRELU": Rule(each(flt.binary("PRelu", None), FLOAT), 2),
     "HARD_SWISH": Rule({"float32": flt.unary("HardSwish"), "int8": q.hard_swish}),
     "ELU": Rule({"float32": flt.unary("Elu", alpha=1.0), "int8": q.elu}),

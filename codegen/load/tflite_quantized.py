@@ -213,6 +213,17 @@ def table(function):
 
 
 leaky_relu = table(lambda r, op, *quant: tables.leaky_relu(*quant, options(op, "LeakyReluOptions").Alpha()))
+
+
+def leaky_relu_int16(r: Reader, op, inputs, outputs) -> None:
+    """TFLite's int16 LEAKY_RELU, per element (QLeakyRelu; int8 takes its table instead)."""
+    x, y = int(inputs[0]), int(outputs[0])
+    (x_s, x_zp), (y_s, y_zp) = r.scale_zp(x), r.scale_zp(y)
+    if r.dtype(y) != "int16":
+        raise Unsupported(f"an int16 input with a {r.dtype(y)} output")
+    r.emit("QLeakyRelu", [r.value(x)], [r.names[y]], {"x_scale": x_s, "x_zero_point": x_zp, "y_scale": y_s,
+                                                      "y_zero_point": y_zp,
+                                                      "alpha": float(options(op, "LeakyReluOptions").Alpha())})
 hard_swish = table(lambda r, op, *quant: tables.hard_swish(*quant))
 abs_ = table(lambda r, op, *quant: tables.abs_(*quant))
 elu = table(lambda r, op, *quant: tables.elu(*quant))

@@ -504,6 +504,38 @@ define("Requantize", inputs=1, infer=_infer_requantize, reference=_requantize_re
               Attr("act_min", "int", None), Attr("act_max", "int", None)])
 
 
+# --- QLeakyRelu (TFLite's quantized LEAKY_RELU: two requantizations, by the input's sign) -------
+def leaky_relu_multipliers(attrs) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The (multiplier, shift) of the identity (x >= zero point) and of alpha (below), from float32
+    arithmetic as TFLite's Prepare derives them: x_scale / y_scale and x_scale * alpha / y_scale."""
+    x, y, alpha = np.float32(attrs["x_scale"]), np.float32(attrs["y_scale"]), np.float32(attrs["alpha"])
+    return fp.quantize_multiplier(float(x / y)), fp.quantize_multiplier(float(x * alpha / y))
+
+
+def leaky_relu_values(x, attrs, dtype: str) -> np.ndarray:
+    """QLeakyRelu of integers x: x - zero point requantized by the identity or the alpha multiplier,
+    plus the output zero point, saturated to `dtype` (also the int8 table of tflite_tables)."""
+    centered = np.asarray(x, np.int64) - attrs["x_zero_point"]
+    identity, (alpha_multiplier, alpha_shift) = leaky_relu_multipliers(attrs)
+    # a negative alpha: TFLite Micro's products round as the negated product of the multiplier's
+    # magnitude (they differ only at ties: measured against the interpreter, alpha -0.5 and -0.25)
+    sign = -1 if alpha_multiplier < 0 else 1
+    y = np.where(centered >= 0, fp.multiply_by_quantized_multiplier(centered, *identity),
+                 sign * fp.multiply_by_quantized_multiplier(centered, sign * alpha_multiplier, alpha_shift))
+    return fp.saturate(y + attrs["y_zero_point"], dtype)
+
+
+def _infer_leaky_relu(args: InferArgs) -> list[TensorType]:
+    x = _quantized_input(args, 0, "x_zero_point", "x_scale", ELEMENTWISE_INTS)
+    return [_out_type(args, x.shape, x.dtype)]
+
+
+define("QLeakyRelu", inputs=1, infer=_infer_leaky_relu, pattern=Pattern.ELEMENTWISE,
+       reference=lambda xs, a: [leaky_relu_values(xs[0], a, xs[0].dtype.name)],
+       attrs=[Attr("x_scale", "float"), Attr("x_zero_point", "int", 0), Attr("y_scale", "float"),
+              Attr("y_zero_point", "int", 0), Attr("alpha", "float")])
+
+
 # --- QPad, QConcat ----------------------------------------------------------------------------
 def _infer_pad(args: InferArgs) -> list[TensorType]:
     x = _quantized_input(args, 0, "x_zero_point")

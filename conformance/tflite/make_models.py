@@ -648,6 +648,8 @@ _window_16x8("max_pool_2d_valid_relu_int16", "MAX_POOL_2D", ("Pool2DOptions", {
     (1, 3, 3, 4))
 _window_16x8("relu_int16", "RELU", None, (1, 7, 6, 4), (0.0003, 0))
 _window_16x8("relu6_int16", "RELU6", None, (1, 7, 6, 4))
+_window_16x8("leaky_relu_int16", "LEAKY_RELU", ("LeakyReluOptions", {"Alpha": 0.2}), (1, 7, 6, 4), (0.0003, 0))
+_window_16x8("leaky_relu_negative_alpha_int16", "LEAKY_RELU", ("LeakyReluOptions", {"Alpha": -0.5}), (1, 7, 6, 4))
 
 
 # element movers on int16 data, where TFLite Micro takes int16

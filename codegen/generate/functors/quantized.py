@@ -299,6 +299,26 @@ def requantize(graph, node_id, cluster_id, args, attrs):
     return nest(y.type.shape, "i", body)[0]
 
 
+@CPP.register("QLeakyRelu", types=same(q.ELEMENTWISE_INTS, acc="int32"))
+def qleaky_relu(graph, node_id, cluster_id, args, attrs):
+    """x - zero point requantized by the identity or the alpha multiplier (by its sign), plus the
+    output zero point, saturated."""
+    x, y = args.inputs[0], args.outputs[0]
+    identity, (alpha_multiplier, alpha_shift) = q.leaky_relu_multipliers(attrs)
+    lo, hi = q.DTYPE_RANGES[y.type.dtype]
+
+    def body(idx):
+        v = Binary("-", widen(Load(x.name, flat_index(idx, x.type.shape))), i32(attrs["x_zero_point"]))
+        s1, positive = multiply_by_quantized_multiplier("identity", v, *identity)
+        # a negative alpha: the negated product of the multiplier's magnitude (q.leaky_relu_values)
+        s2, negative = multiply_by_quantized_multiplier("scaled", v, abs(alpha_multiplier), alpha_shift)
+        if alpha_multiplier < 0:
+            negative = Binary("-", i32(0), negative)
+        out = clamp(Binary("+", Select(Binary(">=", v, i32(0)), positive, negative), i32(attrs["y_zero_point"])), lo, hi)
+        return [*s1, *s2, Store(y.name, flat_index(idx, y.type.shape), Cast(y.type.dtype, out), tuple(idx))]
+    return nest(y.type.shape, "i", body)[0]
+
+
 @CPP.register("QPad", family="movement", types=same(QUANTIZED), layout="nhwc")
 def qpad(graph, node_id, cluster_id, args, attrs):
     """Each output element: the input element it lies over, or the zero point (a real 0)."""
