@@ -506,6 +506,8 @@ _int8_window("relu_int8", "RELU", None, (1, 7, 6, 4), (0.03, -128))
 
 unary("leaky_relu_requantized_int8", "LEAKY_RELU", dtype="int8", shape=(4, 64), quant=(0.04, -10),
       y_quant=(0.027, 7), options=("LeakyReluOptions", {"Alpha": 0.15}))
+unary("leaky_relu_negative_alpha_int8", "LEAKY_RELU", dtype="int8", shape=(4, 64), quant=(0.05, 3),
+      options=("LeakyReluOptions", {"Alpha": -0.5}))
 unary("hard_swish_int8", "HARD_SWISH", dtype="int8", shape=(4, 64), quant=(0.05, -6), y_quant=(0.03, -100))
 unary("hard_swish_fine_int8", "HARD_SWISH", dtype="int8", shape=(4, 64), quant=(0.004, 20), y_quant=(0.0021, -3))
 unary("abs_requantized_int8", "ABS", dtype="int8", shape=(4, 64), quant=(0.05, -6), y_quant=(0.03, -100))
