@@ -193,6 +193,16 @@ def model(tensors: Sequence[Tensor], ops: Sequence[Op], inputs: Sequence[int], o
     return bytes(b.Output())
 
 
+def conv_options(padding: int, stride: int = 1, dilation: int = 1, act: int = 0, depth_multiplier=None):
+    """The options of a CONV_2D (or, with a depth multiplier, a DEPTHWISE_CONV_2D): padding 0 SAME,
+    1 VALID; the same stride and dilation along both axes; a fused activation code."""
+    opts = {"Padding": padding, "StrideH": stride, "StrideW": stride, "DilationHFactor": dilation,
+            "DilationWFactor": dilation, "FusedActivationFunction": act}
+    if depth_multiplier is None:
+        return ("Conv2DOptions", opts)
+    return ("DepthwiseConv2DOptions", {**opts, "DepthMultiplier": depth_multiplier})
+
+
 def single_operator(builtin: int, dtype: str, shape, x_quant: tuple[float, int] | None,
                     y_quant: tuple[float, int] | None, op_inputs=(0,), op_outputs=(1,), y_dtype: str | None = None,
                     names=("x", "y")) -> bytes:

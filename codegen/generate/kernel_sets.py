@@ -33,10 +33,16 @@ DSP_INTRINSICS = {
     "smlabb": "static_cast<std::int32_t>(__smlabb({0}, {1}, {2}))",
     "smlatt": "static_cast<std::int32_t>(__smlatt({0}, {1}, {2}))",
     "ssat8": "static_cast<std::int32_t>(__ssat({0}, 8))",
+    "ssat16": "static_cast<std::int32_t>(__ssat({0}, 16))",
     "ror8": "static_cast<std::int32_t>((static_cast<std::uint32_t>({0}) >> 8) | "
             "(static_cast<std::uint32_t>({0}) << 24))",
     "sxtb16_ror8": "sxtb16_ror8({0})",
     "sxtab16_ror8": "sxtab16_ror8({0}, {1})",
+    # 16x8 kernels: two int16 values per word, re-paired by PKHBT / PKHTB; 64-bit dual MACs
+    "read_i16x2": "read_i16x2(&{0})",
+    "pkhbt": "pkhbt16({0}, {1})",
+    "pkhtb": "pkhtb16({0}, {1})",
+    "smlald": "static_cast<std::int64_t>(__smlald({0}, {1}, {2}))",
 }
 # What the DSP intrinsics need: ACLE's header, and an unaligned 32-bit read of four int8 values
 # (one LDR on the cores with the DSP extension).
@@ -52,7 +58,17 @@ DSP_HELPERS = ("#include <arm_acle.h>",
                "inline std::int32_t sxtb16_ror8(std::int32_t x) noexcept "
                "{ std::int32_t r; __asm__(\"sxtb16 %0, %1, ror #8\" : \"=r\"(r) : \"r\"(x)); return r; }",
                "inline std::int32_t sxtab16_ror8(std::int32_t a, std::int32_t x) noexcept "
-               "{ std::int32_t r; __asm__(\"sxtab16 %0, %1, %2, ror #8\" : \"=r\"(r) : \"r\"(a), \"r\"(x)); return r; }")
+               "{ std::int32_t r; __asm__(\"sxtab16 %0, %1, %2, ror #8\" : \"=r\"(r) : \"r\"(a), \"r\"(x)); return r; }",
+               # two int16 values in one 32-bit read (one LDR), and the halves of two such words
+               # re-paired: PKHBT takes a's bottom and b's bottom (as the top), PKHTB a's top and
+               # b's top (as the bottom), so (x0, x1), (x2, x3) become (x0, x2) and (x1, x3), the
+               # lanes SXTB16 gives a word of four int8 weights
+               "inline std::int32_t read_i16x2(const std::int16_t* p) noexcept "
+               "{ std::int32_t w; std::memcpy(&w, p, 4); return w; }",
+               "inline std::int32_t pkhbt16(std::int32_t a, std::int32_t b) noexcept "
+               "{ std::int32_t r; __asm__(\"pkhbt %0, %1, %2, lsl #16\" : \"=r\"(r) : \"r\"(a), \"r\"(b)); return r; }",
+               "inline std::int32_t pkhtb16(std::int32_t a, std::int32_t b) noexcept "
+               "{ std::int32_t r; __asm__(\"pkhtb %0, %1, %2, asr #16\" : \"=r\"(r) : \"r\"(a), \"r\"(b)); return r; }")
 
 # The Armv7E-M DSP extension (Cortex-M4, M7, M33, M55): dual 16-bit multiply-accumulates on
 # packed lanes, saturation in one instruction.

@@ -19,6 +19,7 @@ FLOAT = ("float32",)
 INTEGERS = ("int8", "uint8", "int16", "int32", "int64")
 EVERY = FLOAT + INTEGERS + ("bool",)  # element types the operators that only move elements take
 COMPARABLE = FLOAT + INTEGERS
+Q_ELEMENTWISE = ("int8", "int16")  # quantized operators TFLite runs on int8 and 16x8 data alike
 
 
 ANY = "any"  # the converter of an operator no element type decides (subgraph calls, resource handles)
@@ -50,19 +51,21 @@ def _unary_float(onnx_op: str, **attrs) -> Rule:
 
 OPERATORS: dict[str, Rule] = {
     # --- convolutions, matrix products, pools -----------------------------------------------
-    "CONV_2D": Rule({"float32": flt.conv, "int8": q.conv}, 2),
-    "DEPTHWISE_CONV_2D": Rule({"float32": flt.depthwise, "int8": q.depthwise}, 2),
-    "FULLY_CONNECTED": Rule({"float32": flt.fully_connected, "int8": q.fully_connected}, 2),
+    "CONV_2D": Rule({"float32": flt.conv, "int8": q.conv, "int16": q.conv}, 2),
+    "DEPTHWISE_CONV_2D": Rule({"float32": flt.depthwise, "int8": q.depthwise, "int16": q.depthwise}, 2),
+    "FULLY_CONNECTED": Rule({"float32": flt.fully_connected, "int8": q.fully_connected, "int16": q.fully_connected},
+                            2),
     "TRANSPOSE_CONV": Rule({"float32": flt.transpose_conv}, 3, typed_by=2),
     "BATCH_MATMUL": Rule({"float32": flt.batch_matmul}, 2),
-    "AVERAGE_POOL_2D": Rule({"float32": flt.pool("AveragePoolNHWC"), "int8": q.pool("QAvgPool")}),
-    "MAX_POOL_2D": Rule({"float32": flt.pool("MaxPoolNHWC"), "int8": q.pool("QMaxPool")}),
+    "AVERAGE_POOL_2D": Rule({"float32": flt.pool("AveragePoolNHWC"), **each(q.pool("QAvgPool"), Q_ELEMENTWISE)}),
+    "MAX_POOL_2D": Rule({"float32": flt.pool("MaxPoolNHWC"), **each(q.pool("QMaxPool"), Q_ELEMENTWISE)}),
     # --- arithmetic ---------------------------------------------------------------------------
-    "ADD": Rule({"float32": flt.binary("Add", "AddOptions"), "int8": q.binary("add"),
-                 "int32": flt.binary("Add", "AddOptions")}, 2),
-    "MUL": Rule({"float32": flt.binary("Mul", "MulOptions"), "int8": q.binary("mul"),
-                 "int32": flt.binary("Mul", "MulOptions")}, 2),
-    "SUB": Rule(each(flt.binary("Sub", "SubOptions"), ("float32", "int32")), 2),
+    "ADD": Rule({**each(flt.binary("Add", "AddOptions"), ("float32", "int32")),
+                 **each(q.binary("add"), Q_ELEMENTWISE)}, 2),
+    "MUL": Rule({**each(flt.binary("Mul", "MulOptions"), ("float32", "int32")),
+                 **each(q.binary("mul"), Q_ELEMENTWISE)}, 2),
+    "SUB": Rule({**each(flt.binary("Sub", "SubOptions"), ("float32", "int32")),
+                 **each(q.binary("sub"), Q_ELEMENTWISE)}, 2),
     "DIV": Rule(each(flt.binary("Div", "DivOptions"), ("float32", "int32")), 2),  # int32: truncating
     "FLOOR_DIV": Rule(each(flt.floor_div, FLOAT), 2),
     "FLOOR_MOD": Rule({"float32": flt.floor_mod, "int32": flt.binary("Mod", None)}, 2),
@@ -72,13 +75,13 @@ OPERATORS: dict[str, Rule] = {
     "MAXIMUM": Rule(each(t.extremum("Max"), COMPARABLE), 2),
     "MINIMUM": Rule(each(t.extremum("Min"), COMPARABLE), 2),
     # --- activations and elementwise math ------------------------------------------------------
-    "RELU": Rule({"float32": flt.unary("Relu"), "int8": q.relu("relu")}),
-    "RELU6": Rule({"float32": flt.clamp(0.0, 6.0), "int8": q.relu6}),
+    "RELU": Rule({"float32": flt.unary("Relu"), **each(q.relu("relu"), Q_ELEMENTWISE)}),
+    "RELU6": Rule({"float32": flt.clamp(0.0, 6.0), **each(q.relu6, Q_ELEMENTWISE)}),
     "RELU_N1_TO_1": Rule(each(flt.clamp(-1.0, 1.0), FLOAT)),
     "RELU_0_TO_1": Rule(each(flt.clamp(0.0, 1.0), FLOAT)),
     "LOGISTIC": Rule({"float32": flt.unary("Sigmoid"), "int8": q.table_function("logistic")}),
     "TANH": Rule({"float32": flt.unary("Tanh"), "int8": q.table_function("tanh")}),
-    "LEAKY_RELU": Rule({"float32": flt.leaky_relu, "int8": q.leaky_relu}),
+    "LEAKY_RELU": Rule({"float32": flt.leaky_relu, "int8": q.leaky_relu, "int16": q.leaky_relu_int16}),
     "PRELU": Rule(each(flt.binary("PRelu", None), FLOAT), 2),
     "HARD_SWISH": Rule({"float32": flt.unary("HardSwish"), "int8": q.hard_swish}),
     "ELU": Rule({"float32": flt.unary("Elu", alpha=1.0), "int8": q.elu}),
@@ -107,7 +110,7 @@ OPERATORS: dict[str, Rule] = {
     "QUANTIZE": Rule(each(q.quantize, ("float32", "int8", "uint8", "int16"))),
     "DEQUANTIZE": Rule(each(q.dequantize, ("int8", "uint8", "int16"))),
     # --- reductions ---------------------------------------------------------------------------
-    "MEAN": Rule({"float32": t.reduce("ReduceMean"), "int8": q.mean}, 2),
+    "MEAN": Rule({"float32": t.reduce("ReduceMean"), **each(q.mean, Q_ELEMENTWISE)}, 2),
     "SUM": Rule(each(t.reduce("ReduceSum"), ("float32", "int32")), 2),
     "REDUCE_PROD": Rule(each(t.reduce("ReduceProd"), ("float32", "int32")), 2),
     "REDUCE_MAX": Rule(each(t.reduce("ReduceMax", picks=True), COMPARABLE), 2),
@@ -142,7 +145,7 @@ OPERATORS: dict[str, Rule] = {
     "GATHER": Rule(each(t.gather), 2),
     "GATHER_ND": Rule(each(t.gather_nd), 2),
     "EMBEDDING_LOOKUP": Rule(each(t.embedding_lookup, FLOAT), 2, typed_by=1),
-    "PAD": Rule({**each(flt.pad, ("float32", "int32")), "int8": q.pad}, 2),
+    "PAD": Rule({**each(flt.pad, ("float32", "int32")), **each(q.pad, Q_ELEMENTWISE)}, 2),
     "PADV2": Rule(each(flt.pad, ("float32", "int32")), 3),
     "MIRROR_PAD": Rule(each(t.mirror_pad, ("float32", "int32")), 2),
     "REVERSE_V2": Rule(each(t.reverse), 2),

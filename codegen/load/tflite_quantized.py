@@ -23,6 +23,31 @@ def _bias(r: Reader, inputs) -> str:
     return r.value(inputs[2]) if len(inputs) > 2 and inputs[2] >= 0 else ""
 
 
+# TFLite Micro's 16x8 kernels (int16 activations, int8 weights) sum in the bias's type: int64 with an
+# int64 bias, int32 with an int32 one, int64 without a bias. Its depthwise convolution has only the
+# int64 path (an int32 bias would be read as int64, so it is refused).
+BIAS_TYPES_16X8 = {"QConv2D": ("int32", "int64"), "QFullyConnected": ("int32", "int64"), "QDepthwise": ("int64",)}
+
+
+def _accumulator(r: Reader, kind: str, x: int, y: int, inputs) -> dict:
+    """The accumulator attribute of a convolution or fully connected node: int32 for int8 data; for
+    16x8 data TFLite Micro's choice by the bias's type, after checking the zero points it requires."""
+    if r.dtype(x) != "int16":
+        return {}
+    if r.scale_zp(x)[1] != 0 or r.scale_zp(y)[1] != 0:
+        raise Unsupported(f"16x8 data with input and output zero points {r.scale_zp(x)[1]} and "
+                          f"{r.scale_zp(y)[1]} (TFLite requires 0 for int16 data)")
+    if r.dtype(y) != "int16":
+        raise Unsupported(f"16x8 data with a {r.dtype(y)} output (TFLite's is int16)")
+    if len(inputs) <= 2 or inputs[2] < 0:
+        return {"accumulator": "int64"}
+    bias = r.dtype(int(inputs[2]))
+    if bias not in BIAS_TYPES_16X8[kind]:
+        raise Unsupported(f"16x8 data with a {bias} bias (TFLite Micro takes "
+                          f"{' or '.join(BIAS_TYPES_16X8[kind])})")
+    return {"accumulator": bias}
+
+
 def conv(r: Reader, op, inputs, outputs, depthwise: bool = False) -> None:
     x, w, y = int(inputs[0]), int(inputs[1]), int(outputs[0])
     opts = options(op, "DepthwiseConv2DOptions" if depthwise else "Conv2DOptions")
@@ -34,8 +59,10 @@ def conv(r: Reader, op, inputs, outputs, depthwise: bool = False) -> None:
              "y_zero_point": y_zp, **r.act(y, opts.FusedActivationFunction())}
     if depthwise:
         attrs["depth_multiplier"] = r.shape(w)[3] // r.shape(x)[3]
+    kind = "QDepthwise" if depthwise else "QConv2D"
+    attrs.update(_accumulator(r, kind, x, y, inputs))
     name = r.names[y]
-    r.emit("QDepthwise" if depthwise else "QConv2D",
+    r.emit(kind,
            [r.value(x), r.value(w), _bias(r, inputs), *_requant_constants(r, x, w, y, name)], [name], attrs)
 
 
@@ -49,7 +76,7 @@ def fully_connected(r: Reader, op, inputs, outputs) -> None:
     y_scale, y_zp = r.scale_zp(y)
     name = r.names[y]
     attrs = {"x_zero_point": r.scale_zp(x)[1], "y_scale": y_scale, "y_zero_point": y_zp,
-             **r.act(y, opts.FusedActivationFunction())}
+             **r.act(y, opts.FusedActivationFunction()), **_accumulator(r, "QFullyConnected", x, y, inputs)}
     rows = int(np.prod(r.shape(x))) // r.shape(w)[1]
     out_shape = r.shape(y)
     target = name if out_shape == (rows, r.shape(w)[0]) else r.fresh(f"{name}_rows")
@@ -64,6 +91,8 @@ def binary(kind: str):
         a, b, y = int(inputs[0]), int(inputs[1]), int(outputs[0])
         opts = options(op, f"{kind.title()}Options")
         (a_s, a_zp), (b_s, b_zp), (y_s, y_zp) = r.scale_zp(a), r.scale_zp(b), r.scale_zp(y)
+        if r.dtype(a) == "int16" and (a_zp, b_zp, y_zp) != (0, 0, 0):
+            raise Unsupported(f"int16 data with zero points {a_zp}, {b_zp} and {y_zp} (TFLite requires 0)")
         r.emit(f"Q{kind.title()}", [r.value(a), r.value(b)], [r.names[y]],
                {"a_scale": a_s, "a_zero_point": a_zp, "b_scale": b_s, "b_zero_point": b_zp, "y_scale": y_s,
                 "y_zero_point": y_zp, **r.act(y, opts.FusedActivationFunction())})
@@ -82,9 +111,9 @@ def mean(r: Reader, op, inputs, outputs) -> None:
     x, y = int(inputs[0]), int(outputs[0])
     axes = sorted(int(a) % 4 for a in np.atleast_1d(r.constant_data(inputs[1], "MEAN's axes")))
     if len(r.shape(x)) != 4 or axes != [1, 2]:
-        raise Unsupported(f"int8 MEAN over axes {axes} (only over H and W of NHWC data)")
+        raise Unsupported(f"{r.dtype(x)} MEAN over axes {axes} (only over H and W of NHWC data)")
     (x_s, x_zp), (y_s, y_zp) = r.scale_zp(x), r.scale_zp(y)
-    attrs = {"x_scale": x_s, "x_zero_point": x_zp, "y_scale": y_s, "y_zero_point": y_zp}
+    attrs = {"x_scale": x_s, "x_zero_point": x_zp, "y_scale": y_s, "y_zero_point": y_zp, **r.act(y, 0)}
     if len(r.shape(y)) == 4:
         r.emit("QMean", [r.value(x)], [r.names[y]], attrs)
     else:
@@ -184,6 +213,17 @@ def table(function):
 
 
 leaky_relu = table(lambda r, op, *quant: tables.leaky_relu(*quant, options(op, "LeakyReluOptions").Alpha()))
+
+
+def leaky_relu_int16(r: Reader, op, inputs, outputs) -> None:
+    """TFLite's int16 LEAKY_RELU, per element (QLeakyRelu; int8 takes its table instead)."""
+    x, y = int(inputs[0]), int(outputs[0])
+    (x_s, x_zp), (y_s, y_zp) = r.scale_zp(x), r.scale_zp(y)
+    if r.dtype(y) != "int16":
+        raise Unsupported(f"an int16 input with a {r.dtype(y)} output")
+    r.emit("QLeakyRelu", [r.value(x)], [r.names[y]], {"x_scale": x_s, "x_zero_point": x_zp, "y_scale": y_s,
+                                                      "y_zero_point": y_zp,
+                                                      "alpha": float(options(op, "LeakyReluOptions").Alpha())})
 hard_swish = table(lambda r, op, *quant: tables.hard_swish(*quant))
 abs_ = table(lambda r, op, *quant: tables.abs_(*quant))
 elu = table(lambda r, op, *quant: tables.elu(*quant))

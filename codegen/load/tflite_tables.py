@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinsmith.ops.quantized import leaky_relu_values
 from tinsmith.quant import fixed_point as fp
 
 INPUTS = np.arange(-128, 128, dtype=np.int64)  # the table's index order
@@ -18,13 +19,10 @@ def _f32(x: float) -> np.float32:
 
 def leaky_relu(x_scale: float, x_zp: int, y_scale: float, y_zp: int, alpha: float) -> np.ndarray:
     """LEAKY_RELU: x - zp requantized by the identity multiplier (x >= 0) or the alpha one (x < 0),
-    both derived from float32 arithmetic as its Prepare derives them."""
-    identity = fp.quantize_multiplier(float(_f32(x_scale) / _f32(y_scale)))
-    scaled = fp.quantize_multiplier(float(_f32(x_scale) * _f32(alpha) / _f32(y_scale)))
-    centered = INPUTS - x_zp
-    positive = fp.multiply_by_quantized_multiplier(centered, *identity)
-    negative = fp.multiply_by_quantized_multiplier(centered, *scaled)
-    return fp.saturate(y_zp + np.where(centered >= 0, positive, negative), "int8").astype(np.int8)
+    both derived from float32 arithmetic as its Prepare derives them (the QLeakyRelu primitive's
+    arithmetic, which int16 data runs per element)."""
+    attrs = {"x_scale": x_scale, "x_zero_point": x_zp, "y_scale": y_scale, "y_zero_point": y_zp, "alpha": alpha}
+    return leaky_relu_values(INPUTS, attrs, "int8").astype(np.int8)
 
 
 def _int16_multiplier(real: np.float32) -> tuple[int, int]:

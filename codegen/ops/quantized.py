@@ -58,6 +58,12 @@ def _out_type(args: InferArgs, shape: Sequence[int], dtype: str = "int8") -> Ten
     return TensorType(dtype, tuple(int(d) for d in shape), Quant((a["y_scale"],), (a["y_zero_point"],)))
 
 
+ACCUMULATOR = Attr("accumulator", "string", "int32", ("int32", "int64"))
+"""What a convolution or fully connected layer sums in: int32 (TFLite's int8 kernels, and its 16x8
+ones with an int32 bias) or int64 (TFLite's 16x8 kernels with an int64 bias: the bias is int64 too,
+and the sums are requantized by TFLite's 64-bit MultiplyByQuantizedMultiplier, see
+fixed_point.multiply_by_quantized_multiplier_int64)."""
+
 REQUANTIZE = Attr("requantize", "string", "fixed_point", ("fixed_point", "float", "none"))
 """How a convolution's or fully connected layer's int32 sums become outputs: "fixed_point" (TFLite:
 inputs 3 and 4 are the int32 multipliers and shifts), "float" (ONNX's QLinearConv and
@@ -74,8 +80,12 @@ def _requant_inputs(args: InferArgs, first: int, channels: int) -> None:
                       f"one omitted", input=min(len(args.types), first + 2))
     types, values = args.types, args.values
     b = types[first]
-    if b is not None and (b.dtype != "int32" or b.shape != (channels,)):
-        raise OpError(f"the bias must be int32[{channels}], got {b}", input=first)
+    acc = args.attrs["accumulator"]
+    if b is not None and (b.dtype != acc or b.shape != (channels,)):
+        raise OpError(f"the bias must be {acc}[{channels}] (the accumulator's type), got {b}", input=first)
+    if acc == "int64" and (types[0].dtype != "int16" or args.attrs["requantize"] != "fixed_point"):
+        raise OpError("an int64 accumulator serves int16 activations with fixed-point requantization (TFLite's "
+                      "16x8 kernels)", attr="accumulator")
     wanted = {"float": ((first + 1, "scale", "float32"),), "none": (),
               "fixed_point": ((first + 1, "multiplier", "int32"), (first + 2, "shift", "int32")),
               }[args.attrs["requantize"]]
@@ -92,10 +102,11 @@ def _requant_inputs(args: InferArgs, first: int, channels: int) -> None:
 
 def _sums_type(args: InferArgs, shape: Sequence[int]) -> TensorType:
     """The output type of a convolution or fully connected layer: the int32 sums themselves
-    (requantize none), else int8 quantized by the y_ attributes."""
+    (requantize none), else int16 for int16 activations (TFLite's 16x8 scheme) or int8, quantized
+    by the y_ attributes."""
     if args.attrs["requantize"] == "none":
         return TensorType("int32", tuple(int(d) for d in shape))
-    return _out_type(args, shape)
+    return _out_type(args, shape, "int16" if args.types[0].dtype == "int16" else "int8")
 
 
 # --- windows (NHWC, explicit pads) ----------------------------------------------------------
@@ -142,14 +153,23 @@ def window_taps(x: np.ndarray, attrs, kh: int, kw: int, pad_value: int):
 
 
 def _requantize(acc, mult, shift, attrs, dtype="int8") -> np.ndarray:
+    if attrs.get("accumulator") == "int64":  # TFLite's 16x8 kernels with an int64 bias
+        # (TFLite casts the 64-bit result to int32 before adding the zero point)
+        y = fp.wrap_int32(fp.multiply_by_quantized_multiplier_int64(acc, mult, shift)) + attrs["y_zero_point"]
+        return fp.saturate(y, dtype, attrs["act_min"], attrs["act_max"])
     if attrs.get("requantize") == "none":
         return fp.wrap_int32(acc).astype(np.int32)
     if attrs.get("requantize") == "float":  # ONNX's: float32(acc) * scale, ties to even
         v = (fp.wrap_int32(acc).astype(np.int32).astype(np.float32) * np.asarray(mult, np.float32)).astype(np.float32)
         return fp.saturate(np.rint(v.astype(np.float64)) + attrs["y_zero_point"], dtype, attrs["act_min"],
                            attrs["act_max"])
-    y = fp.multiply_by_quantized_multiplier(acc, mult, shift) + attrs["y_zero_point"]
+    y = fp.multiply_by_quantized_multiplier(fp.wrap_int32(acc), mult, shift) + attrs["y_zero_point"]
     return fp.saturate(y, dtype, attrs["act_min"], attrs["act_max"])
+
+
+def _out_dtype(x: np.ndarray) -> str:
+    """A convolution's or fully connected layer's output type: int16 for int16 activations."""
+    return "int16" if x.dtype == np.int16 else "int8"
 
 
 # --- QConv2D ----------------------------------------------------------------------------------
@@ -172,7 +192,7 @@ def _conv_reference(xs, attrs):
         acc += v @ wi[:, ky, kx, :].T
     if b is not None:
         acc += b.astype(np.int64)
-    return [_requantize(fp.wrap_int32(acc), mult, shift, attrs)]
+    return [_requantize(acc, mult, shift, attrs, _out_dtype(x))]
 
 
 def _out_hw(x, kh, kw, attrs) -> tuple[int, int]:
@@ -187,13 +207,56 @@ def _conv_macs(args, outs) -> int:
 
 def _weight_sums(args: InferArgs, outputs) -> dict:
     """Each output channel's sum of its (constant) weights: with it a kernel may fold the input
-    zero point into the bias, sum((x - zp) * w) + b = sum(x * w) + (b - zp * sum(w))."""
+    zero point into the bias, sum((x - zp) * w) + b = sum(x * w) + (b - zp * sum(w)). And whether
+    the sums of int16 inputs fit int32 (int16_sums_fit_int32)."""
     w = args.values[1]
-    return {} if w is None else {"weight_sums": w.reshape(w.shape[0], -1).astype(np.int64).sum(axis=1)}
+    if w is None:
+        return {}
+    return {"weight_sums": w.reshape(w.shape[0], -1).astype(np.int64).sum(axis=1),
+            "int16_sums_fit_int32": _int16_sums_fit_int32(np.abs(w.reshape(w.shape[0], -1).astype(np.int64)).sum(axis=1)),
+            **_int16_requantization(args)}
+
+
+def _int16_sums_fit_int32(magnitude_sums: np.ndarray) -> bool:
+    """Whether every output channel's sum of int16 inputs times its weights stays inside int32
+    whatever the inputs: |x| <= 2^15, so sum |w| * 2^15 < 2^31 (from the constant weights'
+    per-channel sums of magnitudes). Then a 16x8 kernel with an int64 accumulator may sum in 32-bit
+    multiply-accumulates and widen once."""
+    return int(magnitude_sums.max(initial=0)) << 15 < 1 << 31
+
+
+def _depthwise_facts(args: InferArgs, outputs) -> dict:
+    """int16_sums_fit_int32 of a depthwise convolution's constant [1, KH, KW, O] weights."""
+    w = args.values[1]
+    if w is None:
+        return {}
+    return {"int16_sums_fit_int32": _int16_sums_fit_int32(np.abs(w.reshape(-1, w.shape[-1]).astype(np.int64)).sum(axis=0)),
+            **_int16_requantization(args)}
+
+
+def _int16_requantization(args: InferArgs) -> dict:
+    """With an int64 accumulator, a bias and per-channel multipliers: TFLite's 64-bit requantization
+    (acc + bias) * q15 + 2^(t - 1) >> t (t = 15 - shift) as sum * q15 + offset, whose per-channel
+    offset = bias * q15 + 2^(t - 1) is computed here once (wrapping as int64 arithmetic does, so
+    the result is the same bit for bit). The result fits 32 bits, so the 64-bit shift is 32-bit
+    ones: of the high word by t - 32 when every t >= 32 (`high`), else of both words by t when
+    every t < 32 (fact int16_requantization: offset, q15, shift, high)."""
+    a, values = args.attrs, args.values
+    if a.get("accumulator") != "int64" or any(v is None for v in values[2:5]) or values[3].size == 1:
+        return {}
+    q15 = fp.reduced_multiplier(values[3].reshape(-1))
+    total = 15 - values[4].reshape(-1).astype(np.int64)
+    high = bool(total.min() >= 32)
+    if not high and total.max() >= 32:
+        return {}
+    with np.errstate(over="ignore"):
+        offset = values[2].astype(np.int64) * q15 + (np.int64(1) << (total - 1))
+    return {"int16_requantization": {"offset": offset, "q15": q15.astype(np.int32), "high": high,
+                                     "shift": (total - 32 if high else total).astype(np.int32)}}
 
 
 define("QConv2D", inputs=(2, 5), infer=_infer_conv, reference=_conv_reference, macs=_conv_macs,
-       prepare=_weight_sums, constant_inputs=(3, 4), attrs=WINDOW_ATTRS + [Attr("x_zero_point", "int", 0), REQUANTIZE] + Y_ATTRS)
+       prepare=_weight_sums, constant_inputs=(3, 4), attrs=WINDOW_ATTRS + [Attr("x_zero_point", "int", 0), REQUANTIZE, ACCUMULATOR] + Y_ATTRS)
 
 
 # --- QDepthwise -------------------------------------------------------------------------------
@@ -219,14 +282,14 @@ def _depthwise_reference(xs, attrs):
         acc += v * w[0, ky, kx, :].astype(np.int64)
     if b is not None:
         acc += b.astype(np.int64)
-    return [_requantize(fp.wrap_int32(acc), mult, shift, attrs)]
+    return [_requantize(acc, mult, shift, attrs, _out_dtype(x))]
 
 
-define("QDepthwise", inputs=(2, 5), infer=_infer_depthwise, reference=_depthwise_reference,
+define("QDepthwise", inputs=(2, 5), infer=_infer_depthwise, reference=_depthwise_reference, prepare=_depthwise_facts,
        macs=lambda args, outs: outs[0].size * args.types[1].shape[1] * args.types[1].shape[2],
        constant_inputs=(3, 4),
-       attrs=WINDOW_ATTRS + [Attr("depth_multiplier", "int", 1), Attr("x_zero_point", "int", 0), REQUANTIZE]
-       + Y_ATTRS)
+       attrs=WINDOW_ATTRS + [Attr("depth_multiplier", "int", 1), Attr("x_zero_point", "int", 0), REQUANTIZE,
+                         ACCUMULATOR] + Y_ATTRS)
 
 
 # --- QFullyConnected --------------------------------------------------------------------------
@@ -246,37 +309,47 @@ def _fc_reference(xs, attrs):
     acc = rows @ w.astype(np.int64).T
     if b is not None:
         acc += b.astype(np.int64)
-    return [_requantize(fp.wrap_int32(acc), mult, shift, attrs)]
+    return [_requantize(acc, mult, shift, attrs, _out_dtype(x))]
 
 
 define("QFullyConnected", inputs=(2, 5), infer=_infer_fc, reference=_fc_reference, prepare=_weight_sums,
        macs=lambda args, outs: outs[0].size * args.types[1].shape[1], constant_inputs=(3, 4),
-       attrs=[Attr("x_zero_point", "int", 0), REQUANTIZE] + Y_ATTRS)
+       attrs=[Attr("x_zero_point", "int", 0), REQUANTIZE, ACCUMULATOR] + Y_ATTRS)
 
 
-# --- QAdd, QMul -------------------------------------------------------------------------------
+# --- QAdd, QSub, QMul -------------------------------------------------------------------------
 BINARY_ATTRS = [Attr("a_scale", "float"), Attr("a_zero_point", "int", 0), Attr("b_scale", "float"),
                 Attr("b_zero_point", "int", 0)] + Y_ATTRS
+ELEMENTWISE_INTS = ("int8", "int16")  # TFLite's int8 and 16x8 elementwise kernels
 
 
 def _infer_binary(args: InferArgs) -> list[TensorType]:
-    a = _quantized_input(args, 0, "a_zero_point", "a_scale", ("int8",))
-    b = _quantized_input(args, 1, "b_zero_point", "b_scale", ("int8",))
-    return [_out_type(args, broadcast_shapes([a.shape, b.shape]))]
+    a = _quantized_input(args, 0, "a_zero_point", "a_scale", ELEMENTWISE_INTS)
+    b = _quantized_input(args, 1, "b_zero_point", "b_scale", ELEMENTWISE_INTS)
+    if b.dtype != a.dtype:
+        raise OpError(f"input 1 is {b.dtype} but input 0 is {a.dtype}; both must be one type", input=1)
+    if a.dtype == "int16":  # TFLite's int16 arithmetic is symmetric: its int32 intermediates need it
+        for name in ("a_zero_point", "b_zero_point", "y_zero_point"):
+            if args.attrs[name] != 0:
+                raise OpError(f"{name} must be 0 for int16 data, got {args.attrs[name]}", attr=name)
+    return [_out_type(args, broadcast_shapes([a.shape, b.shape]), a.dtype)]
 
 
-def add_params(attrs) -> dict[str, int]:
-    """QAdd's fixed-point parameters from its scales (TFLite's int8 ADD Prepare)."""
-    return fp.add_multipliers(attrs["a_scale"], attrs["b_scale"], attrs["y_scale"])
+def add_params(attrs, dtype: str = "int8") -> dict[str, int]:
+    """QAdd's and QSub's fixed-point parameters from their scales (TFLite's ADD and SUB Prepare:
+    inputs raised by 2^20 for int8 data, 2^15 for int16)."""
+    return fp.add_multipliers(attrs["a_scale"], attrs["b_scale"], attrs["y_scale"], fp.ADD_LEFT_SHIFTS[dtype])
 
 
-def _add_reference(xs, attrs):
-    p = add_params(attrs)
-    a = (xs[0].astype(np.int64) - attrs["a_zero_point"]) << p["left_shift"]
-    b = (xs[1].astype(np.int64) - attrs["b_zero_point"]) << p["left_shift"]
-    a = fp.multiply_by_quantized_multiplier(a, p["a_multiplier"], p["a_shift"])
-    b = fp.multiply_by_quantized_multiplier(b, p["b_multiplier"], p["b_shift"])
-    return [_requantize(a + b, p["y_multiplier"], p["y_shift"], attrs)]
+def _add_or_sub_reference(sign: int):
+    def reference(xs, attrs):
+        p = add_params(attrs, xs[0].dtype.name)
+        a = (xs[0].astype(np.int64) - attrs["a_zero_point"]) << p["left_shift"]
+        b = (xs[1].astype(np.int64) - attrs["b_zero_point"]) << p["left_shift"]
+        a = fp.multiply_by_quantized_multiplier(a, p["a_multiplier"], p["a_shift"])
+        b = fp.multiply_by_quantized_multiplier(b, p["b_multiplier"], p["b_shift"])
+        return [_requantize(a + sign * b, p["y_multiplier"], p["y_shift"], attrs, xs[0].dtype.name)]
+    return reference
 
 
 def mul_params(attrs) -> tuple[int, int]:
@@ -288,10 +361,13 @@ def mul_params(attrs) -> tuple[int, int]:
 def _mul_reference(xs, attrs):
     mult, shift = mul_params(attrs)
     prod = (xs[0].astype(np.int64) - attrs["a_zero_point"]) * (xs[1].astype(np.int64) - attrs["b_zero_point"])
-    return [_requantize(prod, mult, shift, attrs)]
+    return [_requantize(prod, mult, shift, attrs, xs[0].dtype.name)]
 
 
-define("QAdd", inputs=2, infer=_infer_binary, reference=_add_reference, attrs=BINARY_ATTRS,
+define("QAdd", inputs=2, infer=_infer_binary, reference=_add_or_sub_reference(1), attrs=BINARY_ATTRS,
+       pattern=Pattern.BROADCAST)
+# a - b: TFLite's SUB, QAdd's arithmetic with b's rescaled value subtracted
+define("QSub", inputs=2, infer=_infer_binary, reference=_add_or_sub_reference(-1), attrs=BINARY_ATTRS,
        pattern=Pattern.BROADCAST)
 define("QMul", inputs=2, infer=_infer_binary, reference=_mul_reference, attrs=BINARY_ATTRS,
        pattern=Pattern.BROADCAST)
@@ -304,7 +380,7 @@ POOL_ATTRS = [Attr("kernel_shape", "ints"), Attr("strides", "ints", (1, 1)), Att
 
 def _infer_pool(args: InferArgs) -> list[TensorType]:
     _rank4(args)
-    x = _quantized_input(args, 0, None, dtypes=("int8",))
+    x = _quantized_input(args, 0, None, dtypes=ELEMENTWISE_INTS)
     k = args.attrs["kernel_shape"]
     if len(k) != 2 or min(k) < 1:
         raise OpError(f"kernel_shape must be two positive sizes, got {list(k)}", attr="kernel_shape")
@@ -346,8 +422,8 @@ define("QMaxPool", inputs=1, infer=_infer_pool, reference=_pool_reference("QMaxP
 # --- QMean (over H and W of NHWC, keeping dims, as TFLite's MEAN of a pooled head) -------------
 def _infer_mean(args: InferArgs) -> list[TensorType]:
     _rank4(args)
-    x = _quantized_input(args, 0, "x_zero_point", "x_scale", ("int8",))
-    return [_out_type(args, (x.shape[0], 1, 1, x.shape[3]))]
+    x = _quantized_input(args, 0, "x_zero_point", "x_scale", ELEMENTWISE_INTS)
+    return [_out_type(args, (x.shape[0], 1, 1, x.shape[3]), x.dtype)]
 
 
 def mean_params(attrs, count: int) -> tuple[int, int]:
@@ -362,7 +438,7 @@ def _mean_reference(xs, attrs):
     x = xs[0].astype(np.int64) - attrs["x_zero_point"]
     count = x.shape[1] * x.shape[2]
     acc = fp.multiply_by_quantized_multiplier(x.sum(axis=(1, 2), keepdims=True), *mean_params(attrs, count))
-    return [fp.saturate(acc + attrs["y_zero_point"], "int8", attrs["act_min"], attrs["act_max"])]
+    return [fp.saturate(acc + attrs["y_zero_point"], xs[0].dtype.name, attrs["act_min"], attrs["act_max"])]
 
 
 define("QMean", inputs=1, infer=_infer_mean, reference=_mean_reference, pattern=Pattern.REDUCTION,
@@ -432,6 +508,38 @@ define("Requantize", inputs=1, infer=_infer_requantize, reference=_requantize_re
               # TFLite's RELU and RELU6 are a requantization clamped to the activation's range
               Attr("act_min", "int", None), Attr("act_max", "int", None),
               Attr("effective_scale", "float", None)])
+
+
+# --- QLeakyRelu (TFLite's quantized LEAKY_RELU: two requantizations, by the input's sign) -------
+def leaky_relu_multipliers(attrs) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The (multiplier, shift) of the identity (x >= zero point) and of alpha (below), from float32
+    arithmetic as TFLite's Prepare derives them: x_scale / y_scale and x_scale * alpha / y_scale."""
+    x, y, alpha = np.float32(attrs["x_scale"]), np.float32(attrs["y_scale"]), np.float32(attrs["alpha"])
+    return fp.quantize_multiplier(float(x / y)), fp.quantize_multiplier(float(x * alpha / y))
+
+
+def leaky_relu_values(x, attrs, dtype: str) -> np.ndarray:
+    """QLeakyRelu of integers x: x - zero point requantized by the identity or the alpha multiplier,
+    plus the output zero point, saturated to `dtype` (also the int8 table of tflite_tables)."""
+    centered = np.asarray(x, np.int64) - attrs["x_zero_point"]
+    identity, (alpha_multiplier, alpha_shift) = leaky_relu_multipliers(attrs)
+    # a negative alpha: TFLite Micro's products round as the negated product of the multiplier's
+    # magnitude (they differ only at ties: measured against the interpreter, alpha -0.5 and -0.25)
+    sign = -1 if alpha_multiplier < 0 else 1
+    y = np.where(centered >= 0, fp.multiply_by_quantized_multiplier(centered, *identity),
+                 sign * fp.multiply_by_quantized_multiplier(centered, sign * alpha_multiplier, alpha_shift))
+    return fp.saturate(y + attrs["y_zero_point"], dtype)
+
+
+def _infer_leaky_relu(args: InferArgs) -> list[TensorType]:
+    x = _quantized_input(args, 0, "x_zero_point", "x_scale", ELEMENTWISE_INTS)
+    return [_out_type(args, x.shape, x.dtype)]
+
+
+define("QLeakyRelu", inputs=1, infer=_infer_leaky_relu, pattern=Pattern.ELEMENTWISE,
+       reference=lambda xs, a: [leaky_relu_values(xs[0], a, xs[0].dtype.name)],
+       attrs=[Attr("x_scale", "float"), Attr("x_zero_point", "int", 0), Attr("y_scale", "float"),
+              Attr("y_zero_point", "int", 0), Attr("alpha", "float")])
 
 
 # --- QPad, QConcat ----------------------------------------------------------------------------

@@ -97,6 +97,21 @@ def multiply_by_quantized_multiplier(x, multiplier, shift) -> np.ndarray:
     return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(shifted, multiplier), right)
 
 
+def reduced_multiplier(multiplier) -> np.ndarray:
+    """A Q31 multiplier rounded to Q15 (0x7FFF at the top), as TFLite's 64-bit
+    MultiplyByQuantizedMultiplier uses it for 16x8 kernels."""
+    m = _as_int64(multiplier)
+    return np.where(m < 0x7FFF0000, (m + (1 << 15)) >> 16, 0x7FFF)
+
+
+def multiply_by_quantized_multiplier_int64(x, multiplier, shift) -> np.ndarray:
+    """An int64 accumulator times M = (multiplier, shift), as TFLite's 16x8 kernels with an int64
+    bias compute it: x times the Q15 reduced multiplier, plus half, shifted right by 15 - shift
+    (one rounding, half up). |x| < 2^47 keeps the product inside int64."""
+    total = 15 - _as_int64(shift)
+    return (_as_int64(x) * reduced_multiplier(multiplier) + (np.int64(1) << (total - 1))) >> total
+
+
 def saturate(x, dtype: str, lo: int | None = None, hi: int | None = None) -> np.ndarray:
     """Clamp to [lo, hi] (default: the range of `dtype`) and convert to `dtype`."""
     dlo, dhi = DTYPE_RANGES[dtype]
@@ -127,18 +142,20 @@ def conv_multipliers(x_scale: float, w_scales, y_scale: float) -> tuple[np.ndarr
 
 
 ADD_LEFT_SHIFT = 20  # TFLite's int8 ADD works on inputs scaled up by 2^20 for headroom
+ADD_LEFT_SHIFTS = {"int8": ADD_LEFT_SHIFT, "int16": 15}  # and its int16 ADD and SUB by 2^15
 
 
-def add_multipliers(a_scale: float, b_scale: float, y_scale: float) -> dict[str, int]:
+def add_multipliers(a_scale: float, b_scale: float, y_scale: float,
+                    left_shift: int = ADD_LEFT_SHIFT) -> dict[str, int]:
     """The fixed-point parameters of TFLite's int8 ADD: both inputs rescaled to twice the larger
     input scale, summed, and the sum rescaled to the output scale."""
     a, b, y = as_float32(a_scale), as_float32(b_scale), as_float32(y_scale)
     twice_max = 2 * max(a, b)
     a_mult, a_shift = quantize_multiplier(a / twice_max)
     b_mult, b_shift = quantize_multiplier(b / twice_max)
-    y_mult, y_shift = quantize_multiplier(twice_max / ((1 << ADD_LEFT_SHIFT) * y))
+    y_mult, y_shift = quantize_multiplier(twice_max / ((1 << left_shift) * y))
     return {"a_multiplier": a_mult, "a_shift": a_shift, "b_multiplier": b_mult, "b_shift": b_shift,
-            "y_multiplier": y_mult, "y_shift": y_shift, "left_shift": ADD_LEFT_SHIFT}
+            "y_multiplier": y_mult, "y_shift": y_shift, "left_shift": left_shift}
 
 
 def rounded_divide(acc, count) -> np.ndarray:

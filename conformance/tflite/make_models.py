@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 from tflite_recurrent_models import (accumulator, branch, counted_loop, lstm_float, lstm_int8,  # noqa: E402
                                      svdf_float, svdf_int8)
-from tflite_writer import Op, Tensor, model  # noqa: E402  (the tests' writer, found through sys.path)
+from tflite_writer import Op, Tensor, conv_options, model  # noqa: E402  (the tests' writer, found through sys.path)
 
 MODELS = Path(__file__).resolve().parent / "models"
 Q = (0.05, 3)  # an int8 quantization shared by inputs and outputs that move elements
@@ -635,10 +635,10 @@ def _fc_int8(c: Case):
          ("FullyConnectedOptions", {}))
 
 
-def _int8_window(name: str, code: str, options, y_shape, y_quant=(0.05, 3)):
+def _int8_window(name: str, code: str, options, y_shape, y_quant=(0.05, 3), dtype="int8", x_quant=(0.05, 3)):
     def build(c: Case):
-        x = c.input("x", "int8", (1, 7, 6, 4), quant=(0.05, 3))
-        c.op(code, [x], [c.output("y", "int8", y_shape, quant=y_quant)], options)
+        x = c.input("x", dtype, (1, 7, 6, 4), quant=x_quant)
+        c.op(code, [x], [c.output("y", dtype, y_shape, quant=y_quant)], options)
     CASES[name] = build
 
 
@@ -655,6 +655,8 @@ _int8_window("relu_int8", "RELU", None, (1, 7, 6, 4), (0.03, -128))
 
 unary("leaky_relu_requantized_int8", "LEAKY_RELU", dtype="int8", shape=(4, 64), quant=(0.04, -10),
       y_quant=(0.027, 7), options=("LeakyReluOptions", {"Alpha": 0.15}))
+unary("leaky_relu_negative_alpha_int8", "LEAKY_RELU", dtype="int8", shape=(4, 64), quant=(0.05, 3),
+      options=("LeakyReluOptions", {"Alpha": -0.5}))
 unary("hard_swish_int8", "HARD_SWISH", dtype="int8", shape=(4, 64), quant=(0.05, -6), y_quant=(0.03, -100))
 unary("hard_swish_fine_int8", "HARD_SWISH", dtype="int8", shape=(4, 64), quant=(0.004, 20), y_quant=(0.0021, -3))
 unary("abs_requantized_int8", "ABS", dtype="int8", shape=(4, 64), quant=(0.05, -6), y_quant=(0.03, -100))
@@ -741,6 +743,142 @@ CASES["svdf_rank4_int8"] = _recurrent(svdf_int8, 1, "int8", batch=1, n_input=24,
 CASES["unidirectional_sequence_lstm_int8"] = _recurrent(lstm_int8, 0, "int8")
 CASES["unidirectional_sequence_lstm_time_major_clip_int8"] = _recurrent(lstm_int8, 1, "int8", time_major=True,
                                                                         cell_clip=0.5)
+
+
+# --- 16x8 (int16 activations, int8 weights, int64 or int32 bias; zero points 0) ---------------------
+def _weights_16x8(c: Case, shape, channels: int, axis: int, x_scale: float, bias: str | None = "int64",
+                  bias_bits: int = 20):
+    """Per-channel int8 weights and a bias of type `bias` (int64, int32, or None for no bias)."""
+    scales = c.rng.uniform(0.002, 0.03, channels)
+    zeros = np.zeros(channels, np.int64)
+    w = c.add("w", "int8", shape, c.rng.integers(-127, 128, shape).astype(np.int8), (scales, zeros))
+    c.tensors[w] = Tensor("w", "int8", list(shape), c.tensors[w].data, (scales, zeros), axis)
+    if bias is None:
+        return [w, -1]
+    data = c.rng.integers(-(1 << bias_bits), 1 << bias_bits, (channels,)).astype(bias)
+    return [w, c.const("b", data, quant=(scales * x_scale, zeros))]
+
+
+def _conv_16x8(name, code, w_shape, y_shape, options, bias="int64", y_scale=0.02, bias_bits=20, x_shape=(1, 7, 6, 4)):
+    def build(c: Case):
+        x = c.input("x", "int16", x_shape, quant=(0.002, 0))
+        axis = 3 if code == "DEPTHWISE_CONV_2D" else 0
+        ins = [x, *_weights_16x8(c, w_shape, w_shape[axis], axis, 0.002, bias, bias_bits)]
+        c.op(code, ins, [c.output("y", "int16", y_shape, quant=(y_scale, 0))], options)
+    CASES[name] = build
+
+
+_conv_16x8("conv_2d_same_relu_int16", "CONV_2D", (5, 3, 3, 4), (1, 7, 6, 5), conv_options(0, act=1), y_scale=0.01)
+_conv_16x8("conv_2d_valid_stride2_int32_bias_int16", "CONV_2D", (3, 3, 2, 4), (1, 3, 3, 3), conv_options(1, stride=2),
+           bias="int32")
+_conv_16x8("conv_2d_pointwise_no_bias_int16", "CONV_2D", (6, 1, 1, 4), (1, 7, 6, 6), conv_options(1), bias=None,
+           y_scale=0.004)
+_conv_16x8("conv_2d_dilated_wide_sums_int16", "CONV_2D", (2, 2, 2, 4), (1, 7, 6, 2), conv_options(0, dilation=2),
+           y_scale=1000.0, bias_bits=40)
+_conv_16x8("conv_2d_relu6_int16", "CONV_2D", (4, 3, 3, 4), (1, 7, 6, 4), conv_options(0, act=3), y_scale=0.003)
+_conv_16x8("depthwise_conv_2d_same_relu6_int16", "DEPTHWISE_CONV_2D", (1, 3, 3, 4), (1, 7, 6, 4),
+           conv_options(0, act=3, depth_multiplier=1), y_scale=0.003)
+_conv_16x8("depthwise_conv_2d_valid_multiplier2_int16", "DEPTHWISE_CONV_2D", (1, 3, 3, 8), (1, 3, 2, 8),
+           conv_options(1, stride=2, depth_multiplier=2), y_scale=0.002)
+_conv_16x8("depthwise_conv_2d_dilated_int16", "DEPTHWISE_CONV_2D", (1, 2, 2, 4), (1, 7, 6, 4),
+           conv_options(0, dilation=2, depth_multiplier=1))
+
+
+def _fc_16x8(name, bias="int64", bias_bits=20, y_scale=0.05, act=0):
+    def build(c: Case):
+        x = c.input("x", "int16", (3, 24), quant=(0.002, 0))
+        scale = float(c.rng.uniform(0.002, 0.03))
+        w = c.const("w", c.rng.integers(-127, 128, (5, 24)).astype(np.int8), quant=(scale, 0))
+        ins = [x, w]
+        if bias is not None:
+            ins.append(c.const("b", c.rng.integers(-(1 << bias_bits), 1 << bias_bits, (5,)).astype(bias),
+                               quant=(scale * 0.002, 0)))
+        c.op("FULLY_CONNECTED", ins, [c.output("y", "int16", (3, 5), quant=(y_scale, 0))],
+             ("FullyConnectedOptions", {"FusedActivationFunction": act}))
+    CASES[name] = build
+
+
+_fc_16x8("fully_connected_int16")
+_fc_16x8("fully_connected_int32_bias_relu_int16", bias="int32", act=1)
+_fc_16x8("fully_connected_no_bias_int16", bias=None)
+_fc_16x8("fully_connected_wide_sums_int16", bias_bits=38, y_scale=500.0)
+
+Q16 = (0.0004, 0)  # an int16 quantization (zero point 0, as TFLite requires for int16 data)
+
+
+def _binary_16x8(name, code, b_shape, options, y_quant=(0.0007, 0), a_quant=(0.0004, 0), b_quant=(0.0003, 0),
+                 dtype="int16"):
+    def build(c: Case):
+        a, b = c.input("a", dtype, (2, 3, 4), quant=a_quant), c.input("b", dtype, b_shape, quant=b_quant)
+        c.op(code, [a, b], [c.output("y", dtype, (2, 3, 4), quant=y_quant)], options)
+    CASES[name] = build
+
+
+_binary_16x8("add_int16", "ADD", (2, 3, 4), ("AddOptions", {}))
+_binary_16x8("add_broadcast_relu_int16", "ADD", (1, 4), ("AddOptions", {"FusedActivationFunction": 1}))
+_binary_16x8("sub_int16", "SUB", (2, 3, 4), ("SubOptions", {}))
+_binary_16x8("sub_broadcast_int16", "SUB", (3, 1), ("SubOptions", {}), a_quant=(0.0002, 0))
+_binary_16x8("mul_int16", "MUL", (2, 3, 4), ("MulOptions", {}), y_quant=(0.3, 0))
+_binary_16x8("mul_broadcast_relu6_int16", "MUL", (1, 4), ("MulOptions", {"FusedActivationFunction": 3}),
+             y_quant=(0.0003, 0))
+_binary_16x8("sub_int8", "SUB", (2, 3, 4), ("SubOptions", {}), y_quant=(0.1, 1), a_quant=(0.05, 3),
+             b_quant=(0.08, -7), dtype="int8")
+
+
+def _window_16x8(name: str, code: str, options, y_shape, y_quant=Q16):
+    _int8_window(name, code, options, y_shape, y_quant, "int16", Q16)
+
+
+_window_16x8("average_pool_2d_same_int16", "AVERAGE_POOL_2D", ("Pool2DOptions", {
+    "Padding": 0, "FilterHeight": 3, "FilterWidth": 2, "StrideH": 2, "StrideW": 2}), (1, 4, 3, 4))
+_window_16x8("max_pool_2d_valid_relu_int16", "MAX_POOL_2D", ("Pool2DOptions", {
+    "Padding": 1, "FilterHeight": 2, "FilterWidth": 2, "StrideH": 2, "StrideW": 2, "FusedActivationFunction": 1}),
+    (1, 3, 3, 4))
+_window_16x8("relu_int16", "RELU", None, (1, 7, 6, 4), (0.0003, 0))
+_window_16x8("relu6_int16", "RELU6", None, (1, 7, 6, 4))
+_window_16x8("leaky_relu_int16", "LEAKY_RELU", ("LeakyReluOptions", {"Alpha": 0.2}), (1, 7, 6, 4), (0.0003, 0))
+_window_16x8("leaky_relu_negative_alpha_int16", "LEAKY_RELU", ("LeakyReluOptions", {"Alpha": -0.5}), (1, 7, 6, 4))
+
+
+# element movers on int16 data, where TFLite Micro takes int16
+shaped("transpose_int16", "TRANSPOSE", (2, 3, 4, 5), (2, 5, 3, 4), [[0, 3, 1, 2]], dtype="int16", quant=Q16)
+shaped("reshape_int16", "RESHAPE", (2, 3, 4), (6, 4), [[6, 4]], dtype="int16", quant=Q16)
+shaped("strided_slice_int16", "STRIDED_SLICE", (4, 6, 5), (2, 6, 3), [[1, 0, -1], [4, 0, 0], [2, 1, -2]],
+       ("StridedSliceOptions", {"BeginMask": 2, "EndMask": 6}), dtype="int16", quant=Q16)
+shaped("pad_int16", "PAD", (1, 3, 4, 2), (1, 6, 5, 2), [[[0, 0], [1, 2], [0, 1], [0, 0]]], dtype="int16", quant=Q16)
+
+
+@case("concatenation_int16")
+def _concat_16x8(c: Case):
+    a, b = c.input("a", "int16", (1, 3, 4), quant=Q16), c.input("b", "int16", (1, 2, 4), quant=Q16)
+    c.op("CONCATENATION", [a, b], [c.output("y", "int16", (1, 5, 4), quant=Q16)], ("ConcatenationOptions", {"Axis": 1}))
+
+
+@case("quantize_dequantize_int16")
+def _qdq_16x8(c: Case):
+    x = c.input("x", "float32", (2, 8), lo=-8, hi=8)
+    q = c.add("q", "int16", (2, 8), quant=(0.0003, 0))
+    c.op("QUANTIZE", [x], [q])
+    c.op("DEQUANTIZE", [q], [c.output("y", "float32", (2, 8))])
+
+
+def _requantize_case(name, x_dtype, x_quant, y_dtype, y_quant):
+    def build(c: Case):
+        x = c.input("x", x_dtype, (2, 9), quant=x_quant)
+        c.op("QUANTIZE", [x], [c.output("y", y_dtype, (2, 9), quant=y_quant)])
+    CASES[name] = build
+
+
+_requantize_case("quantize_int16_to_int8", "int16", (0.0004, 0), "int8", (0.06, -5))
+_requantize_case("quantize_int8_to_int16", "int8", (0.05, -3), "int16", (0.0004, 0))
+_requantize_case("quantize_requantize_int16", "int16", (0.0004, 0), "int16", (0.0007, 0))
+
+
+@case("mean_int16")
+def _mean_16x8(c: Case):
+    x = c.input("x", "int16", (1, 5, 6, 4), quant=Q16)
+    c.op("MEAN", [x, c.const("axes", np.int32([1, 2]))], [c.output("y", "int16", (1, 4), quant=(0.0002, 0))],
+         ("ReducerOptions", {"KeepDims": False}))
 
 
 def write_all(folder: Path = MODELS, select: str | None = None) -> list[str]:

@@ -7,7 +7,10 @@ from __future__ import annotations
 from tinsmith.generate.backend import CPP, FLOATS, same, takes
 from tinsmith.generate.kernel_sets import micro_kernel
 from tinsmith.generate.functors.quantized_math import (clamp, i32, multiply_by_quantized_multiplier,
-                                                      rounded_divide, select_max, widen)
+                                                      multiply_by_quantized_multiplier_int64,
+                                                      multiply_by_reduced_multiplier, multiply_with_offset,
+                                                      packed_q15_multipliers,
+                                                      packed_shifts_less_one, rounded_divide, select_max, widen)
 from tinsmith.generate.functors.quantized_onnx import float_requantize_store
 from tinsmith.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store,
                                       Var, Unary, broadcast_index, flat_index, index, nest)
@@ -20,6 +23,10 @@ QUANTIZED = ("int8", "uint8", "int16")
 # int32 sums themselves with requantize: none (codegen/ops/quantized.py: REQUANTIZE).
 REQUANTIZERS = ("int32", "float32")
 QUANTIZED_CONV = takes(QUANTIZED, "int8", "int32", REQUANTIZERS, "int32", out=QUANTIZED + ("int32",), acc="int32")
+# TFLite's 16x8 scheme: int16 activations, int8 weights, an int64 bias with int64 sums requantized by
+# the 64-bit MultiplyByQuantizedMultiplier, or an int32 bias with int32 sums (the node's accumulator
+# attribute says which)
+INT16X8_CONV = takes("int16", "int8", ("int32", "int64"), "int32", "int32", out="int16", acc="int64")
 # what the fast int8 kernels take: int8 activations only
 INT8_CONV = takes("int8", "int8", "int32", REQUANTIZERS, "int32", out=("int8", "int32"), acc="int32")
 
@@ -64,20 +71,62 @@ def _finish(graph, args, attrs, channel: Expr, out_at: Expr, coords, acc: str = 
     if attrs.get("requantize") == "none":  # the int32 sums are the output
         return [Store(args.outputs[0].name, out_at, Var(acc), coords)]
     mult, shift, sign = _requant_params(graph, args, channel)
-    stmts, scaled = multiply_by_quantized_multiplier(f"{acc}_scaled", Var(acc), mult, shift, sign)
+    if accumulator(attrs) == "int64" and _bias_folded(args):  # packed: reduced_requant_pack
+        stmts, scaled = multiply_with_offset(f"{acc}_scaled", Var(acc), mult, Load(args.inputs[2].name, channel),
+                                             shift, args.prepared["int16_requantization"]["high"])
+    elif accumulator(attrs) == "int64" and args.inputs[3].type.rank == 2:
+        stmts, scaled = multiply_by_reduced_multiplier(f"{acc}_scaled", Var(acc), mult, shift)
+    elif accumulator(attrs) == "int64":
+        stmts, scaled = multiply_by_quantized_multiplier_int64(f"{acc}_scaled", Var(acc), mult, shift)
+    else:
+        stmts, scaled = multiply_by_quantized_multiplier(f"{acc}_scaled", Var(acc), mult, shift, sign)
     y = _saturate(args, Binary("+", scaled, i32(attrs["y_zero_point"])), attrs["act_min"], attrs["act_max"])
     return [*stmts, Store(args.outputs[0].name, out_at, Cast(args.outputs[0].type.dtype, y), coords)]
 
 
 def _saturate(args, v: Expr, lo: int, hi: int) -> Expr:
-    """v clamped to lo..hi, by the target's int8 saturation where a kernel set spells one."""
-    saturate = micro_kernel(args.caps, "saturate_int8") if args.outputs[0].type.dtype == "int8" else None
+    """v clamped to lo..hi, by the target's int8 (int16) saturation where a kernel set spells one."""
+    dtype = args.outputs[0].type.dtype
+    saturate = micro_kernel(args.caps, f"saturate_{dtype}") if dtype in ("int8", "int16") else None
     return saturate(v, lo, hi) if saturate is not None else clamp(v, lo, hi)
+
+
+def accumulator(attrs) -> str:
+    """The element type a convolution or fully connected node sums in (int64: TFLite's 16x8 with an
+    int64 bias)."""
+    return attrs.get("accumulator", "int32")
+
+
+def reduced_requant_pack(args, attrs) -> dict:
+    """A 16x8 kernel's pack (Registration.pack) of its per-channel requantization with an int64
+    accumulator, computed at build time instead of per output: with a bias, prepare's
+    int16_requantization (the bias and rounding as an int64 offset in input 2, the Q15 multipliers,
+    the 32-bit shifts; multiply_with_offset), else the Q15 multipliers and 14 - shift
+    (multiply_by_reduced_multiplier). Each packed as [O, 1], the shape _finish reads as packed."""
+    if accumulator(attrs) != "int64" or args.inputs[3].type.size == 1 or args.inputs[4].type.size == 1:
+        return {}
+    folded = args.prepared.facts.get("int16_requantization") if args.prepared is not None else None
+    if folded is not None:  # the bias folded into an offset, the shift one of the high word
+        return {2: lambda b: folded["offset"].reshape(-1, 1), 3: lambda m: folded["q15"].reshape(-1, 1),
+                4: lambda s: folded["shift"].reshape(-1, 1)}
+    return {3: packed_q15_multipliers, 4: packed_shifts_less_one}
+
+
+def _bias_folded(args) -> bool:
+    """Whether the bias input holds reduced_requant_pack's offsets (an [O, 1] array), which the
+    requantization adds, rather than the bias the sum starts from."""
+    b = args.inputs[2]
+    return b is not None and b.type.rank == 2
 
 
 def _bias(args, channel: Expr) -> Expr:
     b = args.inputs[2]
-    return Load(b.name, channel) if b is not None else i32(0)
+    return Load(b.name, channel) if b is not None and not _bias_folded(args) else i32(0)
+
+
+def start_sum(args, attrs, channel: Expr, name: str = "acc") -> Local:
+    """The local a channel's sum starts in: its bias (or 0), in the node's accumulator type."""
+    return Local(name, _bias(args, channel), accumulator(attrs))
 
 
 def _window(args, attrs, kh: int, kw: int):
@@ -101,6 +150,7 @@ def _out_at(args) -> tuple[Expr, tuple[Expr, ...]]:
     return flat_index(coords, args.outputs[0].type.shape), coords
 
 
+@CPP.register("QFullyConnected", family="matrix", types=INT16X8_CONV)
 @CPP.register("QFullyConnected", family="matrix", types=QUANTIZED_CONV)
 def qfully_connected(graph, node_id, cluster_id, args, attrs):
     """Each row of K input values against each of the O weight rows; requantized."""
@@ -111,7 +161,7 @@ def qfully_connected(graph, node_id, cluster_id, args, attrs):
                 i32(attrs["x_zero_point"]))
     wv = widen(Load(w.name, Binary("+", Binary("*", _v("o"), index(k)), _v("k"))))
     at = Binary("+", Binary("*", _v("r"), index(o)), _v("o"))
-    body = [Local("acc", _bias(args, _v("o")), "int32"),
+    body = [start_sum(args, attrs, _v("o")),
             For("k", k, (Assign("acc", Binary("+", Var("acc"), Binary("*", xv, wv))),)),
             *_finish(graph, args, attrs, _v("o"), at, (_v("r"), _v("o")))]
     return [For("r", rows, (For("o", o, tuple(body)),))]
@@ -125,13 +175,14 @@ def _binary(op: str):
         def body(idx):
             av = Binary("-", widen(Load(a.name, broadcast_index(idx, shape, a.type.shape))), i32(attrs["a_zero_point"]))
             bv = Binary("-", widen(Load(b.name, broadcast_index(idx, shape, b.type.shape))), i32(attrs["b_zero_point"]))
-            if op == "QAdd":
-                p = q.add_params(attrs)
+            if op in ("QAdd", "QSub"):
+                p = q.add_params(attrs, a.type.dtype)
                 sa, ra = multiply_by_quantized_multiplier(
                     "a_scaled", Binary("<<", av, i32(p["left_shift"])), p["a_multiplier"], p["a_shift"])
                 sb, rb = multiply_by_quantized_multiplier(
                     "b_scaled", Binary("<<", bv, i32(p["left_shift"])), p["b_multiplier"], p["b_shift"])
-                sy, ry = multiply_by_quantized_multiplier("scaled", Binary("+", ra, rb), p["y_multiplier"], p["y_shift"])
+                both = Binary("+" if op == "QAdd" else "-", ra, rb)
+                sy, ry = multiply_by_quantized_multiplier("scaled", both, p["y_multiplier"], p["y_shift"])
                 stmts = [*sa, *sb, *sy]
             else:
                 mult, shift = q.mul_params(attrs)
@@ -139,12 +190,12 @@ def _binary(op: str):
             out = clamp(Binary("+", ry, i32(attrs["y_zero_point"])), attrs["act_min"], attrs["act_max"])
             return [*stmts, Store(y.name, flat_index(idx, shape), Cast(y.type.dtype, out), tuple(idx))]
         return nest(shape, "i", body)[0]
-    functor.__doc__ = f"{op}: both inputs rescaled, combined, requantized as TFLite's int8 kernel."
+    functor.__doc__ = f"{op}: both inputs rescaled, combined, requantized as TFLite's int8 and int16 kernels."
     return functor
 
 
-for _op in ("QAdd", "QMul"):
-    CPP.register(_op, types=same("int8", 2, acc="int32"))(_binary(_op))
+for _op in ("QAdd", "QSub", "QMul"):
+    CPP.register(_op, types=same(q.ELEMENTWISE_INTS, 2, acc="int32"))(_binary(_op))
 
 
 def _pool(op: str):
@@ -180,10 +231,10 @@ def _pool(op: str):
 
 
 for _op in ("QAvgPool", "QMaxPool"):
-    CPP.register(_op, family="window", types=same("int8", acc="int32"), layout="nhwc")(_pool(_op))
+    CPP.register(_op, family="window", types=same(q.ELEMENTWISE_INTS, acc="int32"), layout="nhwc")(_pool(_op))
 
 
-@CPP.register("QMean", family="reduction", types=same("int8", acc="int32"))
+@CPP.register("QMean", family="reduction", types=same(q.ELEMENTWISE_INTS, acc="int32"))
 def qmean(graph, node_id, cluster_id, args, attrs):
     """Sum over H and W of (x - zero point), times one multiplier that also divides by the count."""
     x, y = args.inputs[0], args.outputs[0]
@@ -245,6 +296,26 @@ def requantize(graph, node_id, cluster_id, args, attrs):
         stmts, scaled = multiply_by_quantized_multiplier("scaled", v, mult, shift)
         out = clamp(Binary("+", scaled, i32(attrs["y_zero_point"])), lo, hi)
         return [*stmts, Store(y.name, flat_index(idx, y.type.shape), Cast(y.type.dtype, out), tuple(idx))]
+    return nest(y.type.shape, "i", body)[0]
+
+
+@CPP.register("QLeakyRelu", types=same(q.ELEMENTWISE_INTS, acc="int32"))
+def qleaky_relu(graph, node_id, cluster_id, args, attrs):
+    """x - zero point requantized by the identity or the alpha multiplier (by its sign), plus the
+    output zero point, saturated."""
+    x, y = args.inputs[0], args.outputs[0]
+    identity, (alpha_multiplier, alpha_shift) = q.leaky_relu_multipliers(attrs)
+    lo, hi = q.DTYPE_RANGES[y.type.dtype]
+
+    def body(idx):
+        v = Binary("-", widen(Load(x.name, flat_index(idx, x.type.shape))), i32(attrs["x_zero_point"]))
+        s1, positive = multiply_by_quantized_multiplier("identity", v, *identity)
+        # a negative alpha: the negated product of the multiplier's magnitude (q.leaky_relu_values)
+        s2, negative = multiply_by_quantized_multiplier("scaled", v, abs(alpha_multiplier), alpha_shift)
+        if alpha_multiplier < 0:
+            negative = Binary("-", i32(0), negative)
+        out = clamp(Binary("+", Select(Binary(">=", v, i32(0)), positive, negative), i32(attrs["y_zero_point"])), lo, hi)
+        return [*s1, *s2, Store(y.name, flat_index(idx, y.type.shape), Cast(y.type.dtype, out), tuple(idx))]
     return nest(y.type.shape, "i", body)[0]
 
 

@@ -78,7 +78,7 @@ def bias_only(graph, args, attrs, out_at: Expr, coords) -> list[Stmt]:
     """A window wholly in the padding: every output channel the bias alone, requantized."""
     oc = Var("oc")
     return [For("oc", args.inputs[1].type.shape[0], (
-        Local("acc", scalar._bias(args, oc), "int32"),
+        scalar.start_sum(args, attrs, oc),
         *scalar._finish(graph, args, attrs, oc, Binary("+", out_at, oc), coords + (oc,))))]
 
 
@@ -223,7 +223,7 @@ def depthwise_nest(graph, args, attrs, channels: DepthwiseChannels,
         coords = tuple(p.expr() for p in (batch, *tl.out_pos))
         if tl.empty:
             oc = Var("oc")
-            body = [For("oc", c, (Local("acc", scalar._bias(args, constant_at(oc)), "int32"),
+            body = [For("oc", c, (scalar.start_sum(args, attrs, constant_at(oc)),
                                   *scalar._finish(graph, args, attrs, constant_at(oc), Binary("+", out_at, oc),
                                                   coords + (oc,))))]
         else:

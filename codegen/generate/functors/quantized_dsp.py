@@ -24,31 +24,41 @@ input and one weight word per tap, multiplied lane by lane with SMLABB / SMLATT.
 
 Every sum is the scalar kernel's exactly (integer arithmetic, no reassociation effects); the
 requantization is quantized.py's. Channels and pixels past a block run in smaller blocks.
+
+TFLite's 16x8 scheme (int16 inputs, int8 weights) runs on the same blocks: four int16 inputs are
+two words re-paired by PKHBT / PKHTB into the lanes SXTB16 gives four weights (int16_pairs), and
+the sums are int32 SMLADs where the weights prove them exact, else SMLALDs (Sums). Their
+per-channel requantization constants are packed at build time (quantized.reduced_requant_pack).
 """
 from __future__ import annotations
 
 from tinsmith.generate.kernel_sets import ARM_DSP
-from tinsmith.generate.functors.quantized import INT8_CONV
+from tinsmith.generate.functors.quantized import INT8_CONV, INT16X8_CONV
 from tinsmith.generate.functors import quantized as scalar
 from tinsmith.generate.functors.conv import loops
 from tinsmith.generate.functors.quantized_driver import (TileGeometry, bias_only, channel_blocks, conv_nest, depthwise_nest,
                                                         fc_nest, is_pointwise, plus as _plus, pointwise_nest)
 from tinsmith.generate.functors.quantized_math import i32, select_max, select_min, widen
-from tinsmith.generate.loop_ir import (Assign, Binary, Call, Expr, For, Load, Local, Scratch, Stmt, Store,
+from tinsmith.generate.loop_ir import (Assign, Binary, Call, Cast, Expr, For, Load, Local, Scratch, Stmt, Store,
                                       Var, index)
 
 
 
-@ARM_DSP.micro_kernel("saturate_int8")
-def ssat8(v: Expr, lo: int, hi: int) -> Expr:
-    """v clamped to lo..hi for an int8 output: one SSAT saturates to -128..127, and only a fused
-    activation's tighter bound is tested."""
-    y: Expr = Call("ssat8", (v,), "int32")
-    if lo > -128:
-        y = select_max(y, i32(lo))
-    if hi < 127:
-        y = select_min(y, i32(hi))
-    return y
+def _ssat(bits: int):
+    def saturate(v: Expr, lo: int, hi: int) -> Expr:
+        """v clamped to lo..hi for an int8 (int16) output: one SSAT saturates to the type's range, and
+        only a fused activation's tighter bound is tested."""
+        y: Expr = Call(f"ssat{bits}", (v,), "int32")
+        if lo > -(1 << (bits - 1)):
+            y = select_max(y, i32(lo))
+        if hi < (1 << (bits - 1)) - 1:
+            y = select_min(y, i32(hi))
+        return y
+    return saturate
+
+
+ARM_DSP.micro_kernel("saturate_int8")(_ssat(8))
+ARM_DSP.micro_kernel("saturate_int16")(_ssat(16))
 
 def pair(v: int) -> int:
     """v in both int16 lanes of an int32 (what SXTAB16 adds to each lane)."""
@@ -57,12 +67,25 @@ def pair(v: int) -> int:
     return word - (1 << 32) if word >= 1 << 31 else word
 
 
+def int16_pairs(name: str, x: str, at: Expr) -> list[Stmt]:
+    """Four int16 inputs from `at` as the lane pairs (x0, x2) and (x1, x3) (locals name_lo and
+    name_hi), matching SXTB16's split of a word of four int8 weights: two words re-paired by PKHBT
+    and PKHTB."""
+    return [Local(f"{name}_01", Call("read_i16x2", (Load(x, at),), "int32"), "int32"),
+            Local(f"{name}_23", Call("read_i16x2", (Load(x, _plus(at, 2)),), "int32"), "int32"),
+            Local(f"{name}_lo", Call("pkhbt", (Var(f"{name}_01"), Var(f"{name}_23")), "int32"), "int32"),
+            Local(f"{name}_hi", Call("pkhtb", (Var(f"{name}_23"), Var(f"{name}_01")), "int32"), "int32")]
+
+
 def block_dot(x: str, x_ats: list[Expr], w: str, w_ats: list[Expr], count: int, x_zero_point: int,
-              var: str, lanes: tuple[str, list[Expr]] | None = None, straight: int | None = None) -> list[Stmt]:
+              var: str, lanes: tuple[str, list[Expr]] | None = None, straight: int | None = None,
+              sixteen: bool = False, mac: str = "smlad") -> list[Stmt]:
     """acc<p><c> += sum over i < count of (x[x_ats[p] + i] - zero point) * w[w_ats[c] + i] for every
     pixel p and channel c: each input word is loaded and split once for all channels, each weight
     word once for all pixels. With `lanes` (a scratch buffer and each pixel's offset in it) the
-    input words come already split: word q's two lane pairs at offset + 2q and + 2q + 1."""
+    input words come already split: word q's two lane pairs at offset + 2q and + 2q + 1. With
+    `sixteen` the inputs are int16 (zero point 0, TFLite's 16x8), two words re-paired per four
+    weights (int16_pairs); `mac` is smlad (int32 sums) or smlald (int64)."""
     stmts: list[Stmt] = []
     quads, tail = divmod(count, 4)
     offset = i32(pair(-x_zero_point))
@@ -72,10 +95,12 @@ def block_dot(x: str, x_ats: list[Expr], w: str, w_ats: list[Expr], count: int, 
         return [Local(name, word, "int32"), Local(f"{name}_lo", Call(fn, args(Var(name)), "int32"), "int32"),
                 Local(f"{name}_hi", Call(f"{fn}_ror8", args(Var(name)), "int32"), "int32")]
 
+    acc_type = "int64" if mac == "smlald" else "int32"
+
     def macs(tag: str, p: int, c: int) -> list[Stmt]:
         acc = f"acc{p}{c}"
-        return [Assign(acc, Call("smlad", (Var(f"{tag}_x{p}_lo"), Var(f"{tag}_w{c}_lo"), Var(acc)), "int32")),
-                Assign(acc, Call("smlad", (Var(f"{tag}_x{p}_hi"), Var(f"{tag}_w{c}_hi"), Var(acc)), "int32"))]
+        return [Assign(acc, Call(mac, (Var(f"{tag}_x{p}_lo"), Var(f"{tag}_w{c}_lo"), Var(acc)), acc_type)),
+                Assign(acc, Call(mac, (Var(f"{tag}_x{p}_hi"), Var(f"{tag}_w{c}_hi"), Var(acc)), acc_type))]
 
     def presplit(name: str, buffer: str, at: Expr) -> list[Stmt]:
         return [Local(f"{name}_lo", Load(buffer, at), "int32"), Local(f"{name}_hi", Load(buffer, _plus(at, 1)), "int32")]
@@ -84,6 +109,8 @@ def block_dot(x: str, x_ats: list[Expr], w: str, w_ats: list[Expr], count: int, 
         """Word `at` / 4 of every pixel and channel; its lane pairs at `pairs_at` in `lanes`."""
         if lanes is not None:
             xs = [presplit(f"{tag}_x{p}", lanes[0], Binary("+", base, pairs_at)) for p, base in enumerate(lanes[1])]
+        elif sixteen:
+            xs = [int16_pairs(f"{tag}_x{p}", x, Binary("+", x_at, at)) for p, x_at in enumerate(x_ats)]
         else:
             xs = [split(f"{tag}_x{p}", Call("read_i8x4", (Load(x, Binary("+", x_at, at)),), "int32"), "sxtab16")
                   for p, x_at in enumerate(x_ats)]
@@ -116,6 +143,31 @@ def block_dot(x: str, x_ats: list[Expr], w: str, w_ats: list[Expr], count: int, 
     return stmts
 
 
+class Sums:
+    """How a block's sums accumulate: int32 on SMLAD (TFLite's int8, and its 16x8 with an int32
+    bias); for 16x8 with an int64 accumulator, on SMLAD widened once where the weights prove the
+    sums inside int32 (the primitive's prepare fact int16_sums_fit_int32), else on SMLALD. Gives
+    each sum's local (start) and the statements that requantize and store it (finish)."""
+
+    def __init__(self, args, attrs):
+        self.wide = scalar.accumulator(attrs) == "int64"
+        self.narrow_sums = self.wide and bool(args.prepared.facts.get("int16_sums_fit_int32"))
+        self.mac = "smlald" if self.wide and not self.narrow_sums else "smlad"
+
+    def start(self, args, name: str, channel: Expr) -> Local:
+        if self.narrow_sums:  # the bias joins after the int32 sum, in int64
+            return Local(name, i32(0), "int32")
+        return Local(name, scalar._bias(args, channel), "int64" if self.wide else "int32")
+
+    def finish(self, graph, args, attrs, name: str, channel: Expr, out_at: Expr, coords) -> list[Stmt]:
+        stmts: list[Stmt] = []
+        if self.narrow_sums:
+            stmts.append(Local(f"{name}_wide", Binary("+", Cast("int64", Var(name)), scalar._bias(args, channel)),
+                               "int64"))
+            name = f"{name}_wide"
+        return stmts + scalar._finish(graph, args, attrs, channel, out_at, coords, name)
+
+
 def _block(graph, args, attrs, pixels: list[tuple[Expr, Expr, tuple | None]], channel_base: Expr, n_chan: int,
            tap_loops, w_tap: Expr, count: int, lanes=None, straight=None) -> list[Stmt]:
     """Accumulators for len(pixels) pixels x n_chan channels (channel_base + c): bias, the taps'
@@ -123,19 +175,21 @@ def _block(graph, args, attrs, pixels: list[tuple[Expr, Expr, tuple | None]], ch
     w = args.inputs[1]
     k_size = w.type.size // w.type.shape[0]
     chans = [_plus(channel_base, c) for c in range(n_chan)]
+    sums = Sums(args, attrs)
     stmts: list[Stmt] = []
     for p in range(len(pixels)):
         for c, ch in enumerate(chans):
-            stmts.append(Local(f"acc{p}{c}", scalar._bias(args, ch), "int32"))
+            stmts.append(sums.start(args, f"acc{p}{c}", ch))
     # one weight pointer for the block, the channels at constant offsets from it
     w_base = Binary("+", Binary("*", channel_base, index(k_size)), w_tap)
     w_ats = [_plus(w_base, c * k_size) for c in range(n_chan)]
     stmts += loops(tap_loops, block_dot(args.inputs[0].name, [px[0] for px in pixels], w.name, w_ats, count,
-                                        attrs["x_zero_point"], "ic", lanes, straight))
+                                        attrs["x_zero_point"], "ic", lanes, straight,
+                                        args.inputs[0].type.dtype == "int16", sums.mac))
     for p, (_, out_at, coords) in enumerate(pixels):
         for c, ch in enumerate(chans):
             at = coords + (ch,) if coords is not None else None
-            stmts += scalar._finish(graph, args, attrs, ch, Binary("+", out_at, ch), at, f"acc{p}{c}")
+            stmts += sums.finish(graph, args, attrs, f"acc{p}{c}", ch, Binary("+", out_at, ch), at)
     return stmts
 
 
@@ -163,17 +217,22 @@ STRAIGHT_QUADS = 16
 FC_STRAIGHT_QUADS = 32
 
 
-def _split_inputs(x: str, x_ats: list[Expr], c: int, x_zero_point: int) -> list[Stmt]:
-    """The input words of each pixel split once into `lanes` (SXTAB16, the zero point subtracted),
-    two int32 per word, pixel after pixel: every output channel then loads them ready to use."""
+def _split_inputs(x: str, x_ats: list[Expr], c: int, x_zero_point: int, sixteen: bool = False) -> list[Stmt]:
+    """The input words of each pixel split once into `lanes` (SXTAB16, the zero point subtracted;
+    int16 inputs re-paired by int16_pairs), two int32 per four inputs, pixel after pixel: every
+    output channel then loads them ready to use."""
     offset = i32(pair(-x_zero_point))
     quads = c // 4
     body: list[Stmt] = []
     for p, x_at in enumerate(x_ats):
         word = f"sx{p}"
         at = Binary("+", index(2 * p * quads), Binary("*", Var("sq"), index(2)))
-        body += [Local(word, Call("read_i8x4", (Load(x, Binary("+", x_at, Binary("*", Var("sq"), index(4)))),), "int32"),
-                       "int32"),
+        first = Binary("+", x_at, Binary("*", Var("sq"), index(4)))
+        if sixteen:
+            body += [*int16_pairs(word, x, first), Store("lanes", at, Var(f"{word}_lo")),
+                     Store("lanes", _plus(at, 1), Var(f"{word}_hi"))]
+            continue
+        body += [Local(word, Call("read_i8x4", (Load(x, first),), "int32"), "int32"),
                  Store("lanes", at, Call("sxtab16", (offset, Var(word)), "int32")),
                  Store("lanes", _plus(at, 1), Call("sxtab16_ror8", (offset, Var(word)), "int32"))]
     return [For("sq", quads, tuple(body))] if quads else []
@@ -201,7 +260,8 @@ def _pointwise(graph, args, attrs) -> list[Stmt]:
 
     def run(block) -> list[Stmt]:
         lanes = ("lanes", [index(2 * p * quads) for p in range(len(block))])
-        return [*_split_inputs(args.inputs[0].name, [b[0] for b in block], c, attrs["x_zero_point"]),
+        return [*_split_inputs(args.inputs[0].name, [b[0] for b in block], c, attrs["x_zero_point"],
+                               args.inputs[0].type.dtype == "int16"),
                 *_channels(graph, args, attrs, block, (), index(0), c, CHANNELS, lanes)]
     return pointwise_nest(args, PIXELS, run)
 
@@ -226,9 +286,13 @@ class DspMicroKernel:
 DSP_KERNEL = DspMicroKernel()
 
 
+@ARM_DSP.register("QConv2D", family="convolution", types=INT16X8_CONV, layout="nhwc",
+                  when=lambda args, attrs: args.caps.dsp, scratch=_lanes_scratch, pack=scalar.reduced_requant_pack)
 @ARM_DSP.register("QConv2D", family="convolution", types=INT8_CONV, layout="nhwc", when=lambda args, attrs: args.caps.dsp, scratch=_lanes_scratch)
 def qconv2d_dsp(graph, node_id, cluster_id, args, attrs):
-    """QConv2D on SMLAD in blocks of pixels x channels (see the module doc)."""
+    """QConv2D on SMLAD in blocks of pixels x channels (see the module doc); 16x8 on SMLAD (SMLALD
+    where the weights do not prove int32 sums exact), int16 inputs re-paired by PKHBT / PKHTB
+    (block_dot's `sixteen`)."""
     if is_pointwise(args, attrs):
         return _pointwise(graph, args, attrs)
     # a 1x1 window with strides and padding that keep the size: the scratch is not needed
@@ -248,23 +312,28 @@ def _depthwise_quads(graph, args, attrs, taps_at: list[tuple[Expr, Expr]], tap_l
     base = Binary("*", Var("cq"), index(4))
     chans = [_plus(base, j) for j in range(4)]
     taps: list[Stmt] = []
+    sums = Sums(args, attrs)
     for t, (x_at, w_at) in enumerate(taps_at):
-        xw = Call("read_i8x4", (Load(x.name, Binary("+", x_at, base)),), "int32")
         ww = Call("read_i8x4", (Load(w.name, Binary("+", w_at, base)),), "int32")
         dx, dw = f"dx{t}", f"dw{t}"
-        taps += [Local(dx, xw, "int32"), Local(dw, ww, "int32"),
-                 Local(f"{dx}_lo", Call("sxtab16", (offset, Var(dx)), "int32"), "int32"),
-                 Local(f"{dx}_hi", Call("sxtab16_ror8", (offset, Var(dx)), "int32"), "int32"),
+        if x.type.dtype == "int16":  # (x0, x2) and (x1, x3) from two words of int16 inputs
+            taps += int16_pairs(dx, x.name, Binary("+", x_at, base))
+        else:
+            xw = Call("read_i8x4", (Load(x.name, Binary("+", x_at, base)),), "int32")
+            taps += [Local(dx, xw, "int32"),
+                     Local(f"{dx}_lo", Call("sxtab16", (offset, Var(dx)), "int32"), "int32"),
+                     Local(f"{dx}_hi", Call("sxtab16_ror8", (offset, Var(dx)), "int32"), "int32")]
+        taps += [Local(dw, ww, "int32"),
                  Local(f"{dw}_lo", Call("sxtb16", (Var(dw),), "int32"), "int32"),
                  Local(f"{dw}_hi", Call("sxtb16_ror8", (Var(dw),), "int32"), "int32")]
         for j, (fn, lanes) in enumerate((("smlabb", "lo"), ("smlabb", "hi"), ("smlatt", "lo"), ("smlatt", "hi"))):
             taps.append(Assign(f"acc{j}", Call(fn, (Var(f"{dx}_{lanes}"), Var(f"{dw}_{lanes}"), Var(f"acc{j}")),
                                                "int32")))
-    body: list[Stmt] = [Local(f"acc{j}", scalar._bias(args, ch), "int32") for j, ch in enumerate(chans)]
+    body: list[Stmt] = [sums.start(args, f"acc{j}", ch) for j, ch in enumerate(chans)]
     body += loops(tap_loops, taps)
     for j, ch in enumerate(chans):
         at = coords + (ch,) if coords is not None else None
-        body += scalar._finish(graph, args, attrs, ch, Binary("+", out_at, ch), at, f"acc{j}")
+        body += sums.finish(graph, args, attrs, f"acc{j}", ch, Binary("+", out_at, ch), at)
     stmts: list[Stmt] = [For("cq", c // 4, tuple(body))]
     for r in range(c - c % 4, c):  # the channels past a multiple of four, one by one
         ch = _plus(Var("cl"), r)
@@ -274,19 +343,28 @@ def _depthwise_quads(graph, args, attrs, taps_at: list[tuple[Expr, Expr]], tap_l
             wv = widen(Load(w.name, Binary("+", w_at, ch)))
             macs.append(Assign("acc", Binary("+", Var("acc"), Binary("*", xv, wv))))
         at = coords + (ch,) if coords is not None else None
-        stmts.append(For("cl", 1, (Local("acc", scalar._bias(args, ch), "int32"), *loops(tap_loops, macs),
+        stmts.append(For("cl", 1, (scalar.start_sum(args, attrs, ch), *loops(tap_loops, macs),
                                    *scalar._finish(graph, args, attrs, ch, Binary("+", out_at, ch), at))))
     return stmts
 
 
-@ARM_DSP.register("QDepthwise", family="convolution", types=INT8_CONV, layout="nhwc",
-                  when=lambda args, attrs: args.caps.dsp and attrs["depth_multiplier"] == 1
-                   and args.inputs[1].type.shape[3] >= 4)
+def _depthwise_takes(args, attrs) -> bool:
+    """Depth multiplier 1, at least four channels; 16x8 sums on SMLABB / SMLATT where the weights
+    prove they fit int32 (they always do below 2^16 / 128 = 512 taps)."""
+    return (args.caps.dsp and attrs["depth_multiplier"] == 1 and args.inputs[1].type.shape[3] >= 4
+            and (scalar.accumulator(attrs) == "int32" or bool(args.prepared.facts.get("int16_sums_fit_int32"))))
+
+
+@ARM_DSP.register("QDepthwise", family="convolution", types=INT16X8_CONV, layout="nhwc", when=_depthwise_takes,
+                  pack=scalar.reduced_requant_pack)
+@ARM_DSP.register("QDepthwise", family="convolution", types=INT8_CONV, layout="nhwc", when=_depthwise_takes)
 def qdepthwise_dsp(graph, node_id, cluster_id, args, attrs):
     """QDepthwise (depth multiplier 1), four channels per step on SMLABB / SMLATT."""
     return depthwise_nest(graph, args, attrs, _depthwise_quads)
 
 
+@ARM_DSP.register("QFullyConnected", family="matrix", types=INT16X8_CONV, when=lambda args, attrs: args.caps.dsp,
+                  pack=scalar.reduced_requant_pack)
 @ARM_DSP.register("QFullyConnected", family="matrix", types=INT8_CONV, when=lambda args, attrs: args.caps.dsp)
 def qfully_connected_dsp(graph, node_id, cluster_id, args, attrs):
     """QFullyConnected: FC_ROWS weight rows per step share each input word (then the last few)."""

@@ -2,7 +2,10 @@
 the definition and the NumPy side). Steps go through locals so each intermediate is computed once."""
 from __future__ import annotations
 
+import numpy as np
+
 from tinsmith.generate.loop_ir import Assign, Binary, Cast, Const, Expr, Local, Select, Stmt, Var
+from tinsmith.quant import fixed_point as fp
 
 
 def i32(v: int) -> Const:
@@ -80,6 +83,66 @@ def multiply_by_quantized_multiplier(name: str, acc: Expr, multiplier: Expr | in
                      Select(Binary(">", Binary("&", high, m), threshold), i32(1), i32(0)))
     stmts.append(Assign(name, rounded))
     return stmts, high
+
+
+def multiply_by_quantized_multiplier_int64(name: str, acc: Expr, multiplier: Expr | int,
+                                           shift: Expr | int) -> tuple[list[Stmt], Expr]:
+    """Statements computing an int64 `acc` * (multiplier, shift) into int32 local `name` as TFLite's
+    16x8 kernels do (fixed_point.multiply_by_quantized_multiplier_int64): acc times the multiplier
+    rounded to Q15, plus half of 2^(15 - shift), shifted right by 15 - shift."""
+    if isinstance(multiplier, int) and isinstance(shift, int):
+        total = 15 - shift
+        reduced = int(fp.reduced_multiplier(multiplier))
+        value = Binary(">>", Binary("+", Binary("*", acc, i64(reduced)), i64(1 << (total - 1))), i64(total))
+        return [Local(name, Cast("int32", value), "int32")], Var(name)
+    m, total = Var(f"{name}_q15"), Var(f"{name}_total")
+    stmts: list[Stmt] = [
+        Local(f"{name}_q31", multiplier, "int32"),
+        Local(f"{name}_q15", Select(Binary("<", Var(f"{name}_q31"), i32(0x7FFF0000)),
+                                    Binary(">>", Binary("+", Var(f"{name}_q31"), i32(1 << 15)), i32(16)),
+                                    i32(0x7FFF)), "int32"),
+        Local(f"{name}_total", Binary("-", i32(15), shift), "int32"),
+        Local(f"{name}_half", i64(1), "int64"),  # (a literal 1 would be shifted as a 32-bit int)
+        Assign(f"{name}_half", Binary("<<", Var(f"{name}_half"), Binary("-", total, i32(1))))]
+    half = Var(f"{name}_half")
+    value = Binary(">>", Binary("+", Binary("*", acc, Cast("int64", m)), half), Cast("int64", total))
+    return [*stmts, Local(name, Cast("int32", value), "int32")], Var(name)
+
+
+def multiply_by_reduced_multiplier(name: str, acc: Expr, q15: Expr, shift_less_one: Expr) -> tuple[list[Stmt], Expr]:
+    """The same product from constants packed at build time (packed_q15_multipliers and
+    packed_shifts_less_one): the Q15 multiplier and 14 - shift. (v + 2^(t-1)) >> t equals ((v >> (t - 1)) + 1) >> 1, which leaves
+    no 64-bit constant to shift at run time."""
+    product = Binary(">>", Binary("*", acc, Cast("int64", q15)), Cast("int64", shift_less_one))
+    return [Local(name, Cast("int32", Binary(">>", Binary("+", product, i64(1)), i64(1))), "int32")], Var(name)
+
+
+def multiply_with_offset(name: str, acc: Expr, q15: Expr, offset: Expr, shift: Expr, high: bool
+                         ) -> tuple[list[Stmt], Expr]:
+    """The same product with the bias and the rounding folded into a per-channel int64 offset
+    (codegen/ops/quantized.py: _int16_requantization): v = acc * q15 + offset (one SMLAL on a
+    32-bit core), then v >> t, which fits 32 bits: the high word shifted by `shift` = t - 32
+    (`high`), or the low word shifted by t = `shift` < 32 with the high word's bits above it."""
+    stmts: list[Stmt] = [Local(f"{name}_v", Binary("+", Binary("*", Cast("int64", acc), Cast("int64", q15)), offset),
+                               "int64")]
+    v = Var(f"{name}_v")
+    hi = Cast("int32", Binary(">>", v, i64(32)))
+    if high:
+        return [*stmts, Local(name, Binary(">>", hi, shift), "int32")], Var(name)
+    lo_bits = Binary(">>", Cast("uint32", v), shift)
+    hi_bits = Binary("<<", Cast("uint32", hi), Binary("-", i32(32), shift))
+    return [*stmts, Local(name, Cast("int32", Binary("|", lo_bits, hi_bits)), "int32")], Var(name)
+
+
+def packed_q15_multipliers(multipliers):
+    """A 16x8 node's per-channel multipliers packed for multiply_by_reduced_multiplier: in Q15, as an
+    [O, 1] array (the second axis says packed)."""
+    return fp.reduced_multiplier(multipliers).astype(np.int32).reshape(-1, 1)
+
+
+def packed_shifts_less_one(shifts):
+    """Its per-channel shifts packed the same way: 14 - shift, as an [O, 1] array."""
+    return (14 - np.asarray(shifts, np.int64)).astype(np.int32).reshape(-1, 1)
 
 
 def rounded_divide(acc: Expr, count: Expr | int) -> Expr:

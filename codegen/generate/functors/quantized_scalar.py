@@ -7,7 +7,7 @@ from __future__ import annotations
 from tinsmith.generate.backend import CPP
 from tinsmith.generate.functors import quantized as q
 from tinsmith.generate.functors.conv import loops
-from tinsmith.generate.functors.quantized import QUANTIZED_CONV
+from tinsmith.generate.functors.quantized import INT16X8_CONV, QUANTIZED_CONV
 from tinsmith.generate.functors.quantized_driver import TileGeometry, bias_only, conv_nest
 from tinsmith.generate.functors.quantized_windows import scalar_dot
 from tinsmith.generate.loop_ir import Binary, Expr, For, Local, Stmt, Var, index
@@ -26,7 +26,7 @@ class ScalarMicroKernel:
         dot = scalar_dot(args.inputs[0].name, x_at, args.inputs[1].name, w_at, geometry.count,
                          attrs["x_zero_point"], "ic")
         return [For("oc", args.inputs[1].type.shape[0], (
-            Local("acc", q._bias(args, oc), "int32"), *loops(geometry.tap_loops, dot),
+            q.start_sum(args, attrs, oc), *loops(geometry.tap_loops, dot),
             *q._finish(graph, args, attrs, oc, Binary("+", out_at, oc), (*coords, oc))))]
 
     def empty(self, graph, args, attrs, out_at: Expr, coords) -> list[Stmt]:
@@ -36,6 +36,7 @@ class ScalarMicroKernel:
         raise NotImplementedError("the portable QFullyConnected is quantized.py's")
 
 
+@CPP.register("QConv2D", family="convolution", types=INT16X8_CONV, layout="nhwc")
 @CPP.register("QConv2D", family="convolution", types=QUANTIZED_CONV, layout="nhwc")
 def qconv2d(graph, node_id, cluster_id, args, attrs):
     """acc = bias + sum over the window and input channels of (x - x_zero_point) * w; requantized."""

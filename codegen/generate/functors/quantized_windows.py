@@ -10,7 +10,7 @@ from tinsmith.generate.functors import quantized as q
 from tinsmith.generate.functors.conv import Affine, Axis, TileLoops, dot, loops, tiles, window_nests
 from tinsmith.generate.functors.quantized_math import i32, widen
 from tinsmith.generate.backend import CPP
-from tinsmith.generate.functors.quantized import QUANTIZED_CONV
+from tinsmith.generate.functors.quantized import INT16X8_CONV, QUANTIZED_CONV
 from tinsmith.generate.loop_ir import Assign, Binary, Comment, Expr, For, Load, Local, Stmt, Var, index
 from tinsmith.ops.conv import windows
 
@@ -77,16 +77,17 @@ def depthwise_nests(graph, args, attrs) -> list[Stmt]:
         coords = tuple(p.expr() for p in (batch, *tl.out_pos))
         finish = q._finish(graph, args, attrs, Var("oc"), Binary("+", out_at, Var("oc")), (*coords, Var("oc")))
         if tl.empty:
-            return [For("oc", oc_count, (Local("acc", q._bias(args, Var("oc")), "int32"), *finish))]
+            return [For("oc", oc_count, (q.start_sum(args, attrs, Var("oc")), *finish))]
         x_at = Binary("+", (batch * (h * wd * c) + dot(tl.in_pos, (wd * c, c))).expr(), ic)
         w_at = Binary("+", dot(tl.tap, (kw * oc_count, oc_count)).expr(), Var("oc"))
         xv = Binary("-", widen(Load(x.name, x_at)), i32(attrs["x_zero_point"]))
         mac = Assign("acc", Binary("+", Var("acc"), Binary("*", xv, widen(Load(w.name, w_at)))))
-        return [For("oc", oc_count, (Local("acc", q._bias(args, Var("oc")), "int32"), *loops(tl.taps, [mac]),
+        return [For("oc", oc_count, (q.start_sum(args, attrs, Var("oc")), *loops(tl.taps, [mac]),
                                      *finish))]
     return [For("n", n, tuple(row_major(window_nests([Axis(win) for win in wins], tiles(wins, exact_only=True), body))))]
 
 
+@CPP.register("QDepthwise", family="convolution", types=INT16X8_CONV, layout="nhwc")
 @CPP.register("QDepthwise", family="convolution", types=QUANTIZED_CONV, layout="nhwc")
 def qdepthwise(graph, node_id, cluster_id, args, attrs):
     """Per output channel oc (input channel oc / depth_multiplier): a window sum, requantized."""

@@ -1,0 +1,218 @@
+"""TFLite's 16x8 quantization (int16 activations, int8 weights, int64 or int32 bias): models written by
+tests/tflite_writer.py, imported, compiled and run on the host and the emulated Cortex-M4, against the
+TensorFlow Lite Micro interpreter on the same inputs, every output bit-exact. One model holds many
+operators reading one input (each its own graph output), so one build covers every variant: int64,
+int32 and no bias, SAME and VALID padding, strides, dilations, depth multipliers, fused
+activations, per-channel scales, and accumulators far beyond int32 (which the int64 path keeps); a
+second model holds the int16 elementwise operators, pools and MEAN."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tinsmith.errors import GraphError
+from tinsmith.pipeline import lower
+from tflite_writer import Op, Tensor, conv_options, model
+
+tflm = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
+
+X_SHAPE = (1, 7, 6, 4)
+X_SCALE = 0.002
+
+
+class Model16x8:
+    """A model being written: int16 input x, operators reading it, each output a graph output."""
+
+    def __init__(self, seed: int, x_shape=X_SHAPE):
+        self.rng = np.random.default_rng(seed)
+        self.tensors = [Tensor("x", "int16", list(x_shape), quant=(X_SCALE, 0))]
+        self.ops: list[Op] = []
+        self.outputs: list[int] = []
+
+    def add(self, tensor: Tensor) -> int:
+        self.tensors.append(tensor)
+        return len(self.tensors) - 1
+
+    def weights(self, name, shape, channels: int, axis: int, bias: str | None, bias_bits: int = 20):
+        """Per-channel int8 weights (scales an order of magnitude apart) and a bias of `bias` type."""
+        scales = self.rng.uniform(0.002, 0.03, channels)
+        zeros = np.zeros(channels, np.int64)
+        w = self.add(Tensor(f"{name}_w", "int8", list(shape), self.rng.integers(-127, 128, shape).astype(np.int8),
+                            (scales, zeros), axis))
+        if bias is None:
+            return [w, -1]
+        data = self.rng.integers(-(1 << bias_bits), 1 << bias_bits, (channels,)).astype(bias)
+        return [w, self.add(Tensor(f"{name}_b", bias, [channels], data, (scales * X_SCALE, zeros)))]
+
+    def op(self, code, name, inputs, y_shape, y_scale, options) -> None:
+        y = self.add(Tensor(name, "int16", list(y_shape), quant=(y_scale, 0)))
+        self.ops.append(Op(code, inputs, [y], options))
+        self.outputs.append(y)
+
+    def write(self) -> bytes:
+        return model(self.tensors, self.ops, [0], self.outputs)
+
+
+def conv_family_model() -> bytes:
+    """CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED at 16x8 in their variants, all reading x."""
+    m = Model16x8(19)
+    c = X_SHAPE[3]
+    m.op("CONV_2D", "conv_same_relu", [0, *m.weights("c1", (5, 3, 3, c), 5, 0, "int64")], (1, 7, 6, 5), 0.01,
+         conv_options(0, act=1))
+    m.op("CONV_2D", "conv_valid_s2_int32_bias", [0, *m.weights("c2", (3, 3, 2, c), 3, 0, "int32")], (1, 3, 3, 3),
+         0.02, conv_options(1, stride=2))
+    m.op("CONV_2D", "conv_pointwise_no_bias", [0, *m.weights("c3", (6, 1, 1, c), 6, 0, None)], (1, 7, 6, 6),
+         0.004, conv_options(1))
+    # a bias of 2^40: the sums leave int32 far behind, which only the int64 accumulator holds
+    m.op("CONV_2D", "conv_dilated_wide_sums", [0, *m.weights("c4", (2, 2, 2, c), 2, 0, "int64", 40)],
+         (1, 7, 6, 2), 1000.0, conv_options(0, dilation=2, act=1))
+    m.op("DEPTHWISE_CONV_2D", "depthwise_same_relu6", [0, *m.weights("d1", (1, 3, 3, c), c, 3, "int64")],
+         (1, 7, 6, c), 0.003, conv_options(0, act=3, depth_multiplier=1))
+    m.op("DEPTHWISE_CONV_2D", "depthwise_valid_s2_m2", [0, *m.weights("d2", (1, 3, 3, 2 * c), 2 * c, 3, "int64")],
+         (1, 3, 2, 2 * c), 0.002, conv_options(1, stride=2, depth_multiplier=2))
+    # FULLY_CONNECTED: per-tensor weights, the 168 input values as 7 rows of 24
+    for name, bias, bits in (("fc_int64_bias", "int64", 20), ("fc_int32_bias", "int32", 20),
+                             ("fc_wide_sums", "int64", 38)):
+        scale = m.rng.uniform(0.002, 0.03)
+        w = m.add(Tensor(f"{name}_w", "int8", [5, 24], m.rng.integers(-127, 128, (5, 24)).astype(np.int8), (scale, 0)))
+        b = m.add(Tensor(f"{name}_b", bias, [5], m.rng.integers(-(1 << bits), 1 << bits, (5,)).astype(bias),
+                         (scale * X_SCALE, 0)))
+        m.op("FULLY_CONNECTED", name, [0, w, b], (7, 5), 0.05 if bits < 30 else 500.0, ("FullyConnectedOptions", {}))
+    return m.write()
+
+
+def tflm_outputs(data: bytes, x: np.ndarray, count: int) -> list[np.ndarray]:
+    interp = tflm.Interpreter.from_bytes(data)
+    interp.set_input(x, 0)
+    interp.invoke()
+    return [interp.get_output(i) for i in range(count)]
+
+
+def inputs(seed: int, shape=X_SHAPE) -> list[np.ndarray]:
+    """Seeded inputs over the int16 range, and one at its two ends (the widest products)."""
+    rng = np.random.default_rng(seed)
+    ends = np.where(rng.integers(0, 2, shape) > 0, 32767, -32768).astype(np.int16)
+    return [rng.integers(-32768, 32768, shape).astype(np.int16), ends]
+
+
+def compare(tmp_path, data: bytes, target: str, xs) -> None:
+    from tinsmith.cli import run_compiled
+    path = tmp_path / "model16x8.tflite"
+    path.write_bytes(data)
+    graph = lower(path)
+    for x in xs:
+        got = run_compiled(path, {graph.inputs[0]: x}, tmp_path, graph, target)
+        want = tflm_outputs(data, x, len(graph.outputs))
+        for name, expected in zip(graph.outputs, want):
+            assert got[name].dtype == np.int16
+            np.testing.assert_array_equal(got[name], expected, err_msg=f"{name} on {target}")
+
+
+def test_conv_family_imports_with_tflites_accumulators():
+    graph = lower_bytes(conv_family_model())
+    accumulators = {n.outputs[0]: n.attrs.get("accumulator") for n in graph.nodes
+                    if n.op in ("QConv2D", "QDepthwise", "QFullyConnected")}
+    assert accumulators["conv_valid_s2_int32_bias"] == "int32"
+    assert accumulators["fc_int32_bias"] == "int32"
+    assert accumulators["conv_pointwise_no_bias"] == "int64"  # TFLite Micro's path without a bias
+    assert accumulators["conv_same_relu"] == accumulators["depthwise_valid_s2_m2"] == "int64"
+
+
+def lower_bytes(data: bytes):
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "m.tflite"
+        path.write_bytes(data)
+        return lower(path)
+
+
+def test_conv_family_is_bit_exact_on_the_host(tmp_path):
+    compare(tmp_path, conv_family_model(), "host", inputs(1) + inputs(2)[:1])
+
+
+def test_conv_family_is_bit_exact_on_the_cortex_m4(tmp_path):
+    compare(tmp_path, conv_family_model(), "cortex-m4", inputs(3))
+
+
+def _single(code, x_zp=0, bias="int64", options=None, w_shape=(1, 3, 3, 4), axis=3) -> bytes:
+    m = Model16x8(5)
+    m.tensors[0] = Tensor("x", "int16", list(X_SHAPE), quant=(X_SCALE, x_zp))
+    m.op(code, "y", [0, *m.weights("w", w_shape, w_shape[axis], axis, bias)], (1, 7, 6, w_shape[axis]), 0.01,
+         options or conv_options(0, depth_multiplier=1))
+    return m.write()
+
+
+def test_depthwise_with_an_int32_bias_is_refused():
+    with pytest.raises(GraphError, match=r"operator 0 \(DEPTHWISE_CONV_2D\): 16x8 data with a int32 bias "
+                                         r"\(TFLite Micro takes int64\)"):
+        lower_bytes(_single("DEPTHWISE_CONV_2D", bias="int32"))
+
+
+def test_a_zero_point_on_int16_data_is_refused():
+    with pytest.raises(GraphError, match=r"operator 0 \(CONV_2D\): 16x8 data with input and output zero points 3 "
+                                         r"and 0 \(TFLite requires 0 for int16 data\)"):
+        lower_bytes(_single("CONV_2D", x_zp=3, w_shape=(4, 3, 3, 4), axis=0, options=conv_options(0)))
+
+
+def wide_fully_connected_model() -> bytes:
+    """A fully connected layer whose weights (640 of magnitude 100 to 127 per row) let int16 inputs
+    sum beyond int32: the Cortex-M4 kernel cannot prove 32-bit sums exact and accumulates on SMLALD."""
+    m = Model16x8(23, (2, 640))
+    signs = np.where(m.rng.integers(0, 2, (3, 640)) > 0, 1, -1)
+    w = (signs * m.rng.integers(100, 128, (3, 640))).astype(np.int8)
+    w[0] = np.where(np.arange(640) % 2, 127, -127)  # an alternating row: sums at both ends
+    scale = 0.004
+    wi = m.add(Tensor("fc_w", "int8", [3, 640], w, (scale, 0)))
+    b = m.add(Tensor("fc_b", "int64", [3], np.array([1 << 33, -(1 << 32), 5], np.int64), (scale * X_SCALE, 0)))
+    m.op("FULLY_CONNECTED", "fc_beyond_int32", [0, wi, b], (2, 3), 700.0, ("FullyConnectedOptions", {}))
+    return m.write()
+
+
+def test_sums_beyond_int32_are_exact_on_the_cortex_m4(tmp_path):
+    rng = np.random.default_rng(7)
+    ends = np.where(np.arange(640) % 2, 32767, -32768).astype(np.int16)
+    xs = [np.stack([ends, -1 - ends]), rng.integers(-32768, 32768, (2, 640)).astype(np.int16)]
+    compare(tmp_path, wide_fully_connected_model(), "cortex-m4", xs)
+
+
+def test_an_int16_qadd_with_a_zero_point_is_refused_in_a_graph_file(tmp_path):
+    """TFLite's int16 ADD keeps (x - zero point) << 15 in int32 only for zero points 0."""
+    (tmp_path / "g.yaml").write_text(
+        "graph: g\n"
+        "inputs:\n"
+        "  a: {dtype: int16, shape: [4], quant: {scale: 0.001, zero_point: 3}}\n"
+        "  b: {dtype: int16, shape: [4], quant: {scale: 0.001, zero_point: 0}}\n"
+        "outputs: [y]\n"
+        "nodes:\n"
+        "  - {op: QAdd, inputs: [a, b], outputs: [y], attrs: {a_scale: 0.001, a_zero_point: 3, b_scale: 0.001,\n"
+        "     y_scale: 0.002, act_min: -32768, act_max: 32767}}\n")
+    with pytest.raises(GraphError, match=r"g.yaml:7:\d+: error: QAdd node 'qadd_y': a_zero_point must be 0 for int16 "
+                                         r"data, got 3"):
+        lower(tmp_path / "g.yaml")
+
+
+def elementwise_model() -> bytes:
+    """ADD, SUB, MUL (with a broadcast constant), the pools, MEAN, RELU, LEAKY_RELU and a requantizing
+    QUANTIZE on int16 data, all reading x: TFLite Micro's int16 arithmetic for each."""
+    m = Model16x8(29)
+    c = m.add(Tensor("c", "int16", [4], m.rng.integers(-32768, 32768, 4).astype(np.int16), (0.0013, 0)))
+    for code, name, scale, opts in (("ADD", "add_relu", 0.003, ("AddOptions", {"FusedActivationFunction": 1})),
+                                    ("SUB", "sub", 0.004, ("SubOptions", {})),
+                                    ("MUL", "mul", 0.05, ("MulOptions", {}))):
+        m.op(code, name, [0, c], X_SHAPE, scale, opts)
+    m.op("AVERAGE_POOL_2D", "average_pool", [0], (1, 4, 3, 4), X_SCALE, ("Pool2DOptions", {
+        "Padding": 0, "FilterHeight": 3, "FilterWidth": 2, "StrideH": 2, "StrideW": 2}))
+    m.op("MAX_POOL_2D", "max_pool_relu6", [0], (1, 3, 3, 4), X_SCALE, ("Pool2DOptions", {
+        "Padding": 1, "FilterHeight": 2, "FilterWidth": 2, "StrideH": 2, "StrideW": 2, "FusedActivationFunction": 3}))
+    axes = m.add(Tensor("axes", "int32", [2], np.int32([1, 2])))
+    m.op("MEAN", "mean", [0, axes], (1, 1, 1, 4), 0.0011, ("ReducerOptions", {"KeepDims": True}))
+    m.op("RELU", "relu", [0], X_SHAPE, 0.0015, None)
+    m.op("QUANTIZE", "requantized", [0], X_SHAPE, 0.0045, None)
+    m.op("LEAKY_RELU", "leaky_relu", [0], X_SHAPE, 0.0017, ("LeakyReluOptions", {"Alpha": 0.3}))
+    return m.write()
+
+
+@pytest.mark.parametrize("target", ["host", "cortex-m4"])
+def test_elementwise_and_windows_are_bit_exact(target, tmp_path):
+    compare(tmp_path, elementwise_model(), target, inputs(11))
