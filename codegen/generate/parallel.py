@@ -23,9 +23,11 @@ from tinsmith.generate.loop_ir import (Assign, Binary, Comment, Const, Expr, For
                                        Var, map_stmts, walk_stmts)
 
 PART, PARTS = "tinsmith_part", "tinsmith_parts"  # the extra parameters of a split kernel
-# Work (MACs plus elements stored) below which handing parts to other threads costs more than it
-# saves: waking a worker and the barrier after it take about a microsecond, this much work several.
-SPLIT_WORK = 32768
+# Work (MACs plus elements stored) below which a kernel stays on the calling thread: a pool run
+# costs about a microsecond, and more where the system is busy and a worker must be woken or waited
+# for, while this much work takes some microseconds with AVX-512 (measured: splitting the 80,000-MAC
+# layers of the autoencoder and kws's depthwise layers made them slower on two threads).
+SPLIT_WORK = 200_000
 
 
 @dataclass(frozen=True)
@@ -133,19 +135,23 @@ def _one_owner_each(elements: np.ndarray, owners: np.ndarray) -> bool:
     return not np.any(same & (o[1:] != o[:-1]))
 
 
-def _names(stmts) -> set[str]:
-    """Names of the variables `stmts` read, declare or assign."""
+def _found(stmts, pick) -> set[str]:
+    """pick(e) of every expression in `stmts` for which it is not None."""
     found: set[str] = set()
 
     def note(e):
-        if isinstance(e, Var):
-            found.add(e.name)
+        name = pick(e)
+        if name is not None:
+            found.add(name)
         return e
     map_stmts(tuple(stmts), note)
-    for s in walk_stmts(stmts):
-        if isinstance(s, (Local, Assign)):
-            found.add(s.name)
     return found
+
+
+def _names(stmts) -> set[str]:
+    """Names of the variables `stmts` read, declare or assign."""
+    return _found(stmts, lambda e: e.name if isinstance(e, Var) else None) | \
+        {s.name for s in walk_stmts(stmts) if isinstance(s, (Local, Assign))}
 
 
 def _groups(body: tuple[Stmt, ...]) -> list[tuple[Stmt, ...]]:
@@ -165,14 +171,8 @@ def _groups(body: tuple[Stmt, ...]) -> list[tuple[Stmt, ...]]:
 
 
 def _loads(stmts) -> set[str]:
-    found: set[str] = set()
-
-    def note(e):
-        if isinstance(e, Load):
-            found.add(e.buffer)
-        return e
-    map_stmts(tuple(stmts), note)
-    return found
+    """The tensors `stmts` read."""
+    return _found(stmts, lambda e: e.buffer if isinstance(e, Load) else None)
 
 
 def split_groups(kernel: Kernel, overlapping: frozenset[str] = frozenset(),
