@@ -8,9 +8,8 @@ loads one vector of weights (packed at build time as [K, O]: a window position's
 consecutive output channels adjacent, widened to int32) and adds (x - x_zero_point) * w to every
 pixel's accumulator, the input value broadcast to all lanes. Integer sums are exact in any order,
 so each output equals the reference's; the sums are then requantized channel by channel by the
-portable requantization (quantized.py), so outputs stay bit-exact with TFLite Micro. QDepthwise
-(depth multiplier 1) runs the driver's depthwise_nest the same way, `lanes` channels of a pixel per
-vector. Output channel counts that are not whole vectors, and SSE2 (no 32-bit lane multiply), keep
+portable requantization (quantized.py), so outputs stay bit-exact with TFLite Micro. Depthwise
+layers, output channel counts that are not whole vectors, and SSE2 (no 32-bit lane multiply) keep
 host_int8.py's accumulator-row kernels.
 """
 from __future__ import annotations
@@ -24,11 +23,9 @@ from tinsmith.generate.functors import quantized as q
 from tinsmith.generate.functors.quantized import INT8_CONV
 from tinsmith.generate.backend import TensorArg
 from tinsmith.generate.functors.conv import loops
-from tinsmith.generate.functors.quantized_driver import (Pixel, TileGeometry, bias_only, conv_nest, depthwise_nest,
-                                                        pointwise_nest)
+from tinsmith.generate.functors.quantized_driver import Pixel, TileGeometry, bias_only, conv_nest, pointwise_nest
 from tinsmith.generate.functors.quantized_math import i32, widen
-from tinsmith.generate.loop_ir import (Assign, Binary, Broadcast, Cast, Const, Expr, For, Lane, Load, Local, Stmt, Var,
-                                       index)
+from tinsmith.generate.loop_ir import Assign, Binary, Broadcast, Const, Expr, For, Lane, Load, Local, Stmt, Var, index
 
 PIXELS = 4  # pointwise pixels per block: four accumulator vectors share each weight vector
 
@@ -125,40 +122,3 @@ def qfully_connected_host_vectors(graph, node_id, cluster_id, args, attrs):
     r = Var("r")
     row = [(Binary("*", r, index(k)), Binary("*", r, index(o)), (r,))]
     return [For("r", args.outputs[0].type.shape[0], tuple(HOST_KERNEL.block(graph, args, attrs, row, count=k)))]
-
-
-def _depthwise(args, attrs) -> bool:
-    """As _applies, the output channels read off the output ([1, KH, KW, C] weights)."""
-    return (args.caps.simd_bits >= 256 and attrs["depth_multiplier"] == 1
-            and args.outputs[0].type.shape[-1] % _lanes(args) == 0)
-
-
-def _widened(args, attrs) -> dict:
-    return {1: lambda w: w.astype(np.int32)}
-
-
-def _depthwise_channels(graph, args, attrs, taps_at, tap_loops, out_at: Expr, coords) -> list[Stmt]:
-    """Every channel of one output pixel, `lanes` at a time: each tap's inputs and weights loaded as
-    vectors, widened to int32 lanes, multiplied and added (output channel c reads input channel c)."""
-    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
-    c, lanes = y.type.shape[-1], _lanes(args)
-    ob = Var("ob")
-    b = args.inputs[2]
-    acc = [Local("accv", Load(b.name, ob, lanes) if b is not None else Const(0, "int32", lanes), "int32", lanes)]
-    zero = Const(attrs["x_zero_point"], "int32", lanes)
-    mac = [Assign("accv", Binary("+", Var("accv"), Binary(
-        "*", Binary("-", Cast("int32", Load(x.name, Binary("+", x_at, ob), lanes)), zero),
-        Load(w.name, Binary("+", w_at, ob), lanes)))) for x_at, w_at in taps_at]
-    channel = Binary("+", ob, Var("l"))
-    at = coords + (channel,) if coords is not None else None
-    finish = For("l", lanes, (Local("acc", Lane(Var("accv"), Var("l")), "int32"),
-                              *q._finish(graph, args, attrs, channel, Binary("+", out_at, channel), at)))
-    return [For("ob", c, (*acc, *loops(tap_loops, mac), finish), step=lanes)]
-
-
-@VECTORS.register("QDepthwise", family="convolution", types=INT8_CONV, layout="nhwc", priority=1, when=_depthwise,
-                  pack=_widened)
-def qdepthwise_host_vectors(graph, node_id, cluster_id, args, attrs):
-    """QDepthwise (depth multiplier 1): per output pixel, its channels in int32 vectors, the weights
-    widened to int32 at build time."""
-    return depthwise_nest(graph, args, attrs, _depthwise_channels)
