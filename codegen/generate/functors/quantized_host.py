@@ -1,31 +1,24 @@
-"""The host's vector micro-kernel of the int8 family, for QConv2D and QFullyConnected on targets
-with 256-bit vectors or wider (AVX2, AVX-512): the driver's loop nest (quantized_driver.conv_nest
-over the exact tiles, pointwise_nest over flattened pixels; a fully connected layer row by row),
-each block's output channels `lanes` at a time in int32 vectors held in registers, one per pixel.
+"""The host's vector micro-kernel of the int8 family, for pointwise QConv2D and QFullyConnected on
+targets with 256-bit vectors or wider (AVX2, AVX-512): the driver's pixel blocks
+(quantized_driver.pointwise_nest, fc_nest), each block's output channels `lanes` at a time in int32
+vectors held in registers, one per pixel.
 
-For each input of a run (a tile's window row merged into one run of taps and channels) the block
-loads one vector of weights (packed at build time as [K, O]: a window position's weights for
-consecutive output channels adjacent, widened to int32) and adds (x - x_zero_point) * w to every
+For each input channel the block loads one vector of weights (packed at build time input-channel
+major, output channels consecutive, widened to int32) and adds (x - x_zero_point) * w to every
 pixel's accumulator, the input value broadcast to all lanes. Integer sums are exact in any order,
 so each output equals the reference's; the sums are then requantized channel by channel by the
-portable requantization (quantized.py), so outputs stay bit-exact with TFLite Micro. Depthwise
-layers, output channel counts that are not whole vectors, and SSE2 (no 32-bit lane multiply) keep
-host_int8.py's accumulator-row kernels.
+portable requantization (quantized.py), so outputs stay bit-exact with TFLite Micro.
 """
 from __future__ import annotations
-
-from dataclasses import replace
 
 import numpy as np
 
 from tinsmith.generate.kernel_sets import VECTORS
 from tinsmith.generate.functors import quantized as q
 from tinsmith.generate.functors.quantized import INT8_CONV
-from tinsmith.generate.backend import TensorArg
-from tinsmith.generate.functors.conv import loops
-from tinsmith.generate.functors.quantized_driver import Pixel, TileGeometry, bias_only, conv_nest, pointwise_nest
+from tinsmith.generate.functors.quantized_driver import Pixel, pointwise_nest
 from tinsmith.generate.functors.quantized_math import i32, widen
-from tinsmith.generate.loop_ir import Assign, Binary, Broadcast, Const, Expr, For, Lane, Load, Local, Stmt, Var, index
+from tinsmith.generate.loop_ir import Assign, Binary, Broadcast, Const, For, Lane, Load, Local, Stmt, Var, index
 
 PIXELS = 4  # pointwise pixels per block: four accumulator vectors share each weight vector
 
@@ -56,29 +49,20 @@ def _pack(args, attrs) -> dict:
 
 
 class HostVectorMicroKernel:
-    """Pixels x (lanes output channels) int32 accumulators (see the module doc): the int8 driver's
-    micro-kernel for QConv2D's tiles (conv_nest), and the block of pointwise pixels and fully
-    connected rows."""
+    """Pixels x (lanes output channels) int32 accumulators (see the module doc)."""
 
-    pixels = 4  # along a convolution's output row
-
-    def block(self, graph, args, attrs, pixels: list[Pixel], tap_loops=(), w_tap: Expr = index(0),
-              count: int = 0) -> list[Stmt]:
-        """Every output channel of these pixels: for each run of `count` inputs (inside the tap loops,
-        starting at weight row w_tap of the packed [K, O] weights), their products added."""
+    def block(self, graph, args, attrs, pixels: list[Pixel], k: int) -> list[Stmt]:
         x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
         o, lanes = y.type.shape[-1], _lanes(args)
-        ob, t = Var("ob"), Var("t")
+        ob, ic = Var("ob"), Var("ic")
         b = args.inputs[2]
         stmts: list[Stmt] = [Local(f"acc{p}", Load(b.name, ob, lanes) if b is not None else Const(0, "int32", lanes),
                                    "int32", lanes) for p in range(len(pixels))]
-        w_row = Binary("+", w_tap, t) if not (isinstance(w_tap, Const) and w_tap.value == 0) else t
-        step: list[Stmt] = [Local("wv", Load(w.name, Binary("+", Binary("*", w_row, index(o)), ob), lanes), "int32",
-                                  lanes)]
+        step: list[Stmt] = [Local("wv", Load(w.name, Binary("+", Binary("*", ic, index(o)), ob), lanes), "int32", lanes)]
         for p, (x_at, _, _) in enumerate(pixels):
-            xv = Binary("-", widen(Load(x.name, Binary("+", x_at, t))), i32(attrs["x_zero_point"]))
+            xv = Binary("-", widen(Load(x.name, Binary("+", x_at, ic))), i32(attrs["x_zero_point"]))
             step.append(Assign(f"acc{p}", Binary("+", Var(f"acc{p}"), Binary("*", Broadcast(xv, lanes), Var("wv")))))
-        stmts += loops(tap_loops, [For("t", count, tuple(step))])
+        stmts.append(For("ic", k, tuple(step)))
         for p, (_, out_at, coords) in enumerate(pixels):
             channel = Binary("+", ob, Var("l"))
             at = coords + (channel,) if coords is not None else None
@@ -86,32 +70,17 @@ class HostVectorMicroKernel:
                                           *q._finish(graph, args, attrs, channel, Binary("+", out_at, channel), at))))
         return [For("ob", o, tuple(stmts), step=lanes)]
 
-    def conv_pixels(self, graph, args, attrs, geometry: TileGeometry, pixels) -> list[Stmt]:
-        return self.block(graph, args, attrs, pixels, geometry.tap_loops, geometry.w_tap, geometry.count)
-
-    def empty(self, graph, args, attrs, out_at: Expr, coords) -> list[Stmt]:
-        return bias_only(graph, args, attrs, out_at, coords)
 
 
 HOST_KERNEL = HostVectorMicroKernel()
 
 
-@VECTORS.register("QConv2D", family="convolution", types=INT8_CONV, layout="nhwc", priority=2, when=_pointwise,
+@VECTORS.register("QConv2D", family="convolution", types=INT8_CONV, layout="nhwc", priority=1, when=_pointwise,
                   pack=_pack)
 def qconv2d_pointwise_host(graph, node_id, cluster_id, args, attrs):
     """A pointwise QConv2D: PIXELS pixels at a time, their output channels in int32 vectors."""
     c = args.inputs[0].type.shape[3]
-    return pointwise_nest(args, PIXELS, lambda pixels: HOST_KERNEL.block(graph, args, attrs, pixels, count=c))
-
-
-@VECTORS.register("QConv2D", family="convolution", types=INT8_CONV, layout="nhwc", priority=1, when=_applies,
-                  pack=_pack)
-def qconv2d_host_vectors(graph, node_id, cluster_id, args, attrs):
-    """QConv2D: the driver's tiles, HOST_KERNEL.pixels output pixels along a row at a time (the driver
-    reads the window from the model's [O, KH, KW, C] weights; the kernel reads them packed [K, O])."""
-    w = args.inputs[1]
-    model_layout = replace(args, inputs=(args.inputs[0], TensorArg(w.name, args.prepared.inputs[1]), *args.inputs[2:]))
-    return conv_nest(graph, model_layout, attrs, HOST_KERNEL)
+    return pointwise_nest(args, PIXELS, lambda pixels: HOST_KERNEL.block(graph, args, attrs, pixels, c))
 
 
 @VECTORS.register("QFullyConnected", family="matrix", types=INT8_CONV, priority=1, when=_applies, pack=_pack)
@@ -121,4 +90,4 @@ def qfully_connected_host_vectors(graph, node_id, cluster_id, args, attrs):
     k, o = args.inputs[1].type.shape
     r = Var("r")
     row = [(Binary("*", r, index(k)), Binary("*", r, index(o)), (r,))]
-    return [For("r", args.outputs[0].type.shape[0], tuple(HOST_KERNEL.block(graph, args, attrs, row, count=k)))]
+    return [For("r", args.outputs[0].type.shape[0], tuple(HOST_KERNEL.block(graph, args, attrs, row, k)))]
