@@ -161,9 +161,6 @@ CONV_CASES = [
     ((1, 7, 12, 3), (3, 3), 10, (2, 2), (1, 1), (1, 1, 1, 1), -128),
     # a 1x1 window whose stride and padding keep the size: not a pointwise product
     ((1, 3, 3, 4), (1, 1), 3, (2, 2), (1, 1), (1, 1, 1, 1), 5),
-    # pointwise, 16 outputs (whole int32 vectors of the host's micro-kernel), two batches of 15
-    # pixels (blocks of four and a tail of two), 12 input channels
-    ((2, 3, 5, 12), (1, 1), 16, (1, 1), (1, 1), (0, 0, 0, 0), 77),
 ]
 # per-channel weight scales: 10^lo .. 10^hi (default five orders of magnitude, all right shifts)
 SCALE_RANGES = {6: (-3, 2), 7: (1, 3)}
@@ -173,7 +170,7 @@ SCALE_RANGES = {6: (-3, 2), 7: (1, 3)}
 # the Cortex-M0+ the plain loops compiled for a core without the DSP extension, the Cortex-M55 its
 # Helium kernels (VMLADAV with predicated tails, windows gathered at the borders, depthwise over
 # eight channels as int16 lanes or four as int32 lanes, QAdd over sixteen)
-TARGETS = ("host", "host-x86-64-v3", "cortex-m4", "cortex-m0plus", "cortex-m55")
+TARGETS = ("host", "cortex-m4", "cortex-m0plus", "cortex-m55")
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -182,7 +179,7 @@ def test_conv_and_depthwise_match_the_specification(tmp_path, tinsmith_cmd, targ
     case = Case()
     for i, (shape, (kh, kw), oc, strides, dil, pads, x_zp) in enumerate(CONV_CASES):
         x_scale, y_scale = 0.05, 0.1
-        y_zp = (-128, 127, 0, 3, -5, 60, -128, 127, 1, -60, 42, -9)[i]
+        y_zp = (-128, 127, 0, 3, -5, 60, -128, 127, 1, -60, 42)[i]
         # per-channel weight scales spread over orders of magnitude
         w_scales = 10.0 ** rng.uniform(*SCALE_RANGES.get(i, (-5, 0)), oc)
         case.inputs[f"x{i}"] = q_input(shape, x_scale, x_zp)
@@ -217,16 +214,14 @@ def test_fully_connected_add_mul_match_the_specification(tmp_path, tinsmith_cmd,
     rng = np.random.default_rng(4)
     case = Case()
     # outputs 7, 10, 13, 19: the Cortex-M's blocks of eight rows and the rows left alone
-    # and 16 outputs over 37 inputs, 3 rows: whole int32 vectors of the host's micro-kernel
     for i, (rows, k, o, x_zp, y_zp) in enumerate([(1, 1, 1, -128, 127), (3, 13, 7, 127, -128), (2, 64, 10, 4, 0),
-                                                  (1, 9, 13, -128, -128), (4, 36, 19, 127, 127),
-                                                  (3, 37, 16, -3, 11)]):
+                                                  (1, 9, 13, -128, -128), (4, 36, 19, 127, 127)]):
         case.inputs[f"x{i}"] = q_input((rows, k), 0.02, x_zp)
         x = draw(rng, (rows, k))
         case.feeds[f"x{i}"] = x
         w = draw(rng, (o, k), -127, 127)
         b = rng.integers(-20000, 20000, o).astype(np.int32)
-        per_channel = i in (1, 3, 4, 5)
+        per_channel = i in (1, 3, 4)
         lo, hi = (-2, 3) if i == 4 else (-6, 0)  # the last: left and right shifts mixed
         mult, shift = fp.conv_multipliers(0.02, 10.0 ** rng.uniform(lo, hi, o) if per_channel else [0.003], 0.05)
         names = [case.constant(f"fc{i}_{p}", d, t) for p, d, t in

@@ -16,7 +16,6 @@ from tinsmith.generate import functors  # noqa: F401  (registers the portable ke
 from tinsmith.generate.backend import CPP, Backend
 from tinsmith.generate.functors import cortex_m, fast, host_int8, quantized_dsp  # noqa: F401  (register theirs)
 from tinsmith.generate.functors import quantized_helium  # noqa: F401  (registers the Helium kernels)
-from tinsmith.generate.functors import quantized_host  # noqa: F401  (registers the host's int8 vector kernels)
 from tinsmith.generate.kernel_sets import KERNEL_SETS
 from tinsmith.generate.render import Renderer
 from tinsmith.targets import Capabilities, Target, TargetError
