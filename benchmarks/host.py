@@ -1,14 +1,17 @@
 """Time the four MLPerf Tiny graphs compiled by Tinsmith against ONNX Runtime on this machine.
 
-    python benchmarks/host.py                      # targets host and host-native, 15 rounds
-    python benchmarks/host.py --rounds 30 --targets host --write docs/BENCHMARKS.md
+    python benchmarks/host.py                      # targets host and host-native, 1 and 2 threads, 15 rounds
+    python benchmarks/host.py --rounds 30 --targets host --threads 1 --write docs/BENCHMARKS.md
 
-Both run single-threaded, one inference after another, on the same seeded input, interleaved in
-one process tree: each round times a batch of inferences of every compiled build (a resident
-harness process driven over a pipe, so process start-up is not counted) and then the same batch
-in ONNX Runtime (intra- and inter-op threads 1, sequential execution, all graph optimizations).
-The figure per model is the median over rounds of the per-inference time, and the ratio is
-Tinsmith's median over ONNX Runtime's. Outputs are checked against ONNX Runtime's first.
+Both sides get the same thread count and run one inference after another on the same seeded input,
+interleaved in one process tree: each round times a batch of inferences of every compiled build (a
+resident harness process driven over a pipe, so process start-up is not counted) and then the same
+batch in ONNX Runtime (intra-op threads N, inter-op threads 1, sequential execution, all graph
+optimizations), for every thread count N. A 1-thread build is the default one (the linear
+executor); an N-thread build is made with `threads=N` and runs on its worker pool. The figure per
+model is the minimum (or, with --statistic median, the median) over rounds of the per-inference
+time: on a machine shared with other jobs the fastest round is the one they disturbed least. The
+ratio is Tinsmith's figure over ONNX Runtime's with as many threads. Outputs are checked against ONNX Runtime's first.
 
 ONNX models come from models/make_models.py (the same weights graphs/*.yaml were imported from);
 the Tinsmith builds are the pipeline's own output for each target, compiled with the target
@@ -45,6 +48,7 @@ static float in[{in_size}];
 static float out[{out_size}];
 int main() {{
   if (std::fread(in, sizeof in, 1, stdin) != 1) return 1;
+  {set_threads}
   {name}_init_ws(ws);
   {name}_call(in, out, ws);
   std::fwrite(out, sizeof out, 1, stdout);
@@ -63,15 +67,17 @@ int main() {{
 
 
 def build_harness(graph: str, target_name: str, folder: Path, source: Path | None = None,
-                  harness: str = HARNESS, backend=None) -> tuple[subprocess.Popen, np.ndarray, dict]:
+                  harness: str = HARNESS, backend=None, threads: int = 1) -> tuple[subprocess.Popen, np.ndarray, dict]:
     """Generate and compile `graph` (graphs/GRAPH.yaml, or `source`) for the target, with the
-    target's backend or `backend`; start its timing harness (`harness`). Returns the process, the
-    graph and the compiled model."""
-    compiled = compile_graph(source or ROOT / "graphs" / f"{graph}.yaml", target=target_name, backend=backend)
+    target's backend or `backend`, built for `threads` threads; start its timing harness (`harness`).
+    Returns the process, the graph and the compiled model."""
+    compiled = compile_graph(source or ROOT / "graphs" / f"{graph}.yaml", target=target_name, backend=backend,
+                             threads=threads if threads > 1 else None)
     g = compiled.graph
     (x,), (y,) = g.inputs, g.outputs
     write_files(compiled.files, folder)
-    (folder / "bench.cpp").write_text(harness.format(name=g.name, NAME=g.name.upper(),
+    set_threads = f"{g.name}_set_threads({threads});" if threads > 1 else ""
+    (folder / "bench.cpp").write_text(harness.format(name=g.name, NAME=g.name.upper(), set_threads=set_threads,
                                                      in_size=g.types[x].size, out_size=g.types[y].size))
     target = load_target(target_name)
     exe = folder / "bench"
@@ -103,7 +109,9 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--seconds", type=float, default=0.2, help="rough time per batch and runner [0.2]")
     p.add_argument("--targets", nargs="+", default=["host", "host-native"])
+    p.add_argument("--threads", nargs="+", type=int, default=[1, 2], help="thread counts, both sides [1 2]")
     p.add_argument("--graphs", nargs="+", default=list(GRAPHS))
+    p.add_argument("--statistic", choices=("min", "median"), default="min", help="over rounds [min]")
     p.add_argument("--write", type=Path, help="replace the host table of this file (docs/BENCHMARKS.md)")
     args = p.parse_args()
     rows = []
@@ -112,46 +120,49 @@ def main() -> int:
             net = build_model(graph)
             onnx_path = Path(tmp) / f"{graph}.onnx"
             onnx.save(to_onnx(net), str(onnx_path))
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = 1
-            options.inter_op_num_threads = 1
-            options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
             x = sample_input(net, 0).astype(np.float32)
-            feed = {session.get_inputs()[0].name: x}
-            want = session.run(None, feed)[0].reshape(-1)
+            sessions = {}
+            for n in args.threads:
+                options = ort.SessionOptions()
+                options.intra_op_num_threads = n
+                options.inter_op_num_threads = 1
+                options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+                options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+                sessions[n] = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+            feed = {sessions[args.threads[0]].get_inputs()[0].name: x}
+            want = sessions[args.threads[0]].run(None, feed)[0].reshape(-1)
             procs = {}
             for t in args.targets:
-                folder = Path(tmp) / t / graph
-                proc, g, compiled = build_harness(graph, t, folder)
-                got = first_output(proc, x, want.size)
-                err = float(np.max(np.abs(got - want) / np.maximum(np.abs(want), 1e-3)))
-                procs[t] = (proc, err, compiled.plan.workspace_bytes)
+                for n in args.threads:
+                    folder = Path(tmp) / t / str(n) / graph
+                    proc, g, compiled = build_harness(graph, t, folder, threads=n)
+                    got = first_output(proc, x, want.size)
+                    err = float(np.max(np.abs(got - want) / np.maximum(np.abs(want), 1e-3)))
+                    procs[(t, n)] = (proc, err, compiled.plan.workspace_bytes)
             # batch sizes near --seconds each
             t0 = time.perf_counter()
-            session.run(None, feed)
+            sessions[args.threads[0]].run(None, feed)
             n_ort = max(1, int(args.seconds / max(time.perf_counter() - t0, 1e-6)))
-            times = {t: [] for t in args.targets}
-            times["ort"] = []
+            times = {key: [] for key in procs} | {("ort", n): [] for n in args.threads}
             for _ in range(args.rounds):
-                for t, (proc, _, _) in procs.items():
-                    times[t].append(timed(proc, n_ort))
-                t0 = time.perf_counter()
-                for _ in range(n_ort):
-                    session.run(None, feed)
-                times["ort"].append((time.perf_counter() - t0) / n_ort)
-            ort_median = statistics.median(times["ort"])
-            for t, (proc, err, ws) in procs.items():
+                for key, (proc, _, _) in procs.items():
+                    times[key].append(timed(proc, n_ort))
+                for n, session in sessions.items():
+                    t0 = time.perf_counter()
+                    for _ in range(n_ort):
+                        session.run(None, feed)
+                    times[("ort", n)].append((time.perf_counter() - t0) / n_ort)
+            for (t, n), (proc, err, ws) in procs.items():
                 proc.stdin.close()
                 proc.wait()
-                med = statistics.median(times[t])
-                rows.append((graph, t, med * 1e6, ort_median * 1e6, med / ort_median, err, ws))
-                print(f"{graph:15s} {t:12s} tinsmith {med * 1e6:9.1f} us  onnxruntime {ort_median * 1e6:9.1f} us  "
+                pick = min if args.statistic == "min" else statistics.median
+                med, ort_median = pick(times[(t, n)]), pick(times[("ort", n)])
+                rows.append((graph, t, n, med * 1e6, ort_median * 1e6, med / ort_median, err, ws))
+                print(f"{graph:15s} {t:12s} {n} thr  tinsmith {med * 1e6:9.1f} us  onnxruntime {ort_median * 1e6:9.1f} us  "
                       f"ratio {med / ort_median:5.2f}  max rel err {err:.1e}  workspace {ws}", flush=True)
-    table = [TABLE_HEAD, "|---|---|---:|---:|---:|---:|---:|"]
-    table += [f"| {graph} | {t} | {ms:,.1f} | {om:,.1f} | {ratio:.2f} | {err:.1e} | {ws:,} |"
-              for graph, t, ms, om, ratio, err, ws in rows]
+    table = [TABLE_HEAD, "|---|---|---:|---:|---:|---:|---:|---:|"]
+    table += [f"| {graph} | {t} | {n} | {ms:,.1f} | {om:,.1f} | {ratio:.2f} | {err:.1e} | {ws:,} |"
+              for graph, t, n, ms, om, ratio, err, ws in rows]
     print()
     print("\n".join(table))
     if args.write:
@@ -159,13 +170,13 @@ def main() -> int:
     return 0
 
 
-TABLE_HEAD = "| graph | target | Tinsmith µs | ONNX Runtime µs | ratio | max rel. difference | workspace |"
+TABLE_HEAD = "| graph | target | threads | Tinsmith µs | ONNX Runtime µs | ratio | max rel. difference | workspace |"
 
 
 def write_table(path: Path, table: list[str]) -> None:
     """Replace the table that starts with TABLE_HEAD in `path` (the rest of the file stays)."""
     lines = path.read_text(encoding="utf-8").split("\n")
-    start = lines.index(TABLE_HEAD)
+    start = next(i for i, line in enumerate(lines) if line.startswith("| graph | target |") and "ONNX Runtime" in line)
     end = start
     while end < len(lines) and lines[end].startswith("|"):
         end += 1

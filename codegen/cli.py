@@ -194,7 +194,7 @@ def cmd_generate(args) -> int:
         return 0
     from tinsmith.pipeline import compile_graph, library_files, write_files
     compiled = compile_graph(args.graph, constants_in_ram=args.constants_in_ram, target=args.target,
-                             constants_section=args.constants_section)
+                             constants_section=args.constants_section, threads=args.threads)
     files = library_files(compiled.files, compiled.graph.name) if args.library_only else compiled.files
     inputs = [args.graph, *graph_dependencies(args.graph)] if args.depfile else []
     write_files(files, args.out_dir, stamp=args.stamp, depfile=args.depfile, inputs=inputs)
@@ -653,6 +653,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--constants-section", metavar="SECTION",
                    help="declare the constants in this linker section (e.g. .ext_weights) where the build "
                    "defines TINSMITH_PLACE_SECTIONS; the SCons tool passes the target's placement")
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="threads call() may run on (host targets; NAME_set_threads() chooses fewer at run time) "
+                   "[the target's: 1]")
     p.add_argument("--print-name", action="store_true",
                    help="print the graph's name (the stem of the files it would write) and write nothing")
     p.add_argument("--library-only", action="store_true",

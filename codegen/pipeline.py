@@ -39,14 +39,15 @@ class Compiled:
 
 def compile_graph(path: str | Path, backend: Backend | None = None, constants_in_ram: bool = False,
                   target: str | Path | None = None, fusion: bool = True,
-                  constants_section: str | None = None) -> Compiled:
+                  constants_section: str | None = None, threads: int | None = None) -> Compiled:
     """Run every stage up to assembly; nothing is written. Constants stay in flash unless
     `constants_in_ram`, or go in linker section `constants_section` (a target's placement). The
     backend and its capabilities come from `target` (a built-in target's name or a target file;
-    none: the portable C++ backend) unless `backend` is given."""
+    none: the portable C++ backend) unless `backend` is given; `threads` replaces the target's
+    thread count."""
     if constants_section is not None:
         _check_constants_section(constants_section, constants_in_ram)
-    backend, caps = _backend(backend, target)
+    backend, caps = _backend(backend, target, threads)
     graph, sched = scheduled(path, backend, caps, fusion)
     sched, plan, kernels = plan_and_generate(graph, sched, backend, caps)
     model = render_model(kernels, sched, plan, constants_in_ram)
@@ -54,12 +55,18 @@ def compile_graph(path: str | Path, backend: Backend | None = None, constants_in
     return Compiled(graph, sched, plan, model, assemble(model, constants_section))
 
 
-def _backend(backend: Backend | None, target: str | Path | None) -> tuple[Backend, Capabilities]:
-    """The backend and capabilities: `target`'s (none: the portable ones), `backend` if given."""
+def _backend(backend: Backend | None, target: str | Path | None, threads: int | None = None
+             ) -> tuple[Backend, Capabilities]:
+    """The backend and capabilities: `target`'s (none: the portable ones), `backend` if given;
+    `threads` over the target's thread count."""
     if target is None:
+        if threads not in (None, 1):
+            from tinsmith.targets import TargetError
+            raise TargetError(None, "several threads need a hosted target (host or host-native)")
         return backend or CPP, PORTABLE_CAPS
-    from tinsmith.targets import load_target
-    chosen, caps = backend_for(load_target(target))
+    from tinsmith.targets import load_target, with_threads
+    loaded = load_target(target)
+    chosen, caps = backend_for(loaded if threads is None else with_threads(loaded, threads))
     return backend or chosen, caps
 
 

@@ -194,7 +194,7 @@ def test_models_with_different_budgets_share_the_runtime(checkout, tmp_path):
 def test_help_lists_every_setting(project):
     proc = scons("-Q", "--help", cwd=project)
     for name in ("target", "graphs", "build_dir", "optimize", "ram_budget", "flash_budget",
-                 "constants_in_ram", "verbose"):
+                 "constants_in_ram", "threads", "verbose"):
         assert re.search(rf"^  {name} +\S", proc.stdout, re.M), f"{name}:\n{proc.stdout}"
     assert "[host]" in proc.stdout  # defaults are shown
     assert not (project / "build").exists()
@@ -207,6 +207,7 @@ def test_help_lists_every_setting(project):
      "note: did you mean 'flash_budget'?"),
     ("colour=blue", "error: unknown setting 'colour' in 'colour=blue'", "note: the settings are target, "),
     ("ram_budget=64k", "ram_budget=64k: a budget is a number of bytes", ""),
+    ("threads=two", "threads=two: a thread count is a number from 1 to 64", ""),
 ])
 def test_unknown_or_bad_setting_is_rejected(project, argument, message, note):
     proc = scons("-Q", argument, cwd=project, check=False)

@@ -156,6 +156,20 @@ def _check_names(model: GeneratedModel) -> None:
                                 "rename the node or value it was made from")
 
 
+def _clusters(model: GeneratedModel) -> list[dict]:
+    """Each cluster's kernels and how it runs: on the worker pool (`parallel`) when one of its kernels
+    is split into parts or two have work enough for a thread each; otherwise in turn on the caller's."""
+    from tinsmith.generate.parallel import SPLIT_WORK
+    result = []
+    for c in range(model.schedule.cluster_count):
+        kernels = [k for k in model.kernels if k.cluster == c]
+        split = [k for k in kernels if k.parts_source]
+        parallel = model.threads > 1 and (bool(split) or sum(k.work >= SPLIT_WORK for k in kernels) >= 2)
+        result.append({"index": c, "kernels": kernels, "parallel": parallel, "split": split,
+                       "whole": sorted((k for k in kernels if not k.parts_source), key=lambda k: -k.work)})
+    return result
+
+
 def assemble(model: GeneratedModel, constants_section: str | None = None) -> dict[str, str]:
     """Render every generated file; returns file name -> text (deterministic for a given model).
     With `constants_section` (a checked name, see codegen/escape.py), constants are declared in
@@ -185,8 +199,10 @@ def assemble(model: GeneratedModel, constants_section: str | None = None) -> dic
                           if not any(a == v["name"] for k in model.kernels for a in k.call_args)],
         "workspace_bytes": model.plan.workspace_bytes,
         "constants": model.constants, "kernels": model.kernels, "prelude": model.prelude,
-        "clusters": [[k for k in model.kernels if k.cluster == c]
-                     for c in range(model.schedule.cluster_count)],
+        "clusters": _clusters(model),
+        "threads": model.threads,
+        "run_fields": [(f"const {v['ctype']}*", v["name"]) for v in inputs] +
+                      [(f"{v['ctype']}*", v["name"]) for v in outputs] + [("unsigned char*", "ws")],
         # TINSMITH_KERNEL_DONE(i) after kernel i: i indexes the report's "nodes"
         "kernel_index": {k.kernel.name: i for i, k in enumerate(model.kernels)},
         # a whole-word match: value names such as 'three_rows' contain "ws" too

@@ -22,6 +22,7 @@ from tinsmith.generate.functors import inplace  # noqa: F401  (registers its var
 from tinsmith.generate.functors.variants import applicable_variants, variant_functor
 from tinsmith.generate.functors.row_pipeline import Pipeline, pipeline_kernel
 from tinsmith.generate.loop_ir import Comment, For, Kernel, Load, Param, Stmt, Store, annotate
+from tinsmith.generate.parallel import SPLIT_WORK, render_parts, split_groups
 from tinsmith.generate.render import STORAGE_NAMES, TYPE_NAMES
 from tinsmith.generate.simplify import simplify
 from tinsmith.ir import Constant, Graph, Node
@@ -48,6 +49,12 @@ class KernelCode:
     macs: int  # of the kernel: its node's and its fused nodes'
     fused: tuple[Node, ...] = ()  # nodes computed inside this kernel, in order
     node_macs: tuple[int, ...] = ()  # MACs of the node, then of each fused node
+    parts_source: str = ""  # the kernel computing one part of its outputs (tinsmith.generate.parallel), if split
+
+    @property
+    def work(self) -> int:
+        """Rough cost, for choosing what worker threads run: MACs plus elements stored."""
+        return self.macs + sum(p.size for p in self.kernel.params if p.writes)
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,7 @@ class GeneratedModel:
     kernels: tuple[KernelCode, ...]
     constants: tuple[ConstantCode, ...]
     prelude: str = ""  # C++ the kernels need before them (the backend renderer's vector helpers)
+    threads: int = 1  # threads call() may run on: above 1, clusters run on the host's worker pool
 
 
 def _touched(stmts: tuple[Stmt, ...], loads: set[str], stores: set[str]) -> None:
@@ -381,7 +389,8 @@ def render_model(kernels: Kernels, sched: Schedule, plan: MemoryPlan, constants_
     load = backend.loader()
     constants = tuple(ConstantCode(c.name, c.data.nbytes, load(c, constants_in_ram))
                       for name, c in graph.constants.items() if name in read and with_constants)
-    return GeneratedModel(graph, sched, plan, codes, constants, backend.renderer.prelude([k.kernel for k in codes]))
+    return GeneratedModel(graph, sched, plan, codes, constants, backend.renderer.prelude([k.kernel for k in codes]),
+                          kernels.caps.threads)
 
 
 def _render_kernel(kernels: Kernels, graph: Graph, plan: MemoryPlan, scheduled: Node, cluster: int,
@@ -410,8 +419,20 @@ def _render_kernel(kernels: Kernels, graph: Graph, plan: MemoryPlan, scheduled: 
     call_args = tuple(_call_arg(graph, offsets, p.buffer) for p in kernel.params) + tuple(
         _call_arg(graph, offsets, scratch_name(node.name, s.name), s.dtype) for s in kernel.scratch)
     node_macs = tuple(_macs(kernels.graph, n) for n in [scheduled, *built.members])
-    return KernelCode(node, cluster, kernel, backend.renderer.kernel(kernel, aliased, sum(node_macs)), call_args,
+    code = KernelCode(node, cluster, kernel, backend.renderer.kernel(kernel, aliased, sum(node_macs)), call_args,
                       sum(node_macs), built.members, node_macs)
+    if kernels.caps.threads > 1 and code.work >= SPLIT_WORK:
+        # an output in place of an input, or over it at the same offset with elements of the same size: each
+        # element of the input must be read by the part that writes it (split_groups checks); any other
+        # overlap was proven safe for the kernel's own order only
+        shifts = {out: shift for out, _, shift in plan.overlaps}
+        same = {v: o for o, v in (over | partly).items()
+                if not shifts.get(o) and DTYPES[graph.types[o].dtype][0].itemsize == DTYPES[graph.types[v].dtype][0].itemsize}
+        other = {o: v for o, v in (over | partly).items() if v not in same}
+        groups = split_groups(kernel, frozenset(other) | frozenset(other.values()), same)
+        if groups:
+            code = replace(code, parts_source=render_parts(backend.renderer, kernel, groups, aliased, code.macs))
+    return code
 
 
 __all__ = ["CPP", "ROW_PIPELINE", "Backend", "BuiltKernel", "Capabilities", "KernelArgs", "Kernels", "TensorArg",

@@ -240,6 +240,8 @@ class Renderer:
                 return f"{sign}({inner})" if inner.startswith("-") else f"{sign}{inner}"
             return f"{_UNARY_CPP[e.op]}({self.expr(e.a)})"
         if isinstance(e, Cast):
+            if e.width > 1:  # lane by lane, as static_cast converts a scalar (int8 lanes widened to int32, ...)
+                return f"__builtin_convertvector({self.expr(e.a)}, {self.type_name(e.dtype, e.width)})"
             cast = f"static_cast<{self.type_names[e.dtype]}>({self.expr(e.a)})"
             if e.dtype in STORAGE_TYPES and STORAGE_TYPES[e.dtype].round and e.a.dtype != e.dtype:
                 return f"{STORAGE_TYPES[e.dtype].round}({cast})"

@@ -139,4 +139,9 @@ def overlap_options(graph, sched, kernels) -> list[OverlapOption]:
             continue
         scratch = tuple((scratch_name(name, s.name), s.size * dtype_bytes(s.dtype)) for s in k.scratch)
         options += kernel_options(k, output[0], dying[name], itemsize, label, scratch)
+    if kernels.caps.threads > 1:
+        # parts of a kernel run at once on the worker pool: an output over its input at an offset is
+        # safe only in the kernel's own order, one at the same offset when each element is read by
+        # the part that writes it (tinsmith.generate.parallel); the others cost workspace instead
+        options = [o for o in options if o.shift == 0]
     return options

@@ -77,7 +77,7 @@ from tinsmith.load.located_yaml import LocatedDict, LocatedList, parse_yaml
 from tinsmith.paths import BAREMETAL_DIR
 
 __all__ = ["TARGETS", "BAREMETAL_DIR", "Board", "Capabilities", "Emulator", "MemoryRegion", "Place", "Placement",
-           "Target", "TargetError", "Toolchain", "load_target", "parse_placement", "with_placement"]
+           "Target", "TargetError", "Toolchain", "load_target", "parse_placement", "with_placement", "with_threads"]
 
 _HERE = Path(__file__).resolve().parent
 TARGETS: Mapping[str, Path] = {p.stem: p for p in sorted(_HERE.glob("*.yaml"))}
@@ -189,6 +189,9 @@ class Capabilities:
     @property
     def vector_register_count(self) -> int:
         return self.vector_registers or self.float_registers
+    # Threads call() may run on (a hosted target's worker pool, runtime_cpp/include/tinsmith/thread_pool.hpp):
+    # 1 is the linear executor, with no threads code at all.
+    threads: int = 1
 
     def lanes(self, dtype_bytes: int = 4) -> int:
         """Vector width for elements of `dtype_bytes` (1: scalar code)."""
@@ -631,6 +634,35 @@ def _capabilities(fields: _Fields) -> Capabilities:
             raise TargetError(fields.at(key), f"'{key}' must be true or false; got {flags[key]!r}")
     kernels = fields.strings("kernels") if "kernels" in fields.data else ()
     kernels_at = fields.at("kernels")
+    threads = fields.raw("threads", required=False, default=1)
+    threads_problem = thread_count_problem(threads)
+    if threads_problem:
+        raise TargetError(fields.at("threads"), f"'threads' {threads_problem}")
+    if threads > 1 and backend != "host":
+        raise TargetError(fields.at("threads"), "'threads' above 1 needs the host backend (a hosted target with "
+                                                "POSIX threads)")
     fields.done()
     return Capabilities(backend, fpu, numbers["simd_bits"], flags["dsp"], numbers["float_registers"],
-                        flags["channels_last"], kernels, kernels_at, numbers["vector_registers"])
+                        flags["channels_last"], kernels, kernels_at,
+                        vector_registers=numbers["vector_registers"], threads=threads)
+
+
+MAX_THREADS = 64  # runtime_cpp/include/tinsmith/thread_pool.hpp: kMaxWorkers + 1
+
+
+def thread_count_problem(value) -> str | None:
+    """What is wrong with `value` as a thread count (None: nothing)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_THREADS:
+        return f"must be an integer from 1 to {MAX_THREADS}; got {value!r}"
+    return None
+
+
+def with_threads(target: Target, threads: int) -> Target:
+    """`target` running call() on `threads` threads (a build's setting over the target file's)."""
+    problem = thread_count_problem(threads)
+    if problem:
+        raise TargetError(None, f"the thread count {problem}")
+    if threads > 1 and (target.baremetal or target.capabilities.backend != "host"):
+        raise TargetError(None, f"target '{target.name}' runs one thread: only hosted targets with the host "
+                                f"backend run call() on several threads", "build with threads=1")
+    return replace(target, capabilities=replace(target.capabilities, threads=threads))

@@ -54,6 +54,9 @@ Construction variables (defaults in brackets):
   TINSMITH_EXTRA_CCFLAGS flags added to the target's for generated code [-Werror]
   TINSMITH_CONSTANTS_IN_RAM  true: constants are copied to RAM at startup instead of read
                          from flash (faster where flash has wait states; costs RAM) [False]
+  TINSMITH_THREADS       threads call() may run on, a host target's worker pool: the model gets
+                         set_threads() and NAME_set_threads(), and uses this many until told
+                         fewer [the target's `threads`: 1, the linear executor]
   TINSMITH_LIMITS        NAME=N,... : limits on what a model file may ask for (tensor sizes,
                          windows, nodes, YAML aliases; see docs/SECURITY.md) [defaults]
   TINSMITH_PLACEMENT     where constants, workspace and stack go on a bare-metal target, over
@@ -167,7 +170,7 @@ GRAPH_SUFFIXES = (".yaml", ".yml", ".onnx")
 # line of the steps it affects (so it is part of their build signature); these are compared
 # when a second environment asks for outputs in a folder another one already declared.
 SETTINGS = ("TINSMITH_TARGET", "TINSMITH_PLACEMENT", "TINSMITH_OPTIMIZE", "TINSMITH_EXTRA_CCFLAGS",
-            "TINSMITH_CONSTANTS_IN_RAM", "TINSMITH_LIMITS",
+            "TINSMITH_CONSTANTS_IN_RAM", "TINSMITH_LIMITS", "TINSMITH_THREADS",
             "TINSMITH_RAM_BUDGET", "TINSMITH_FLASH_BUDGET", "TINSMITH_INCLUDE", "TINSMITH_PYTHON",
             "TINSMITH_GENERATOR",
             "TINSMITHCOM", "TINSMITHVERIFYCOM", "TINSMITHREPORTCOM", "TINSMITHARENACOM")
@@ -531,12 +534,14 @@ def generate(env):
         TINSMITH_FLASH_BUDGET="",
         TINSMITH_CONSTANTS_IN_RAM=False,
         TINSMITH_LIMITS="",
+        TINSMITH_THREADS="",
         TINSMITH_PLACEMENT="",
         TINSMITH_CONSTANTS_SECTION_FLAG=_constants_section_flag,
         TINSMITHCOM=("$TINSMITH_GENERATOR generate $SOURCE -o ${TARGET.dir} --target $TINSMITH_TARGET_FILE"
                      "${TINSMITH_CONSTANTS_IN_RAM and ' --constants-in-ram' or ''}"
                      "${TINSMITH_CONSTANTS_SECTION_FLAG(__env__)}"
-                     "${TINSMITH_LIMITS and ' --limits ' + TINSMITH_LIMITS or ''}"),
+                     "${TINSMITH_LIMITS and ' --limits ' + TINSMITH_LIMITS or ''}"
+                     "${TINSMITH_THREADS and ' --threads ' + str(TINSMITH_THREADS) or ''}"),
         TINSMITHCOMSTR="",
         TINSMITHVERIFYCOM="$TINSMITH_GENERATOR verify $SOURCE --stamp $TARGET",
         TINSMITHVERIFYCOMSTR="",
