@@ -156,3 +156,52 @@ def test_a_log_sum_near_zero_is_within_float32_error_on_both_sides(tmp_path):
     assert np.all(np.abs(got - want) <= bound), (got, want, bound)
     assert np.all(np.abs(runtime - want) <= bound), (runtime, want, bound)
     assert bound.max() > 0.0097  # a difference of the finding's size is within float32's reach here
+
+
+# --- hostile TFLite operators (tests/fuzz/tflite_operators.py) ------------------------------------
+def test_hostile_tflite_operators_are_imported_or_refused_with_located_errors(tmp_path):
+    """Well-formed flatbuffers whose operator codes, options and operands lie (unknown and custom
+    codes, another operator's options, hostile option values, custom options bytes) reach the
+    converters that damaged bytes rarely do: each is imported or refused with a located error."""
+    import random
+    import warnings
+
+    from tinsmith.errors import TinsmithError
+    from tinsmith.pipeline import lower
+    from fuzz.quick import judge
+    from fuzz.tflite_operators import hostile_operator_model
+    accepted, refusals = 0, set()
+    for i in range(120):
+        path = tmp_path / f"m{i}.tflite"
+        path.write_bytes(hostile_operator_model(random.Random(f"{SEED}:{i}")))
+        ok, findings = judge(path, False)
+        assert not findings, (i, findings)
+        accepted += ok
+        if not ok:
+            with warnings.catch_warnings(), pytest.raises(TinsmithError) as e:
+                warnings.simplefilter("ignore")
+                lower(path)
+            refusals.add(e.value.message.split(" ")[0:3][-1])
+    assert accepted >= 5 and len(refusals) >= 5, (accepted, refusals)
+
+
+def test_an_int8_elu_table_saturates_for_a_tiny_output_scale():
+    """Campaign finding (a hostile-operator case): an int8 ELU whose output scale is 1e-30 scales
+    positive inputs past int64's range; the table cast them to int64 first (NumPy's 'invalid value
+    encountered in cast' on stderr, and -128 where 127 is right). Clipped before the cast, every
+    positive input saturates at 127 and every negative one at -128."""
+    import warnings
+
+    from tinsmith.load import tflite_tables
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        table = tflite_tables.elu(0.05, 0, 1e-30, 0)
+    inputs = np.arange(-128, 128)
+    assert np.all(table[inputs > 0] == 127) and np.all(table[inputs < 0] == -128) and table[inputs == 0] == 0
+    # an ordinary scale: 0.05 * x on the output's scale 0.1, ELU below zero, rounded half away from
+    # zero; within one step of float64 arithmetic (the table computes in float32, as TFLite Micro does)
+    ordinary = tflite_tables.elu(0.05, 0, 0.1, 0).astype(np.int64)
+    real = 0.05 * inputs
+    scaled = np.where(real < 0, np.expm1(real), real) / 0.1
+    want = np.clip(np.sign(scaled) * np.floor(np.abs(scaled) + 0.5), -128, 127)
+    assert np.max(np.abs(ordinary - want)) <= 1 and np.mean(ordinary == want) > 0.9

@@ -43,7 +43,8 @@ class Op:
     inputs: Sequence[int]
     outputs: Sequence[int]
     options: tuple[str, Mapping] | None = None
-    custom: str | None = None
+    custom: str | bytes | None = None
+    custom_options: bytes | None = None  # (flexbuffer bytes, as TFLite's writer stores them)
 
 
 def builtin_code(code: str | int) -> int:
@@ -110,6 +111,7 @@ def _operator(b: flatbuffers.Builder, op: Op, opcode_index: int) -> int:
     ins = b.CreateNumpyVector(np.array(op.inputs, np.int32))
     outs = b.CreateNumpyVector(np.array(op.outputs, np.int32))
     options = _options(b, op.options) if op.options else None
+    custom_options = b.CreateByteVector(op.custom_options) if op.custom_options is not None else None
     O.Start(b)
     O.AddOpcodeIndex(b, opcode_index)
     O.AddInputs(b, ins)
@@ -117,6 +119,8 @@ def _operator(b: flatbuffers.Builder, op: Op, opcode_index: int) -> int:
     if options:
         O.AddBuiltinOptionsType(b, options[0])
         O.AddBuiltinOptions(b, options[1])
+    if custom_options is not None:
+        O.AddCustomOptions(b, custom_options)
     return O.End(b)
 
 
