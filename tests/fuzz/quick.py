@@ -1,11 +1,13 @@
 """Cheap cases in bulk: hostile and random graph files, ONNX and TFLite models loaded and lowered
-inside one worker process, hundreds of cases a second on small inputs.
+inside one worker process, about a hundred cases per CPU second.
 
 The worker (`python -m tests.fuzz.quick WORKDIR SEED FIRST COUNT`) makes case FIRST .. FIRST+COUNT-1
 (each from its own seed, so any case can be made again), writes the file into WORKDIR/current,
-then loads and lowers it as `tinsmith generate` would. What must hold, as for the slow cases
-(tests/fuzz/harness.py): the file is accepted, or refused with `path:line:col: error:` lines; no
-other exception (a traceback), no case longer than TIMEOUT seconds (a hang), none that needs more
+then loads and lowers it as `tinsmith generate` would (a share of the TFLite cases are models whose
+operators lie field by field, tflite_operators.py, drawn so that every other case stays as it
+was). What must hold, as for the slow cases (tests/fuzz/harness.py): the file is accepted, or
+refused with `path:line:col: error:` lines; no other exception (a traceback), no warning (the
+command line would print it), no case longer than TIMEOUT seconds (a hang), none that needs more
 than MEMORY bytes (a memory blow-up), no crash. A share of the accepted graphs is also generated
 (up to the C++ text, the plan check included). Every finding is kept as a reproducer folder
 WORKDIR/findings/FORMAT-INDEX holding the file and `finding.txt` (what happened, and the command
