@@ -205,3 +205,25 @@ def test_an_int8_elu_table_saturates_for_a_tiny_output_scale():
     scaled = np.where(real < 0, np.expm1(real), real) / 0.1
     want = np.clip(np.sign(scaled) * np.floor(np.abs(scaled) + 0.5), -128, 127)
     assert np.max(np.abs(ordinary - want)) <= 1 and np.mean(ordinary == want) > 0.9
+
+
+def test_a_mean_over_an_empty_axis_is_nan_without_a_warning(tmp_path):
+    """Campaign finding (seed 2611, ONNX case 13536): ReduceMean over an axis of size 0, folded when
+    the graph is built, printed NumPy's 'Mean of empty slice' RuntimeWarning on the build's stderr.
+    The value stays what it was, 0 / 0 = NaN (ONNX leaves a reduction over an empty set undefined
+    for ReduceMean; ONNX Runtime happens to give 0), and no warning is printed."""
+    from tinsmith.pipeline import compile_graph
+    from tinsmith.reference import evaluate
+    from fuzz.quick import judge
+    nodes = [helper.make_node("Abs", ["x"], ["a"]), helper.make_node("ReduceMean", ["a", "axes"], ["y"], keepdims=1)]
+    graph = helper.make_graph(nodes, "empty_mean", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 0, 2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2])],
+                              [numpy_helper.from_array(np.array([1], np.int64), "axes")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    path = tmp_path / "empty_mean.onnx"
+    path.write_bytes(model.SerializeToString())
+    assert judge(path, True) == (True, [])  # generated, and no warning
+    compiled = compile_graph(path)
+    out = evaluate(compiled.graph, {compiled.graph.inputs[0]: np.zeros((1, 0, 2), np.float32)})[compiled.graph.outputs[0]]
+    assert out.shape == (1, 1, 2) and np.all(np.isnan(out))
