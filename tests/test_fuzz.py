@@ -227,3 +227,20 @@ def test_a_mean_over_an_empty_axis_is_nan_without_a_warning(tmp_path):
     compiled = compile_graph(path)
     out = evaluate(compiled.graph, {compiled.graph.inputs[0]: np.zeros((1, 0, 2), np.float32)})[compiled.graph.outputs[0]]
     assert out.shape == (1, 1, 2) and np.all(np.isnan(out))
+
+
+def test_a_uniform_constant_with_scale_minus_zero_is_all_zeros(tmp_path):
+    """Campaign finding (seed 2613, graph case 6150): `scale: -0.0` passed the check "at least 0" and
+    NumPy's uniform(-scale, scale) then refused low 0.0 above high -0.0 (a traceback). -0.0 is a
+    scale of zero: every element is 0."""
+    from tinsmith.pipeline import lower
+    from tinsmith.reference import evaluate
+    from fuzz.quick import judge
+    path = tmp_path / "g.yaml"
+    path.write_text("graph: g\ninputs: {x: {dtype: float32, shape: [1, 4]}}\noutputs: [y]\n"
+                    "constants:\n  w: {random: uniform, shape: [1, 4], seed: 7, scale: -0.0}\n"
+                    "nodes:\n  - {op: Add, inputs: [x, w], outputs: [y]}\n")
+    assert judge(path, False) == (True, [])
+    graph = lower(path)
+    x = np.arange(4, dtype=np.float32).reshape(1, 4)
+    assert np.array_equal(evaluate(graph, {"x": x})["y"], x)  # x + 0
