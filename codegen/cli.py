@@ -12,8 +12,6 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
-
 from tinsmith import limits
 from tinsmith.errors import TinsmithError
 from tinsmith.escape import one_line
@@ -90,6 +88,7 @@ def _check_compiler(target) -> None:
 def _read_inputs(graph, path: Path, aliases: dict[str, str] | None = None) -> dict[str, np.ndarray]:
     """The arrays of an .npz by graph input name; `aliases` maps a model's original tensor names
     (which an .npz may use instead) to the identifiers they became."""
+    import numpy as np
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {(aliases or {}).get(k, k): archive[k] for k in archive.files}
@@ -116,6 +115,7 @@ def _read_inputs(graph, path: Path, aliases: dict[str, str] | None = None) -> di
 def _conversion_problem(a: np.ndarray, t) -> str | None:
     """Why array `a` cannot become the input of type `t` without changing its values, or None:
     an integer or bool input takes integers (or bools) in its range, never floats."""
+    import numpy as np
     want = t.numpy_dtype
     if want.kind not in "biu" or a.dtype == want:
         return None
@@ -136,11 +136,13 @@ def _quantize_hint(t) -> str | None:
 
 def _input_bytes(graph, inputs: dict[str, np.ndarray]) -> bytes:
     """Inputs as the runners read them: raw little-endian data in declaration order."""
+    import numpy as np
     return b"".join(np.ascontiguousarray(inputs[n], dtype=graph.types[n].numpy_dtype)
                     .astype(graph.types[n].numpy_dtype.newbyteorder("<")).tobytes() for n in graph.api_inputs)
 
 
 def _output_arrays(graph, data: bytes) -> dict[str, np.ndarray]:
+    import numpy as np
     outputs, offset = {}, 0
     for name in graph.api_outputs:
         t = graph.types[name]
@@ -176,6 +178,7 @@ def run_compiled(graph_path: Path, inputs: dict[str, np.ndarray], build_dir: Pat
 
 def seeded_inputs(graph, seed: int = 0) -> dict[str, np.ndarray]:
     """Standard-normal inputs from a fixed seed, one array per graph input."""
+    import numpy as np
     rng = np.random.default_rng(seed)
 
     def draw(t):
@@ -221,38 +224,29 @@ def cmd_memory_script(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from tinsmith.verify import VerifyError, verify_outputs
+    from tinsmith.build_steps import verify_step
+    from tinsmith.verify import VerifyError
     try:
-        verify_outputs(Path(args.report), [Path(p) for p in args.include])
+        verify_step(Path(args.report), [Path(p) for p in args.include], Path(args.stamp) if args.stamp else None)
     except VerifyError as e:
         print(e, file=sys.stderr)
         return 1
-    if args.stamp:
-        Path(args.stamp).write_text("verified\n")
     return 0
 
 
 def cmd_report(args) -> int:
-    import json
-
-    from tinsmith.escape import json_text
-    from tinsmith.measure import check_budgets, measure_model, summary
-    from tinsmith.targets import load_target
-    plan = json.loads(Path(args.plan).read_text(encoding="utf-8"))
-    report = measure_model(plan, Path(args.object), load_target(args.target),
-                           Path(args.firmware) if args.firmware else None)
-    if not args.quiet:
-        print(summary(report))
-    check_budgets(report, args.ram_budget, args.flash_budget)
-    Path(args.output).write_text(json_text(report), encoding="utf-8")
-    if args.html:
-        from tinsmith.measure.page import write_page
-        write_page(report, Path(args.html))
+    from tinsmith.build_steps import report_step
+    from tinsmith.measure import summary
+    report_step(Path(args.plan), Path(args.object), args.target, Path(args.output),
+                Path(args.html) if args.html else None, Path(args.firmware) if args.firmware else None,
+                args.ram_budget, args.flash_budget, show=None if args.quiet else lambda r: print(summary(r)))
     return 0
 
 
 def cmd_emulate(args) -> int:
     import json
+
+    import numpy as np
 
     from tinsmith.measure.smoke import read_outputs, smoke_bytes
     from tinsmith.targets import load_target
@@ -315,6 +309,7 @@ def _measure_instructions(graph_path: Path, build_dir: Path, target_name: str, p
 
 
 def cmd_run(args) -> int:
+    import numpy as np
     from tinsmith.pipeline import lower
     from tinsmith.load import original_names
     graph = lower(args.graph)
@@ -348,6 +343,7 @@ def cmd_check(args) -> int:
 
 
 def _check_outputs(args, graph, inputs) -> int:
+    import numpy as np
     from tinsmith.reference import evaluate
     from tinsmith.tolerance import summation_lengths, within_tolerance
     got = run_compiled(Path(args.graph), inputs, _build_dir(args), graph, args.target)

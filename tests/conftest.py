@@ -125,6 +125,22 @@ def built_workspace(tmp_path_factory, graph_builds):
 FILE_COSTS = Path(__file__).with_name("data") / "file_cpu_seconds.json"
 
 
+# --- bytecode, compiled once ----------------------------------------------------------------
+# The suite starts Python hundreds of times (`python -m tinsmith`, each graph's generate step, SCons
+# loading the tool). An environment with PYTHONDONTWRITEBYTECODE set (as CI and shared machines
+# often have) makes every one of them compile the generator's ~200 modules from source again,
+# which costs more than half of a small graph's generate step. Python still reads bytecode that
+# exists, so the session writes it once, before the workers start (__pycache__ is ignored by git,
+# by the generator's digest and by every copy of the checkout the tests make).
+def pytest_sessionstart(session):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    import compileall
+    root = Path(__file__).resolve().parents[1]
+    for folder in ("codegen", "site_scons", "tests"):
+        compileall.compile_dir(root / folder, quiet=2, workers=1)
+
+
 def pytest_collection_modifyitems(session, config, items):
     import json
     costs = json.loads(FILE_COSTS.read_text()) if FILE_COSTS.is_file() else {}

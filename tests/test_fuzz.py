@@ -156,3 +156,91 @@ def test_a_log_sum_near_zero_is_within_float32_error_on_both_sides(tmp_path):
     assert np.all(np.abs(got - want) <= bound), (got, want, bound)
     assert np.all(np.abs(runtime - want) <= bound), (runtime, want, bound)
     assert bound.max() > 0.0097  # a difference of the finding's size is within float32's reach here
+
+
+# --- hostile TFLite operators (tests/fuzz/tflite_operators.py) ------------------------------------
+def test_hostile_tflite_operators_are_imported_or_refused_with_located_errors(tmp_path):
+    """Well-formed flatbuffers whose operator codes, options and operands lie (unknown and custom
+    codes, another operator's options, hostile option values, custom options bytes) reach the
+    converters that damaged bytes rarely do: each is imported or refused with a located error."""
+    import random
+    import warnings
+
+    from tinsmith.errors import TinsmithError
+    from tinsmith.pipeline import lower
+    from fuzz.quick import judge
+    from fuzz.tflite_operators import hostile_operator_model
+    accepted, refusals = 0, set()
+    for i in range(120):
+        path = tmp_path / f"m{i}.tflite"
+        path.write_bytes(hostile_operator_model(random.Random(f"{SEED}:{i}")))
+        ok, findings = judge(path, False)
+        assert not findings, (i, findings)
+        accepted += ok
+        if not ok:
+            with warnings.catch_warnings(), pytest.raises(TinsmithError) as e:
+                warnings.simplefilter("ignore")
+                lower(path)
+            refusals.add(e.value.message.split(" ")[0:3][-1])
+    assert accepted >= 5 and len(refusals) >= 5, (accepted, refusals)
+
+
+def test_an_int8_elu_table_saturates_for_a_tiny_output_scale():
+    """Campaign finding (a hostile-operator case): an int8 ELU whose output scale is 1e-30 scales
+    positive inputs past int64's range; the table cast them to int64 first (NumPy's 'invalid value
+    encountered in cast' on stderr, and -128 where 127 is right). Clipped before the cast, every
+    positive input saturates at 127 and every negative one at -128."""
+    import warnings
+
+    from tinsmith.load import tflite_tables
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        table = tflite_tables.elu(0.05, 0, 1e-30, 0)
+    inputs = np.arange(-128, 128)
+    assert np.all(table[inputs > 0] == 127) and np.all(table[inputs < 0] == -128) and table[inputs == 0] == 0
+    # an ordinary scale: 0.05 * x on the output's scale 0.1, ELU below zero, rounded half away from
+    # zero; within one step of float64 arithmetic (the table computes in float32, as TFLite Micro does)
+    ordinary = tflite_tables.elu(0.05, 0, 0.1, 0).astype(np.int64)
+    real = 0.05 * inputs
+    scaled = np.where(real < 0, np.expm1(real), real) / 0.1
+    want = np.clip(np.sign(scaled) * np.floor(np.abs(scaled) + 0.5), -128, 127)
+    assert np.max(np.abs(ordinary - want)) <= 1 and np.mean(ordinary == want) > 0.9
+
+
+def test_a_mean_over_an_empty_axis_is_nan_without_a_warning(tmp_path):
+    """Campaign finding (seed 2611, ONNX case 13536): ReduceMean over an axis of size 0, folded when
+    the graph is built, printed NumPy's 'Mean of empty slice' RuntimeWarning on the build's stderr.
+    The value stays what it was, 0 / 0 = NaN (ONNX leaves a reduction over an empty set undefined
+    for ReduceMean; ONNX Runtime happens to give 0), and no warning is printed."""
+    from tinsmith.pipeline import compile_graph
+    from tinsmith.reference import evaluate
+    from fuzz.quick import judge
+    nodes = [helper.make_node("Abs", ["x"], ["a"]), helper.make_node("ReduceMean", ["a", "axes"], ["y"], keepdims=1)]
+    graph = helper.make_graph(nodes, "empty_mean", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 0, 2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2])],
+                              [numpy_helper.from_array(np.array([1], np.int64), "axes")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    path = tmp_path / "empty_mean.onnx"
+    path.write_bytes(model.SerializeToString())
+    assert judge(path, True) == (True, [])  # generated, and no warning
+    compiled = compile_graph(path)
+    out = evaluate(compiled.graph, {compiled.graph.inputs[0]: np.zeros((1, 0, 2), np.float32)})[compiled.graph.outputs[0]]
+    assert out.shape == (1, 1, 2) and np.all(np.isnan(out))
+
+
+def test_a_uniform_constant_with_scale_minus_zero_is_all_zeros(tmp_path):
+    """Campaign finding (seed 2613, graph case 6150): `scale: -0.0` passed the check "at least 0" and
+    NumPy's uniform(-scale, scale) then refused low 0.0 above high -0.0 (a traceback). -0.0 is a
+    scale of zero: every element is 0."""
+    from tinsmith.pipeline import lower
+    from tinsmith.reference import evaluate
+    from fuzz.quick import judge
+    path = tmp_path / "g.yaml"
+    path.write_text("graph: g\ninputs: {x: {dtype: float32, shape: [1, 4]}}\noutputs: [y]\n"
+                    "constants:\n  w: {random: uniform, shape: [1, 4], seed: 7, scale: -0.0}\n"
+                    "nodes:\n  - {op: Add, inputs: [x, w], outputs: [y]}\n")
+    assert judge(path, False) == (True, [])
+    graph = lower(path)
+    x = np.arange(4, dtype=np.float32).reshape(1, 4)
+    assert np.array_equal(evaluate(graph, {"x": x})["y"], x)  # x + 0

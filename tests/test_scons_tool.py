@@ -105,6 +105,36 @@ def test_variant_dir(checkout, tmp_path, runner_io, duplicate):
     assert scons("-q", cwd=project, check=False).returncode == 0
 
 
+# --- verify and report: in the SCons process, or as commands -----------------------------------
+
+STEPS_AS_COMMANDS = """\
+env['TINSMITHVERIFYCOM'] = '$TINSMITH_GENERATOR verify $SOURCE --stamp $TARGET'
+env['TINSMITHREPORTCOM'] = ('$TINSMITH_GENERATOR report $SOURCES -o $TARGET --html ${TARGETS[1]} '
+                            '--target $TINSMITH_TARGET_FILE --quiet')
+"""
+
+
+def test_verify_and_report_in_the_scons_process_write_what_the_commands_write(checkout, tmp_path):
+    """By default the verify and report steps are functions run inside SCons (no Python to start
+    per graph); as command strings they run `tinsmith verify` and `tinsmith report`. Both builds
+    hold the same files, byte for byte, and only the command build runs the commands."""
+    built = {}
+    for how, extra in (("in-process", ""), ("commands", STEPS_AS_COMMANDS)):
+        project = tool_project(tmp_path / how, checkout, extra + "env['TINSMITH_BUILD_DIR'] = '#build'\n"
+                               "env.TinsmithModel('src/models/mlp.yaml')\n")
+        ran = commands(scons("-Q", cwd=project))
+        assert any(" verify " in line and "--stamp" in line for line in ran), ran
+        assert any(line.startswith("tinsmith report") for line in ran) == (how == "in-process"), ran
+        built[how] = {name: (project / "build" / name).read_bytes() for name in files_under(project / "build")
+                      if not name.startswith(".sconsign")}
+        assert scons("-q", cwd=project, check=False).returncode == 0  # up to date
+    assert built["in-process"].keys() == built["commands"].keys()
+    assert {"mlp/mlp.verified", "mlp/mlp.json", "mlp/mlp.html"} <= built["in-process"].keys()
+    differ = [name for name in built["in-process"] if built["in-process"][name].replace(b"in-process", b"commands")
+              != built["commands"][name]]
+    assert not differ, differ
+
+
 # --- settings: in the build signature, never two settings in one folder ----------------------
 
 SETTINGS_SCONSTRUCT = """\
@@ -120,8 +150,9 @@ env.TinsmithModel('src/models/mlp.yaml')
     ("TINSMITH_OPTIMIZE=-O1", "g++ -o build/mlp/mlp.o"),
     ("TINSMITH_EXTRA_CCFLAGS=-Werror -DSIGNATURE_TEST", "g++ -o build/mlp/mlp.o"),
     ("TINSMITH_CONSTANTS_IN_RAM=1", "codegen generate"),
-    ("TINSMITH_RAM_BUDGET=100000", "codegen report"),
-    ("TINSMITH_FLASH_BUDGET=100000", "codegen report"),
+    # (the report step runs in the SCons process, shown as the command it stands for)
+    ("TINSMITH_RAM_BUDGET=100000", "tinsmith report build/mlp/mlp.plan.json build/mlp/mlp.o -o build/mlp/mlp.json"),
+    ("TINSMITH_FLASH_BUDGET=100000", "tinsmith report build/mlp/mlp.plan.json build/mlp/mlp.o -o build/mlp/mlp.json"),
 ])
 def test_each_setting_is_in_the_build_signature(checkout, tmp_path_factory, setting, step):
     project = tmp_path_factory.getbasetemp() / "signature"

@@ -46,8 +46,9 @@ class Op:
     inputs: Sequence[int]
     outputs: Sequence[int]
     options: tuple[str, Mapping] | None = None
-    custom: str | None = None
-    custom_options: Mapping | None = None  # a custom operator's options, written as a FlexBuffers map
+    custom: str | bytes | None = None
+    # a custom operator's options: a mapping (written as a FlexBuffers map), or bytes as they are
+    custom_options: Mapping | bytes | None = None
 
 
 def builtin_code(code: str | int) -> int:
@@ -117,8 +118,9 @@ def _operator(b: flatbuffers.Builder, op: Op, opcode_index: int) -> int:
     ins = b.CreateNumpyVector(np.array(op.inputs, np.int32))
     outs = b.CreateNumpyVector(np.array(op.outputs, np.int32))
     options = _options(b, op.options) if op.options else None
-    custom = b.CreateNumpyVector(np.frombuffer(flexbuffers.Dumps(dict(op.custom_options)), np.uint8)) \
-        if op.custom_options is not None else None
+    raw = op.custom_options
+    custom = None if raw is None else b.CreateByteVector(
+        bytes(raw) if isinstance(raw, (bytes, bytearray)) else bytes(flexbuffers.Dumps(dict(raw))))
     O.Start(b)
     O.AddOpcodeIndex(b, opcode_index)
     O.AddInputs(b, ins)

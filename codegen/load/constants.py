@@ -199,7 +199,8 @@ def _load_random(spec: LocatedDict, base: Path) -> np.ndarray:
     if not (math.isfinite(scale) and scale >= 0):  # (a uniform draw needs low <= high)
         raise LoaderError(f"'scale' must be a finite number of at least 0, not {scale}", "scale")
     rng = np.random.default_rng(seed)
-    return _DISTRIBUTIONS[kind](rng, tuple(shape), float(scale))
+    # abs: -0.0 is at least 0, but NumPy's uniform refuses low = 0.0 > high = -0.0
+    return _DISTRIBUTIONS[kind](rng, tuple(shape), abs(float(scale)))
 
 
 register_loader(Loader("file", frozenset({"file", "key", "shape"}), _load_file,

@@ -94,8 +94,10 @@ def elu(x_scale: float, x_zp: int, y_scale: float, y_zp: int) -> np.ndarray:
     """ELU: its Prepare's table, in float32: dequantize, exp(x) - 1 below zero, round half away
     from zero on the output's scale."""
     real = _f32(x_scale) * (INPUTS - x_zp).astype(np.float32)
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore"):  # (a tiny output scale: the product is infinite, and saturates)
         transformed = np.where(real < 0, np.exp(real) - _f32(1.0), real).astype(np.float32)
-    scaled = (transformed * (_f32(1.0) / _f32(y_scale))).astype(np.float64)  # (float32 product, exact in float64)
+        scaled = (transformed * (_f32(1.0) / _f32(y_scale))).astype(np.float64)  # (float32 product, exact in float64)
     rounded = np.sign(scaled) * np.floor(np.abs(scaled) + 0.5)  # std::round: half away from zero
-    return np.clip(rounded.astype(np.int64) + y_zp, -128, 127).astype(np.int8)
+    # clipped before the cast: a value past int64's range (an output scale near 1e-30) saturates
+    # instead of wrapping to the wrong end of the int8 range
+    return np.clip(rounded + y_zp, -128, 127).astype(np.int8)

@@ -103,8 +103,17 @@ def _extreme(pick, empty: float):
     return fn
 
 
+def _mean(x, axes):
+    """np.mean, with the mean of nothing as 0 / 0 (NaN; 0 for integers, which have no NaN) without
+    NumPy's 'Mean of empty slice' warning (on a build's stderr when a graph's ReduceMean over an
+    empty axis is folded)."""
+    if all(x.shape[a] for a in axes):
+        return np.mean(x, axis=axes)
+    return np.full([d for i, d in enumerate(x.shape) if i not in axes], np.nan if x.dtype.kind == "f" else 0)
+
+
 REDUCTIONS: dict[str, Reduction] = {
-    "ReduceMean": Reduction(lambda x, axes: np.mean(x, axis=axes)),
+    "ReduceMean": Reduction(_mean),
     "ReduceSum": Reduction(lambda x, axes: np.sum(x, axis=axes), NUMERIC),
     "ReduceMax": Reduction(_extreme(np.max, -np.inf), ANY),
     "ReduceMin": Reduction(_extreme(np.min, np.inf), ANY),

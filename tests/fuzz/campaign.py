@@ -290,7 +290,15 @@ def run_inputs(seed: int, workdir: Path, *, inputs: int | None = None, seconds: 
     of them one case goes through the command line, g++ and libclang (harness.run_case), and
     once per `differential_every` cases `onnx_models` random ONNX models are compared with ONNX
     Runtime and one random int8 TFLite model with the TFLite Micro interpreter. Every case counts
-    as one input."""
+    as one input. Compiled cases run the command line forked from this process (harness.FORK)."""
+    fork, harness.FORK = harness.FORK, True
+    try:
+        return _run_inputs(seed, workdir, inputs, seconds, compiled_every, differential_every, onnx_models, log)
+    finally:
+        harness.FORK = fork
+
+
+def _run_inputs(seed, workdir, inputs, seconds, compiled_every, differential_every, onnx_models, log) -> Report:
     from .quick import QuickReport, run_quick
     report, quick = Report(seed), QuickReport()
     slow: dict[str, int] = {}  # compiled and differential cases per kind

@@ -1,11 +1,13 @@
 """Cheap cases in bulk: hostile and random graph files, ONNX and TFLite models loaded and lowered
-inside one worker process, hundreds of cases a second on small inputs.
+inside one worker process, about a hundred cases per CPU second.
 
 The worker (`python -m tests.fuzz.quick WORKDIR SEED FIRST COUNT`) makes case FIRST .. FIRST+COUNT-1
 (each from its own seed, so any case can be made again), writes the file into WORKDIR/current,
-then loads and lowers it as `tinsmith generate` would. What must hold, as for the slow cases
-(tests/fuzz/harness.py): the file is accepted, or refused with `path:line:col: error:` lines; no
-other exception (a traceback), no case longer than TIMEOUT seconds (a hang), none that needs more
+then loads and lowers it as `tinsmith generate` would (a share of the TFLite cases are models whose
+operators lie field by field, tflite_operators.py, drawn so that every other case stays as it
+was). What must hold, as for the slow cases (tests/fuzz/harness.py): the file is accepted, or
+refused with `path:line:col: error:` lines; no other exception (a traceback), no warning (the
+command line would print it), no case longer than TIMEOUT seconds (a hang), none that needs more
 than MEMORY bytes (a memory blow-up), no crash. A share of the accepted graphs is also generated
 (up to the C++ text, the plan check included). Every finding is kept as a reproducer folder
 WORKDIR/findings/FORMAT-INDEX holding the file and `finding.txt` (what happened, and the command
@@ -24,6 +26,7 @@ import struct
 import subprocess
 import sys
 import traceback
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +38,7 @@ FORMATS = ("yaml", "onnx", "tflite")
 TIMEOUT = int(harness.TIMEOUT)  # seconds for one case in the worker (a generated graph: 16 s at load 15)
 MEMORY = 4 << 30  # bytes of address space a worker may use
 GENERATE_SHARE = 0.01  # accepted graphs that are also generated (the plan check included)
+OPERATOR_SHARE = 0.4  # TFLite cases whose operators lie field by field, not by damaged bytes
 TFLITE_SEEDS = sorted((harness.ROOT / "tests" / "data" / "tflite").glob("*.tflite")) + \
     [harness.ROOT / "models" / "ad_autoencoder_int8.tflite"]
 BUILTIN = {"logistic": 14, "tanh": 28}
@@ -90,9 +94,21 @@ def mutate_flatbuffer(rng: random.Random, data: bytes) -> bytes:
     return bytes(out)
 
 
-def make_case(fmt: str, rng: random.Random, folder: Path) -> tuple[Path, str]:
-    """Write one case of format `fmt` into `folder`; returns the file and 'valid' or 'malformed'."""
+def operator_case(seed: int, index: int) -> bool:
+    """Whether TFLite case `index` is a model with hostile operators (tflite_operators.py) instead
+    of make_case's: drawn from a source of its own, so make_case makes every earlier case again."""
+    return random.Random(f"{seed}:{index}:operators").random() < OPERATOR_SHARE
+
+
+def make_case(fmt: str, rng: random.Random, folder: Path, operators: bool = False) -> tuple[Path, str]:
+    """Write one case of format `fmt` into `folder`; returns the file and 'valid', 'malformed' or
+    (TFLite, with `operators`) 'operators'."""
     from . import campaign, models, mutate
+    if fmt == "tflite" and operators:
+        from .tflite_operators import hostile_operator_model
+        path = folder / "model.tflite"
+        path.write_bytes(hostile_operator_model(rng))
+        return path, "operators"
     if fmt == "yaml":
         args = campaign.yaml_case(rng, folder, QUICK_GRAPHS, campaign.SMALL + campaign.LARGE)
         return Path(args[1]), "malformed"
@@ -128,10 +144,13 @@ def judge(path: Path, generate: bool, refuse_is_finding: bool = False) -> tuple[
     from tinsmith.pipeline import compile_graph, lower
     signal.alarm(TIMEOUT)
     try:
-        lower(path)
-        if generate:
-            compile_graph(path)
-        return True, []
+        with warnings.catch_warnings(record=True) as caught:  # (the command line prints them on stderr)
+            warnings.simplefilter("always")
+            lower(path)
+            if generate:
+                compile_graph(path)
+        return True, [f"warning on stderr: {w.category.__name__}: {str(w.message)[:200]} at {w.filename}:{w.lineno}"
+                      for w in caught[:1]]
     except TinsmithError as e:
         message = str(located(e))
         return False, harness.check_messages(1, message) or ([f"refused: {message[:300]}"] if refuse_is_finding else [])
@@ -172,7 +191,7 @@ def worker(workdir: Path, seed: int, first: int, count: int) -> None:
         shutil.rmtree(current, ignore_errors=True)
         current.mkdir(parents=True)
         try:
-            path, kind = make_case(fmt, rng, current)
+            path, kind = make_case(fmt, rng, current, operators=operator_case(seed, index))
         except Exception as e:  # noqa: BLE001  (the case generator's own failure is not a finding)
             print(json.dumps({"index": index, "format": fmt, "skipped": repr(e)[:200]}), flush=True)
             continue

@@ -70,8 +70,13 @@ Construction variables (defaults in brackets):
                          bytes; a model that needs more fails the build, naming the largest
                          consumers [none]
   TINSMITHCOM / TINSMITHCOMSTR               command (and its display) that generates sources
-  TINSMITHVERIFYCOM / TINSMITHVERIFYCOMSTR   command (and its display) that verifies headers
-  TINSMITHREPORTCOM / TINSMITHREPORTCOMSTR   command (and its display) that measures the report
+  TINSMITHVERIFYCOM / TINSMITHVERIFYCOMSTR   step (and its display) that verifies headers [a
+                         function run in the SCons process; a command string, e.g.
+                         "$TINSMITH_GENERATOR verify $SOURCE --stamp $TARGET", runs it as a command]
+  TINSMITHREPORTCOM / TINSMITHREPORTCOMSTR   step (and its display) that measures the report [a
+                         function run in the SCons process; as a command:
+                         "$TINSMITH_GENERATOR report $SOURCES -o $TARGET --html ${TARGETS[1]}
+                         --target $TINSMITH_TARGET_FILE --quiet" and the budgets' options]
   TINSMITHARENACOM / TINSMITHARENACOMSTR     command (and its display) that writes an arena
 
 How it behaves, as SCons's own builders do:
@@ -345,6 +350,60 @@ def _summary_line(target, source, env):
 _SUMMARY = SCons.Action.Action(_print_summary, strfunction=_summary_line)
 
 
+# The verify and report steps run inside the SCons process by default (TINSMITHVERIFYCOM and
+# TINSMITHREPORTCOM hold these functions): both are short next to starting Python and importing
+# NumPy, libclang and the generator again for every graph, and they write the same bytes as
+# `tinsmith verify` and `tinsmith report` (tinsmith.build_steps). A command string in either
+# variable runs the step as a command instead. Generation stays a command of its own: a hostile
+# model must not be able to take the SCons process down, and `-j` runs graphs' generators at once.
+def _print_error(error) -> None:
+    from tinsmith.load.onnx_model import located
+    print(located(error) if isinstance(error, TinsmithError) else error, file=sys.stderr)
+
+
+def _verify_in_process(target, source, env):
+    from tinsmith.build_steps import verify_step
+    from tinsmith.verify import VerifyError
+    try:
+        verify_step(Path(source[0].abspath), stamp=Path(target[0].abspath))
+    except (VerifyError, TinsmithError) as e:
+        _print_error(e)
+        return 1
+    return 0
+
+
+def _budget(env, name: str) -> int | None:
+    value = env.subst(f"${name}").strip()
+    if value and not value.isdigit():
+        raise SCons.Errors.UserError(f"{name}={value!r}: a budget is a number of bytes, e.g. 65536")
+    return int(value) if value else None
+
+
+def _target_file(env) -> str:
+    """$TINSMITH_TARGET_FILE: the target file node TinsmithModel passes, or a target's name or path."""
+    value = env.get("TINSMITH_TARGET_FILE")
+    return value.abspath if hasattr(value, "abspath") else env.subst("$TINSMITH_TARGET_FILE")
+
+
+def _report_in_process(target, source, env):
+    from tinsmith.build_steps import report_step
+    try:
+        report_step(Path(source[0].abspath), Path(source[1].abspath), _target_file(env), Path(target[0].abspath),
+                    Path(target[1].abspath) if len(target) > 1 else None,
+                    Path(source[2].abspath) if len(source) > 2 else None,
+                    _budget(env, "TINSMITH_RAM_BUDGET"), _budget(env, "TINSMITH_FLASH_BUDGET"))
+    except TinsmithError as e:
+        _print_error(e)
+        return 1
+    return 0
+
+
+# what the steps show when their *COMSTR is empty, as the commands they stand for would
+_verify_in_process.strfunction = lambda target, source, env: f"tinsmith verify {source[0]} --stamp {target[0]}"
+_report_in_process.strfunction = lambda target, source, env: (
+    f"tinsmith report {' '.join(str(s) for s in source)} -o {target[0]}")
+
+
 def _tinsmith_model(env, graph, build_dir=None):
     """Generate, verify, compile and measure one graph for $TINSMITH_TARGET; returns
     [libNAME.a]. NAME.json, the report, is built beside it."""
@@ -543,12 +602,10 @@ def generate(env):
                      "${TINSMITH_LIMITS and ' --limits ' + TINSMITH_LIMITS or ''}"
                      "${TINSMITH_THREADS and ' --threads ' + str(TINSMITH_THREADS) or ''}"),
         TINSMITHCOMSTR="",
-        TINSMITHVERIFYCOM="$TINSMITH_GENERATOR verify $SOURCE --stamp $TARGET",
+        # steps run in the SCons process (see _verify_in_process); the docstring gives them as commands
+        TINSMITHVERIFYCOM=_verify_in_process,
         TINSMITHVERIFYCOMSTR="",
-        TINSMITHREPORTCOM=("$TINSMITH_GENERATOR report $SOURCES -o $TARGET --html ${TARGETS[1]} "
-                           "--target $TINSMITH_TARGET_FILE --quiet"
-                           "${TINSMITH_RAM_BUDGET and ' --ram-budget ' + TINSMITH_RAM_BUDGET}"
-                           "${TINSMITH_FLASH_BUDGET and ' --flash-budget ' + TINSMITH_FLASH_BUDGET}"),
+        TINSMITHREPORTCOM=_report_in_process,
         TINSMITHREPORTCOMSTR="",
         TINSMITHARENACOM=("$TINSMITH_GENERATOR arena $SOURCES -o ${TARGET.dir} --name $TINSMITH_ARENA_NAME "
                           "--target $TINSMITH_TARGET_FILE --quiet"),
@@ -561,8 +618,11 @@ def generate(env):
     env["BUILDERS"]["TinsmithVerify"] = SCons.Builder.Builder(
         action=SCons.Action.Action("$TINSMITHVERIFYCOM", "$TINSMITHVERIFYCOMSTR"),
         suffix=".verified", src_suffix=".plan.json")
+    # (the budgets and the target are part of the step's signature as a function too: changing one re-measures)
     env["BUILDERS"]["TinsmithReport"] = SCons.Builder.Builder(
-        action=SCons.Action.Action("$TINSMITHREPORTCOM", "$TINSMITHREPORTCOMSTR"), emitter=_report_emitter)
+        action=SCons.Action.Action("$TINSMITHREPORTCOM", "$TINSMITHREPORTCOMSTR",
+                                   varlist=["TINSMITH_RAM_BUDGET", "TINSMITH_FLASH_BUDGET", "TINSMITH_TARGET_FILE"]),
+        emitter=_report_emitter)
     env.AddMethod(_tinsmith_model, "TinsmithModel")
     env.AddMethod(_tinsmith_arena, "TinsmithArena")
     env.AddMethod(_tinsmith_runtime, "TinsmithRuntime")
