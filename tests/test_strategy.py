@@ -37,13 +37,15 @@ def test_every_registration_states_family_layout_and_element_types():
             assert any(s is not None for s in declared), f"{set_name} {op} declares no element type"
 
 
-def test_the_fast_int8_kernels_take_int8_alone():
+def test_the_fast_int8_kernels_take_int8_and_the_dsp_ones_16x8():
+    sixteen = (("int16", "int8", "int64", "int32", "int32"), ("int16",))
     for kernel_set in (ARM_DSP, VECTORS):
         for op in ("QConv2D", "QDepthwise", "QFullyConnected"):
-            (row,) = kernel_set.traits[op]
-            assert row.types.accepts(("int8", "int8", "int32", "int32", "int32"), ("int8",))
-            assert not row.types.accepts(("int16", "int8", "int32", "int32", "int32"), ("int8",))
-            assert not row.types.accepts(("uint8", "int8", "int32", "int32", "int32"), ("uint8",))
+            rows = kernel_set.traits[op]
+            assert any(r.types.accepts(("int8", "int8", "int32", "int32", "int32"), ("int8",)) for r in rows)
+            assert not any(r.types.accepts(("int16", "int8", "int32", "int32", "int32"), ("int8",)) for r in rows)
+            assert not any(r.types.accepts(("uint8", "int8", "int32", "int32", "int32"), ("uint8",)) for r in rows)
+            assert any(r.types.accepts(*sixteen) for r in rows) == (kernel_set is ARM_DSP)
 
 
 def test_element_types_match_by_position_and_variadic_tail():
@@ -114,6 +116,8 @@ def _qconv_graph(tmp_path, x_dtype: str, x_range: tuple[int, int]):
     mult, shift = fp.conv_multipliers(0.01, 10.0 ** rng.uniform(-4, -2, 4), 0.2)
     attrs = {"strides": [1, 1], "dilations": [1, 1], "pads": [1, 1, 1, 1], "x_zero_point": x_zp,
              "y_scale": 0.2, "y_zero_point": -2}
+    if x_dtype == "int16":  # (the output clamp's default is int8's range whatever the output type)
+        attrs |= {"act_min": -32768, "act_max": 32767, "accumulator": "int32"}  # the spec: int32 sums
     doc = {"graph": "q", "inputs": {"x": {"dtype": x_dtype, "shape": list(shape),
                                            "quant": {"scale": 0.01, "zero_point": x_zp}}},
            "outputs": ["y"],
@@ -124,14 +128,18 @@ def _qconv_graph(tmp_path, x_dtype: str, x_range: tuple[int, int]):
     (tmp_path / "q.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     np.savez(tmp_path / "w.npz", w=w, b=b, m=mult, s=shift)
     np.savez(tmp_path / "in.npz", x=x)
-    want = np.clip(conv_spec(x, w, b, x_zp, mult, shift, attrs) - 2, -128, 127).astype(np.int8)
+    # TFLite's scheme: int8 activations give int8 outputs, int16 ones (16x8) int16 outputs
+    info = np.iinfo(np.int16 if x_dtype == "int16" else np.int8)
+    want = np.clip(conv_spec(x, w, b, x_zp, mult, shift, attrs) - 2, info.min, info.max).astype(info.dtype)
     return tmp_path / "q.yaml", want
 
 
 @pytest.mark.parametrize("target", ["host", "cortex-m4"])
 def test_an_int16_convolution_takes_the_kernel_that_accepts_int16(tmp_path, tinsmith_cmd, target):
-    # the fast int8 kernels (DSP on the M4, vectors on the host) do not take int16 input: the
-    # portable kernel does, and the build neither fails in the C++ compiler nor differs
+    # 16x8: the M4's DSP kernel set has a row of its own for int16 activations (SMLAD on re-paired
+    # int16 lanes) in TFLite's symmetric scheme; this node has zero points, so it takes the
+    # portable kernel there too, as on the host (whose int8 vector kernels take no int16). Neither
+    # build fails in the C++ compiler, and both compute the specification.
     path, want = _qconv_graph(tmp_path, "int16", (-3000, 3000))
     compiled = compile_graph(path, target=target)
     (kernel,) = compiled.model.kernels
@@ -160,7 +168,7 @@ def test_a_node_no_kernel_takes_is_refused_by_name_before_any_cpp(tmp_path):
         compile_graph(path, backend=narrow)
     e = info.value
     assert e.message == ("node 'conv': no kernel for primitive 'QConv2D' takes element types (int16, int8, int32, "
-                         "int32, int32 -> int8) on the narrow backend; its kernels take (int8, int8, int32, int32, "
+                         "int32, int32 -> int16) on the narrow backend; its kernels take (int8, int8, int32, int32, "
                          "int32) -> int8")
     assert (e.loc.line, e.loc.col) > (0, 0) and e.loc.path.endswith("q.yaml")
     assert not (tmp_path / "q.cpp").exists()

@@ -216,3 +216,13 @@ def elementwise_model() -> bytes:
 @pytest.mark.parametrize("target", ["host", "cortex-m4"])
 def test_elementwise_and_windows_are_bit_exact(target, tmp_path):
     compare(tmp_path, elementwise_model(), target, inputs(11))
+
+
+def test_sub_and_leaky_relu_import_onto_their_quantized_primitives():
+    """int16 SUB and LEAKY_RELU are QSub and QLeakyRelu with zero points 0 (TFLite's int16 rule);
+    test_elementwise_and_windows_are_bit_exact runs them against TFLite Micro."""
+    graph = lower_bytes(elementwise_model())
+    ops = {n.outputs[0]: n for n in graph.nodes}
+    assert ops["sub"].op == "QSub" and ops["leaky_relu"].op == "QLeakyRelu"
+    assert ops["sub"].attrs["a_zero_point"] == ops["leaky_relu"].attrs["x_zero_point"] == 0
+    assert ops["leaky_relu"].attrs["alpha"] == pytest.approx(0.3)

@@ -190,6 +190,23 @@ class Renderer:
         return None
 
     # --- expressions ---
+    def _const(self, e: Const, context: int) -> str:
+        if e.dtype == "float64":
+            text = double_literal(e.value)
+        else:
+            text = float_literal(e.value) if e.is_float else str(int(e.value))
+        if e.width > 1:
+            return f"splat_{self.type_name(e.dtype, e.width)}({text})"
+        return f"({text})" if text.startswith("-") and context > 0 else text
+
+    def _cast(self, e: Cast) -> str:
+        if e.width > 1:  # lane by lane, as static_cast converts a scalar (int8 lanes widened to int32, ...)
+            return f"__builtin_convertvector({self.expr(e.a)}, {self.type_name(e.dtype, e.width)})"
+        cast = f"static_cast<{self.type_names[e.dtype]}>({self.expr(e.a)})"
+        if e.dtype in STORAGE_TYPES and STORAGE_TYPES[e.dtype].round and e.a.dtype != e.dtype:
+            return f"{STORAGE_TYPES[e.dtype].round}({cast})"
+        return cast
+
     def _operand(self, e: Expr, parent: str, context: int) -> str:
         """An operand of infix `parent`. Where C++ needs no parentheses but -Wall asks for them
         (-Wparentheses: && inside ||, a comparison inside a comparison), they are added too."""
@@ -204,13 +221,7 @@ class Renderer:
         """C++ text of an expression; parentheses only where C++ precedence would regroup it, so the
         evaluation order of float arithmetic is exactly the IR's."""
         if isinstance(e, Const):
-            if e.dtype == "float64":
-                text = double_literal(e.value)
-            else:
-                text = float_literal(e.value) if e.is_float else str(int(e.value))
-            if e.width > 1:
-                return f"splat_{self.type_name(e.dtype, e.width)}({text})"
-            return f"({text})" if text.startswith("-") and context > 0 else text
+            return self._const(e, context)
         if isinstance(e, Var):
             return e.name
         if isinstance(e, Load):
@@ -240,12 +251,7 @@ class Renderer:
                 return f"{sign}({inner})" if inner.startswith("-") else f"{sign}{inner}"
             return f"{_UNARY_CPP[e.op]}({self.expr(e.a)})"
         if isinstance(e, Cast):
-            if e.width > 1:  # lane by lane, as static_cast converts a scalar (int8 lanes widened to int32, ...)
-                return f"__builtin_convertvector({self.expr(e.a)}, {self.type_name(e.dtype, e.width)})"
-            cast = f"static_cast<{self.type_names[e.dtype]}>({self.expr(e.a)})"
-            if e.dtype in STORAGE_TYPES and STORAGE_TYPES[e.dtype].round and e.a.dtype != e.dtype:
-                return f"{STORAGE_TYPES[e.dtype].round}({cast})"
-            return cast
+            return self._cast(e)
         if isinstance(e, Select):
             text = f"{self.expr(e.cond, 1)} ? {self.expr(e.a)} : {self.expr(e.b)}"
             return f"({text})" if context > 0 else text

@@ -140,7 +140,9 @@ def hostile_operator_model(rng: random.Random) -> bytes:
     from tinsmith.load.tflite_operators import OPERATORS
     tensors, ops = [], []
     first_name = rng.choice(sorted(codes))
-    dtype = rng.choice(OPERATORS[first_name].types) if rng.random() < 0.8 else rng.choice(DTYPES)
+    # the element types its registration names (ANY, of an operator no element type decides, is none)
+    named = [t for t in OPERATORS[first_name].types if t in DTYPES]
+    dtype = rng.choice(named) if named and rng.random() < 0.8 else rng.choice(DTYPES)
     tensors.append(_tensor(rng, writer, "x", False, dtype))
     for k in range(rng.choice([1, 1, 1, 2, 3])):
         draw = rng.random()

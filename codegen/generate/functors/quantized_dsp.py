@@ -132,14 +132,18 @@ def block_dot(x: str, x_ats: list[Expr], w: str, w_ats: list[Expr], count: int, 
     else:
         v = Var(var)
         stmts.append(For(var, quads, tuple(quad(Binary("*", v, index(4)), Binary("*", v, index(2)), var))))
-    for t in range(tail):
-        at = 4 * quads + t
+    return stmts + _scalar_tail(x, x_ats, w, w_ats, range(4 * quads, count), x_zero_point)
+
+
+def _scalar_tail(x: str, x_ats: list[Expr], w: str, w_ats: list[Expr], positions, x_zero_point: int) -> list[Stmt]:
+    """The values of a run past its last whole word, one multiply-add each into acc<p><c>."""
+    stmts: list[Stmt] = []
+    for at in positions:
         xs = [Binary("-", widen(Load(x, _plus(x_at, at))), i32(x_zero_point)) for x_at in x_ats]
         for c, w_at in enumerate(w_ats):
             wv = widen(Load(w, _plus(w_at, at)))
-            for p in range(len(x_ats)):
-                acc = f"acc{p}{c}"
-                stmts.append(Assign(acc, Binary("+", Var(acc), Binary("*", xs[p], wv))))
+            stmts += [Assign(f"acc{p}{c}", Binary("+", Var(f"acc{p}{c}"), Binary("*", xs[p], wv)))
+                      for p in range(len(x_ats))]
     return stmts
 
 
@@ -286,8 +290,14 @@ class DspMicroKernel:
 DSP_KERNEL = DspMicroKernel()
 
 
+def _takes_16x8(args, attrs) -> bool:
+    """TFLite's 16x8 scheme, the one the 16x8 kernels compute: int16 data symmetric (zero points
+    0). A graph file's int16 node with zero points takes the portable kernel."""
+    return args.caps.dsp and attrs["x_zero_point"] == 0 and attrs.get("y_zero_point", 0) == 0
+
+
 @ARM_DSP.register("QConv2D", family="convolution", types=INT16X8_CONV, layout="nhwc",
-                  when=lambda args, attrs: args.caps.dsp, scratch=_lanes_scratch, pack=scalar.reduced_requant_pack)
+                  when=_takes_16x8, scratch=_lanes_scratch, pack=scalar.reduced_requant_pack)
 @ARM_DSP.register("QConv2D", family="convolution", types=INT8_CONV, layout="nhwc", when=lambda args, attrs: args.caps.dsp, scratch=_lanes_scratch)
 def qconv2d_dsp(graph, node_id, cluster_id, args, attrs):
     """QConv2D on SMLAD in blocks of pixels x channels (see the module doc); 16x8 on SMLAD (SMLALD
@@ -355,7 +365,8 @@ def _depthwise_takes(args, attrs) -> bool:
             and (scalar.accumulator(attrs) == "int32" or bool(args.prepared.facts.get("int16_sums_fit_int32"))))
 
 
-@ARM_DSP.register("QDepthwise", family="convolution", types=INT16X8_CONV, layout="nhwc", when=_depthwise_takes,
+@ARM_DSP.register("QDepthwise", family="convolution", types=INT16X8_CONV, layout="nhwc",
+                  when=lambda args, attrs: _depthwise_takes(args, attrs) and _takes_16x8(args, attrs),
                   pack=scalar.reduced_requant_pack)
 @ARM_DSP.register("QDepthwise", family="convolution", types=INT8_CONV, layout="nhwc", when=_depthwise_takes)
 def qdepthwise_dsp(graph, node_id, cluster_id, args, attrs):
@@ -363,7 +374,7 @@ def qdepthwise_dsp(graph, node_id, cluster_id, args, attrs):
     return depthwise_nest(graph, args, attrs, _depthwise_quads)
 
 
-@ARM_DSP.register("QFullyConnected", family="matrix", types=INT16X8_CONV, when=lambda args, attrs: args.caps.dsp,
+@ARM_DSP.register("QFullyConnected", family="matrix", types=INT16X8_CONV, when=_takes_16x8,
                   pack=scalar.reduced_requant_pack)
 @ARM_DSP.register("QFullyConnected", family="matrix", types=INT8_CONV, when=lambda args, attrs: args.caps.dsp)
 def qfully_connected_dsp(graph, node_id, cluster_id, args, attrs):
