@@ -20,6 +20,7 @@ cannot forget to escape.
 from __future__ import annotations
 
 import json
+import math
 import re
 import unicodedata
 from pathlib import Path
@@ -116,8 +117,19 @@ def yaml_comment(text: str) -> str:
 
 
 def json_text(value: Any, indent: int | None = 2) -> str:
-    """`value` as a JSON document (one trailing newline): ASCII only, strict JSON (no NaN)."""
-    return json.dumps(value, indent=indent, ensure_ascii=True, allow_nan=False) + "\n"
+    """`value` as a JSON document (one trailing newline): ASCII only, strict JSON: a float that is
+    not finite (a model may give an attribute -inf) is the string "Infinity", "-Infinity" or "NaN"."""
+    return json.dumps(_finite(value), indent=indent, ensure_ascii=True, allow_nan=False) + "\n"
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def ld_comment(text: str) -> str:

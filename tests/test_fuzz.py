@@ -244,3 +244,17 @@ def test_a_uniform_constant_with_scale_minus_zero_is_all_zeros(tmp_path):
     graph = lower(path)
     x = np.arange(4, dtype=np.float32).reshape(1, 4)
     assert np.array_equal(evaluate(graph, {"x": x})["y"], x)  # x + 0
+
+
+def test_a_non_finite_attribute_reaches_the_report_as_a_json_string():
+    """A campaign finding (seed 2702, case 21693, kept as tests/data/fuzz/): a LEAKY_RELU whose
+    alpha is -inf imports, and its plan report held a float JSON has no spelling for, a traceback
+    from the JSON writer. Non-finite floats are the strings JSON readers know ("-Infinity")."""
+    import json
+    from tinsmith.pipeline import compile_graph
+    from fuzz.quick import judge
+    from pathlib import Path
+    path = Path(__file__).parent / "data" / "fuzz" / "leaky_relu_alpha_minus_inf.tflite"
+    assert judge(path, True) == (True, [])
+    report = json.loads(next(v for k, v in compile_graph(path).files.items() if k.endswith(".plan.json")))
+    assert any(n["attrs"].get("alpha") == "-Infinity" for n in report["nodes"])
