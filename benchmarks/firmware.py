@@ -152,6 +152,11 @@ def main() -> int:
         "",
         "*Instr./MAC* is instructions over MACs (Conv, Gemm and MatMul multiply-accumulates).",
         "",
+        "`cortex-m55-speed` is the Cortex-M55 with float32 on Helium vectors, channels-last",
+        "(docs/KERNELS.md, \"adding a core\"): about half of `cortex-m55`'s instructions on the CNNs, for up",
+        "to twice its workspace (ic). `python benchmarks/firmware.py --targets T,...` remeasures some",
+        "targets and keeps the other rows.",
+        "",
         "| graph | target | workspace | lower bound | stack | measured | code | constants | MACs | instructions "
         "| instr./MAC |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
