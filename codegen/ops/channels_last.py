@@ -19,7 +19,7 @@ import numpy as np
 
 from tinsmith.ir import TensorType
 from tinsmith.ops.conv import _WINDOW_ATTRS, ConvGeometry, _conv_reference, conv_geometry
-from tinsmith.ops.pooling import _POOL_ATTRS, _pool_reference, pool_windows
+from tinsmith.ops.pooling import _POOL_ATTRS, _pool_reference, pool_facts, pool_windows
 from tinsmith.ops.registry import PRIMITIVES, Attr, InferArgs, OpError, define
 
 
@@ -127,7 +127,8 @@ def _pool(op: str):
         return [np.ascontiguousarray(np.transpose(y, perm_to_last(y.ndim)))]
 
     def prepare(args: InferArgs, outs) -> dict:
-        return {"windows": tuple(pool_windows(_nchw_args(args), op))}
+        include_pad = op == "AveragePool" and bool(args.attrs["count_include_pad"])
+        return pool_facts(pool_windows(_nchw_args(args), op), channels_last=True, count_include_pad=include_pad)
 
     extra = [Attr("count_include_pad", "int", 0, (0, 1))] if op == "AveragePool" else \
         [Attr("storage_order", "int", 0, (0, 1))]

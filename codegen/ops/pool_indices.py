@@ -14,7 +14,7 @@ import numpy as np
 
 from tinsmith.ir import TensorType
 from tinsmith.ops.conv import AUTO_PAD, gather_taps, windows
-from tinsmith.ops.pooling import pool_windows
+from tinsmith.ops.pooling import pool_facts, pool_windows
 from tinsmith.ops.registry import Attr, InferArgs, OpError, define
 
 POOL_ATTRS = [Attr("auto_pad", "string", "NOTSET", AUTO_PAD),
@@ -63,4 +63,5 @@ def _reference(xs, attrs):
     return [where]
 
 
-define("MaxPoolIndices", inputs=1, infer=_infer, reference=_reference, attrs=POOL_ATTRS)
+define("MaxPoolIndices", inputs=1, infer=_infer, reference=_reference, attrs=POOL_ATTRS,
+       prepare=lambda args, outs: pool_facts(pool_windows(args, "MaxPoolIndices")))

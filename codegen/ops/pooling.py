@@ -27,6 +27,24 @@ def pool_windows(args: InferArgs, op: str) -> tuple[Window, ...]:
                    bool(args.attrs["ceil_mode"]))
 
 
+def pool_facts(wins, channels_last: bool = False, count_include_pad: bool = False) -> dict:
+    """What a pool's kernels read (`prepare`): one Window per spatial axis, the layout, and whether
+    padding taps count (AveragePool's count_include_pad)."""
+    return {"windows": tuple(wins), "channels_last": channels_last, "count_include_pad": count_include_pad}
+
+
+def global_windows(spatial) -> tuple[Window, ...]:
+    """A Global pool's windows: each covers its whole axis, one output position."""
+    return tuple(Window(d, 1, d) for d in spatial)
+
+
+def _prepare_pool(op: str):
+    def prepare(args: InferArgs, outs) -> dict:
+        include_pad = op == "AveragePool" and bool(args.attrs["count_include_pad"])
+        return pool_facts(pool_windows(args, op), count_include_pad=include_pad)
+    return prepare
+
+
 def window_counts(wins: tuple[Window, ...], include_pad: bool) -> np.ndarray:
     """(O1, ...) number of taps AveragePool divides by: the real positions, or with `include_pad`
     also the padding ones (but never taps past the end padding, which ceil mode may add)."""
@@ -82,11 +100,11 @@ _POOL_ATTRS = [Attr("auto_pad", "string", "NOTSET", AUTO_PAD), Attr("ceil_mode",
 
 # Only MaxPool's first output: its optional Indices output is not supported.
 define("MaxPool", inputs=1, infer=_infer_pool("MaxPool"), reference=_pool_reference("MaxPool"),
-       attrs=_POOL_ATTRS + [Attr("storage_order", "int", 0, (0, 1))])
+       attrs=_POOL_ATTRS + [Attr("storage_order", "int", 0, (0, 1))], prepare=_prepare_pool("MaxPool"))
 define("AveragePool", inputs=1, infer=_infer_pool("AveragePool"), reference=_pool_reference("AveragePool"),
-       attrs=_POOL_ATTRS + [Attr("count_include_pad", "int", 0, (0, 1))])
+       attrs=_POOL_ATTRS + [Attr("count_include_pad", "int", 0, (0, 1))], prepare=_prepare_pool("AveragePool"))
 define("LpPool", inputs=1, infer=_infer_pool("LpPool"), reference=_pool_reference("LpPool"),
-       attrs=_POOL_ATTRS + [Attr("p", "int", 2)])
+       attrs=_POOL_ATTRS + [Attr("p", "int", 2)], prepare=_prepare_pool("LpPool"))
 
 
 # --- Global pools ---------------------------------------------------------------------------
@@ -118,9 +136,13 @@ def _global_reference(op: str):
     return reference
 
 
+def _prepare_global(args: InferArgs, outs) -> dict:
+    return pool_facts(global_windows(args.types[0].shape[2:]))
+
+
 define("GlobalAveragePool", inputs=1, infer=_infer_global("GlobalAveragePool"),
-       reference=_global_reference("GlobalAveragePool"))
+       reference=_global_reference("GlobalAveragePool"), prepare=_prepare_global)
 define("GlobalMaxPool", inputs=1, infer=_infer_global("GlobalMaxPool"),
-       reference=_global_reference("GlobalMaxPool"))
+       reference=_global_reference("GlobalMaxPool"), prepare=_prepare_global)
 define("GlobalLpPool", inputs=1, infer=_infer_global("GlobalLpPool"), reference=_global_reference("GlobalLpPool"),
-       attrs=[Attr("p", "int", 2)])
+       attrs=[Attr("p", "int", 2)], prepare=_prepare_global)

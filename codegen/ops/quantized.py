@@ -18,6 +18,8 @@ import numpy as np
 from tinsmith.ir import TensorType
 from tinsmith.ir.graph import Quant
 from tinsmith.ops.common import broadcast_shapes, normalize_axis
+from tinsmith.ops.conv import Window
+from tinsmith.ops.pooling import pool_facts
 from tinsmith.ops.registry import Attr, InferArgs, OpError, Pattern, define
 from tinsmith.quant import fixed_point as fp
 from tinsmith.quant.fixed_point import DTYPE_RANGES
@@ -415,8 +417,17 @@ def _pool_reference(op: str):
     return reference
 
 
-define("QAvgPool", inputs=1, infer=_infer_pool, reference=_pool_reference("QAvgPool"), attrs=POOL_ATTRS)
-define("QMaxPool", inputs=1, infer=_infer_pool, reference=_pool_reference("QMaxPool"), attrs=POOL_ATTRS)
+def _prepare_pool(args: InferArgs, outs) -> dict:
+    """The two windows (H, W) of an NHWC pool; TFLite's pads are (top, left, bottom, right)."""
+    (h, w), (oh, ow) = args.types[0].shape[1:3], outs[0].shape[1:3]
+    (kh, kw), (sh, sw), (pt, pl, pb, pr) = args.attrs["kernel_shape"], args.attrs["strides"], args.attrs["pads"]
+    return pool_facts((Window(h, oh, kh, sh, 1, pt, pb), Window(w, ow, kw, sw, 1, pl, pr)), channels_last=True)
+
+
+define("QAvgPool", inputs=1, infer=_infer_pool, reference=_pool_reference("QAvgPool"), attrs=POOL_ATTRS,
+       prepare=_prepare_pool)
+define("QMaxPool", inputs=1, infer=_infer_pool, reference=_pool_reference("QMaxPool"), attrs=POOL_ATTRS,
+       prepare=_prepare_pool)
 
 
 # --- QMean (over H and W of NHWC, keeping dims, as TFLite's MEAN of a pooled head) -------------

@@ -25,6 +25,7 @@ from tinsmith.ir import TensorType
 from tinsmith.ir.graph import Quant
 from tinsmith.ops.common import broadcast_shapes
 from tinsmith.ops.conv import _WINDOW_ATTRS, gather_taps, kernel_from, windows
+from tinsmith.ops.pooling import global_windows, pool_facts
 from tinsmith.ops.registry import Attr, InferArgs, OpError, Pattern, define
 from tinsmith.quant.fixed_point import DTYPE_RANGES
 
@@ -495,8 +496,14 @@ def _global_pool_reference(xs, attrs):
 
 
 # channels_last (com.microsoft's attribute of the same name): (N, D1.., C) in, (N, 1.., C) out
+def _prepare_global_pool(args: InferArgs, outs) -> dict:
+    x, last = args.types[0], bool(args.attrs["channels_last"])
+    return pool_facts(global_windows(x.shape[1:-1] if last else x.shape[2:]), channels_last=last)
+
+
 define("QLinearGlobalAveragePool", inputs=1, infer=_infer_global_pool, reference=_global_pool_reference,
-       attrs=POOL_ATTRS + [Attr("channels_last", "int", 0, (0, 1))], pattern=Pattern.REDUCTION)
+       attrs=POOL_ATTRS + [Attr("channels_last", "int", 0, (0, 1))], pattern=Pattern.REDUCTION,
+       prepare=_prepare_global_pool)
 
 
 AVERAGE_POOL_ATTRS = POOL_ATTRS + [Attr("kernel_shape", "ints"), Attr("pads", "ints", None),
@@ -533,4 +540,5 @@ def _average_pool_reference(xs, attrs):
 
 
 define("QLinearAveragePool", inputs=1, infer=_infer_average_pool, reference=_average_pool_reference,
-       attrs=AVERAGE_POOL_ATTRS)
+       attrs=AVERAGE_POOL_ATTRS,
+       prepare=lambda args, outs: pool_facts(average_pool_windows(args.types[0].shape, args.attrs)))

@@ -4,14 +4,18 @@ by clamping the load's index into the input and selecting the zero point's contr
 for taps outside it, so no load ever leaves the buffer."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tinsmith.generate.backend import CPP, FLOATS, same, takes
+from tinsmith.generate.functors import window_nest
 from tinsmith.generate.kernel_sets import micro_kernel
 from tinsmith.generate.functors.quantized_math import (clamp, i32, multiply_by_quantized_multiplier,
                                                       multiply_by_quantized_multiplier_int64,
                                                       multiply_by_reduced_multiplier, multiply_with_offset,
                                                       packed_q15_multipliers,
                                                       packed_shifts_less_one, rounded_divide, select_max, widen)
-from tinsmith.generate.functors.quantized_onnx import float_requantize_store
+from tinsmith.generate.functors.quantized_onnx import CountingSum, float_requantize_store
+from tinsmith.generate.functors.window_nest import WindowOutput, WindowSchedule, WindowTap, both, clamp_into
 from tinsmith.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store,
                                       Var, Unary, broadcast_index, flat_index, index, nest)
 from tinsmith.ops import quantized as q
@@ -33,21 +37,6 @@ INT8_CONV = takes("int8", "int8", "int32", REQUANTIZERS, "int32", out=("int8", "
 
 def _v(name: str) -> Var:
     return Var(name)
-
-
-def _tap(pos: Expr, size: int, pad: int) -> tuple[Expr, Expr | None]:
-    """An input coordinate clamped into 0..size-1, and the test that it was inside (None: always)."""
-    if pad == 0:
-        return pos, None
-    inside = Binary("&&", Binary(">=", pos, index(0)), Binary("<", pos, index(size)))
-    clamped = Select(Binary("<", pos, index(0)), index(0), Select(Binary(">=", pos, index(size)), index(size - 1), pos))
-    return clamped, inside
-
-
-def _both(a: Expr | None, b: Expr | None) -> Expr | None:
-    if a is None or b is None:
-        return a or b
-    return Binary("&&", a, b)
 
 
 def _requant_params(graph, args, channel: Expr) -> tuple[Expr | int, Expr | int, int]:
@@ -129,27 +118,6 @@ def start_sum(args, attrs, channel: Expr, name: str = "acc") -> Local:
     return Local(name, _bias(args, channel), accumulator(attrs))
 
 
-def _window(args, attrs, kh: int, kw: int):
-    """Loop-variable expressions of a window: (iy, inside_y), (ix, inside_x) for taps ky, kx."""
-    h, w = args.inputs[0].type.shape[1:3]
-    sh, sw = attrs["strides"]
-    dh, dw = attrs.get("dilations", (1, 1))
-    pt, pl, pb, pr = attrs["pads"]
-    iy = Binary("+", Binary("-", Binary("*", _v("oy"), index(sh)), index(pt)), Binary("*", _v("ky"), index(dh)))
-    ix = Binary("+", Binary("-", Binary("*", _v("ox"), index(sw)), index(pl)), Binary("*", _v("kx"), index(dw)))
-    return _tap(iy, h, pt + pb), _tap(ix, w, pl + pr)
-
-
-def _spatial(args, channels: int, body: list[Stmt]) -> list[Stmt]:
-    n, oh, ow, _ = args.outputs[0].type.shape
-    return [For("n", n, (For("oy", oh, (For("ox", ow, (For("oc", channels, tuple(body)),)),)),))]
-
-
-def _out_at(args) -> tuple[Expr, tuple[Expr, ...]]:
-    coords = (_v("n"), _v("oy"), _v("ox"), _v("oc"))
-    return flat_index(coords, args.outputs[0].type.shape), coords
-
-
 @CPP.register("QFullyConnected", family="matrix", types=INT16X8_CONV)
 @CPP.register("QFullyConnected", family="matrix", types=QUANTIZED_CONV)
 def qfully_connected(graph, node_id, cluster_id, args, attrs):
@@ -198,34 +166,51 @@ for _op in ("QAdd", "QSub", "QMul"):
     CPP.register(_op, types=same(q.ELEMENTWISE_INTS, 2, acc="int32"))(_binary(_op))
 
 
+@dataclass(frozen=True)
+class QuantizedMax:
+    """TFLite's int8 and int16 max pool: the running maximum in int32 (padding never wins),
+    clamped to the activation's range."""
+
+    act_min: int
+    act_max: int
+    dtype: str
+
+    def start(self, scope: str, out: WindowOutput) -> list[Stmt]:
+        return [Local("acc", i32(-(1 << 30)), "int32")]
+
+    def step(self, scope: str, tap: WindowTap) -> list[Stmt]:
+        larger = select_max(Var("acc"), widen(tap.value))
+        return [Assign("acc", larger if tap.inside is None else Select(tap.inside, larger, Var("acc")))]
+
+    def finish(self, scope: str, out: WindowOutput) -> list[Stmt]:
+        return [Store(out.y, out.at, Cast(self.dtype, clamp(Var("acc"), self.act_min, self.act_max)), out.coords)]
+
+
+@dataclass(frozen=True)
+class RoundedAverage(CountingSum):
+    """TFLite's average pool: the sum over the taps inside the input divided by their count, ties
+    away from zero, clamped to the activation's range."""
+
+    act_min: int
+    act_max: int
+    dtype: str
+
+    def finish(self, scope: str, out: WindowOutput) -> list[Stmt]:
+        result = rounded_divide(Var("acc"), Var("count") if out.counted is None else out.counted)
+        return [Store(out.y, out.at, Cast(self.dtype, clamp(result, self.act_min, self.act_max)), out.coords)]
+
+
+# TFLite's loops and names: batch, rows, columns, then channels; every tap of a 2-D window
+TFLITE_POOL = WindowSchedule(taps="clamped", channels="inner", out_vars=("oy", "ox"), tap_vars=("ky", "kx"),
+                             channel_var="oc")
+
+
 def _pool(op: str):
     def functor(graph, node_id, cluster_id, args, attrs):
-        x, y = args.inputs[0], args.outputs[0]
-        kh, kw = attrs["kernel_shape"]
-        (iy, in_y), (ix, in_x) = _window(args, {**attrs, "dilations": (1, 1)}, kh, kw)
-        inside = _both(in_y, in_x)
-        v = widen(Load(x.name, flat_index((_v("n"), iy, ix, _v("oc")), x.type.shape)))
-        if op == "QMaxPool":
-            larger = select_max(Var("acc"), v)
-            step = Assign("acc", larger if inside is None else Select(inside, larger, Var("acc")))
-            start, stmts = i32(-(1 << 30)), []
-            result: Expr = Var("acc")
-        else:
-            step = Assign("acc", Binary("+", Var("acc"), v if inside is None else Select(inside, v, i32(0))))
-            start = i32(0)
-            if inside is None:
-                count: Expr | int = kh * kw
-                stmts = []
-            else:
-                count = Var("count")
-                stmts = [Local("count", i32(0), "int32")]
-                step = (step, Assign("count", Binary("+", Var("count"), Select(inside, i32(1), i32(0)))))
-            result = rounded_divide(Var("acc"), count)
-        steps = step if isinstance(step, tuple) else (step,)
-        at, coords = _out_at(args)
-        body = [Local("acc", start, "int32"), *stmts, For("ky", kh, (For("kx", kw, steps),)),
-                Store(y.name, at, Cast(y.type.dtype, clamp(result, attrs["act_min"], attrs["act_max"])), coords)]
-        return _spatial(args, x.type.shape[3], body)
+        dtype = args.outputs[0].type.dtype
+        micro = QuantizedMax(attrs["act_min"], attrs["act_max"], dtype) if op == "QMaxPool" else \
+            RoundedAverage(None, attrs["act_min"], attrs["act_max"], dtype)
+        return window_nest.window(window_nest.WindowNest.of(args), TFLITE_POOL, micro)
     functor.__doc__ = f"{op} over NHWC windows; taps in the padding do not count."
     return functor
 
@@ -329,9 +314,10 @@ def qpad(graph, node_id, cluster_id, args, attrs):
     def body(idx):
         src, inside = [], None
         for axis, i in enumerate(idx):
-            pos, test = _tap(Binary("-", i, index(pads[axis])), x.type.shape[axis], pads[axis] + pads[axis + rank])
+            pos, test = clamp_into(Binary("-", i, index(pads[axis])), x.type.shape[axis],
+                                   pads[axis] + pads[axis + rank] != 0)
             src.append(pos)
-            inside = _both(inside, test)
+            inside = both(inside, test)
         v: Expr = widen(Load(x.name, flat_index(src, x.type.shape)))
         if inside is not None:
             v = Select(inside, v, i32(attrs["x_zero_point"]))

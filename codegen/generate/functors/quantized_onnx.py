@@ -6,12 +6,15 @@ so per-channel output scales are computed in the kernel exactly as ONNX Runtime 
 (x_scale * w_scale[m]) / y_scale in float32."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from tinsmith.generate.backend import CPP, takes
+from tinsmith.generate.functors import window_nest
 from tinsmith.generate.functors.quantized_math import i32, widen
+from tinsmith.generate.functors.window_nest import WindowOutput, WindowTap
 from tinsmith.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store, Unary,
                                       Var, broadcast_index, flat_index, index, nest)
 from tinsmith.ops import quantized_onnx as qo
@@ -286,65 +289,67 @@ def qlinear_add(graph, node_id, cluster_id, args, attrs):
     return nest(shape, "i", body)[0]
 
 
+# --- pools: the window nest (window_nest.py) with an int32 sum ---------------------------------
+@dataclass(frozen=True)
+class CountingSum:
+    """The int32 sum of the taps (less `zero_point` where one is given) that lie inside the input
+    and, where some may not (WindowOutput.counted None), their count at run time."""
+
+    zero_point: int | None
+
+    def start(self, scope: str, out: WindowOutput) -> list[Stmt]:
+        count = [Local("count", i32(0), "int32")] if out.counted is None else []
+        return [Local("acc", i32(0), "int32"), *count]
+
+    def step(self, scope: str, tap: WindowTap) -> list[Stmt]:
+        v = widen(tap.value)
+        if self.zero_point is not None:
+            v = Binary("-", v, i32(self.zero_point))
+        if tap.inside is None:
+            return [Assign("acc", Binary("+", Var("acc"), v))]
+        return [Assign("acc", Binary("+", Var("acc"), Select(tap.inside, v, i32(0)))),
+                Assign("count", Binary("+", Var("count"), Select(tap.inside, i32(1), i32(0))))]
+
+
+@dataclass(frozen=True, eq=False)
+class QLinearAverage(CountingSum):
+    """The mean of (x - x_zp) over the taps inside the input, times x_scale / y_scale, in float32,
+    rounded half to even, plus y_zp (ONNX Runtime's QLinearAveragePool)."""
+
+    y: object  # the output argument
+    attrs: dict
+
+    def finish(self, scope: str, out: WindowOutput) -> list[Stmt]:
+        ratio = f32(np.float32(np.float32(self.attrs["x_scale"]) / np.float32(self.attrs["y_scale"])))
+        count = Cast("float32", Var("count")) if out.counted is None else f32(float(out.counted))
+        mean = Binary("/", Binary("*", Cast("float32", Var("acc")), ratio), count)
+        lo, hi = DTYPE_RANGES[self.y.type.dtype]
+        return [_round_store(self.y, out.at, out.coords, mean, self.attrs["y_zero_point"], lo, hi)]
+
+
+@dataclass(frozen=True, eq=False)
+class QLinearGlobalAverage(QLinearAverage):
+    """The raw sum less count * x_zp, times one multiplier x_scale / (y_scale * count)."""
+
+    def finish(self, scope: str, out: WindowOutput) -> list[Stmt]:
+        raw = Binary("-", Var("acc"), i32(out.counted * self.attrs["x_zero_point"]))
+        scaled = Binary("*", Cast("float32", raw), f32(qo.pool_scale(self.attrs, out.counted)))
+        lo, hi = DTYPE_RANGES[self.y.type.dtype]
+        return [_round_store(self.y, out.at, out.coords, scaled, self.attrs["y_zero_point"], lo, hi)]
+
+
 @CPP.register("QLinearGlobalAveragePool", family="window", layout="any", types=takes(Q8, "float32", Q8, "float32", Q8, out=Q8, acc="int32"))
 def qlinear_global_average_pool(graph, node_id, cluster_id, args, attrs):
     """The sum of (x - x_zp) over each channel's positions, times x_scale / (y_scale * count), rounded.
     Channels last (N, D1.., C): channel c of position p at p * C + c."""
-    x, y = args.inputs[0], args.outputs[0]
-    last = attrs.get("channels_last", 0)
-    n, c = (x.type.shape[0], x.type.shape[-1]) if last else x.type.shape[:2]
-    count = x.type.size // (n * c)
-    lo, hi = DTYPE_RANGES[y.type.dtype]
-    channel = Binary("+", Binary("*", Var("n"), index(c)), Var("c"))
-    at = Binary("+", Binary("*", Binary("+", Binary("*", Var("n"), index(count)), Var("p")), index(c)), Var("c")) \
-        if last else Binary("+", Binary("*", channel, index(count)), Var("p"))
-    ones = (index(0),) * (x.type.rank - 2)
-    coords = (Var("n"), *ones, Var("c")) if last else (Var("n"), Var("c"), *ones)
-    scaled = Binary("*", Cast("float32", Binary("-", Var("acc"), i32(count * attrs["x_zero_point"]))),
-                    f32(qo.pool_scale(attrs, count)))
-    body = (Local("acc", i32(0), "int32"),
-            For("p", count, (Assign("acc", Binary("+", Var("acc"), widen(Load(x.name, at)))),)),
-            _round_store(y, channel, coords, scaled, attrs["y_zero_point"], lo, hi))
-    return [For("n", n, (For("c", c, body),))]
+    schedule = window_nest.WindowSchedule(taps="whole", channels="outer", position_var="p")
+    return window_nest.window(window_nest.WindowNest.of(args), schedule, QLinearGlobalAverage(None, args.outputs[0], attrs))
 
 
 @CPP.register("QLinearAveragePool", family="window", layout="nchw", types=takes(Q8, "float32", Q8, "float32", Q8, out=Q8, acc="int32"))
 def qlinear_average_pool(graph, node_id, cluster_id, args, attrs):
     """The sum of (x - x_zp) over each window's taps inside the input, times x_scale / y_scale,
     divided by their count, in float32, rounded."""
-    x, y = args.inputs[0], args.outputs[0]
-    xs, ys = x.type.shape, y.type.shape
-    wins = qo.average_pool_windows(xs, attrs)
-    out_pos = [Var(f"o{k}") for k in range(len(wins))]
-    taps = [Var(f"k{k}") for k in range(len(wins))]
-    inside: Expr | None = None
-    at = []
-    for k, win in enumerate(wins):
-        pos = Binary("+", Binary("-", Binary("*", out_pos[k], index(win.stride)), index(win.pad_begin)), taps[k])
-        if win.pad_begin or win.pad_end:
-            test = Binary("&&", Binary(">=", pos, index(0)), Binary("<", pos, index(win.in_size)))
-            inside = test if inside is None else Binary("&&", inside, test)
-            pos = Select(Binary("<", pos, index(0)), index(0),
-                         Select(Binary(">=", pos, index(win.in_size)), index(win.in_size - 1), pos))
-        at.append(pos)
-    v = Binary("-", widen(Load(x.name, flat_index([Var("n"), Var("c"), *at], xs))), i32(attrs["x_zero_point"]))
-    if inside is None:
-        steps: tuple[Stmt, ...] = (Assign("acc", Binary("+", Var("acc"), v)),)
-        count: Expr = f32(float(np.prod([w.kernel for w in wins])))
-        start: tuple[Stmt, ...] = (Local("acc", i32(0), "int32"),)
-    else:
-        steps = (Assign("acc", Binary("+", Var("acc"), Select(inside, v, i32(0)))),
-                 Assign("count", Binary("+", Var("count"), Select(inside, i32(1), i32(0)))))
-        count = Cast("float32", Var("count"))
-        start = (Local("acc", i32(0), "int32"), Local("count", i32(0), "int32"))
-    for k in reversed(range(len(wins))):
-        steps = (For(taps[k].name, wins[k].kernel, steps),)
-    ratio = f32(np.float32(np.float32(attrs["x_scale"]) / np.float32(attrs["y_scale"])))
-    mean = Binary("/", Binary("*", Cast("float32", Var("acc")), ratio), count)
-    coords = (Var("n"), Var("c"), *out_pos)
-    lo, hi = DTYPE_RANGES[y.type.dtype]
-    body: tuple[Stmt, ...] = (*start, *steps, _round_store(y, flat_index(coords, ys), coords, mean,
-                                                            attrs["y_zero_point"], lo, hi))
-    for k in reversed(range(len(wins))):
-        body = (For(out_pos[k].name, ys[2 + k], body),)
-    return [For("n", ys[0], (For("c", ys[1], body),))]
+    micro = QLinearAverage(attrs["x_zero_point"], args.outputs[0], attrs)
+    schedule = window_nest.WindowSchedule(taps="clamped", channels="outer")
+    return window_nest.window(window_nest.WindowNest.of(args), schedule, micro)
