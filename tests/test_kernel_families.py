@@ -1,14 +1,15 @@
-"""The float convolution and matrix-product families each have one loop-nest driver
-(codegen/generate/functors/conv_nest.py, matrix.py): every float Conv, ConvNHWC, ConvTranspose,
-Gemm and MatMul kernel on every kind of target is that driver with a schedule and a micro-kernel.
-Counted: the driver's calls while a graph is compiled, and which micro-kernel each call was given."""
+"""The float convolution, matrix-product and window families each have one loop-nest driver
+(codegen/generate/functors/conv_nest.py, matrix.py, window_nest.py): every float Conv, ConvNHWC,
+ConvTranspose, Gemm and MatMul kernel, and every pool (float, channels last, TFLite int8/int16,
+QLinear), on every kind of target is that driver with a schedule and a micro-kernel. Counted: the
+driver's calls while a graph is compiled, and which micro-kernel each call was given."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from tinsmith.generate.functors import conv_nest, matrix
+from tinsmith.generate.functors import conv_nest, matrix, window_nest
 from tinsmith.pipeline import compile_graph
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,3 +104,58 @@ def test_the_in_place_variant_and_the_row_pipeline_are_the_one_nest(graph, micro
     compile_graph(ROOT / "graphs" / f"{graph}.yaml", target="cortex-m4")
     used = {type(args[1]).__name__ for args in spaces}
     assert micro in used and used <= {micro, "RegisterBlock", "ScalarDot"}, used
+
+
+# --- the window family ---------------------------------------------------------------------------
+POOL_ATTRS = "kernel_shape: [3, 3], strides: [2, 2], pads: [1, 1, 1, 1]"
+QLINEAR = "x_scale: 0.05, x_zero_point: 1, y_scale: 0.04, y_zero_point: 2, dtype: int8"
+WINDOW_GRAPHS = {  # op, input type and shape, attributes
+    "MaxPool": ("MaxPool", "float32", "[1, 8, 9, 9]", POOL_ATTRS),
+    "MaxPool int8": ("MaxPool", "int8", "[1, 8, 9, 9]", POOL_ATTRS),
+    "AveragePool": ("AveragePool", "float32", "[1, 8, 9, 9]", POOL_ATTRS + ", count_include_pad: 1"),
+    "LpPool": ("LpPool", "float32", "[1, 8, 9, 9]", POOL_ATTRS + ", p: 3"),
+    "GlobalAveragePool": ("GlobalAveragePool", "float32", "[1, 8, 5, 5]", ""),
+    "GlobalMaxPool": ("GlobalMaxPool", "float32", "[1, 8, 5, 5]", ""),
+    "GlobalLpPool": ("GlobalLpPool", "float32", "[1, 8, 5, 5]", "p: 2"),
+    "MaxPoolIndices": ("MaxPoolIndices", "float32", "[1, 8, 9, 9]", POOL_ATTRS),
+    "AveragePoolNHWC": ("AveragePoolNHWC", "float32", "[1, 9, 9, 8]", POOL_ATTRS),
+    "MaxPoolNHWC": ("MaxPoolNHWC", "float32", "[1, 9, 9, 8]", POOL_ATTRS),
+    "QAvgPool": ("QAvgPool", "int8", "[1, 9, 9, 8]", POOL_ATTRS),
+    "QMaxPool": ("QMaxPool", "int16", "[1, 9, 9, 8]", POOL_ATTRS + ", act_min: -32768, act_max: 32767"),
+    "QLinearAveragePool": ("QLinearAveragePool", "int8", "[1, 8, 9, 9]", POOL_ATTRS + ", " + QLINEAR),
+    "QLinearGlobalAveragePool": ("QLinearGlobalAveragePool", "int8", "[1, 8, 5, 5]", QLINEAR),
+}
+# (micro-kernel class, schedule.taps) per graph, on every target (a pool alone stays NCHW on the
+# host: the layout pass turns channels last only what follows a channels-last convolution)
+WINDOW_MICRO = {
+    "MaxPool": ("MaxSelect", "tiles"), "MaxPool int8": ("MaxSelect", "tiles"), "AveragePool": ("WindowSum", "tiles"),
+    "LpPool": ("WindowSum", "tiles"), "GlobalAveragePool": ("WindowSum", "whole"),
+    "GlobalMaxPool": ("MaxSelect", "whole"), "GlobalLpPool": ("WindowSum", "whole"),
+    "MaxPoolIndices": ("MaxWithPosition", "tiles"), "AveragePoolNHWC": ("LaneReduce", "tiles"),
+    "MaxPoolNHWC": ("LaneReduce", "tiles"), "QAvgPool": ("RoundedAverage", "clamped"),
+    "QMaxPool": ("QuantizedMax", "clamped"), "QLinearAveragePool": ("QLinearAverage", "clamped"),
+    "QLinearGlobalAveragePool": ("QLinearGlobalAverage", "whole"),
+}
+
+
+@pytest.mark.parametrize("target", ["cpp", "host", "cortex-m4", "cortex-m0plus"])
+@pytest.mark.parametrize("case", sorted(WINDOW_GRAPHS))
+def test_every_pool_is_the_one_window_nest(case, target, tmp_path, monkeypatch):
+    op, dtype, shape, attrs = WINDOW_GRAPHS[case]
+    path = tmp_path / "g.yaml"
+    path.write_text(f"graph: g\ninputs:\n  x: {{dtype: {dtype}, shape: {shape}}}\noutputs: [y]\n"
+                    f"nodes:\n  - {{op: {op}, inputs: [x], outputs: [y], attrs: {{{attrs}}}}}\n")
+    calls = counting(monkeypatch, window_nest, "window")
+    compile_graph(path, target=None if target == "cpp" else target)
+    assert [(type(micro).__name__, schedule.taps) for _, schedule, micro in calls] == [WINDOW_MICRO[case]]
+
+
+@pytest.mark.parametrize("model,target,micro", [
+    ("graphs/kws_dscnn.yaml", "cortex-m4", "WindowSum"),  # its AveragePool over the whole map: a Global pool
+    ("graphs/kws_dscnn.yaml", "host", "LaneReduce"),  # channels last after the convolutions, host vectors
+    ("graphs/ic_resnet8.yaml", "cortex-m55-speed", "LaneReduce"),
+    ("models/ic_resnet8_int8.tflite", "cortex-m4", "RoundedAverage")])
+def test_the_shipped_models_pools_are_the_one_window_nest(model, target, micro, monkeypatch):
+    calls = counting(monkeypatch, window_nest, "window")
+    compile_graph(ROOT / model, target=target)
+    assert [type(c[2]).__name__ for c in calls] == [micro]

@@ -74,8 +74,10 @@ class WindowNest:
 
 @dataclass(frozen=True)
 class WindowSchedule:
-    """How the nest is cut (see the module doc); the loop variables' names are the schedule's too
-    (None: o0, o1, ... for outputs, k0, k1, ... for taps)."""
+    """How the nest is cut (see the module doc): "tiles" runs over planes or with the channels
+    inner, "clamped" with them outer or inner, "whole" over planes or with them outer (SCHEDULES).
+    The loop variables' names are the schedule's too (None: o0, o1, ... for outputs, k0, k1, ...
+    for taps)."""
 
     taps: str = "tiles"
     exact: bool = False
@@ -262,8 +264,12 @@ def _whole(nest: WindowNest, schedule: WindowSchedule, micro: WindowMicroKernel)
 
 
 NESTS = {"tiles": _tiled, "clamped": _clamped, "whole": _whole}
+SCHEDULES = {("tiles", "planes"), ("tiles", "inner"), ("clamped", "outer"), ("clamped", "inner"),
+             ("whole", "planes"), ("whole", "outer")}
 
 
 def window(nest: WindowNest, schedule: WindowSchedule, micro: WindowMicroKernel) -> list[Stmt]:
     """The family's loop nest (see the module doc)."""
+    if (schedule.taps, schedule.channels) not in SCHEDULES:
+        raise ValueError(f"no window nest runs taps {schedule.taps!r} with channels {schedule.channels!r}")
     return NESTS[schedule.taps](nest, schedule, micro)
