@@ -784,6 +784,30 @@ _conv_16x8("depthwise_conv_2d_dilated_int16", "DEPTHWISE_CONV_2D", (1, 2, 2, 4),
            conv_options(0, dilation=2, depth_multiplier=1))
 
 
+def _transpose_conv_quantized(name, dtype, x_shape, w_shape, y_shape, padding, stride, bias="int32", act=0):
+    """TRANSPOSE_CONV on int8 (int32 bias) or 16x8 data (int64 or int16 bias, or none)."""
+    def build(c: Case):
+        x_quant, y_quant = ((0.05, -3), (0.08, 6)) if dtype == "int8" else ((0.002, 0), (0.004, 0))
+        x = c.input("x", dtype, x_shape, quant=x_quant)
+        shape = c.const("output_shape", np.array(y_shape, np.int32))
+        w, b = _weights_16x8(c, w_shape, w_shape[0], 0, x_quant[0], bias, 14 if bias == "int16" else 20)
+        c.op("TRANSPOSE_CONV", [shape, w, x, b], [c.output("y", dtype, y_shape, quant=y_quant)],
+             ("TransposeConvOptions", {"Padding": padding, "StrideH": stride, "StrideW": stride,
+                                       "FusedActivationFunction": act}))
+    CASES[name] = build
+
+
+_transpose_conv_quantized("transpose_conv_same_stride2_int8", "int8", (1, 4, 5, 3), (2, 3, 3, 3), (1, 8, 10, 2), 0, 2)
+_transpose_conv_quantized("transpose_conv_valid_stride2_relu_int8", "int8", (1, 3, 4, 2), (3, 3, 3, 2), (1, 7, 9, 3),
+                          1, 2, act=1)
+_transpose_conv_quantized("transpose_conv_same_stride1_no_bias_int8", "int8", (1, 5, 4, 3), (4, 2, 2, 3),
+                          (1, 5, 4, 4), 0, 1, bias=None)
+_transpose_conv_quantized("transpose_conv_same_stride2_int16", "int16", (1, 4, 5, 3), (2, 3, 3, 3), (1, 8, 10, 2),
+                          0, 2, bias="int64")
+_transpose_conv_quantized("transpose_conv_valid_stride3_int16_bias_int16", "int16", (1, 3, 3, 2), (3, 2, 2, 2),
+                          (1, 8, 8, 3), 1, 3, bias="int16")
+
+
 def _fc_16x8(name, bias="int64", bias_bits=20, y_scale=0.05, act=0):
     def build(c: Case):
         x = c.input("x", "int16", (3, 24), quant=(0.002, 0))
