@@ -185,6 +185,12 @@ def l2_normalization(r: Reader, op, inputs, outputs) -> None:
 
 
 def batch_matmul(r: Reader, op, inputs, outputs) -> None:
+    r.emit("MatMul", batch_matmul_operands(r, op, inputs), [r.names[int(outputs[0])]], {})
+
+
+def batch_matmul_operands(r: Reader, op, inputs) -> list[str]:
+    """BATCH_MATMUL's two operands as MatMul takes them: each adjoint one (adj_x, adj_y) transposed
+    in its last two axes."""
     opts = options(op, "BatchMatMulOptions")
     operands = []
     for i, adjoint in ((inputs[0], opts.AdjX()), (inputs[1], opts.AdjY())):
@@ -195,7 +201,7 @@ def batch_matmul(r: Reader, op, inputs, outputs) -> None:
             r.emit("Transpose", [value], [swapped], {"perm": list(range(rank - 2)) + [rank - 1, rank - 2]})
             value = swapped
         operands.append(value)
-    r.emit("MatMul", operands, [r.names[int(outputs[0])]], {})
+    return operands
 
 
 def transpose_conv(r: Reader, op, inputs, outputs) -> None:

@@ -57,7 +57,7 @@ OPERATORS: dict[str, Rule] = {
                             2),
     "TRANSPOSE_CONV": Rule({"float32": flt.transpose_conv, "int8": q.transpose_conv, "int16": q.transpose_conv}, 3,
                            typed_by=2),
-    "BATCH_MATMUL": Rule({"float32": flt.batch_matmul}, 2),
+    "BATCH_MATMUL": Rule({"float32": flt.batch_matmul, "int8": q.batch_matmul}, 2),
     "AVERAGE_POOL_2D": Rule({"float32": flt.pool("AveragePoolNHWC"), **each(q.pool("QAvgPool"), Q_ELEMENTWISE)}),
     "MAX_POOL_2D": Rule({"float32": flt.pool("MaxPoolNHWC"), **each(q.pool("QMaxPool"), Q_ELEMENTWISE)}),
     # --- arithmetic ---------------------------------------------------------------------------

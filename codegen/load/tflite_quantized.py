@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinsmith.load import tflite_tables as tables
+from tinsmith.load.tflite_float import batch_matmul_operands
 from tinsmith.load.tflite_reader import Reader, Unsupported, options
 from tinsmith.quant import activations
 from tinsmith.quant import fixed_point as fp
@@ -147,6 +148,26 @@ def _transposed_bias(r: Reader, bias: list[int]) -> str:
     if r.dtype(bias[0]) == "int16":  # widened, as TFLite Micro does before it sums
         return r.add_constant(f"{r.names[bias[0]]}_int64", r.constant_data(bias[0], "TRANSPOSE_CONV bias").astype(np.int64))
     return r.value(bias[0])
+
+
+def batch_matmul(r: Reader, op, inputs, outputs) -> None:
+    """int8 BATCH_MATMUL: the int32 sums of (a - a's zero point)(b - b's zero point) (MatMulInteger),
+    requantized by a_scale * b_scale / y_scale as TFLite Micro's Prepare computes it in double
+    (the float32 scales widened), without an activation. Per-tensor quantization only, as TFLite's."""
+    a, b, y = int(inputs[0]), int(inputs[1]), int(outputs[0])
+    (a_s, a_zp), (b_s, b_zp), (y_s, y_zp) = r.scale_zp(a), r.scale_zp(b), r.scale_zp(y)
+    for i in (a, b, y):
+        if np.size(r.required_quant(i).scale) != 1:
+            raise Unsupported(f"BATCH_MATMUL with per-channel quantization of tensor '{r.original(i)}' "
+                              f"(TFLite quantizes both operands per tensor)")
+    name = r.names[y]
+    sums = r.fresh(f"{name}_sums")
+    zero_points = [r.add_constant(f"{name}_a_zero_point", np.int8(a_zp)),
+                   r.add_constant(f"{name}_b_zero_point", np.int8(b_zp))]
+    r.emit("MatMulInteger", [*batch_matmul_operands(r, op, inputs), *zero_points], [sums], {})
+    scale = float(np.float32(a_s)) * float(np.float32(b_s)) / float(np.float32(y_s))
+    r.emit("Requantize", [sums], [name], {"x_scale": 1.0, "x_zero_point": 0, "y_scale": y_s, "y_zero_point": y_zp,
+                                          "dtype": r.dtype(y), "effective_scale": scale})
 
 
 def depthwise(r: Reader, op, inputs, outputs) -> None:

@@ -808,6 +808,21 @@ _transpose_conv_quantized("transpose_conv_valid_stride3_int16_bias_int16", "int1
                           (1, 8, 8, 3), 1, 3, bias="int16")
 
 
+def _batch_matmul_int8(name, a_shape, b_shape, y_shape, adj_x=False, adj_y=False, quants=((0.05, -3), (0.04, 7))):
+    def build(c: Case):
+        a = c.input("a", "int8", a_shape, quant=quants[0])
+        b = c.input("b", "int8", b_shape, quant=quants[1])
+        c.op("BATCH_MATMUL", [a, b], [c.output("y", "int8", y_shape, quant=(0.12, -5))],
+             ("BatchMatMulOptions", {"AdjX": adj_x, "AdjY": adj_y}))
+    CASES[name] = build
+
+
+_batch_matmul_int8("batch_matmul_int8", (2, 3, 4), (2, 4, 5), (2, 3, 5))
+_batch_matmul_int8("batch_matmul_adj_y_broadcast_int8", (2, 3, 6), (1, 5, 6), (2, 3, 5), adj_y=True)
+_batch_matmul_int8("batch_matmul_adj_x_symmetric_int8", (3, 4, 2), (3, 4, 3), (3, 2, 3), adj_x=True,
+                   quants=((0.03, 0), (0.02, 0)))
+
+
 def _fc_16x8(name, bias="int64", bias_bits=20, y_scale=0.05, act=0):
     def build(c: Case):
         x = c.input("x", "int16", (3, 24), quant=(0.002, 0))
