@@ -8,6 +8,7 @@ from typing import Callable, Mapping
 
 from tinsmith.load import tflite_float as flt
 from tinsmith.load import tflite_quantized as q
+from tinsmith.load import tflite_quantized_composite as qc
 from tinsmith.load import tflite_recurrent as rec
 from tinsmith.load import tflite_variables as var
 from tinsmith.load import tflite_control as ctl
@@ -55,9 +56,9 @@ OPERATORS: dict[str, Rule] = {
     "DEPTHWISE_CONV_2D": Rule({"float32": flt.depthwise, "int8": q.depthwise, "int16": q.depthwise}, 2),
     "FULLY_CONNECTED": Rule({"float32": flt.fully_connected, "int8": q.fully_connected, "int16": q.fully_connected},
                             2),
-    "TRANSPOSE_CONV": Rule({"float32": flt.transpose_conv, "int8": q.transpose_conv, "int16": q.transpose_conv}, 3,
+    "TRANSPOSE_CONV": Rule({"float32": flt.transpose_conv, "int8": qc.transpose_conv, "int16": qc.transpose_conv}, 3,
                            typed_by=2),
-    "BATCH_MATMUL": Rule({"float32": flt.batch_matmul, "int8": q.batch_matmul}, 2),
+    "BATCH_MATMUL": Rule({"float32": flt.batch_matmul, "int8": qc.batch_matmul}, 2),
     "AVERAGE_POOL_2D": Rule({"float32": flt.pool("AveragePoolNHWC"), **each(q.pool("QAvgPool"), Q_ELEMENTWISE)}),
     "MAX_POOL_2D": Rule({"float32": flt.pool("MaxPoolNHWC"), **each(q.pool("QMaxPool"), Q_ELEMENTWISE)}),
     # --- arithmetic ---------------------------------------------------------------------------
@@ -83,7 +84,7 @@ OPERATORS: dict[str, Rule] = {
     "LOGISTIC": Rule({"float32": flt.unary("Sigmoid"), "int8": q.table_function("logistic")}),
     "TANH": Rule({"float32": flt.unary("Tanh"), "int8": q.table_function("tanh")}),
     "LEAKY_RELU": Rule({"float32": flt.leaky_relu, "int8": q.leaky_relu, "int16": q.leaky_relu_int16}),
-    "PRELU": Rule(each(flt.binary("PRelu", None), FLOAT), 2),
+    "PRELU": Rule({"float32": flt.binary("PRelu", None), "int8": qc.prelu}, 2),
     "HARD_SWISH": Rule({"float32": flt.unary("HardSwish"), "int8": q.hard_swish}),
     "ELU": Rule({"float32": flt.unary("Elu", alpha=1.0), "int8": q.elu}),
     "GELU": Rule(each(flt.gelu, FLOAT)),

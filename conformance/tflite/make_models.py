@@ -823,6 +823,18 @@ _batch_matmul_int8("batch_matmul_adj_x_symmetric_int8", (3, 4, 2), (3, 4, 3), (3
                    quants=((0.03, 0), (0.02, 0)))
 
 
+def _prelu_int8(name, alpha_shape, alpha_quant):
+    def build(c: Case):
+        x = c.input("x", "int8", (1, 4, 5, 3), quant=(0.05, 10))
+        alpha = c.const("alpha", c.rng.integers(-128, 128, alpha_shape).astype(np.int8), quant=alpha_quant)
+        c.op("PRELU", [x, alpha], [c.output("y", "int8", (1, 4, 5, 3), quant=(0.04, -6))])
+    CASES[name] = build
+
+
+_prelu_int8("prelu_per_channel_int8", (1, 1, 3), (0.004, -20))
+_prelu_int8("prelu_elementwise_int8", (4, 5, 3), (0.01, 3))
+
+
 def _fc_16x8(name, bias="int64", bias_bits=20, y_scale=0.05, act=0):
     def build(c: Case):
         x = c.input("x", "int16", (3, 24), quant=(0.002, 0))
