@@ -148,8 +148,8 @@ OPERATORS: dict[str, Rule] = {
     "GATHER_ND": Rule(each(t.gather_nd), 2),
     "EMBEDDING_LOOKUP": Rule(each(t.embedding_lookup, FLOAT), 2, typed_by=1),
     "PAD": Rule({**each(flt.pad, ("float32", "int32")), **each(q.pad, Q_ELEMENTWISE)}, 2),
-    "PADV2": Rule(each(flt.pad, ("float32", "int32")), 3),
-    "MIRROR_PAD": Rule(each(t.mirror_pad, ("float32", "int32")), 2),
+    "PADV2": Rule(each(flt.pad, ("float32", "int32") + Q_ELEMENTWISE), 3),  # int8, int16: the value as stored
+    "MIRROR_PAD": Rule(each(t.mirror_pad, ("float32", "int32", "int8")), 2),
     "REVERSE_V2": Rule(each(t.reverse), 2),
     "SPACE_TO_BATCH_ND": Rule(each(t.space_to_batch, ("float32", "int8")), 3),
     "BATCH_TO_SPACE_ND": Rule(each(t.batch_to_space, ("float32", "int8")), 3),

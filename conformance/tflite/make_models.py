@@ -280,6 +280,8 @@ for _dtype, _quant in (("float32", None), ("int8", Q)):
     shaped(f"reverse_v2_{_dtype}", "REVERSE_V2", (2, 3, 4), (2, 3, 4), [[1]], dtype=_dtype, quant=_quant)
 shaped("mirror_pad_reflect_float32", "MIRROR_PAD", (2, 3, 4), (2, 6, 5), [[[0, 0], [2, 1], [1, 0]]],
        ("MirrorPadOptions", {"Mode": 0}))
+shaped("mirror_pad_reflect_int8", "MIRROR_PAD", (2, 3, 4), (2, 6, 5), [[[0, 0], [2, 1], [1, 0]]],
+       ("MirrorPadOptions", {"Mode": 0}), dtype="int8", quant=Q)
 binary("floor_mod_float32", "FLOOR_MOD", b_lo=0.5, b_hi=2.0)
 shaped("squeeze_float32", "SQUEEZE", (1, 3, 1, 4), (3, 4), options=("SqueezeOptions", {"SqueezeDims": [0, 2]}))
 shaped("expand_dims_float32", "EXPAND_DIMS", (3, 4), (3, 1, 4), [[1]])
@@ -323,11 +325,18 @@ shaped("resize_nearest_neighbor_align_corners_float32", "RESIZE_NEAREST_NEIGHBOR
 shaped("tile_float32", "TILE", (2, 3), (4, 9), [[2, 3]])
 
 
-@case("padv2_float32")
-def _padv2(c: Case):
-    x = c.input("x", "float32", (2, 3))
-    c.op("PADV2", [x, c.const("pads", np.array([[0, 1], [2, 0]], np.int32)), c.const("value", np.float32([1.5]))],
-         [c.output("y", "float32", (3, 5))])
+def _padv2(dtype: str, value, quant=None):
+    def build(c: Case):
+        x = c.input("x", dtype, (2, 3), quant=quant)
+        c.op("PADV2", [x, c.const("pads", np.array([[0, 1], [2, 0]], np.int32)),
+                       c.const("value", np.array([value], dtype), quant=quant)],
+             [c.output("y", dtype, (3, 5), quant=quant)])
+    return build
+
+
+CASES["padv2_float32"] = _padv2("float32", 1.5)
+CASES["padv2_int8"] = _padv2("int8", -7, Q)  # TFLite: the value quantized as the input
+CASES["padv2_int16"] = _padv2("int16", 300, (0.002, 0))
 
 
 @case("gather_nd_float32")
