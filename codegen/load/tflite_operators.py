@@ -155,7 +155,7 @@ OPERATORS: dict[str, Rule] = {
     "BATCH_TO_SPACE_ND": Rule(each(t.batch_to_space, ("float32", "int8")), 3),
     "DEPTH_TO_SPACE": Rule(each(t.depth_to_space)),
     "SPACE_TO_DEPTH": Rule(each(t.space_to_depth)),
-    "RESIZE_BILINEAR": Rule(each(t.resize("linear"), FLOAT), 2),
+    "RESIZE_BILINEAR": Rule({"float32": t.resize("linear"), "int8": qc.resize_bilinear}, 2),
     "RESIZE_NEAREST_NEIGHBOR": Rule({**each(t.resize_nearest_by_gather), "float32": t.resize("nearest")}, 2),
     "BROADCAST_TO": Rule(each(t.broadcast_to), 2),
     "TILE": Rule(each(t.tile), 2),

@@ -143,3 +143,69 @@ def _offset_int32(r: Reader, i: int, zp: int, hint: str) -> str:
     r.emit("Cast", [r.value(i)], [wide], {"to": "int32"})
     r.emit("Sub", [wide, r.add_constant(f"{hint}_zero_point", np.int32(zp))], [offset], {})
     return offset
+
+
+def resize_bilinear(r: Reader, op, inputs, outputs) -> None:
+    """int8 RESIZE_BILINEAR as TFLite Micro's integer kernel computes it: source positions
+    in 1/1024ths of a pixel (its scale_10 and the half-pixel offset), the four corners gathered
+    (`Gather` of rows, then of columns) and weighted by 1024ths along each axis (the weights can
+    go negative where a half-pixel position lies before the first pixel, as in its kernel), the
+    2^20-scaled sum rounded half away from zero (`Where`, a truncating `Div`), in int32 (the widest
+    sum, 1536² · 128, fits). The weights are build-time constants, one per row and column."""
+    opts = options(op, "ResizeBilinearOptions")
+    x, y = int(inputs[0]), int(outputs[0])
+    (_, h, w, _), (_, oh, ow, _) = r.shape(x), r.shape(y)
+    align, half = bool(opts.AlignCorners()), bool(opts.HalfPixelCenters())
+    name, wide = r.names[y], "int32"
+    rows, cols = _bilinear_taps(h, oh, align, half), _bilinear_taps(w, ow, align, half)
+    corners = []
+    for k, (row_index, row_weight) in enumerate(((rows[0], rows[2]), (rows[1], rows[3]))):
+        picked = r.fresh(f"{name}_rows{k}")
+        r.emit("Gather", [r.value(x), r.int64(f"{name}_row_indices{k}", row_index)], [picked], {"axis": 1})
+        for j, (col_index, col_weight) in enumerate(((cols[0], cols[2]), (cols[1], cols[3]))):
+            corner = _weighted(r, picked, col_index, row_weight.reshape(1, -1, 1, 1),
+                               col_weight.reshape(1, 1, -1, 1), wide, f"{name}_corner{k}{j}")
+            corners.append(corner)
+    total = corners[0]
+    for k, corner in enumerate(corners[1:]):
+        total, partial = r.fresh(f"{name}_sum{k}"), total
+        r.emit("Add", [partial, corner], [total], {})
+    _round_down_by_2_20(r, total, wide, name, r.dtype(y))
+
+
+def _bilinear_taps(size: int, out: int, align: bool, half: bool):
+    """Per output index along one axis: the lower and upper source index and the weights (1024ths)
+    of each, as TFLite Micro's ComputeInterpolationValuesInteger gives them."""
+    if align and out > 1:
+        scale = ((1 << 10) * (size - 1) + (out - 1) // 2) // (out - 1)
+    else:
+        scale = ((1 << 10) * size + out // 2) // out
+    v = np.arange(out, dtype=np.int64)
+    scaled = v * scale + scale // 2 - (1 << 9) if half else v * scale
+    lower = np.maximum(np.trunc(scaled / (1 << 10)).astype(np.int64), 0)
+    upper = np.minimum(np.trunc((scaled + (1 << 10) - 1) / (1 << 10)).astype(np.int64), size - 1)
+    frac = scaled - (1 << 10) * lower
+    return lower, upper, (1 << 10) - frac, frac
+
+
+def _weighted(r: Reader, rows: str, columns, row_weight, col_weight, wide: str, hint: str) -> str:
+    """The gathered rows' `columns`, widened, times the row and the column weight."""
+    picked, widened, by_row, weighted = (r.fresh(f"{hint}_{s}") for s in ("picked", "wide", "by_row", "weighted"))
+    r.emit("Gather", [rows, r.int64(f"{hint}_column_indices", columns)], [picked], {"axis": 2})
+    r.emit("Cast", [picked], [widened], {"to": wide})
+    r.emit("Mul", [widened, r.add_constant(f"{hint}_row_weights", row_weight.astype(wide))], [by_row], {})
+    r.emit("Mul", [by_row, r.add_constant(f"{hint}_column_weights", col_weight.astype(wide))], [weighted], {})
+    return weighted
+
+
+def _round_down_by_2_20(r: Reader, total: str, wide: str, name: str, dtype: str) -> None:
+    """(total ± 2^19) / 2^20, the sign of the nudge the total's, truncated: rounding half away from zero."""
+    positive, up, down, nudged, scaled = (r.fresh(f"{name}_{s}") for s in ("positive", "up", "down", "nudged",
+                                                                            "scaled"))
+    half = r.add_constant(f"{name}_half", np.array(1 << 19, wide))
+    r.emit("Greater", [total, r.add_constant(f"{name}_zero", np.array(0, wide))], [positive], {})
+    r.emit("Add", [total, half], [up], {})
+    r.emit("Sub", [total, half], [down], {})
+    r.emit("Where", [positive, up, down], [nudged], {})
+    r.emit("Div", [nudged, r.add_constant(f"{name}_one", np.array(1 << 20, wide))], [scaled], {})
+    r.emit("Cast", [scaled], [name], {"to": dtype})

@@ -318,6 +318,12 @@ shaped("resize_bilinear_half_pixel_float32", "RESIZE_BILINEAR", (1, 3, 4, 2), (1
        ("ResizeBilinearOptions", {"HalfPixelCenters": True}))
 shaped("resize_bilinear_align_corners_float32", "RESIZE_BILINEAR", (1, 3, 4, 2), (1, 5, 7, 2), [[5, 7]],
        ("ResizeBilinearOptions", {"AlignCorners": True}))
+for _variant, _options in (("", {}), ("_half_pixel", {"HalfPixelCenters": True}),
+                           ("_align_corners", {"AlignCorners": True})):
+    shaped(f"resize_bilinear{_variant}_int8", "RESIZE_BILINEAR", (1, 3, 4, 2), (1, 7, 9, 2), [[7, 9]],
+           ("ResizeBilinearOptions", _options), dtype="int8", quant=Q)
+shaped("resize_bilinear_down_half_pixel_int8", "RESIZE_BILINEAR", (1, 7, 9, 3), (1, 3, 4, 3), [[3, 4]],
+       ("ResizeBilinearOptions", {"HalfPixelCenters": True}), dtype="int8", quant=Q)
 shaped("resize_nearest_neighbor_half_pixel_float32", "RESIZE_NEAREST_NEIGHBOR", (1, 3, 4, 2), (1, 5, 7, 2), [[5, 7]],
        ("ResizeNearestNeighborOptions", {"HalfPixelCenters": True}))
 shaped("resize_nearest_neighbor_align_corners_float32", "RESIZE_NEAREST_NEIGHBOR", (1, 3, 4, 2), (1, 5, 7, 2),
