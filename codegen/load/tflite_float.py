@@ -158,6 +158,15 @@ def floor_div(r: Reader, op, inputs, outputs) -> None:
     r.emit("Floor", [quotient], [r.names[int(outputs[0])]], {})
 
 
+def floor_div_int(r: Reader, op, inputs, outputs) -> None:
+    """Integer FLOOR_DIV: (a - floor_mod(a, b)) / b, a division without remainder (Div truncates)."""
+    a, b, y = r.value(inputs[0]), r.value(inputs[1]), r.names[int(outputs[0])]
+    remainder, exact = r.fresh(f"{y}_remainder"), r.fresh(f"{y}_exact")
+    r.emit("Mod", [a, b], [remainder], {})
+    r.emit("Sub", [a, remainder], [exact], {})
+    r.emit("Div", [exact, b], [y], {})
+
+
 def leaky_relu(r: Reader, op, inputs, outputs) -> None:
     alpha = float(options(op, "LeakyReluOptions").Alpha())
     r.emit("LeakyRelu", [r.value(inputs[0])], [r.names[int(outputs[0])]], {"alpha": alpha})

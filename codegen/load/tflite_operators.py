@@ -69,7 +69,7 @@ OPERATORS: dict[str, Rule] = {
     "SUB": Rule({**each(flt.binary("Sub", "SubOptions"), ("float32", "int32")),
                  **each(q.binary("sub"), Q_ELEMENTWISE)}, 2),
     "DIV": Rule(each(flt.binary("Div", "DivOptions"), ("float32", "int32")), 2),  # int32: truncating
-    "FLOOR_DIV": Rule(each(flt.floor_div, FLOAT), 2),
+    "FLOOR_DIV": Rule({"float32": flt.floor_div, "int32": flt.floor_div_int}, 2),
     "FLOOR_MOD": Rule({"float32": flt.floor_mod, "int32": flt.binary("Mod", None)}, 2),
     "POW": Rule(each(flt.binary("Pow", None), FLOAT), 2),
     "SQUARED_DIFFERENCE": Rule(each(flt.squared_difference, FLOAT), 2),
@@ -92,7 +92,7 @@ OPERATORS: dict[str, Rule] = {
     "RSQRT": Rule(each(flt.chain("Sqrt", "Reciprocal"), FLOAT)),
     "SIN": _unary_float("Sin"), "COS": _unary_float("Cos"), "FLOOR": _unary_float("Floor"),
     "CEIL": _unary_float("Ceil"), "ROUND": _unary_float("Round"), "SIGN": _unary_float("Sign"),
-    "ABS": Rule({"float32": flt.unary("Abs"), "int8": q.abs_}), "NEG": _unary_float("Neg"),
+    "ABS": Rule({"float32": flt.unary("Abs"), "int8": q.abs_, "int16": qc.abs_int16}), "NEG": _unary_float("Neg"),
     "SQUARE": Rule(each(flt.square, FLOAT)),
     "SOFTMAX": Rule({"float32": flt.softmax, "int8": q.softmax}),
     "LOG_SOFTMAX": Rule(each(flt.log_softmax, FLOAT)),

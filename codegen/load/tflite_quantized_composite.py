@@ -209,3 +209,16 @@ def _round_down_by_2_20(r: Reader, total: str, wide: str, name: str, dtype: str)
     r.emit("Where", [positive, up, down], [nudged], {})
     r.emit("Div", [nudged, r.add_constant(f"{name}_one", np.array(1 << 20, wide))], [scaled], {})
     r.emit("Cast", [scaled], [name], {"to": dtype})
+
+
+def abs_int16(r: Reader, op, inputs, outputs) -> None:
+    """int16 ABS: |x - x's zero point| in int32, requantized by x_scale / y_scale (in double, as
+    TFLite Micro's Prepare; a ratio of 1 requantizes exactly), plus y's zero point, saturated."""
+    x, y = int(inputs[0]), int(outputs[0])
+    (x_s, x_zp), (y_s, y_zp) = r.scale_zp(x), r.scale_zp(y)
+    name = r.names[y]
+    magnitude = r.fresh(f"{name}_magnitude")
+    r.emit("Abs", [_offset_int32(r, x, x_zp, f"{name}_x")], [magnitude], {})
+    r.emit("Requantize", [magnitude], [name], {"x_scale": 1.0, "x_zero_point": 0, "y_scale": y_s, "y_zero_point": y_zp,
+                                                "dtype": "int16",
+                                                "effective_scale": float(np.float32(x_s)) / float(np.float32(y_s))})

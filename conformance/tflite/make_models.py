@@ -675,6 +675,9 @@ unary("leaky_relu_negative_alpha_int8", "LEAKY_RELU", dtype="int8", shape=(4, 64
 unary("hard_swish_int8", "HARD_SWISH", dtype="int8", shape=(4, 64), quant=(0.05, -6), y_quant=(0.03, -100))
 unary("hard_swish_fine_int8", "HARD_SWISH", dtype="int8", shape=(4, 64), quant=(0.004, 20), y_quant=(0.0021, -3))
 unary("abs_requantized_int8", "ABS", dtype="int8", shape=(4, 64), quant=(0.05, -6), y_quant=(0.03, -100))
+unary("abs_requantized_int16", "ABS", dtype="int16", shape=(4, 64), quant=(0.002, 0), y_quant=(0.0015, 0))
+unary("abs_int16", "ABS", dtype="int16", shape=(4, 64), quant=(0.002, 0))
+binary("floor_div_int32", "FLOOR_DIV", dtype="int32", lo=-9, hi=9, b_lo=1, b_hi=4)
 unary("elu_int8", "ELU", dtype="int8", shape=(4, 64), quant=(0.04, 10), y_quant=(0.03, -90))
 
 
