@@ -20,7 +20,6 @@ from tinsmith.generate.functors.elementwise import BINARY_FORMULAS, UNARY_FORMUL
 from tinsmith.ir import Graph
 from tinsmith.planners import PLANNERS, Lifetime, exact_search, peak, top
 from tinsmith.planners import scratch_name  # noqa: F401  (re-exported: the plan's names of scratch buffers)
-from tinsmith.planners.lifetime import is_state
 from tinsmith.schedule import Schedule
 
 if TYPE_CHECKING:
@@ -203,10 +202,9 @@ def plan_memory(graph: Graph, sched: Schedule, in_place_ops: Collection[str] | N
     variants they need) and keeps them where they make the workspace smaller."""
     lives = lifetimes(graph, sched)
     cluster_of = sched.cluster_of()
-    last = max(cluster_of.values(), default=0)
     for name, nbytes in sorted((scratch or {}).items()):
         c = cluster_of[name.split(".", 1)[0]]
-        lives.append(Lifetime(name, align(nbytes), 0, last) if is_state(name) else Lifetime(name, align(nbytes), c, c))
+        lives.append(Lifetime(name, align(nbytes), c, c))
     pairs = in_place_pairs(graph, sched, elementwise_ops() if in_place_ops is None else in_place_ops)
     chosen = None
     for aliases in ([pairs, {}] if pairs else [{}]):

@@ -39,7 +39,9 @@ def test_a_sample_of_the_baseline_still_passes(tmp_path):
 
 
 M4_CASES = ("transpose_conv_same_stride2_float32", "depthwise_conv_2d_multiplier2_float32",
-            "resize_bilinear_half_pixel_float32", "strided_slice_int8", "relu6_int8", "l2_normalization_float32")
+            "resize_bilinear_half_pixel_float32", "strided_slice_int8", "relu6_int8", "l2_normalization_float32",
+            "transpose_conv_same_stride2_int8", "batch_matmul_adj_y_broadcast_int8",
+            "resize_bilinear_half_pixel_int8")
 
 
 @pytest.mark.parametrize("name", M4_CASES)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tinsmith.errors import GenerateError
 from tinsmith.escape import cpp_templates, json_text, ld_section_name
-from tinsmith.generate import GeneratedModel
+from tinsmith.generate import GeneratedModel, kernel_states
 from tinsmith.load.identifiers import identifier_problem
 from tinsmith.planners.rows import pipeline_report
 
@@ -26,6 +26,12 @@ def _states(model: GeneratedModel) -> list[dict]:
     return [{"read": s.read, "write": s.write, "ctype": g.types[s.read].cpp_type, "dtype": g.types[s.read].dtype,
              "shape": list(g.types[s.read].shape), "size": g.types[s.read].size, "bytes": g.types[s.read].nbytes,
              "fill": s.fill, "fill_literal": _fill_literal(g.types[s.read].dtype, s.fill)} for s in g.states]
+
+
+def _state_bytes(model: GeneratedModel) -> int:
+    """Static storage of the state: each graph state's value and next value, and the kernels' states."""
+    return 2 * sum(model.graph.types[s.read].nbytes for s in model.graph.states) + \
+        sum(s.nbytes for s in kernel_states(model.kernels))
 
 
 def _fill_literal(dtype: str, fill: float) -> str:
@@ -109,6 +115,9 @@ def report(model: GeneratedModel) -> dict:
         "outputs": strip(_io(model, g.api_outputs)),
         # values kept between calls in the library's static storage, outside the workspace (ir.State)
         "states": [{k: s[k] for k in ("read", "write", "dtype", "shape", "bytes", "fill")} for s in _states(model)],
+        # kernels' own state (a stateful operator's memory), in the same storage, zeroed by reset_state()
+        "kernel_states": [{"kernel": s.kernel, "buffer": s.buffer, "dtype": s.dtype, "bytes": s.nbytes}
+                          for s in kernel_states(model.kernels)],
         "ram": {"workspace_bytes": plan.workspace_bytes,
                 "workspace_lower_bound_bytes": plan.lower_bound_bytes, "workspace_planner": plan.planner,
                 # every kernel's inputs and outputs apart: what planning below the operator boundary saves on
@@ -117,8 +126,7 @@ def report(model: GeneratedModel) -> dict:
                 # convolutions run row by row in one kernel: rings, and what it recomputes (tinsmith.planners.rows)
                 "row_pipelines": pipeline_report(g, model.schedule),
                 "io_bytes": sum(g.types[n].nbytes for n in g.api_inputs + g.api_outputs),
-                # a state's value and its next value, in static storage (see ir.State)
-                "state_bytes": 2 * sum(g.types[s.read].nbytes for s in g.states)},
+                "state_bytes": _state_bytes(model)},
         "flash": {"constant_bytes": constant_bytes},
         "macs": sum(k.macs for k in model.kernels),
         "params": sum(params.values()),
@@ -177,7 +185,7 @@ def assemble(model: GeneratedModel, constants_section: str | None = None) -> dic
     _check_names(model)
     g = model.graph
     inputs, outputs = _io(model, g.api_inputs), _io(model, g.api_outputs)
-    states = _states(model)
+    states, kept = _states(model), kernel_states(model.kernels)
     stored = {s[k]: f"state::{s[k]}" for s in states for k in ("read", "write")}
     every_input, every_output = _io(model, g.inputs), _io(model, g.outputs)
     cpp_params = ", ".join([f"const Input_{v['name']}& {v['name']}" for v in inputs] +
@@ -212,6 +220,11 @@ def assemble(model: GeneratedModel, constants_section: str | None = None) -> dic
         "run_args_c": ", ".join([f"{g.name}::{stored[n]}" if n in stored else n for n in names] +
                                 ["static_cast<unsigned char*>(ws)"]),
         "states": states,
+        "kernel_states": kept,
+        "keeps_state": bool(states or kept),
+        # what the header names as the state: the graph's states, then the kernels that keep one
+        "state_names": [s["read"] for s in states] + list(dict.fromkeys(s.kernel for s in kept)),
+        "state_bytes": _state_bytes(model),
         "runner_args": ", ".join([f"in_{v['name']}" for v in inputs] +
                                  [f"out_{v['name']}" for v in outputs] + ["tinsmith_workspace"]),
         "constants_section": ld_section_name(constants_section) if constants_section else None,

@@ -21,7 +21,7 @@ from tinsmith.generate.epilogue import NotFusable, elementwise_template, fuse_ep
 from tinsmith.generate.functors import inplace  # noqa: F401  (registers its variant)
 from tinsmith.generate.functors.variants import applicable_variants, variant_functor
 from tinsmith.generate.functors.row_pipeline import Pipeline, pipeline_kernel
-from tinsmith.generate.loop_ir import Comment, For, Kernel, Load, Param, Stmt, Store, annotate
+from tinsmith.generate.loop_ir import Comment, For, Kernel, Load, Param, Scratch, Stmt, Store, annotate
 from tinsmith.generate.parallel import SPLIT_WORK, render_parts, split_groups
 from tinsmith.generate.render import STORAGE_NAMES, TYPE_NAMES
 from tinsmith.generate.simplify import simplify
@@ -159,6 +159,31 @@ def _call_arg(graph: Graph, plan_offsets: dict[str, int], value: str, dtype: str
     return value  # a graph input or output: the caller's pointer
 
 
+def kernel_state_storage(kernel: str, buffer: Scratch) -> str:
+    """The C++ name of a kept scratch buffer's static storage (assembly declares it, see kernel_states):
+    one namespace per kernel, so that no kernel's buffer name meets another's or a value's."""
+    return f"kernel_state::{kernel}::{buffer.name}"
+
+
+@dataclass(frozen=True)
+class KernelState:
+    """A kernel's kept scratch buffer (loop_ir.Scratch.kept): static storage zeroed by reset_state()."""
+
+    kernel: str
+    buffer: str
+    dtype: str
+    ctype: str  # the C++ element type the kernel's parameter has
+    size: int  # elements
+    nbytes: int
+
+
+def kernel_states(kernels: Sequence[KernelCode]) -> tuple[KernelState, ...]:
+    """Every kernel's state buffer, in kernel order."""
+    return tuple(KernelState(k.kernel.name, s.name, s.dtype, STORAGE_NAMES.get(s.dtype) or TYPE_NAMES[s.dtype],
+                             s.size, s.size * DTYPES[s.dtype][0].itemsize)
+                 for k in kernels for s in k.kernel.scratch if s.kept)
+
+
 def _macs(graph: Graph, node: Node) -> int:
     prim = PRIMITIVES[node.op]
     args = InferArgs(tuple(graph.types[n] if n else None for n in node.inputs), node.attrs,
@@ -189,6 +214,8 @@ def scratch_bytes(graph: Graph, sched: Schedule, backend: Backend, caps: Capabil
         found = backend.lookup(node.op, kernel_args(graph, node, caps), node.attrs)
         if found is not None and found[1].scratch is not None:
             for buf in found[1].scratch(prepare_node(graph, node), caps):
+                if buf.kept:
+                    continue  # the kernel's state: static storage, not the workspace (see kernel_states)
                 result[scratch_name(node.name, buf.name)] = buf.size * DTYPES[buf.dtype][0].itemsize \
                     if buf.dtype in DTYPES else buf.size * 4
     return result
@@ -417,7 +444,8 @@ def _render_kernel(kernels: Kernels, graph: Graph, plan: MemoryPlan, scheduled: 
     kernel = annotate(kernel)
     offsets = plan.offset_of()
     call_args = tuple(_call_arg(graph, offsets, p.buffer) for p in kernel.params) + tuple(
-        _call_arg(graph, offsets, scratch_name(node.name, s.name), s.dtype) for s in kernel.scratch)
+        kernel_state_storage(kernel.name, s) if s.kept
+        else _call_arg(graph, offsets, scratch_name(node.name, s.name), s.dtype) for s in kernel.scratch)
     node_macs = tuple(_macs(kernels.graph, n) for n in [scheduled, *built.members])
     code = KernelCode(node, cluster, kernel, backend.renderer.kernel(kernel, aliased, sum(node_macs)), call_args,
                       sum(node_macs), built.members, node_macs)
@@ -436,4 +464,5 @@ def _render_kernel(kernels: Kernels, graph: Graph, plan: MemoryPlan, scheduled: 
 
 
 __all__ = ["CPP", "ROW_PIPELINE", "Backend", "BuiltKernel", "Capabilities", "KernelArgs", "Kernels", "TensorArg",
-           "GeneratedModel", "KernelCode", "generate", "packed_graph", "render_model", "scratch_bytes"]
+           "GeneratedModel", "KernelCode", "KernelState", "kernel_states",
+           "generate", "packed_graph", "render_model", "scratch_bytes"]

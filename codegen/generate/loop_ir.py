@@ -312,12 +312,16 @@ class Param:
 
 @dataclass(frozen=True)
 class Scratch:
-    """A per-kernel buffer of `size` elements of `dtype`; the memory plan gives it workspace bytes
-    alive only during the kernel, and the kernel receives it as a parameter named like a tensor."""
+    """A per-kernel buffer of `size` elements of `dtype`; the kernel receives it as a parameter named
+    like a tensor. The memory plan gives it workspace bytes alive only during the kernel; a `kept`
+    buffer is the kernel's state instead (a stateful operator's memory, such as a running noise
+    estimate): it lives in the model's static state storage, next to the graph's states (ir.State),
+    keeps its bytes from one call to the next and is zeroed by reset_state()."""
 
     name: str
     dtype: str
     size: int
+    kept: bool = False
 
     def __post_init__(self):
         _normalise(self)

@@ -158,6 +158,15 @@ def floor_div(r: Reader, op, inputs, outputs) -> None:
     r.emit("Floor", [quotient], [r.names[int(outputs[0])]], {})
 
 
+def floor_div_int(r: Reader, op, inputs, outputs) -> None:
+    """Integer FLOOR_DIV: (a - floor_mod(a, b)) / b, a division without remainder (Div truncates)."""
+    a, b, y = r.value(inputs[0]), r.value(inputs[1]), r.names[int(outputs[0])]
+    remainder, exact = r.fresh(f"{y}_remainder"), r.fresh(f"{y}_exact")
+    r.emit("Mod", [a, b], [remainder], {})
+    r.emit("Sub", [a, remainder], [exact], {})
+    r.emit("Div", [exact, b], [y], {})
+
+
 def leaky_relu(r: Reader, op, inputs, outputs) -> None:
     alpha = float(options(op, "LeakyReluOptions").Alpha())
     r.emit("LeakyRelu", [r.value(inputs[0])], [r.names[int(outputs[0])]], {"alpha": alpha})
@@ -185,6 +194,12 @@ def l2_normalization(r: Reader, op, inputs, outputs) -> None:
 
 
 def batch_matmul(r: Reader, op, inputs, outputs) -> None:
+    r.emit("MatMul", batch_matmul_operands(r, op, inputs), [r.names[int(outputs[0])]], {})
+
+
+def batch_matmul_operands(r: Reader, op, inputs) -> list[str]:
+    """BATCH_MATMUL's two operands as MatMul takes them: each adjoint one (adj_x, adj_y) transposed
+    in its last two axes."""
     opts = options(op, "BatchMatMulOptions")
     operands = []
     for i, adjoint in ((inputs[0], opts.AdjX()), (inputs[1], opts.AdjY())):
@@ -195,7 +210,7 @@ def batch_matmul(r: Reader, op, inputs, outputs) -> None:
             r.emit("Transpose", [value], [swapped], {"perm": list(range(rank - 2)) + [rank - 1, rank - 2]})
             value = swapped
         operands.append(value)
-    r.emit("MatMul", operands, [r.names[int(outputs[0])]], {})
+    return operands
 
 
 def transpose_conv(r: Reader, op, inputs, outputs) -> None:

@@ -8,6 +8,7 @@ from typing import Callable, Mapping
 
 from tinsmith.load import tflite_float as flt
 from tinsmith.load import tflite_quantized as q
+from tinsmith.load import tflite_quantized_composite as qc
 from tinsmith.load import tflite_recurrent as rec
 from tinsmith.load import tflite_variables as var
 from tinsmith.load import tflite_control as ctl
@@ -55,8 +56,9 @@ OPERATORS: dict[str, Rule] = {
     "DEPTHWISE_CONV_2D": Rule({"float32": flt.depthwise, "int8": q.depthwise, "int16": q.depthwise}, 2),
     "FULLY_CONNECTED": Rule({"float32": flt.fully_connected, "int8": q.fully_connected, "int16": q.fully_connected},
                             2),
-    "TRANSPOSE_CONV": Rule({"float32": flt.transpose_conv}, 3, typed_by=2),
-    "BATCH_MATMUL": Rule({"float32": flt.batch_matmul}, 2),
+    "TRANSPOSE_CONV": Rule({"float32": flt.transpose_conv, "int8": qc.transpose_conv, "int16": qc.transpose_conv}, 3,
+                           typed_by=2),
+    "BATCH_MATMUL": Rule({"float32": flt.batch_matmul, "int8": qc.batch_matmul}, 2),
     "AVERAGE_POOL_2D": Rule({"float32": flt.pool("AveragePoolNHWC"), **each(q.pool("QAvgPool"), Q_ELEMENTWISE)}),
     "MAX_POOL_2D": Rule({"float32": flt.pool("MaxPoolNHWC"), **each(q.pool("QMaxPool"), Q_ELEMENTWISE)}),
     # --- arithmetic ---------------------------------------------------------------------------
@@ -67,7 +69,7 @@ OPERATORS: dict[str, Rule] = {
     "SUB": Rule({**each(flt.binary("Sub", "SubOptions"), ("float32", "int32")),
                  **each(q.binary("sub"), Q_ELEMENTWISE)}, 2),
     "DIV": Rule(each(flt.binary("Div", "DivOptions"), ("float32", "int32")), 2),  # int32: truncating
-    "FLOOR_DIV": Rule(each(flt.floor_div, FLOAT), 2),
+    "FLOOR_DIV": Rule({"float32": flt.floor_div, "int32": flt.floor_div_int}, 2),
     "FLOOR_MOD": Rule({"float32": flt.floor_mod, "int32": flt.binary("Mod", None)}, 2),
     "POW": Rule(each(flt.binary("Pow", None), FLOAT), 2),
     "SQUARED_DIFFERENCE": Rule(each(flt.squared_difference, FLOAT), 2),
@@ -82,7 +84,7 @@ OPERATORS: dict[str, Rule] = {
     "LOGISTIC": Rule({"float32": flt.unary("Sigmoid"), "int8": q.table_function("logistic")}),
     "TANH": Rule({"float32": flt.unary("Tanh"), "int8": q.table_function("tanh")}),
     "LEAKY_RELU": Rule({"float32": flt.leaky_relu, "int8": q.leaky_relu, "int16": q.leaky_relu_int16}),
-    "PRELU": Rule(each(flt.binary("PRelu", None), FLOAT), 2),
+    "PRELU": Rule({"float32": flt.binary("PRelu", None), "int8": qc.prelu}, 2),
     "HARD_SWISH": Rule({"float32": flt.unary("HardSwish"), "int8": q.hard_swish}),
     "ELU": Rule({"float32": flt.unary("Elu", alpha=1.0), "int8": q.elu}),
     "GELU": Rule(each(flt.gelu, FLOAT)),
@@ -90,7 +92,7 @@ OPERATORS: dict[str, Rule] = {
     "RSQRT": Rule(each(flt.chain("Sqrt", "Reciprocal"), FLOAT)),
     "SIN": _unary_float("Sin"), "COS": _unary_float("Cos"), "FLOOR": _unary_float("Floor"),
     "CEIL": _unary_float("Ceil"), "ROUND": _unary_float("Round"), "SIGN": _unary_float("Sign"),
-    "ABS": Rule({"float32": flt.unary("Abs"), "int8": q.abs_}), "NEG": _unary_float("Neg"),
+    "ABS": Rule({"float32": flt.unary("Abs"), "int8": q.abs_, "int16": qc.abs_int16}), "NEG": _unary_float("Neg"),
     "SQUARE": Rule(each(flt.square, FLOAT)),
     "SOFTMAX": Rule({"float32": flt.softmax, "int8": q.softmax}),
     "LOG_SOFTMAX": Rule(each(flt.log_softmax, FLOAT)),
@@ -146,14 +148,14 @@ OPERATORS: dict[str, Rule] = {
     "GATHER_ND": Rule(each(t.gather_nd), 2),
     "EMBEDDING_LOOKUP": Rule(each(t.embedding_lookup, FLOAT), 2, typed_by=1),
     "PAD": Rule({**each(flt.pad, ("float32", "int32")), **each(q.pad, Q_ELEMENTWISE)}, 2),
-    "PADV2": Rule(each(flt.pad, ("float32", "int32")), 3),
-    "MIRROR_PAD": Rule(each(t.mirror_pad, ("float32", "int32")), 2),
+    "PADV2": Rule(each(flt.pad, ("float32", "int32") + Q_ELEMENTWISE), 3),  # int8, int16: the value as stored
+    "MIRROR_PAD": Rule(each(t.mirror_pad, ("float32", "int32", "int8")), 2),
     "REVERSE_V2": Rule(each(t.reverse), 2),
     "SPACE_TO_BATCH_ND": Rule(each(t.space_to_batch, ("float32", "int8")), 3),
     "BATCH_TO_SPACE_ND": Rule(each(t.batch_to_space, ("float32", "int8")), 3),
     "DEPTH_TO_SPACE": Rule(each(t.depth_to_space)),
     "SPACE_TO_DEPTH": Rule(each(t.space_to_depth)),
-    "RESIZE_BILINEAR": Rule(each(t.resize("linear"), FLOAT), 2),
+    "RESIZE_BILINEAR": Rule({"float32": t.resize("linear"), "int8": qc.resize_bilinear}, 2),
     "RESIZE_NEAREST_NEIGHBOR": Rule({**each(t.resize_nearest_by_gather), "float32": t.resize("nearest")}, 2),
     "BROADCAST_TO": Rule(each(t.broadcast_to), 2),
     "TILE": Rule(each(t.tile), 2),

@@ -12,7 +12,7 @@ from tinsmith.quant import activations
 from tinsmith.quant import fixed_point as fp
 
 
-def _requant_constants(r: Reader, x: int, w: int, y: int, hint: str) -> list[str]:
+def requant_constants(r: Reader, x: int, w: int, y: int, hint: str) -> list[str]:
     x_scale, _ = r.scale_zp(x)
     y_scale, _ = r.scale_zp(y)
     mult, shift = fp.conv_multipliers(x_scale, r.required_quant(w).scale, y_scale)
@@ -63,7 +63,7 @@ def conv(r: Reader, op, inputs, outputs, depthwise: bool = False) -> None:
     attrs.update(_accumulator(r, kind, x, y, inputs))
     name = r.names[y]
     r.emit(kind,
-           [r.value(x), r.value(w), _bias(r, inputs), *_requant_constants(r, x, w, y, name)], [name], attrs)
+           [r.value(x), r.value(w), _bias(r, inputs), *requant_constants(r, x, w, y, name)], [name], attrs)
 
 
 def depthwise(r: Reader, op, inputs, outputs) -> None:
@@ -80,7 +80,7 @@ def fully_connected(r: Reader, op, inputs, outputs) -> None:
     rows = int(np.prod(r.shape(x))) // r.shape(w)[1]
     out_shape = r.shape(y)
     target = name if out_shape == (rows, r.shape(w)[0]) else r.fresh(f"{name}_rows")
-    r.emit("QFullyConnected", [r.value(x), r.value(w), _bias(r, inputs), *_requant_constants(r, x, w, y, name)],
+    r.emit("QFullyConnected", [r.value(x), r.value(w), _bias(r, inputs), *requant_constants(r, x, w, y, name)],
            [target], attrs)
     if target != name:  # keep_num_dims: the rows take the input's leading dimensions back
         r.emit("Reshape", [target, r.int64(f"{name}_shape", out_shape)], [name], {})

@@ -69,17 +69,6 @@ def peak(lives: Sequence[Lifetime]) -> int:
     return max((sum(alive(l, c) for l in lives) for c in clusters), default=0)
 
 
-# A kernel's scratch buffer named state_* is its state (a stateful operator's memory, such as a
-# running noise estimate): it keeps its bytes from one call to the next, so the plan gives it bytes
-# no other buffer shares, and init_ws() zeroes it (the state's reset).
-STATE_PREFIX = "state_"
-
-
-def is_state(plan_name: str) -> bool:
-    """Whether a plan name (see scratch_name) is a kernel's state."""
-    return plan_name.partition(".")[2].startswith(STATE_PREFIX)
-
-
 def scratch_name(kernel: str, buffer: str) -> str:
     """The plan's name for scratch buffer `buffer` of kernel `kernel` (never a value name: '.')."""
     return f"{kernel}.{buffer}"

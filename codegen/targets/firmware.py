@@ -54,7 +54,7 @@ def render_firmware_main(report: Mapping, report_name: str | None = None,
         name=name, NAME=name.upper(), report_name=report_name or f"{name}.plan.json",
         inputs=inputs, outputs=outputs,
         input_bytes=sum(v["bytes"] for v in inputs), output_bytes=sum(v["bytes"] for v in outputs),
-        kernel_count=len(report.get("nodes", ())), keeps_state=bool(report.get("states")),
+        kernel_count=len(report.get("nodes", ())), keeps_state=bool(report.get("states") or report.get("kernel_states")),
         call_args=", ".join([f"in_{v['name']}" for v in inputs] + [f"out_{v['name']}" for v in outputs] +
                             ["workspace"]),
         input_file=INPUT_FILE, output_file=OUTPUT_FILE, stats_file=STATS_FILE,

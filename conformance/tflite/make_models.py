@@ -280,6 +280,8 @@ for _dtype, _quant in (("float32", None), ("int8", Q)):
     shaped(f"reverse_v2_{_dtype}", "REVERSE_V2", (2, 3, 4), (2, 3, 4), [[1]], dtype=_dtype, quant=_quant)
 shaped("mirror_pad_reflect_float32", "MIRROR_PAD", (2, 3, 4), (2, 6, 5), [[[0, 0], [2, 1], [1, 0]]],
        ("MirrorPadOptions", {"Mode": 0}))
+shaped("mirror_pad_reflect_int8", "MIRROR_PAD", (2, 3, 4), (2, 6, 5), [[[0, 0], [2, 1], [1, 0]]],
+       ("MirrorPadOptions", {"Mode": 0}), dtype="int8", quant=Q)
 binary("floor_mod_float32", "FLOOR_MOD", b_lo=0.5, b_hi=2.0)
 shaped("squeeze_float32", "SQUEEZE", (1, 3, 1, 4), (3, 4), options=("SqueezeOptions", {"SqueezeDims": [0, 2]}))
 shaped("expand_dims_float32", "EXPAND_DIMS", (3, 4), (3, 1, 4), [[1]])
@@ -316,6 +318,12 @@ shaped("resize_bilinear_half_pixel_float32", "RESIZE_BILINEAR", (1, 3, 4, 2), (1
        ("ResizeBilinearOptions", {"HalfPixelCenters": True}))
 shaped("resize_bilinear_align_corners_float32", "RESIZE_BILINEAR", (1, 3, 4, 2), (1, 5, 7, 2), [[5, 7]],
        ("ResizeBilinearOptions", {"AlignCorners": True}))
+for _variant, _options in (("", {}), ("_half_pixel", {"HalfPixelCenters": True}),
+                           ("_align_corners", {"AlignCorners": True})):
+    shaped(f"resize_bilinear{_variant}_int8", "RESIZE_BILINEAR", (1, 3, 4, 2), (1, 7, 9, 2), [[7, 9]],
+           ("ResizeBilinearOptions", _options), dtype="int8", quant=Q)
+shaped("resize_bilinear_down_half_pixel_int8", "RESIZE_BILINEAR", (1, 7, 9, 3), (1, 3, 4, 3), [[3, 4]],
+       ("ResizeBilinearOptions", {"HalfPixelCenters": True}), dtype="int8", quant=Q)
 shaped("resize_nearest_neighbor_half_pixel_float32", "RESIZE_NEAREST_NEIGHBOR", (1, 3, 4, 2), (1, 5, 7, 2), [[5, 7]],
        ("ResizeNearestNeighborOptions", {"HalfPixelCenters": True}))
 shaped("resize_nearest_neighbor_align_corners_float32", "RESIZE_NEAREST_NEIGHBOR", (1, 3, 4, 2), (1, 5, 7, 2),
@@ -323,11 +331,18 @@ shaped("resize_nearest_neighbor_align_corners_float32", "RESIZE_NEAREST_NEIGHBOR
 shaped("tile_float32", "TILE", (2, 3), (4, 9), [[2, 3]])
 
 
-@case("padv2_float32")
-def _padv2(c: Case):
-    x = c.input("x", "float32", (2, 3))
-    c.op("PADV2", [x, c.const("pads", np.array([[0, 1], [2, 0]], np.int32)), c.const("value", np.float32([1.5]))],
-         [c.output("y", "float32", (3, 5))])
+def _padv2(dtype: str, value, quant=None):
+    def build(c: Case):
+        x = c.input("x", dtype, (2, 3), quant=quant)
+        c.op("PADV2", [x, c.const("pads", np.array([[0, 1], [2, 0]], np.int32)),
+                       c.const("value", np.array([value], dtype), quant=quant)],
+             [c.output("y", dtype, (3, 5), quant=quant)])
+    return build
+
+
+CASES["padv2_float32"] = _padv2("float32", 1.5)
+CASES["padv2_int8"] = _padv2("int8", -7, Q)  # TFLite: the value quantized as the input
+CASES["padv2_int16"] = _padv2("int16", 300, (0.002, 0))
 
 
 @case("gather_nd_float32")
@@ -660,6 +675,9 @@ unary("leaky_relu_negative_alpha_int8", "LEAKY_RELU", dtype="int8", shape=(4, 64
 unary("hard_swish_int8", "HARD_SWISH", dtype="int8", shape=(4, 64), quant=(0.05, -6), y_quant=(0.03, -100))
 unary("hard_swish_fine_int8", "HARD_SWISH", dtype="int8", shape=(4, 64), quant=(0.004, 20), y_quant=(0.0021, -3))
 unary("abs_requantized_int8", "ABS", dtype="int8", shape=(4, 64), quant=(0.05, -6), y_quant=(0.03, -100))
+unary("abs_requantized_int16", "ABS", dtype="int16", shape=(4, 64), quant=(0.002, 0), y_quant=(0.0015, 0))
+unary("abs_int16", "ABS", dtype="int16", shape=(4, 64), quant=(0.002, 0))
+binary("floor_div_int32", "FLOOR_DIV", dtype="int32", lo=-9, hi=9, b_lo=1, b_hi=4)
 unary("elu_int8", "ELU", dtype="int8", shape=(4, 64), quant=(0.04, 10), y_quant=(0.03, -90))
 
 
@@ -782,6 +800,57 @@ _conv_16x8("depthwise_conv_2d_valid_multiplier2_int16", "DEPTHWISE_CONV_2D", (1,
            conv_options(1, stride=2, depth_multiplier=2), y_scale=0.002)
 _conv_16x8("depthwise_conv_2d_dilated_int16", "DEPTHWISE_CONV_2D", (1, 2, 2, 4), (1, 7, 6, 4),
            conv_options(0, dilation=2, depth_multiplier=1))
+
+
+def _transpose_conv_quantized(name, dtype, x_shape, w_shape, y_shape, padding, stride, bias="int32", act=0):
+    """TRANSPOSE_CONV on int8 (int32 bias) or 16x8 data (int64 or int16 bias, or none)."""
+    def build(c: Case):
+        x_quant, y_quant = ((0.05, -3), (0.08, 6)) if dtype == "int8" else ((0.002, 0), (0.004, 0))
+        x = c.input("x", dtype, x_shape, quant=x_quant)
+        shape = c.const("output_shape", np.array(y_shape, np.int32))
+        w, b = _weights_16x8(c, w_shape, w_shape[0], 0, x_quant[0], bias, 14 if bias == "int16" else 20)
+        c.op("TRANSPOSE_CONV", [shape, w, x, b], [c.output("y", dtype, y_shape, quant=y_quant)],
+             ("TransposeConvOptions", {"Padding": padding, "StrideH": stride, "StrideW": stride,
+                                       "FusedActivationFunction": act}))
+    CASES[name] = build
+
+
+_transpose_conv_quantized("transpose_conv_same_stride2_int8", "int8", (1, 4, 5, 3), (2, 3, 3, 3), (1, 8, 10, 2), 0, 2)
+_transpose_conv_quantized("transpose_conv_valid_stride2_relu_int8", "int8", (1, 3, 4, 2), (3, 3, 3, 2), (1, 7, 9, 3),
+                          1, 2, act=1)
+_transpose_conv_quantized("transpose_conv_same_stride1_no_bias_int8", "int8", (1, 5, 4, 3), (4, 2, 2, 3),
+                          (1, 5, 4, 4), 0, 1, bias=None)
+_transpose_conv_quantized("transpose_conv_same_stride2_int16", "int16", (1, 4, 5, 3), (2, 3, 3, 3), (1, 8, 10, 2),
+                          0, 2, bias="int64")
+_transpose_conv_quantized("transpose_conv_valid_stride3_int16_bias_int16", "int16", (1, 3, 3, 2), (3, 2, 2, 2),
+                          (1, 8, 8, 3), 1, 3, bias="int16")
+
+
+def _batch_matmul_int8(name, a_shape, b_shape, y_shape, adj_x=False, adj_y=False, quants=((0.05, -3), (0.04, 7))):
+    def build(c: Case):
+        a = c.input("a", "int8", a_shape, quant=quants[0])
+        b = c.input("b", "int8", b_shape, quant=quants[1])
+        c.op("BATCH_MATMUL", [a, b], [c.output("y", "int8", y_shape, quant=(0.12, -5))],
+             ("BatchMatMulOptions", {"AdjX": adj_x, "AdjY": adj_y}))
+    CASES[name] = build
+
+
+_batch_matmul_int8("batch_matmul_int8", (2, 3, 4), (2, 4, 5), (2, 3, 5))
+_batch_matmul_int8("batch_matmul_adj_y_broadcast_int8", (2, 3, 6), (1, 5, 6), (2, 3, 5), adj_y=True)
+_batch_matmul_int8("batch_matmul_adj_x_symmetric_int8", (3, 4, 2), (3, 4, 3), (3, 2, 3), adj_x=True,
+                   quants=((0.03, 0), (0.02, 0)))
+
+
+def _prelu_int8(name, alpha_shape, alpha_quant):
+    def build(c: Case):
+        x = c.input("x", "int8", (1, 4, 5, 3), quant=(0.05, 10))
+        alpha = c.const("alpha", c.rng.integers(-128, 128, alpha_shape).astype(np.int8), quant=alpha_quant)
+        c.op("PRELU", [x, alpha], [c.output("y", "int8", (1, 4, 5, 3), quant=(0.04, -6))])
+    CASES[name] = build
+
+
+_prelu_int8("prelu_per_channel_int8", (1, 1, 3), (0.004, -20))
+_prelu_int8("prelu_elementwise_int8", (4, 5, 3), (0.01, 3))
 
 
 def _fc_16x8(name, bias="int64", bias_bits=20, y_scale=0.05, act=0):

@@ -445,11 +445,11 @@ def pcan(graph, node_id, cluster_id, args, attrs):
 
 
 # --- SignalFilterBankSpectralSubtraction -----------------------------------------------------
-NOISE_STATE = "state_noise_estimate"  # kept from call to call (see tinsmith.planners.lifetime.is_state)
+NOISE_STATE = "state_noise_estimate"  # kept from call to call (Scratch.kept)
 
 
 def _noise_state(prepared, caps):
-    return [Scratch(NOISE_STATE, "uint32", prepared.inputs[0].shape[0])]
+    return [Scratch(NOISE_STATE, "uint32", prepared.inputs[0].shape[0], kept=True)]
 
 
 @CPP.register("SignalFilterBankSpectralSubtraction", family="elementwise", types=takes("uint32", out=("uint32", "uint32")),
@@ -495,7 +495,7 @@ def _copy(dst: str, dst_at, src: Expr | str, src_at, count: int, var: str, cond:
 
 def _delay_state(prepared, caps):
     x = prepared.inputs[0]
-    return [Scratch("state_delay", "int16", max(x.size // x.shape[-1] * prepared.facts["delay_length"], 1))]
+    return [Scratch("state_delay", "int16", max(x.size // x.shape[-1] * prepared.facts["delay_length"], 1), kept=True)]
 
 
 @CPP.register("SignalDelay", family="movement", types=takes("int16", out="int16"), scratch=_delay_state)
@@ -517,7 +517,8 @@ def delay(graph, node_id, cluster_id, args, attrs):
 def _framer_state(prepared, caps):
     x = prepared.inputs[0]
     capacity = sig.framer_capacity(prepared.outputs[0].shape[-1], x.shape[-1] // prepared.outputs[0].shape[-2])
-    return [Scratch("state_frames", "int16", x.size // x.shape[-1] * capacity), Scratch("state_count", "int32", 1)]
+    return [Scratch("state_frames", "int16", x.size // x.shape[-1] * capacity, kept=True),
+            Scratch("state_count", "int32", 1, kept=True)]
 
 
 @CPP.register("SignalFramer", family="movement", types=takes("int16", out=("int16", "bool")), scratch=_framer_state)
@@ -551,7 +552,8 @@ def framer(graph, node_id, cluster_id, args, attrs):
 
 
 def _stacker_state(prepared, caps):
-    return [Scratch("state_stack", "int16", prepared.outputs[0].shape[0]), Scratch("state_count", "int32", 2)]
+    return [Scratch("state_stack", "int16", prepared.outputs[0].shape[0], kept=True),
+            Scratch("state_count", "int32", 2, kept=True)]
 
 
 @CPP.register("SignalStacker", family="movement", types=takes("int16", out=("int16", "bool")), scratch=_stacker_state)
@@ -582,7 +584,7 @@ def stacker(graph, node_id, cluster_id, args, attrs):
 
 def _overlap_state(prepared, caps):
     x = prepared.inputs[0]
-    return [Scratch("state_sum", x.dtype, x.size // (x.shape[-1] * x.shape[-2]) * x.shape[-1])]
+    return [Scratch("state_sum", x.dtype, x.size // (x.shape[-1] * x.shape[-2]) * x.shape[-1], kept=True)]
 
 
 def overlap_add(graph, node_id, cluster_id, args, attrs):
