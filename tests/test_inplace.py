@@ -314,17 +314,19 @@ def test_overlapping_plans_compute_the_reference_on_the_host(case, target, tmp_p
         np.testing.assert_allclose(got[n], want[n], rtol=1e-5, atol=1e-5, err_msg=n)
 
 
-def run_on_m4(path: Path, tmp_path: Path):
+def run_on_m4(path: Path, tmp_path: Path, built: Path | None = None):
     """Build the graph's firmware for the Cortex-M4, run it on QEMU on seeded inputs; (its first
-    output, the NumPy reference's, the compiled model)."""
+    output, the NumPy reference's, the compiled model). `built`: a folder where the same SCons
+    build already made it (the session's build of graphs/ for the Cortex-M4, graph_builds)."""
     from tinsmith.targets.qemu import run_on_emulator
     compiled = compile_graph(path, target="cortex-m4")
     name = compiled.graph.name
-    build = tmp_path / "m4"
-    elf = build / name / "firmware" / f"{name}.elf"
-    proc = subprocess.run([sys.executable, "-m", "SCons", "-Q", "-j2", "-C", str(ROOT), "target=cortex-m4",
-                           f"graphs={path}", f"build_dir={build}", str(elf)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    elf = (built or tmp_path / "m4") / name / "firmware" / f"{name}.elf"
+    if built is None:
+        proc = subprocess.run([sys.executable, "-m", "SCons", "-Q", "-j2", "-C", str(ROOT), "target=cortex-m4",
+                               f"graphs={path}", f"build_dir={tmp_path / 'm4'}", str(elf)],
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
     inputs = seeded(compiled.graph)
     data = b"".join(inputs[n].astype("<f4").tobytes() for n in compiled.graph.inputs)
     run = run_on_emulator("cortex-m4", elf, data, timeout=300)

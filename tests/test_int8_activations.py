@@ -40,7 +40,7 @@ def test_tables_match_tflite_micro(function):
 
 @pytest.mark.parametrize("function,quant", [(f, q) for f in sorted(BUILTIN) for q in QUANTS[1:5]])
 def test_compiled_operator_is_bit_exact_on_the_host(function, quant, tmp_path):
-    from tinsmith.cli import run_compiled
+    from host_program import run_on_host  # what run_compiled computes on the host, without SCons
     path = tmp_path / f"{function}.tflite"
     # an odd NHWC shape whose 3*5*17 = 255 elements, plus one more run, cover every int8 value
     path.write_bytes(single_operator(BUILTIN[function], "int8", [1, 3, 5, 17], quant, OUTPUT_QUANT[function]))
@@ -48,7 +48,7 @@ def test_compiled_operator_is_bit_exact_on_the_host(function, quant, tmp_path):
     (x_name,), (y_name,) = graph.inputs, graph.outputs
     assert [n.op for n in graph.nodes] == ["QLookup"]
     for x in (EVERY_INT8[:255].reshape(1, 3, 5, 17), EVERY_INT8[::-1][:255].reshape(1, 3, 5, 17)):
-        got = run_compiled(path, {x_name: x}, tmp_path, graph)[y_name]
+        got = run_on_host(path, {x_name: x}, tmp_path, graph)[y_name]
         np.testing.assert_array_equal(got, tflm_outputs(path.read_bytes(), x), err_msg=f"{function} {quant}")
 
 

@@ -127,8 +127,8 @@ def test_the_pipeline_computes_the_reference_on_the_emulated_cortex_m4(tmp_path)
 
 
 @needs_arm
-def test_ic_runs_its_first_stages_as_a_pipeline_on_the_emulated_cortex_m4(tmp_path):
-    got, want, compiled = run_on_m4(ROOT / "graphs" / "ic_resnet8.yaml", tmp_path)
+def test_ic_runs_its_first_stages_as_a_pipeline_on_the_emulated_cortex_m4(tmp_path, graph_builds):
+    got, want, compiled = run_on_m4(ROOT / "graphs" / "ic_resnet8.yaml", tmp_path, graph_builds("cortex-m4"))
     assert dict(compiled.plan.variants).get("conv1") == VARIANT
     assert compiled.plan.workspace_bytes <= 0.5 * 201_656  # TensorFlow Lite Micro's float arena
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)

@@ -40,13 +40,19 @@ def oracle_frames(data: bytes, frames: list[list[np.ndarray]], outputs: int) -> 
     return result
 
 
-def compiled(tmp_path: Path, name: str, data: bytes, inputs: list[np.ndarray], target: str = "host"):
+def compiled(tmp_path: Path, name: str, data: bytes, inputs: list[np.ndarray], target: str = "host",
+             library: bool = True):
+    """The model's outputs through `tinsmith run`'s path, which leaves the library that run_frames
+    links in build_TARGET/; without `library`, on the host without SCons (tests/host_program.py)."""
+    from host_program import run_on_host
     from tinsmith.cli import run_compiled
     from tinsmith.pipeline import lower
     path = tmp_path / f"{name}.tflite"
     path.write_bytes(data)
     graph = lower(path)
-    got = run_compiled(path, dict(zip(graph.inputs, inputs)), tmp_path / f"build_{target}", graph, target)
+    feeds, build = dict(zip(graph.inputs, inputs)), tmp_path / f"build_{target}"
+    got = (run_compiled(path, feeds, build, graph, target) if library or target != "host"
+           else run_on_host(path, feeds, build, graph))
     return [got[o] for o in graph.outputs]
 
 
@@ -163,7 +169,7 @@ SINGLE = {
 def test_operator_matches_tflite_micro_bit_for_bit(case, tmp_path):
     data, inputs = SINGLE[case]()
     expected, = oracle_frames(data, [inputs], 2 if case.startswith("auto_scale") else 1)
-    got = compiled(tmp_path, case, data, inputs)
+    got = compiled(tmp_path, case, data, inputs, library=False)
     for g, e in zip(got, expected):
         assert g.dtype == e.dtype and g.shape == e.shape
         np.testing.assert_array_equal(g, e)
