@@ -226,3 +226,84 @@ def test_sub_and_leaky_relu_import_onto_their_quantized_primitives():
     assert ops["sub"].op == "QSub" and ops["leaky_relu"].op == "QLeakyRelu"
     assert ops["sub"].attrs["a_zero_point"] == ops["leaky_relu"].attrs["x_zero_point"] == 0
     assert ops["leaky_relu"].attrs["alpha"] == pytest.approx(0.3)
+
+
+# --- int16 LOGISTIC, TANH and SOFTMAX: TFLite Micro's interpolated tables ------------------------------
+ALL_INT16 = np.arange(-32768, 32768, dtype=np.int16)
+# power-of-two scales (the table's own 2^-12, and 2^-11, which TANH alone takes as it is), scales
+# within TFLite's 1e-3 of a power of two in log2, and general ones down to a shift of 24
+TABLE_SCALES = (2 ** -12, 2 ** -11, 2 ** -12 * 1.0004, 2 ** -11 * 0.9996, 2 ** -10, 0.001, 0.0003, 0.01, 0.5, 1e-7)
+
+
+def _single_op_model(code: str, x_scale: float, shape, options=None) -> bytes:
+    tensors = [Tensor("x", "int16", list(shape), quant=(x_scale, 0)),
+               Tensor("y", "int16", list(shape), quant=(1 / 32768, 0))]
+    return model(tensors, [Op(code, [0], [1], options)], [0], [1])
+
+
+def _tflm_single(data: bytes, x: np.ndarray) -> np.ndarray:
+    interp = tflm.Interpreter.from_bytes(data, arena_size=1 << 20)
+    interp.set_input(x, 0)
+    interp.invoke()
+    return interp.get_output(0)
+
+
+@pytest.mark.parametrize("code", ["LOGISTIC", "TANH"])
+@pytest.mark.parametrize("x_scale", TABLE_SCALES)
+def test_int16_logistic_and_tanh_references_match_tflm_on_every_input(code, x_scale):
+    """The imported node's NumPy reference (which its kernel follows step by step) against TFLite
+    Micro on all 65536 inputs, for TFLite Micro's multiplier and shift of each input scale."""
+    from tinsmith.ops.registry import PRIMITIVES
+    data = _single_op_model(code, x_scale, ALL_INT16.shape)
+    node, consts = _only_node(data)
+    assert node.op == "Int16Activation"
+    got = PRIMITIVES[node.op].reference([ALL_INT16, consts[node.inputs[1]]], node.attrs)[0]
+    np.testing.assert_array_equal(got, _tflm_single(data, ALL_INT16))
+
+
+def _only_node(data: bytes):
+    graph = lower_bytes(data)
+    (node,) = [n for n in graph.nodes if n.op not in ("Identity",)]
+    return node, {name: c.data for name, c in graph.constants.items()}
+
+
+@pytest.mark.parametrize("x_scale,beta", [(0.001, 1.0), (0.0004, 0.5), (0.01, 2.0), (1e-5, 1.0), (0.5, 1.0)])
+def test_int16_softmax_reference_matches_tflm(x_scale, beta):
+    """Int16Softmax's reference, with the tables the importer builds, against TFLite Micro on rows of
+    1, 10 and 300 values over the whole int16 range and close together."""
+    from tinsmith.ops.registry import PRIMITIVES
+    rng = np.random.default_rng(int(x_scale * 1e6))
+    for shape in ((3, 1), (6, 10), (2, 300)):
+        x = rng.integers(-32768, 32768, shape).astype(np.int16)
+        x[-1] = rng.integers(-300, 300, shape[1])
+        data = _single_op_model("SOFTMAX", x_scale, shape, ("SoftmaxOptions", {"Beta": beta}))
+        node, consts = _only_node(data)
+        got = PRIMITIVES[node.op].reference([x] + [consts[i] for i in node.inputs[1:]], node.attrs)[0]
+        np.testing.assert_array_equal(got, _tflm_single(data, x), err_msg=f"{shape}")
+
+
+def tables_model() -> bytes:
+    """int16 LOGISTIC, TANH (power-of-two and general input scales) and SOFTMAX, all reading x."""
+    m = Model16x8(31, (3, 40))
+    m.tensors[0] = Tensor("x", "int16", [3, 40], quant=(0.0004, 0))
+    for code, name in (("LOGISTIC", "logistic"), ("TANH", "tanh")):
+        m.op(code, name, [0], (3, 40), 1 / 32768, None)
+    m.op("SOFTMAX", "softmax", [0], (3, 40), 1 / 32768, ("SoftmaxOptions", {"Beta": 1.0}))
+    return m.write()
+
+
+@pytest.mark.parametrize("target", ["host", "cortex-m4"])
+def test_int16_table_functions_are_bit_exact(target, tmp_path):
+    rng = np.random.default_rng(5)
+    x = rng.integers(-32768, 32768, (3, 40)).astype(np.int16)
+    x[2] = rng.integers(-400, 400, 40)  # a row of close values: many exps count in the softmax
+    compare(tmp_path, tables_model(), target, [x, np.linspace(-32768, 32767, 120).astype(np.int16).reshape(3, 40)])
+
+
+def test_int16_hard_swish_is_refused_with_the_reason():
+    data = _single_op_model("HARD_SWISH", 0.001, (4,))
+    with pytest.raises(GraphError, match=r"operator 0 \(HARD_SWISH\): int16 data: neither TFLite Micro nor TFLite "
+                                         r"runs HARD_SWISH on int16"):
+        lower_bytes(data)
+    with pytest.raises(RuntimeError):  # (the claim, checked: TFLite Micro refuses it)
+        _tflm_single(data, np.zeros(4, np.int16))
