@@ -839,6 +839,19 @@ _window_16x8("relu6_int16", "RELU6", None, (1, 7, 6, 4))
 _window_16x8("leaky_relu_int16", "LEAKY_RELU", ("LeakyReluOptions", {"Alpha": 0.2}), (1, 7, 6, 4), (0.0003, 0))
 _window_16x8("leaky_relu_negative_alpha_int16", "LEAKY_RELU", ("LeakyReluOptions", {"Alpha": -0.5}), (1, 7, 6, 4))
 
+# int16 LOGISTIC, TANH and SOFTMAX: TFLite Micro's interpolated tables, at power-of-two input scales
+# (taken as they are) and general ones (rescaled by its multiplier and shift)
+Q15 = (1 / 32768, 0)  # their output quantization
+for _code in ("LOGISTIC", "TANH"):
+    unary(f"{_code.lower()}_int16", _code, dtype="int16", shape=(4, 64), quant=(0.0004, 0), y_quant=Q15)
+unary("logistic_power_of_two_scale_int16", "LOGISTIC", dtype="int16", shape=(4, 64), quant=(2 ** -12, 0),
+      y_quant=Q15)
+unary("tanh_power_of_two_scale_int16", "TANH", dtype="int16", shape=(4, 64), quant=(2 ** -11, 0), y_quant=Q15)
+unary("softmax_int16", "SOFTMAX", dtype="int16", shape=(4, 64), quant=(0.001, 0), y_quant=Q15,
+      options=("SoftmaxOptions", {"Beta": 1.0}))
+unary("softmax_beta_int16", "SOFTMAX", dtype="int16", shape=(2, 3, 10), quant=(0.0002, 0), y_quant=Q15,
+      options=("SoftmaxOptions", {"Beta": 0.5}))
+
 
 # element movers on int16 data, where TFLite Micro takes int16
 shaped("transpose_int16", "TRANSPOSE", (2, 3, 4, 5), (2, 5, 3, 4), [[0, 3, 1, 2]], dtype="int16", quant=Q16)
