@@ -307,3 +307,52 @@ def test_int16_hard_swish_is_refused_with_the_reason():
         lower_bytes(data)
     with pytest.raises(RuntimeError):  # (the claim, checked: TFLite Micro refuses it)
         _tflm_single(data, np.zeros(4, np.int16))
+
+
+# --- a graph file's int16 nodes without act_min / act_max clamp to int16's range -----------------------
+def _half_rounded_up(acc: np.ndarray) -> np.ndarray:
+    """acc * 0.5 as TFLite's 16x8 requantization rounds it (half up), saturated to int16."""
+    return np.clip(np.floor(acc / 2 + 0.5), -32768, 32767).astype(np.int16)
+
+
+@pytest.mark.parametrize("target", ["host", "cortex-m4"])
+def test_int16_nodes_without_act_limits_clamp_to_int16(tmp_path, target):
+    """QConv2D, QDepthwise and QFullyConnected of int16 data written without act_min / act_max: the
+    outputs reach past int8's range (the clamp defaults to the output type's), against NumPy sums."""
+    from tinsmith.cli import run_compiled
+    rng = np.random.default_rng(3)
+    x = rng.integers(-3000, 3000, (1, 4, 4, 2)).astype(np.int16)
+    consts = {"cw": rng.integers(-127, 128, (3, 3, 3, 2)).astype(np.int8),
+              "dw": rng.integers(-127, 128, (1, 3, 3, 2)).astype(np.int8),
+              "fw": rng.integers(-127, 128, (3, 32)).astype(np.int8),
+              "b3": np.int64([5000, -70000, 9]), "b2": np.int64([-40000, 30001]),
+              "m3": np.full(3, 1 << 30, np.int32), "s3": np.zeros(3, np.int32),
+              "m2": np.full(2, 1 << 30, np.int32), "s2": np.zeros(2, np.int32)}
+    np.savez(tmp_path / "w.npz", **consts)
+    common = "x_zero_point: 0, y_scale: 0.5, y_zero_point: 0, accumulator: int64"
+    (tmp_path / "g.yaml").write_text(
+        "graph: g\n"
+        "inputs:\n"
+        "  x: {dtype: int16, shape: [1, 4, 4, 2], quant: {scale: 1.0, zero_point: 0}}\n"
+        "outputs: [conv, depthwise, fc]\n"
+        "constants:\n" + "".join(f"  {k}: {{file: w.npz, key: {k}, dtype: {v.dtype}}}\n" for k, v in consts.items()) +
+        "nodes:\n"
+        f"  - {{op: QConv2D, inputs: [x, cw, b3, m3, s3], outputs: [conv], attrs: {{pads: [1, 1, 1, 1], {common}}}}}\n"
+        f"  - {{op: QDepthwise, inputs: [x, dw, b2, m2, s2], outputs: [depthwise], attrs: {{pads: [1, 1, 1, 1], "
+        f"depth_multiplier: 1, {common}}}}}\n"
+        f"  - {{op: QFullyConnected, inputs: [x, fw, b3, m3, s3], outputs: [fc], attrs: {{{common}}}}}\n")
+    xi = np.pad(x.astype(np.int64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    conv = np.zeros((1, 4, 4, 3), np.int64)
+    depthwise = np.zeros((1, 4, 4, 2), np.int64)
+    for oy in range(4):
+        for ox in range(4):
+            patch = xi[0, oy:oy + 3, ox:ox + 3, :]
+            conv[0, oy, ox] = np.einsum("hwc,ohwc->o", patch, consts["cw"].astype(np.int64))
+            depthwise[0, oy, ox] = np.einsum("hwc,hwc->c", patch, consts["dw"][0].astype(np.int64))
+    want = {"conv": _half_rounded_up(conv + consts["b3"]),
+            "depthwise": _half_rounded_up(depthwise + consts["b2"]),
+            "fc": _half_rounded_up(x.reshape(1, 32).astype(np.int64) @ consts["fw"].T.astype(np.int64) + consts["b3"])}
+    assert max(np.abs(w.astype(np.int64)).max() for w in want.values()) > 10000  # far past int8's range
+    got = run_compiled(tmp_path / "g.yaml", {"x": x}, tmp_path / "build", target_name=target)
+    for name, expected in want.items():
+        np.testing.assert_array_equal(got[name], expected, err_msg=name)

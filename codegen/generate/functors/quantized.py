@@ -80,7 +80,8 @@ def _finish(graph, args, attrs, channel: Expr, out_at: Expr, coords, acc: str = 
         stmts, scaled = multiply_by_quantized_multiplier_int64(f"{acc}_scaled", Var(acc), mult, shift)
     else:
         stmts, scaled = multiply_by_quantized_multiplier(f"{acc}_scaled", Var(acc), mult, shift, sign)
-    y = _saturate(args, Binary("+", scaled, i32(attrs["y_zero_point"])), attrs["act_min"], attrs["act_max"])
+    y = _saturate(args, Binary("+", scaled, i32(attrs["y_zero_point"])),
+                  *q.output_clamp(attrs, args.outputs[0].type.dtype))
     return [*stmts, Store(args.outputs[0].name, out_at, Cast(args.outputs[0].type.dtype, y), coords)]
 
 
@@ -187,7 +188,7 @@ def _binary(op: str):
             else:
                 mult, shift = q.mul_params(attrs)
                 stmts, ry = multiply_by_quantized_multiplier("scaled", Binary("*", av, bv), mult, shift)
-            out = clamp(Binary("+", ry, i32(attrs["y_zero_point"])), attrs["act_min"], attrs["act_max"])
+            out = clamp(Binary("+", ry, i32(attrs["y_zero_point"])), *q.output_clamp(attrs, y.type.dtype))
             return [*stmts, Store(y.name, flat_index(idx, shape), Cast(y.type.dtype, out), tuple(idx))]
         return nest(shape, "i", body)[0]
     functor.__doc__ = f"{op}: both inputs rescaled, combined, requantized as TFLite's int8 and int16 kernels."
@@ -224,7 +225,7 @@ def _pool(op: str):
         steps = step if isinstance(step, tuple) else (step,)
         at, coords = _out_at(args)
         body = [Local("acc", start, "int32"), *stmts, For("ky", kh, (For("kx", kw, steps),)),
-                Store(y.name, at, Cast(y.type.dtype, clamp(result, attrs["act_min"], attrs["act_max"])), coords)]
+                Store(y.name, at, Cast(y.type.dtype, clamp(result, *q.output_clamp(attrs, y.type.dtype))), coords)]
         return _spatial(args, x.type.shape[3], body)
     functor.__doc__ = f"{op} over NHWC windows; taps in the padding do not count."
     return functor
@@ -243,7 +244,7 @@ def qmean(graph, node_id, cluster_id, args, attrs):
     v = Binary("-", widen(Load(x.name, flat_index((_v("n"), _v("iy"), _v("ix"), _v("oc")), x.type.shape))),
                i32(attrs["x_zero_point"]))
     stmts, scaled = multiply_by_quantized_multiplier("scaled", Var("acc"), mult, shift)
-    out = clamp(Binary("+", scaled, i32(attrs["y_zero_point"])), attrs["act_min"], attrs["act_max"])
+    out = clamp(Binary("+", scaled, i32(attrs["y_zero_point"])), *q.output_clamp(attrs, y.type.dtype))
     coords = (_v("n"), index(0), index(0), _v("oc"))
     body = (Local("acc", i32(0), "int32"),
             For("iy", h, (For("ix", w, (Assign("acc", Binary("+", Var("acc"), v)),)),)),
