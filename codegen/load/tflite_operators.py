@@ -98,8 +98,8 @@ OPERATORS: dict[str, Rule] = {
     "LOG_SOFTMAX": Rule(each(flt.log_softmax, FLOAT)),
     "L2_NORMALIZATION": Rule(each(flt.l2_normalization, FLOAT)),
     # --- recurrent layers, with state kept between invocations (tflite_recurrent.py) -------------
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": Rule({"float32": rec.lstm_float, "int8": rec.lstm_int8}),
-    "SVDF": Rule({"float32": rec.svdf_float, "int8": rec.svdf_int8}, 3),
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": Rule({"float32": rec.lstm_float, "int8": rec.lstm_int8, "int16": rec.lstm_16x8}),
+    "SVDF": Rule({"float32": rec.svdf_float, "int8": rec.svdf_int8, "int16": rec.svdf_int16}, 3),
     # --- resource variables (state kept between invocations) and CALL_ONCE's init subgraph --------
     "CALL_ONCE": Rule({ANY: var.call_once}, 0, None, 0),
     "VAR_HANDLE": Rule({ANY: var.var_handle}, 0, None),
