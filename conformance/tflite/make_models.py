@@ -19,7 +19,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
-from tflite_recurrent_models import (accumulator, branch, counted_loop, lstm_float, lstm_int8,  # noqa: E402
+from tflite_recurrent_models import (accumulator, branch, counted_loop, lstm_16x8, lstm_float, lstm_int8,  # noqa: E402
                                      svdf_float, svdf_int8)
 from tflite_writer import Op, Tensor, conv_options, model  # noqa: E402  (the tests' writer, found through sys.path)
 
@@ -714,8 +714,11 @@ def _recurrent(make, seed: int, dtype: str = "float32", **form):
     def build(c: Case):
         data, shape = make(seed, **form)
         c.raw = data
-        c.feeds["x"] = (c.rng.integers(-128, 128, shape).astype(np.int8) if dtype == "int8"
-                        else c.rng.uniform(-2.0, 2.0, shape).astype(np.float32))
+        if dtype in ("int8", "int16"):
+            info = np.iinfo(dtype)
+            c.feeds["x"] = c.rng.integers(info.min, info.max + 1, shape).astype(dtype)
+        else:
+            c.feeds["x"] = c.rng.uniform(-2.0, 2.0, shape).astype(np.float32)
     return build
 
 
@@ -743,6 +746,9 @@ CASES["svdf_rank4_int8"] = _recurrent(svdf_int8, 1, "int8", batch=1, n_input=24,
 CASES["unidirectional_sequence_lstm_int8"] = _recurrent(lstm_int8, 0, "int8")
 CASES["unidirectional_sequence_lstm_time_major_clip_int8"] = _recurrent(lstm_int8, 1, "int8", time_major=True,
                                                                         cell_clip=0.5)
+CASES["unidirectional_sequence_lstm_int16"] = _recurrent(lstm_16x8, 0, "int16")
+CASES["unidirectional_sequence_lstm_time_major_clip_int16"] = _recurrent(lstm_16x8, 1, "int16", time_major=True,
+                                                                         cell_clip=0.5)
 
 
 # --- 16x8 (int16 activations, int8 weights, int64 or int32 bias; zero points 0) ---------------------
