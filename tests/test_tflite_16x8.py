@@ -356,3 +356,17 @@ def test_int16_nodes_without_act_limits_clamp_to_int16(tmp_path, target):
     got = run_compiled(tmp_path / "g.yaml", {"x": x}, tmp_path / "build", target_name=target)
     for name, expected in want.items():
         np.testing.assert_array_equal(got[name], expected, err_msg=name)
+
+
+@pytest.mark.parametrize("code,x_scale,beta,message", [
+    ("LOGISTIC", 1e-40, None, r"int16 LOGISTIC with input scale [0-9.e-]+, too small for TFLite's int32 rescaling"),
+    ("TANH", 5.0, None, r"int16 TANH with input scale 5.0, too large for TFLite's int32 rescaling"),
+    ("TANH", 1e-12, None, r"int16 TANH with input scale [0-9.e-]+, too small for TFLite's int32 rescaling \(its "
+                           r"input shift would be 31\)"),
+    ("SOFTMAX", 0.001, -1.0, r"int16 SOFTMAX with beta -1.0 \(TFLite Micro's int16 softmax takes a positive beta\)"),
+    ("SOFTMAX", 0.001, float("nan"), r"int16 SOFTMAX with beta nan")])
+def test_int16_tables_outside_tflites_arithmetic_are_refused(code, x_scale, beta, message):
+    """Scales and betas TFLite Micro's int32 arithmetic cannot take: a located refusal, no traceback."""
+    options = None if beta is None else ("SoftmaxOptions", {"Beta": beta})
+    with pytest.raises(GraphError, match=message):
+        lower_bytes(_single_op_model(code, x_scale, (4,), options))

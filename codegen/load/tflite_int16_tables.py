@@ -18,11 +18,14 @@ OUTPUT_FRACTION_BITS = 15
 # scales go through the general multiplier
 POWER_OF_TWO_SHIFTS = {"sigmoid": (0,), "tanh": (0, 1)}
 MAX_LEFT_SHIFT = 30  # (the int32 rounding term 1 << (shift - 1) of a larger shift would overflow)
+MAX_MULTIPLIER = 32767  # (TFLite Micro's bound: a larger one overflows the int32 product x * multiplier)
 
 
 def checked_log2(scale: float) -> tuple[bool, int]:
     """TFLite's CheckedLog2 in float32: (whether the scale is a power of two within 1e-3 of its
-    exponent, the rounded exponent)."""
+    exponent, the rounded exponent); (False, 0) for a scale float32 cannot hold (0 or infinite)."""
+    if not 0.0 < float(np.float32(scale)) < math.inf:
+        return False, 0
     log2 = np.float32(np.float32(math.log(np.float32(scale))) * np.float32(1.0 / np.float32(math.log(2.0))))
     rounded = float(np.sign(log2) * np.floor(abs(float(log2)) + 0.5))
     return abs(float(np.float32(log2 - np.float32(rounded)))) < 1e-3, int(rounded)
@@ -61,9 +64,13 @@ def activation(function: str):
         power_of_two, log2 = checked_log2(r.scale_zp(y)[0])
         if not power_of_two or log2 != -OUTPUT_FRACTION_BITS:
             raise Unsupported(f"int16 {name} with output scale {r.scale_zp(y)[0]} (TFLite requires 2^-15)")
-        multiplier, shift = activation_scaling(function, r.scale_zp(x)[0])
+        x_scale = r.scale_zp(x)[0]
+        if float(np.float32(x_scale)) * 12288.0 > MAX_MULTIPLIER:
+            raise Unsupported(f"int16 {name} with input scale {x_scale}, too large for TFLite's int32 rescaling "
+                              f"(it takes scales up to {MAX_MULTIPLIER / 12288.0:.3g})")
+        multiplier, shift = activation_scaling(function, x_scale)
         if shift > MAX_LEFT_SHIFT:
-            raise Unsupported(f"int16 {name} with input scale {r.scale_zp(x)[0]}, too small for TFLite's "
+            raise Unsupported(f"int16 {name} with input scale {x_scale}, too small for TFLite's "
                               f"int32 rescaling (its input shift would be {shift})")
         table = r.add_constant(f"{r.names[y]}_sigmoid_table", np.array(SIGMOID_TABLE, np.int32))
         r.emit("Int16Activation", [r.value(x), table], [r.names[y]],
@@ -78,7 +85,10 @@ def softmax(r: Reader, op, inputs, outputs) -> None:
     y_scale = r.scale_zp(y)[0]
     if abs(np.float32(y_scale) - np.float32(1.0 / 32768)) > np.float32(0.001 / 32768):
         raise Unsupported(f"int16 SOFTMAX with output scale {y_scale} (TFLite requires 2^-15)")
-    multiplier, shift = softmax16.softmax_scaling(options(op, "SoftmaxOptions").Beta(), r.scale_zp(x)[0])
+    beta = float(options(op, "SoftmaxOptions").Beta())
+    if not 0.0 < beta < math.inf:
+        raise Unsupported(f"int16 SOFTMAX with beta {beta} (TFLite Micro's int16 softmax takes a positive beta)")
+    multiplier, shift = softmax16.softmax_scaling(beta, r.scale_zp(x)[0])
     tables = [r.add_constant(f"{r.names[y]}_{f}_table", softmax16.int16_table(f)) for f in ("exp", "reciprocal")]
     r.emit("Int16Softmax", [r.value(x), *tables], [r.names[y]],
            {"input_multiplier": multiplier, "input_left_shift": shift})
