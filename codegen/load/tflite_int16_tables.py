@@ -46,6 +46,18 @@ def activation_scaling(function: str, x_scale: float) -> tuple[int, int]:
     return int(multiplier), shift
 
 
+def shared_table(r: Reader, name: str, data: np.ndarray) -> str:
+    """A table constant every node that reads the same one shares (one copy in flash)."""
+    if name in r.constants and np.array_equal(r.constants[name].data, data):
+        return name
+    return r.add_constant(name, data)
+
+
+def sigmoid_table(r: Reader) -> str:
+    """TFLite's 256-entry sigmoid table of the int16 LOGISTIC, TANH and the integer LSTM's gates."""
+    return shared_table(r, "int16_sigmoid_table", np.array(SIGMOID_TABLE, np.int32))
+
+
 def _check_int16(r: Reader, x: int, y: int, name: str) -> None:
     if r.dtype(y) != "int16":
         raise Unsupported(f"an int16 input with a {r.dtype(y)} output (TFLite's is int16)")
@@ -72,8 +84,7 @@ def activation(function: str):
         if shift > MAX_LEFT_SHIFT:
             raise Unsupported(f"int16 {name} with input scale {x_scale}, too small for TFLite's "
                               f"int32 rescaling (its input shift would be {shift})")
-        table = r.add_constant(f"{r.names[y]}_sigmoid_table", np.array(SIGMOID_TABLE, np.int32))
-        r.emit("Int16Activation", [r.value(x), table], [r.names[y]],
+        r.emit("Int16Activation", [r.value(x), sigmoid_table(r)], [r.names[y]],
                {"function": function, "input_multiplier": multiplier, "input_left_shift": shift})
     return read
 
@@ -89,7 +100,7 @@ def softmax(r: Reader, op, inputs, outputs) -> None:
     if not 0.0 < beta < math.inf:
         raise Unsupported(f"int16 SOFTMAX with beta {beta} (TFLite Micro's int16 softmax takes a positive beta)")
     multiplier, shift = softmax16.softmax_scaling(beta, r.scale_zp(x)[0])
-    tables = [r.add_constant(f"{r.names[y]}_{f}_table", softmax16.int16_table(f)) for f in ("exp", "reciprocal")]
+    tables = [shared_table(r, f"int16_softmax_{f}_table", softmax16.int16_table(f)) for f in ("exp", "reciprocal")]
     r.emit("Int16Softmax", [r.value(x), *tables], [r.names[y]],
            {"input_multiplier": multiplier, "input_left_shift": shift})
 

@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from tinsmith.load.tflite_reader import FLOAT_CLAMPS, Reader, Unsupported, options
-from tinsmith.ops.quantized_recurrent import SIGMOID_TABLE
+from tinsmith.load.tflite_int16_tables import sigmoid_table
 from tinsmith.quant import fixed_point as fp
 
 # UNIDIRECTIONAL_SEQUENCE_LSTM's inputs: TFLite's gate order is i, f, c, o
@@ -370,7 +370,7 @@ class _IntegerLstm:
                                    r.int64(f"{self.name}_axes", [axis])], "part")
 
     def table(self) -> str:
-        return self.r.add_constant(f"{self.name}_sigmoid_table", np.asarray(SIGMOID_TABLE, np.int32))
+        return sigmoid_table(self.r)
 
     def rescale(self, value: str, x_scale: float, y_scale: float, dtype: str, hint: str, y_zp: int = 0,
                 bound: int | None = None) -> str:
