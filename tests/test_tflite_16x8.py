@@ -226,3 +226,147 @@ def test_sub_and_leaky_relu_import_onto_their_quantized_primitives():
     assert ops["sub"].op == "QSub" and ops["leaky_relu"].op == "QLeakyRelu"
     assert ops["sub"].attrs["a_zero_point"] == ops["leaky_relu"].attrs["x_zero_point"] == 0
     assert ops["leaky_relu"].attrs["alpha"] == pytest.approx(0.3)
+
+
+# --- int16 LOGISTIC, TANH and SOFTMAX: TFLite Micro's interpolated tables ------------------------------
+ALL_INT16 = np.arange(-32768, 32768, dtype=np.int16)
+# power-of-two scales (the table's own 2^-12, and 2^-11, which TANH alone takes as it is), scales
+# within TFLite's 1e-3 of a power of two in log2, and general ones down to a shift of 24
+TABLE_SCALES = (2 ** -12, 2 ** -11, 2 ** -12 * 1.0004, 2 ** -11 * 0.9996, 2 ** -10, 0.001, 0.0003, 0.01, 0.5, 1e-7)
+
+
+def _single_op_model(code: str, x_scale: float, shape, options=None) -> bytes:
+    tensors = [Tensor("x", "int16", list(shape), quant=(x_scale, 0)),
+               Tensor("y", "int16", list(shape), quant=(1 / 32768, 0))]
+    return model(tensors, [Op(code, [0], [1], options)], [0], [1])
+
+
+def _tflm_single(data: bytes, x: np.ndarray) -> np.ndarray:
+    interp = tflm.Interpreter.from_bytes(data, arena_size=1 << 20)
+    interp.set_input(x, 0)
+    interp.invoke()
+    return interp.get_output(0)
+
+
+@pytest.mark.parametrize("code", ["LOGISTIC", "TANH"])
+@pytest.mark.parametrize("x_scale", TABLE_SCALES)
+def test_int16_logistic_and_tanh_references_match_tflm_on_every_input(code, x_scale):
+    """The imported node's NumPy reference (which its kernel follows step by step) against TFLite
+    Micro on all 65536 inputs, for TFLite Micro's multiplier and shift of each input scale."""
+    from tinsmith.ops.registry import PRIMITIVES
+    data = _single_op_model(code, x_scale, ALL_INT16.shape)
+    node, consts = _only_node(data)
+    assert node.op == "Int16Activation"
+    got = PRIMITIVES[node.op].reference([ALL_INT16, consts[node.inputs[1]]], node.attrs)[0]
+    np.testing.assert_array_equal(got, _tflm_single(data, ALL_INT16))
+
+
+def _only_node(data: bytes):
+    graph = lower_bytes(data)
+    (node,) = [n for n in graph.nodes if n.op not in ("Identity",)]
+    return node, {name: c.data for name, c in graph.constants.items()}
+
+
+@pytest.mark.parametrize("x_scale,beta", [(0.001, 1.0), (0.0004, 0.5), (0.01, 2.0), (1e-5, 1.0), (0.5, 1.0)])
+def test_int16_softmax_reference_matches_tflm(x_scale, beta):
+    """Int16Softmax's reference, with the tables the importer builds, against TFLite Micro on rows of
+    1, 10 and 300 values over the whole int16 range and close together."""
+    from tinsmith.ops.registry import PRIMITIVES
+    rng = np.random.default_rng(int(x_scale * 1e6))
+    for shape in ((3, 1), (6, 10), (2, 300)):
+        x = rng.integers(-32768, 32768, shape).astype(np.int16)
+        x[-1] = rng.integers(-300, 300, shape[1])
+        data = _single_op_model("SOFTMAX", x_scale, shape, ("SoftmaxOptions", {"Beta": beta}))
+        node, consts = _only_node(data)
+        got = PRIMITIVES[node.op].reference([x] + [consts[i] for i in node.inputs[1:]], node.attrs)[0]
+        np.testing.assert_array_equal(got, _tflm_single(data, x), err_msg=f"{shape}")
+
+
+def tables_model() -> bytes:
+    """int16 LOGISTIC, TANH (power-of-two and general input scales) and SOFTMAX, all reading x."""
+    m = Model16x8(31, (3, 40))
+    m.tensors[0] = Tensor("x", "int16", [3, 40], quant=(0.0004, 0))
+    for code, name in (("LOGISTIC", "logistic"), ("TANH", "tanh")):
+        m.op(code, name, [0], (3, 40), 1 / 32768, None)
+    m.op("SOFTMAX", "softmax", [0], (3, 40), 1 / 32768, ("SoftmaxOptions", {"Beta": 1.0}))
+    return m.write()
+
+
+@pytest.mark.parametrize("target", ["host", "cortex-m4"])
+def test_int16_table_functions_are_bit_exact(target, tmp_path):
+    rng = np.random.default_rng(5)
+    x = rng.integers(-32768, 32768, (3, 40)).astype(np.int16)
+    x[2] = rng.integers(-400, 400, 40)  # a row of close values: many exps count in the softmax
+    compare(tmp_path, tables_model(), target, [x, np.linspace(-32768, 32767, 120).astype(np.int16).reshape(3, 40)])
+
+
+def test_int16_hard_swish_is_refused_with_the_reason():
+    data = _single_op_model("HARD_SWISH", 0.001, (4,))
+    with pytest.raises(GraphError, match=r"operator 0 \(HARD_SWISH\): int16 data: neither TFLite Micro nor TFLite "
+                                         r"runs HARD_SWISH on int16"):
+        lower_bytes(data)
+    with pytest.raises(RuntimeError):  # (the claim, checked: TFLite Micro refuses it)
+        _tflm_single(data, np.zeros(4, np.int16))
+
+
+# --- a graph file's int16 nodes without act_min / act_max clamp to int16's range -----------------------
+def _half_rounded_up(acc: np.ndarray) -> np.ndarray:
+    """acc * 0.5 as TFLite's 16x8 requantization rounds it (half up), saturated to int16."""
+    return np.clip(np.floor(acc / 2 + 0.5), -32768, 32767).astype(np.int16)
+
+
+@pytest.mark.parametrize("target", ["host", "cortex-m4"])
+def test_int16_nodes_without_act_limits_clamp_to_int16(tmp_path, target):
+    """QConv2D, QDepthwise and QFullyConnected of int16 data written without act_min / act_max: the
+    outputs reach past int8's range (the clamp defaults to the output type's), against NumPy sums."""
+    from tinsmith.cli import run_compiled
+    rng = np.random.default_rng(3)
+    x = rng.integers(-3000, 3000, (1, 4, 4, 2)).astype(np.int16)
+    consts = {"cw": rng.integers(-127, 128, (3, 3, 3, 2)).astype(np.int8),
+              "dw": rng.integers(-127, 128, (1, 3, 3, 2)).astype(np.int8),
+              "fw": rng.integers(-127, 128, (3, 32)).astype(np.int8),
+              "b3": np.int64([5000, -70000, 9]), "b2": np.int64([-40000, 30001]),
+              "m3": np.full(3, 1 << 30, np.int32), "s3": np.zeros(3, np.int32),
+              "m2": np.full(2, 1 << 30, np.int32), "s2": np.zeros(2, np.int32)}
+    np.savez(tmp_path / "w.npz", **consts)
+    common = "x_zero_point: 0, y_scale: 0.5, y_zero_point: 0, accumulator: int64"
+    (tmp_path / "g.yaml").write_text(
+        "graph: g\n"
+        "inputs:\n"
+        "  x: {dtype: int16, shape: [1, 4, 4, 2], quant: {scale: 1.0, zero_point: 0}}\n"
+        "outputs: [conv, depthwise, fc]\n"
+        "constants:\n" + "".join(f"  {k}: {{file: w.npz, key: {k}, dtype: {v.dtype}}}\n" for k, v in consts.items()) +
+        "nodes:\n"
+        f"  - {{op: QConv2D, inputs: [x, cw, b3, m3, s3], outputs: [conv], attrs: {{pads: [1, 1, 1, 1], {common}}}}}\n"
+        f"  - {{op: QDepthwise, inputs: [x, dw, b2, m2, s2], outputs: [depthwise], attrs: {{pads: [1, 1, 1, 1], "
+        f"depth_multiplier: 1, {common}}}}}\n"
+        f"  - {{op: QFullyConnected, inputs: [x, fw, b3, m3, s3], outputs: [fc], attrs: {{{common}}}}}\n")
+    xi = np.pad(x.astype(np.int64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    conv = np.zeros((1, 4, 4, 3), np.int64)
+    depthwise = np.zeros((1, 4, 4, 2), np.int64)
+    for oy in range(4):
+        for ox in range(4):
+            patch = xi[0, oy:oy + 3, ox:ox + 3, :]
+            conv[0, oy, ox] = np.einsum("hwc,ohwc->o", patch, consts["cw"].astype(np.int64))
+            depthwise[0, oy, ox] = np.einsum("hwc,hwc->c", patch, consts["dw"][0].astype(np.int64))
+    want = {"conv": _half_rounded_up(conv + consts["b3"]),
+            "depthwise": _half_rounded_up(depthwise + consts["b2"]),
+            "fc": _half_rounded_up(x.reshape(1, 32).astype(np.int64) @ consts["fw"].T.astype(np.int64) + consts["b3"])}
+    assert max(np.abs(w.astype(np.int64)).max() for w in want.values()) > 10000  # far past int8's range
+    got = run_compiled(tmp_path / "g.yaml", {"x": x}, tmp_path / "build", target_name=target)
+    for name, expected in want.items():
+        np.testing.assert_array_equal(got[name], expected, err_msg=name)
+
+
+@pytest.mark.parametrize("code,x_scale,beta,message", [
+    ("LOGISTIC", 1e-40, None, r"int16 LOGISTIC with input scale [0-9.e-]+, too small for TFLite's int32 rescaling"),
+    ("TANH", 5.0, None, r"int16 TANH with input scale 5.0, too large for TFLite's int32 rescaling"),
+    ("TANH", 1e-12, None, r"int16 TANH with input scale [0-9.e-]+, too small for TFLite's int32 rescaling \(its "
+                           r"input shift would be 31\)"),
+    ("SOFTMAX", 0.001, -1.0, r"int16 SOFTMAX with beta -1.0 \(TFLite Micro's int16 softmax takes a positive beta\)"),
+    ("SOFTMAX", 0.001, float("nan"), r"int16 SOFTMAX with beta nan")])
+def test_int16_tables_outside_tflites_arithmetic_are_refused(code, x_scale, beta, message):
+    """Scales and betas TFLite Micro's int32 arithmetic cannot take: a located refusal, no traceback."""
+    options = None if beta is None else ("SoftmaxOptions", {"Beta": beta})
+    with pytest.raises(GraphError, match=message):
+        lower_bytes(_single_op_model(code, x_scale, (4,), options))

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from conftest import emulated_core
-from tflite_recurrent_models import accumulator, branch, counted_loop, lstm_float, lstm_int8, svdf_float, svdf_int8
+from tflite_recurrent_models import (accumulator, branch, counted_loop, lstm_16x8, lstm_float, lstm_int8, svdf_float,
+                                     svdf_int8)
 
 ROOT = Path(__file__).resolve().parents[1]
 tflm = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
@@ -83,10 +84,11 @@ def compiled(model: bytes | Path, feeds: list[np.ndarray], tmp_path: Path) -> li
 
 
 def feeds(shape, seed: int, dtype: str = "float32") -> list[np.ndarray]:
-    """CALLS seeded inputs: float32 in [-2, 2), int8 over its whole range."""
+    """CALLS seeded inputs: float32 in [-2, 2), int8 and int16 over their whole range."""
     rng = np.random.default_rng(1000 + seed)
-    if dtype == "int8":
-        return [rng.integers(-128, 128, shape).astype(np.int8) for _ in range(CALLS)]
+    if dtype in ("int8", "int16"):
+        info = np.iinfo(dtype)
+        return [rng.integers(info.min, info.max + 1, shape).astype(dtype) for _ in range(CALLS)]
     return [rng.uniform(-2.0, 2.0, shape).astype(np.float32) for _ in range(CALLS)]
 
 
@@ -116,6 +118,10 @@ FORMS = {
         "batch_major": {}, "time_major": {"time_major": True}, "cell_clip": {"cell_clip": 0.5},
         "cell_scale_2^-15": {"cell_scale_power": -15}, "cell_scale_2^-8": {"cell_scale_power": -8},
         "one_step": {"steps": 1, "batch": 1}}),
+    "lstm_16x8": (lstm_16x8, "int16", (0, 1, 2), {
+        "batch_major": {}, "time_major": {"time_major": True}, "cell_clip": {"cell_clip": 0.5},
+        "cell_scale_2^-15": {"cell_scale_power": -15}, "cell_scale_2^-8": {"cell_scale_power": -8},
+        "one_step": {"steps": 1, "batch": 1}, "wide": {"n_input": 24, "n_cell": 16}}),
 }
 CASES = [pytest.param(op, form, seed, id=f"{op}-{form}-{seed}")
          for op, (_, _, seeds, forms) in FORMS.items() for form in forms for seed in seeds]
@@ -123,29 +129,31 @@ CASES = [pytest.param(op, form, seed, id=f"{op}-{form}-{seed}")
 
 @pytest.mark.parametrize("operator, form, seed", CASES)
 def test_operator_matches_tflite_micro_over_calls(operator, form, seed, tmp_path):
-    """float32 within 1e-5 relative, int8 bit-exact, on every one of CALLS calls in a row."""
+    """float32 within 1e-5 relative, int8 and int16 bit-exact, on every one of CALLS calls in a row."""
     make, dtype, _, forms = FORMS[operator]
     model, shape = make(seed, **forms[form])
     xs = feeds(shape, seed, dtype)
     assert_calls_match(compiled(model, xs, tmp_path), oracle(model, xs))
 
 
-EMULATED = {"svdf": lambda: svdf_int8(5, batch=1, n_input=24, filters=16, memory=8, rank=4),
-            "lstm": lambda: lstm_int8(5, batch=1, steps=4, n_input=6, n_cell=8)}
+EMULATED = {"svdf": (lambda: svdf_int8(5, batch=1, n_input=24, filters=16, memory=8, rank=4), "int8"),
+            "lstm": (lambda: lstm_int8(5, batch=1, steps=4, n_input=6, n_cell=8), "int8"),
+            "lstm_16x8": (lambda: lstm_16x8(5, batch=1, steps=4, n_input=6, n_cell=8), "int16")}
 
 
 @pytest.mark.parametrize("core", [emulated_core("cortex-m4")])
 @pytest.mark.parametrize("operator", sorted(EMULATED))
-def test_int8_recurrent_operator_is_bit_exact_on_the_emulated_cortex_m4(operator, core, tmp_path):
+def test_integer_recurrent_operator_is_bit_exact_on_the_emulated_cortex_m4(operator, core, tmp_path):
     """One call from the starting state, through `tinsmith`'s own emulation path (the firmware
     times a second call from the same state)."""
     from tinsmith.cli import run_compiled
     from tinsmith.pipeline import lower
-    model, shape = EMULATED[operator]()
+    make, dtype = EMULATED[operator]
+    model, shape = make()
     path = tmp_path / f"{operator}.tflite"
     path.write_bytes(model)
     graph = lower(path)
-    (x,) = feeds(shape, 5, "int8")[:1]
+    (x,) = feeds(shape, 5, dtype)[:1]
     got = run_compiled(path, {graph.api_inputs[0]: x}, tmp_path / "build", graph, core)[graph.api_outputs[0]]
     np.testing.assert_array_equal(got, oracle(model, [x])[0])
 
@@ -302,3 +310,27 @@ def test_validate_starts_every_sample_from_the_starting_state(tmp_path, tinsmith
     proc = tinsmith_cmd("validate", "acc.tflite", "--per-layer", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "acc [host] agrees with the TFLite Micro interpreter within the tolerance" in proc.stdout
+
+
+def test_an_int16_svdf_is_refused_with_the_reason(tmp_path):
+    """TFLite Micro's SVDF takes float32 or int8 input (and so does TFLite's): no reference to match."""
+    from tinsmith.errors import GraphError
+    from tinsmith.pipeline import lower
+    model, shape = svdf_int8(0, data="int16")
+    path = tmp_path / "svdf16.tflite"
+    path.write_bytes(model)
+    with pytest.raises(GraphError, match=r"operator 0 \(SVDF\): int16 input: TFLite Micro's SVDF \(and TFLite's\) "
+                                         r"takes float32 or int8 input"):
+        lower(path)
+    with pytest.raises(RuntimeError):  # (the claim, checked)
+        oracle(model, feeds(shape, 0, "int16")[:1])
+
+
+def test_a_16x8_lstm_with_a_zero_point_is_refused(tmp_path):
+    from tinsmith.errors import GraphError
+    from tinsmith.pipeline import lower
+    model, _ = lstm_16x8(0, int16_zero_point=4)
+    path = tmp_path / "lstm16.tflite"
+    path.write_bytes(model)
+    with pytest.raises(GraphError, match=r"16x8 data with zero points 4 \(input\) and 0 \(output state\)"):
+        lower(path)

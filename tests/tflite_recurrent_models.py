@@ -64,16 +64,17 @@ def svdf_float(seed: int = 0, batch: int = 2, n_input: int = 5, filters: int = 6
 
 
 def svdf_int8(seed: int = 0, batch: int = 2, n_input: int = 5, filters: int = 6, memory: int = 4, rank: int = 2,
-              activation: int = 1) -> tuple[bytes, list[int]]:
+              activation: int = 1, data: str = "int8") -> tuple[bytes, list[int]]:
     """An int8 SVDF as TFLite's converter quantizes one (int8 input, feature weights and output,
     int16 time weights and activation state, int32 bias at the state's times the time weights'
-    scale); returns the model and its input's shape."""
+    scale); returns the model and its input's shape. `data` int16 makes input and output int16
+    (a form neither TFLite Micro nor TFLite runs)."""
     rng = np.random.default_rng(seed)
     units = filters // rank
     x_q, state_q, y_q = (0.02, int(rng.integers(-20, 20))), (0.004, 0), (0.1, int(rng.integers(-20, 20)))
     wf_scale, wt_scale = 0.006, 0.00005
     bias_scale = state_q[0] * wt_scale
-    tensors = [Tensor("x", "int8", [batch, n_input], quant=x_q),
+    tensors = [Tensor("x", data, [batch, n_input], quant=x_q),
                Tensor("feature_weights", "int8", [filters, n_input],
                       rng.integers(-127, 128, (filters, n_input)).astype(np.int8), quant=(wf_scale, 0)),
                Tensor("time_weights", "int16", [filters, memory],
@@ -81,29 +82,32 @@ def svdf_int8(seed: int = 0, batch: int = 2, n_input: int = 5, filters: int = 6,
                Tensor("bias", "int32", [units], rng.integers(-20000, 20000, units).astype(np.int32),
                       quant=(bias_scale, 0)),
                Tensor("activation_state", "int16", [batch, filters * memory], quant=state_q, variable=True),
-               Tensor("y", "int8", [batch, units], quant=y_q)]
+               Tensor("y", data, [batch, units], quant=y_q)]
     op = Op("SVDF", [0, 1, 2, 3, 4], [5], ("SVDFOptions", {"Rank": rank, "FusedActivationFunction": activation}))
     return model(tensors, [op], [0], [5]), [batch, n_input]
 
 
 def lstm_int8(seed: int = 0, batch: int = 2, steps: int = 3, n_input: int = 4, n_cell: int = 5,
-              time_major: bool = False, cell_clip: float = 0.0, cell_scale_power: int = -11
-              ) -> tuple[bytes, list[int]]:
-    """An int8 UNIDIRECTIONAL_SEQUENCE_LSTM as TFLite's converter quantizes one for TFLite Micro:
-    int8 input, weights and output state (the output shares its quantization), int32 biases at the
-    input's times the input weights' scale, int16 cell state at scale 2^cell_scale_power; returns
-    the model and its input's shape."""
+              time_major: bool = False, cell_clip: float = 0.0, cell_scale_power: int = -11,
+              activations: str = "int8", int16_zero_point: int = 0) -> tuple[bytes, list[int]]:
+    """An integer UNIDIRECTIONAL_SEQUENCE_LSTM as TFLite's converter quantizes one for TFLite Micro:
+    int8 weights, int16 cell state at scale 2^cell_scale_power, and `activations` int8 (input and
+    output state with zero points, the output sharing the state's quantization; int32 biases at the
+    input's times the input weights' scale) or int16 (16x8: zero points 0, int64 biases); returns
+    the model and its input's shape (int16_zero_point: the int16 input's, for a refusal)."""
     rng = np.random.default_rng(seed)
     tensors: list[Tensor] = []
+    wide = activations == "int16"
 
     def add(name, dtype, shape, data=None, quant=None, variable=False) -> int:
         tensors.append(Tensor(name, dtype, list(shape), data, quant, variable=variable))
         return len(tensors) - 1
 
-    x_q = (0.03, int(rng.integers(-10, 10)))
-    h_q = (float(rng.uniform(0.006, 0.009)), int(rng.integers(-10, 10)))
+    x_q = (0.0002, int16_zero_point) if wide else (0.03, int(rng.integers(-10, 10)))
+    h_q = (float(rng.uniform(0.00003, 0.00005)), 0) if wide else (float(rng.uniform(0.006, 0.009)),
+                                                                 int(rng.integers(-10, 10)))
     x_shape = [steps, batch, n_input] if time_major else [batch, steps, n_input]
-    x = add("x", "int8", x_shape, quant=x_q)
+    x = add("x", activations, x_shape, quant=x_q)
 
     def weights(name, shape) -> tuple[int, float]:
         scale = float(rng.uniform(0.003, 0.006))
@@ -112,16 +116,23 @@ def lstm_int8(seed: int = 0, batch: int = 2, steps: int = 3, n_input: int = 4, n
     gates = "ifco"
     w_in = [weights(f"input_to_{g}", (n_cell, n_input)) for g in gates]
     w_rec = [weights(f"recurrent_to_{g}", (n_cell, n_cell)) for g in gates]
-    biases = [add(f"{g}_bias", "int32", (n_cell,), rng.integers(-3000, 3000, n_cell).astype(np.int32),
+    bias_type, bias_bound = ("int64", 3_000_000) if wide else ("int32", 3000)
+    biases = [add(f"{g}_bias", bias_type, (n_cell,), rng.integers(-bias_bound, bias_bound, n_cell).astype(bias_type),
                   (x_q[0] * w_in[k][1], 0)) for k, g in enumerate(gates)]
-    h = add("output_state", "int8", (batch, n_cell), quant=h_q, variable=True)
+    h = add("output_state", activations, (batch, n_cell), quant=h_q, variable=True)
     c = add("cell_state", "int16", (batch, n_cell), quant=(2.0 ** cell_scale_power, 0), variable=True)
     y_shape = [steps, batch, n_cell] if time_major else [batch, steps, n_cell]
-    y = add("y", "int8", y_shape, quant=h_q)
+    y = add("y", activations, y_shape, quant=h_q)
     ins = [x, *(w for w, _ in w_in), *(w for w, _ in w_rec), -1, -1, -1, *biases, -1, -1, h, c, -1, -1, -1, -1]
     opts = {"FusedActivationFunction": 4, "CellClip": cell_clip, "ProjClip": 0.0, "TimeMajor": time_major}
     op = Op("UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [y], ("UnidirectionalSequenceLSTMOptions", opts))
     return model(tensors, [op], [x], [y]), x_shape
+
+
+def lstm_16x8(seed: int = 0, **kwargs) -> tuple[bytes, list[int]]:
+    """A 16x8 UNIDIRECTIONAL_SEQUENCE_LSTM (int16 input, output and output state, int8 weights, int64
+    biases, int16 cell state), as lstm_int8 with int16 activations."""
+    return lstm_int8(seed, activations="int16", **kwargs)
 
 
 def accumulator(initial: float = 0.0, shape=(2, 3), decay: float = 0.5, dtype: str = "float32") -> bytes:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from tinsmith.load import tflite_float as flt
+from tinsmith.load import tflite_int16_tables as t16
 from tinsmith.load import tflite_quantized as q
 from tinsmith.load import tflite_quantized_composite as qc
 from tinsmith.load import tflite_recurrent as rec
@@ -81,11 +82,12 @@ OPERATORS: dict[str, Rule] = {
     "RELU6": Rule({"float32": flt.clamp(0.0, 6.0), **each(q.relu6, Q_ELEMENTWISE)}),
     "RELU_N1_TO_1": Rule(each(flt.clamp(-1.0, 1.0), FLOAT)),
     "RELU_0_TO_1": Rule(each(flt.clamp(0.0, 1.0), FLOAT)),
-    "LOGISTIC": Rule({"float32": flt.unary("Sigmoid"), "int8": q.table_function("logistic")}),
-    "TANH": Rule({"float32": flt.unary("Tanh"), "int8": q.table_function("tanh")}),
+    "LOGISTIC": Rule({"float32": flt.unary("Sigmoid"), "int8": q.table_function("logistic"),
+                      "int16": t16.activation("sigmoid")}),
+    "TANH": Rule({"float32": flt.unary("Tanh"), "int8": q.table_function("tanh"), "int16": t16.activation("tanh")}),
     "LEAKY_RELU": Rule({"float32": flt.leaky_relu, "int8": q.leaky_relu, "int16": q.leaky_relu_int16}),
     "PRELU": Rule({"float32": flt.binary("PRelu", None), "int8": qc.prelu}, 2),
-    "HARD_SWISH": Rule({"float32": flt.unary("HardSwish"), "int8": q.hard_swish}),
+    "HARD_SWISH": Rule({"float32": flt.unary("HardSwish"), "int8": q.hard_swish, "int16": t16.hard_swish}),
     "ELU": Rule({"float32": flt.unary("Elu", alpha=1.0), "int8": q.elu}),
     "GELU": Rule(each(flt.gelu, FLOAT)),
     "EXP": _unary_float("Exp"), "LOG": _unary_float("Log"), "SQRT": _unary_float("Sqrt"),
@@ -94,12 +96,12 @@ OPERATORS: dict[str, Rule] = {
     "CEIL": _unary_float("Ceil"), "ROUND": _unary_float("Round"), "SIGN": _unary_float("Sign"),
     "ABS": Rule({"float32": flt.unary("Abs"), "int8": q.abs_, "int16": qc.abs_int16}), "NEG": _unary_float("Neg"),
     "SQUARE": Rule(each(flt.square, FLOAT)),
-    "SOFTMAX": Rule({"float32": flt.softmax, "int8": q.softmax}),
+    "SOFTMAX": Rule({"float32": flt.softmax, "int8": q.softmax, "int16": t16.softmax}),
     "LOG_SOFTMAX": Rule(each(flt.log_softmax, FLOAT)),
     "L2_NORMALIZATION": Rule(each(flt.l2_normalization, FLOAT)),
     # --- recurrent layers, with state kept between invocations (tflite_recurrent.py) -------------
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": Rule({"float32": rec.lstm_float, "int8": rec.lstm_int8}),
-    "SVDF": Rule({"float32": rec.svdf_float, "int8": rec.svdf_int8}, 3),
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": Rule({"float32": rec.lstm_float, "int8": rec.lstm_int8, "int16": rec.lstm_16x8}),
+    "SVDF": Rule({"float32": rec.svdf_float, "int8": rec.svdf_int8, "int16": rec.svdf_int16}, 3),
     # --- resource variables (state kept between invocations) and CALL_ONCE's init subgraph --------
     "CALL_ONCE": Rule({ANY: var.call_once}, 0, None, 0),
     "VAR_HANDLE": Rule({ANY: var.var_handle}, 0, None),

@@ -19,7 +19,8 @@ import math
 import numpy as np
 
 from tinsmith.load.tflite_reader import FLOAT_CLAMPS, Reader, Unsupported, options
-from tinsmith.ops.quantized_recurrent import SIGMOID_TABLE
+from tinsmith.load.tflite_int16_tables import sigmoid_table
+from tinsmith.quant import fixed_point as fp
 
 # UNIDIRECTIONAL_SEQUENCE_LSTM's inputs: TFLite's gate order is i, f, c, o
 LSTM_INPUT_WEIGHTS, LSTM_RECURRENT_WEIGHTS, LSTM_BIASES = (1, 2, 3, 4), (5, 6, 7, 8), (12, 13, 14, 15)
@@ -203,9 +204,19 @@ def svdf_int8(r: Reader, op, inputs, outputs) -> None:
                                             "effective_scale": _float32_ratio(s_s, t_s, y_s)})
 
 
+def svdf_int16(r: Reader, op, inputs, outputs) -> None:
+    raise Unsupported("int16 input: TFLite Micro's SVDF (and TFLite's) takes float32 or int8 input; its 16-bit "
+                      "form is the int8 SVDF's int16 time weights and activation state, which Tinsmith runs")
+
+
 # TFLite Micro's integer LSTM: gates' inputs in Q3.12, gates' outputs in Q0.15
 GATE_INPUT_SCALE, GATE_OUTPUT_SCALE = 2.0 ** -12, 2.0 ** -15
 SIGMOID_GATES = (0, 1, 3)  # i, f, o; the cell gate (2) is tanh
+
+
+# the integer LSTMs TFLite Micro runs, by activation type: the bias type (the weights are int8, the
+# cell state int16 in both)
+LSTM_BIAS_TYPES = {"int8": "int32", "int16": "int64"}
 
 
 def lstm_int8(r: Reader, op, inputs, outputs) -> None:
@@ -215,17 +226,42 @@ def lstm_int8(r: Reader, op, inputs, outputs) -> None:
     int16 cell state updated by two rescaled products added with saturation (and clipped); the int8
     hidden state the output gate times the tanh of the cell, rescaled. The input projection of every
     time step is one matrix product; the recurrence is unrolled over the steps."""
+    _lstm_integer(r, op, inputs, outputs, "int8")
+
+
+def lstm_16x8(r: Reader, op, inputs, outputs) -> None:
+    """UNIDIRECTIONAL_SEQUENCE_LSTM on int16 activations (16x8: int8 weights, int64 biases, zero points
+    0): lstm_int8's steps, with the fully connected sums in int64 requantized to Q3.12 by TFLite's
+    16x8 fully connected arithmetic (QFullyConnected, accumulator int64) and an int16 hidden state."""
+    _lstm_integer(r, op, inputs, outputs, "int16")
+
+
+def _check_lstm_types(r: Reader, inputs, activations: str) -> None:
+    bias = LSTM_BIAS_TYPES[activations]
+    kinds = [(k, activations) for k in (0, LSTM_OUTPUT_STATE)] + \
+        [(k, "int8") for k in (*LSTM_INPUT_WEIGHTS, *LSTM_RECURRENT_WEIGHTS)] + \
+        [(k, bias) for k in LSTM_BIASES] + [(LSTM_CELL_STATE, "int16")]
+    for k, dtype in kinds:
+        if r.dtype(inputs[k]) != dtype:
+            raise Unsupported(f"input {k} of element type {r.dtype(inputs[k])} (TFLite Micro's {activations} LSTM "
+                              f"takes {dtype} there)")
+    if activations == "int16":
+        zero_points = {k: r.scale_zp(inputs[k])[1] for k in (0, LSTM_OUTPUT_STATE)}
+        if any(zero_points.values()):
+            raise Unsupported(f"16x8 data with zero points {zero_points[0]} (input) and "
+                              f"{zero_points[LSTM_OUTPUT_STATE]} (output state) (TFLite requires 0 for int16 data)")
+
+
+def _lstm_integer(r: Reader, op, inputs, outputs, activations: str) -> None:
+    """The integer LSTM on int8 or int16 activations (lstm_int8, lstm_16x8)."""
     _check_lstm_form(r, inputs)
     opts = options(op, "UnidirectionalSequenceLSTMOptions")
     if opts.FusedActivationFunction() != TANH:
-        raise Unsupported("a fused activation other than TANH on int8 (TFLite Micro's integer kernel takes TANH)")
+        raise Unsupported(f"a fused activation other than TANH on {activations} (TFLite Micro's integer kernel "
+                          f"takes TANH)")
+    _check_lstm_types(r, inputs, activations)
     x, y = int(inputs[0]), int(outputs[0])
     h_in, c_in = inputs[LSTM_OUTPUT_STATE], inputs[LSTM_CELL_STATE]
-    kinds = [(k, "int8") for k in (0, *LSTM_INPUT_WEIGHTS, *LSTM_RECURRENT_WEIGHTS, LSTM_OUTPUT_STATE)] + \
-        [(k, "int32") for k in LSTM_BIASES] + [(LSTM_CELL_STATE, "int16")]
-    for k, dtype in kinds:
-        if r.dtype(inputs[k]) != dtype:
-            raise Unsupported(f"input {k} of element type {r.dtype(inputs[k])} (the int8 LSTM takes {dtype} there)")
     time_major = bool(opts.TimeMajor())
     steps, batch, n_in = (r.shape(x) if time_major else (r.shape(x)[1], r.shape(x)[0], r.shape(x)[2]))
     cells = r.shape(inputs[1])[0]
@@ -234,7 +270,7 @@ def lstm_int8(r: Reader, op, inputs, outputs) -> None:
     if c_zp != 0 or power != int(power):
         raise Unsupported(f"a cell state quantized at scale {c_s}, zero point {c_zp} (TFLite Micro takes a power "
                           f"of two and zero point 0)")
-    if (y_s, y_zp) != (h_s, h_zp) or r.dtype(y) != "int8":
+    if (y_s, y_zp) != (h_s, h_zp) or r.dtype(y) != activations:
         raise Unsupported("an output quantized unlike the output state (TFLite Micro copies one into the other)")
     name = r.names[y]
     w_scales = [[r.scale_zp(inputs[k])[0] for k in ks] for ks in (LSTM_INPUT_WEIGHTS, LSTM_RECURRENT_WEIGHTS)]
@@ -247,24 +283,34 @@ def lstm_int8(r: Reader, op, inputs, outputs) -> None:
     w_x = r.add_constant(f"{name}_input_weights", np.concatenate([r.constant_data(inputs[k], "LSTM weights")
                                                                   for k in LSTM_INPUT_WEIGHTS]))
     bias = r.add_constant(f"{name}_bias", np.concatenate([r.constant_data(inputs[k], "LSTM bias")
-                                                          for k in LSTM_BIASES]).astype(np.int32))
-    x_sums = g.node("QFullyConnected", [rows, w_x, bias, "", ""], "input_sums", x_zero_point=x_zp, y_scale=1.0,
-                    requantize="none")
-    x_gates = [g.rescale(g.slice(x_sums, 1, k * cells, (k + 1) * cells), x_s * w_scales[0][k], GATE_INPUT_SCALE,
-                         "int16", f"input_gate{k}") for k in range(4)]
+                                                          for k in LSTM_BIASES]).astype(LSTM_BIAS_TYPES[activations]))
     w_h = r.add_constant(f"{name}_recurrent_weights", np.concatenate([r.constant_data(inputs[k], "LSTM weights")
                                                                       for k in LSTM_RECURRENT_WEIGHTS]))
+    if activations == "int16":  # one 16x8 fully connected layer per part, straight to Q3.12
+        x_all = g.gate_sums_16x8(rows, w_x, bias, x_s, w_scales[0], "input_gates")
+        x_gates = [g.slice(x_all, 1, k * cells, (k + 1) * cells) for k in range(4)]
+    else:
+        x_sums = g.node("QFullyConnected", [rows, w_x, bias, "", ""], "input_sums", x_zero_point=x_zp, y_scale=1.0,
+                        requantize="none")
+        x_gates = [g.rescale(g.slice(x_sums, 1, k * cells, (k + 1) * cells), x_s * w_scales[0][k], GATE_INPUT_SCALE,
+                             "int16", f"input_gate{k}") for k in range(4)]
     sigmoid = g.table()
     clip = float(opts.CellClip())
     h, c = r.state(h_in, "output state"), r.state(c_in, "cell state")
     hidden = []
     for t in range(steps):
-        h_sums = g.node("QFullyConnected", [h, w_h, "", "", ""], "recurrent_sums", x_zero_point=h_zp, y_scale=1.0,
-                        requantize="none")
+        if activations == "int16":
+            h_all = g.gate_sums_16x8(h, w_h, "", h_s, w_scales[1], "recurrent_gates")
+        else:
+            h_sums = g.node("QFullyConnected", [h, w_h, "", "", ""], "recurrent_sums", x_zero_point=h_zp, y_scale=1.0,
+                            requantize="none")
         gate = []
         for k in range(4):
-            from_h = g.rescale(g.slice(h_sums, 1, k * cells, (k + 1) * cells), h_s * w_scales[1][k],
-                               GATE_INPUT_SCALE, "int16", f"recurrent_gate{k}")
+            if activations == "int16":
+                from_h = g.slice(h_all, 1, k * cells, (k + 1) * cells)
+            else:
+                from_h = g.rescale(g.slice(h_sums, 1, k * cells, (k + 1) * cells), h_s * w_scales[1][k],
+                                   GATE_INPUT_SCALE, "int16", f"recurrent_gate{k}")
             from_x = g.slice(x_gates[k], 0, t * batch, (t + 1) * batch)
             pre = g.saturating_add(from_x, from_h, GATE_INPUT_SCALE)
             tanh = k not in SIGMOID_GATES
@@ -278,7 +324,7 @@ def lstm_int8(r: Reader, op, inputs, outputs) -> None:
         multiplier, shift = _tanh_scaling(int(power))
         squashed = g.node("Int16Activation", [c, sigmoid], "cell_tanh", function="tanh", input_multiplier=multiplier,
                           input_left_shift=shift)
-        h = g.product(o, squashed, GATE_OUTPUT_SCALE * GATE_OUTPUT_SCALE, h_s, "int8", "hidden", h_zp)
+        h = g.product(o, squashed, GATE_OUTPUT_SCALE * GATE_OUTPUT_SCALE, h_s, activations, "hidden", h_zp)
         hidden.append(h)
     g.finish(hidden, y, time_major, steps)
     r.emit("Identity", [h], [r.next_state(h_in)], {})
@@ -324,7 +370,7 @@ class _IntegerLstm:
                                    r.int64(f"{self.name}_axes", [axis])], "part")
 
     def table(self) -> str:
-        return self.r.add_constant(f"{self.name}_sigmoid_table", np.asarray(SIGMOID_TABLE, np.int32))
+        return sigmoid_table(self.r)
 
     def rescale(self, value: str, x_scale: float, y_scale: float, dtype: str, hint: str, y_zp: int = 0,
                 bound: int | None = None) -> str:
@@ -333,6 +379,18 @@ class _IntegerLstm:
         limits = {"act_min": -bound, "act_max": bound} if bound is not None else {}
         return self.node("Requantize", [value], hint, x_scale=x_scale, x_zero_point=0, y_scale=y_scale,
                          y_zero_point=y_zp, dtype=dtype, effective_scale=x_scale / y_scale, **limits)
+
+    def gate_sums_16x8(self, x: str, weights: str, bias: str, x_scale: float, w_scales, hint: str) -> str:
+        """The four gates' 16x8 fully connected layer (int16 `x`, int8 `weights` of the gates in a
+        row, an int64 `bias` or none): int64 sums, each gate's requantized to int16 Q3.12 by TFLite
+        Micro's multiplier of x_scale * w_scale / 2^-12 in double."""
+        multipliers = [fp.quantize_multiplier(x_scale * w / GATE_INPUT_SCALE) for w in w_scales]
+        mult = np.repeat(np.int32([m for m, _ in multipliers]), self.cells)
+        shift = np.repeat(np.int32([s for _, s in multipliers]), self.cells)
+        r = self.r
+        return self.node("QFullyConnected", [x, weights, bias, r.add_constant(f"{self.name}_{hint}_multiplier", mult),
+                                             r.add_constant(f"{self.name}_{hint}_shift", shift)],
+                         hint, x_zero_point=0, y_scale=GATE_INPUT_SCALE, accumulator="int64")
 
     def widened(self, value: str) -> str:
         return self.node("Cast", [value], "int32", to="int32")

@@ -7,6 +7,7 @@ from tinsmith.ops import conv, pooling, normalization  # noqa: F401  (registrati
 from tinsmith.ops import quantized  # noqa: F401  (registration)
 from tinsmith.ops import quantized_onnx  # noqa: F401  (registration)
 from tinsmith.ops import quantized_recurrent  # noqa: F401  (registration)
+from tinsmith.ops import quantized_int16  # noqa: F401  (registration)
 from tinsmith.ops import sampling, signal, tflm_signal  # noqa: F401  (registration)
 from tinsmith.ops import pool_indices  # noqa: F401  (registration; after pooling)
 from tinsmith.ops import channels_last  # noqa: F401  (registration; after conv and pooling)

@@ -25,8 +25,10 @@ from tinsmith.quant import fixed_point as fp
 from tinsmith.quant.fixed_point import DTYPE_RANGES
 
 INTS = ("int8", "uint8", "int16")
-Y_ATTRS = [Attr("y_scale", "float"), Attr("y_zero_point", "int", 0), Attr("act_min", "int", -128),
-           Attr("act_max", "int", 127)]
+# act_min / act_max: the output clamp (a fused activation); left out (None), the output type's
+# range, so an int16 node written without them is not clamped to int8's (output_clamp)
+Y_ATTRS = [Attr("y_scale", "float"), Attr("y_zero_point", "int", 0), Attr("act_min", "int", None),
+           Attr("act_max", "int", None)]
 WINDOW_ATTRS = [Attr("strides", "ints", (1, 1)), Attr("dilations", "ints", (1, 1)),
                 Attr("pads", "ints", (0, 0, 0, 0))]  # top, left, bottom, right
 
@@ -48,11 +50,19 @@ def _quantized_input(args: InferArgs, i: int, zero_point_attr: str | None, scale
     return t
 
 
+def output_clamp(attrs, dtype: str) -> tuple[int, int]:
+    """(act_min, act_max) of a node whose output is `dtype`: each one left out is that type's end."""
+    lo, hi = DTYPE_RANGES[dtype]
+    return (lo if attrs.get("act_min") is None else attrs["act_min"],
+            hi if attrs.get("act_max") is None else attrs["act_max"])
+
+
 def _out_type(args: InferArgs, shape: Sequence[int], dtype: str = "int8") -> TensorType:
     a = args.attrs
     lo, hi = DTYPE_RANGES[dtype]
-    if "act_min" in a and not lo <= a["act_min"] <= a["act_max"] <= hi:
-        raise OpError(f"act_min..act_max ({a['act_min']}..{a['act_max']}) must lie in {lo}..{hi}", attr="act_min")
+    act_min, act_max = output_clamp(a, dtype)
+    if "act_min" in a and not lo <= act_min <= act_max <= hi:
+        raise OpError(f"act_min..act_max ({act_min}..{act_max}) must lie in {lo}..{hi}", attr="act_min")
     if not lo <= a["y_zero_point"] <= hi:
         raise OpError(f"y_zero_point {a['y_zero_point']} is outside {dtype}'s range", attr="y_zero_point")
     if not a["y_scale"] > 0:
@@ -377,7 +387,7 @@ define("QMul", inputs=2, infer=_infer_binary, reference=_mul_reference, attrs=BI
 
 # --- pools ------------------------------------------------------------------------------------
 POOL_ATTRS = [Attr("kernel_shape", "ints"), Attr("strides", "ints", (1, 1)), Attr("pads", "ints", (0, 0, 0, 0)),
-              Attr("act_min", "int", -128), Attr("act_max", "int", 127)]
+              Attr("act_min", "int", None), Attr("act_max", "int", None)]  # (None: the data type's end)
 
 
 def _infer_pool(args: InferArgs) -> list[TensorType]:
@@ -387,7 +397,8 @@ def _infer_pool(args: InferArgs) -> list[TensorType]:
     if len(k) != 2 or min(k) < 1:
         raise OpError(f"kernel_shape must be two positive sizes, got {list(k)}", attr="kernel_shape")
     lo, hi = DTYPE_RANGES[x.dtype]
-    if not lo <= args.attrs["act_min"] <= args.attrs["act_max"] <= hi:
+    act_min, act_max = output_clamp(args.attrs, x.dtype)
+    if not lo <= act_min <= act_max <= hi:
         raise OpError("act_min..act_max must lie in the input type's range", attr="act_min")
     oh, ow = window_shape(_with_dilations(args), *k)
     return [TensorType(x.dtype, (x.shape[0], oh, ow, x.shape[3]), x.quant)]
@@ -494,8 +505,7 @@ def requantize_params(attrs) -> tuple[int, int]:
 
 def requantize_range(a) -> tuple[int, int]:
     """The output clamp: act_min..act_max where given (a ReLU), else the output type's range."""
-    lo, hi = DTYPE_RANGES[a["dtype"]]
-    return (lo if a["act_min"] is None else a["act_min"]), (hi if a["act_max"] is None else a["act_max"])
+    return output_clamp(a, a["dtype"])
 
 
 def _infer_requantize(args: InferArgs) -> list[TensorType]:

@@ -19,7 +19,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
-from tflite_recurrent_models import (accumulator, branch, counted_loop, lstm_float, lstm_int8,  # noqa: E402
+from tflite_recurrent_models import (accumulator, branch, counted_loop, lstm_16x8, lstm_float, lstm_int8,  # noqa: E402
                                      svdf_float, svdf_int8)
 from tflite_writer import Op, Tensor, conv_options, model  # noqa: E402  (the tests' writer, found through sys.path)
 
@@ -732,8 +732,11 @@ def _recurrent(make, seed: int, dtype: str = "float32", **form):
     def build(c: Case):
         data, shape = make(seed, **form)
         c.raw = data
-        c.feeds["x"] = (c.rng.integers(-128, 128, shape).astype(np.int8) if dtype == "int8"
-                        else c.rng.uniform(-2.0, 2.0, shape).astype(np.float32))
+        if dtype in ("int8", "int16"):
+            info = np.iinfo(dtype)
+            c.feeds["x"] = c.rng.integers(info.min, info.max + 1, shape).astype(dtype)
+        else:
+            c.feeds["x"] = c.rng.uniform(-2.0, 2.0, shape).astype(np.float32)
     return build
 
 
@@ -761,6 +764,9 @@ CASES["svdf_rank4_int8"] = _recurrent(svdf_int8, 1, "int8", batch=1, n_input=24,
 CASES["unidirectional_sequence_lstm_int8"] = _recurrent(lstm_int8, 0, "int8")
 CASES["unidirectional_sequence_lstm_time_major_clip_int8"] = _recurrent(lstm_int8, 1, "int8", time_major=True,
                                                                         cell_clip=0.5)
+CASES["unidirectional_sequence_lstm_int16"] = _recurrent(lstm_16x8, 0, "int16")
+CASES["unidirectional_sequence_lstm_time_major_clip_int16"] = _recurrent(lstm_16x8, 1, "int16", time_major=True,
+                                                                         cell_clip=0.5)
 
 
 # --- 16x8 (int16 activations, int8 weights, int64 or int32 bias; zero points 0) ---------------------
@@ -907,6 +913,19 @@ _window_16x8("relu_int16", "RELU", None, (1, 7, 6, 4), (0.0003, 0))
 _window_16x8("relu6_int16", "RELU6", None, (1, 7, 6, 4))
 _window_16x8("leaky_relu_int16", "LEAKY_RELU", ("LeakyReluOptions", {"Alpha": 0.2}), (1, 7, 6, 4), (0.0003, 0))
 _window_16x8("leaky_relu_negative_alpha_int16", "LEAKY_RELU", ("LeakyReluOptions", {"Alpha": -0.5}), (1, 7, 6, 4))
+
+# int16 LOGISTIC, TANH and SOFTMAX: TFLite Micro's interpolated tables, at power-of-two input scales
+# (taken as they are) and general ones (rescaled by its multiplier and shift)
+Q15 = (1 / 32768, 0)  # their output quantization
+for _code in ("LOGISTIC", "TANH"):
+    unary(f"{_code.lower()}_int16", _code, dtype="int16", shape=(4, 64), quant=(0.0004, 0), y_quant=Q15)
+unary("logistic_power_of_two_scale_int16", "LOGISTIC", dtype="int16", shape=(4, 64), quant=(2 ** -12, 0),
+      y_quant=Q15)
+unary("tanh_power_of_two_scale_int16", "TANH", dtype="int16", shape=(4, 64), quant=(2 ** -11, 0), y_quant=Q15)
+unary("softmax_int16", "SOFTMAX", dtype="int16", shape=(4, 64), quant=(0.001, 0), y_quant=Q15,
+      options=("SoftmaxOptions", {"Beta": 1.0}))
+unary("softmax_beta_int16", "SOFTMAX", dtype="int16", shape=(2, 3, 10), quant=(0.0002, 0), y_quant=Q15,
+      options=("SoftmaxOptions", {"Beta": 0.5}))
 
 
 # element movers on int16 data, where TFLite Micro takes int16

@@ -69,7 +69,8 @@ def _finish(graph, args, attrs, channel: Expr, out_at: Expr, coords, acc: str = 
         stmts, scaled = multiply_by_quantized_multiplier_int64(f"{acc}_scaled", Var(acc), mult, shift)
     else:
         stmts, scaled = multiply_by_quantized_multiplier(f"{acc}_scaled", Var(acc), mult, shift, sign)
-    y = _saturate(args, Binary("+", scaled, i32(attrs["y_zero_point"])), attrs["act_min"], attrs["act_max"])
+    y = _saturate(args, Binary("+", scaled, i32(attrs["y_zero_point"])),
+                  *q.output_clamp(attrs, args.outputs[0].type.dtype))
     return [*stmts, Store(args.outputs[0].name, out_at, Cast(args.outputs[0].type.dtype, y), coords)]
 
 
@@ -155,7 +156,7 @@ def _binary(op: str):
             else:
                 mult, shift = q.mul_params(attrs)
                 stmts, ry = multiply_by_quantized_multiplier("scaled", Binary("*", av, bv), mult, shift)
-            out = clamp(Binary("+", ry, i32(attrs["y_zero_point"])), attrs["act_min"], attrs["act_max"])
+            out = clamp(Binary("+", ry, i32(attrs["y_zero_point"])), *q.output_clamp(attrs, y.type.dtype))
             return [*stmts, Store(y.name, flat_index(idx, shape), Cast(y.type.dtype, out), tuple(idx))]
         return nest(shape, "i", body)[0]
     functor.__doc__ = f"{op}: both inputs rescaled, combined, requantized as TFLite's int8 and int16 kernels."
@@ -208,8 +209,8 @@ TFLITE_POOL = WindowSchedule(taps="clamped", channels="inner", out_vars=("oy", "
 def _pool(op: str):
     def functor(graph, node_id, cluster_id, args, attrs):
         dtype = args.outputs[0].type.dtype
-        micro = QuantizedMax(attrs["act_min"], attrs["act_max"], dtype) if op == "QMaxPool" else \
-            RoundedAverage(None, attrs["act_min"], attrs["act_max"], dtype)
+        lo, hi = q.output_clamp(attrs, dtype)
+        micro = QuantizedMax(lo, hi, dtype) if op == "QMaxPool" else RoundedAverage(None, lo, hi, dtype)
         return window_nest.window(window_nest.WindowNest.of(args), TFLITE_POOL, micro)
     functor.__doc__ = f"{op} over NHWC windows; taps in the padding do not count."
     return functor
@@ -228,7 +229,7 @@ def qmean(graph, node_id, cluster_id, args, attrs):
     v = Binary("-", widen(Load(x.name, flat_index((_v("n"), _v("iy"), _v("ix"), _v("oc")), x.type.shape))),
                i32(attrs["x_zero_point"]))
     stmts, scaled = multiply_by_quantized_multiplier("scaled", Var("acc"), mult, shift)
-    out = clamp(Binary("+", scaled, i32(attrs["y_zero_point"])), attrs["act_min"], attrs["act_max"])
+    out = clamp(Binary("+", scaled, i32(attrs["y_zero_point"])), *q.output_clamp(attrs, y.type.dtype))
     coords = (_v("n"), index(0), index(0), _v("oc"))
     body = (Local("acc", i32(0), "int32"),
             For("iy", h, (For("ix", w, (Assign("acc", Binary("+", Var("acc"), v)),)),)),

@@ -118,7 +118,7 @@ def _requantization(graph, args, attrs, channel: Expr) -> tuple[str, tuple[Expr,
     """The requantization intrinsic's variant (per tensor, per channel with right shifts only, or per
     channel) and its arguments after the sums: multipliers, shifts, zero point and bounds."""
     mult, shift = args.inputs[3], args.inputs[4]
-    tail = (i32(attrs["y_zero_point"]), i32(attrs["act_min"]), i32(attrs["act_max"]))
+    tail = (i32(attrs["y_zero_point"]), *(i32(v) for v in q.output_clamp(attrs, args.outputs[0].type.dtype)))
     if mult.type.size == 1 and shift.type.size == 1:
         m = int(graph.constants[mult.name].data.reshape(-1)[0])
         s = int(graph.constants[shift.name].data.reshape(-1)[0])
@@ -363,7 +363,7 @@ def qadd_helium(graph, node_id, cluster_id, args, attrs):
     at = Binary("*", Var("i"), index(LANES))
     consts = [attrs["a_zero_point"], attrs["b_zero_point"], p["left_shift"], p["a_multiplier"], p["a_shift"],
               p["b_multiplier"], p["b_shift"], p["y_multiplier"], p["y_shift"], attrs["y_zero_point"],
-              attrs["act_min"], attrs["act_max"]]
+              *q.output_clamp(attrs, "int8")]
     value = Call("qadd_x16", (_vector(a, at), _vector(b, at), *(i32(v) for v in consts)), "int8", LANES)
     return [For("i", args.outputs[0].type.size // LANES, (Store(y, at, value),))]
 
@@ -381,7 +381,7 @@ def qmean_helium(graph, node_id, cluster_id, args, attrs):
     at = Binary("+", Binary("*", Var("n"), index(h * w * c)), Binary("*", Var("cq"), index(4)))
     step = Assign("lanes", Call("sum_x4", (lanes, Load(x.name, Binary("+", at, Binary("*", Var("p"), index(c))))),
                                 "int32", 4))
-    consts = (-h * w * attrs["x_zero_point"], mult, shift, attrs["y_zero_point"], attrs["act_min"], attrs["act_max"])
+    consts = (-h * w * attrs["x_zero_point"], mult, shift, attrs["y_zero_point"], *q.output_clamp(attrs, "int8"))
     body = (Local("lanes", Const(0, "int32", 4), "int32", 4), For("p", h * w, (step,)),
             Store(y.name, Binary("+", Binary("*", Var("n"), index(c)), Binary("*", Var("cq"), index(4))),
                   Call("qmean_x4", (lanes, *(i32(v) for v in consts)), "int8", 4)))

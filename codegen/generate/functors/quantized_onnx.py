@@ -18,6 +18,7 @@ from tinsmith.generate.functors.window_nest import WindowOutput, WindowTap
 from tinsmith.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store, Unary,
                                       Var, broadcast_index, flat_index, index, nest)
 from tinsmith.ops import quantized_onnx as qo
+from tinsmith.ops.quantized import output_clamp
 from tinsmith.ops.conv import windows
 from tinsmith.quant.fixed_point import DTYPE_RANGES
 
@@ -78,7 +79,7 @@ def float_requantize_store(graph, args, attrs, acc: Expr, channel: Expr, out_at:
     even, plus the output zero point, clamped to the activation's range."""
     scale = _per_axis(graph, args.inputs[3], channel, True)
     return _round_store(args.outputs[0], out_at, coords, Binary("*", Cast("float32", acc), scale),
-                        attrs["y_zero_point"], attrs["act_min"], attrs["act_max"])
+                        attrs["y_zero_point"], *output_clamp(attrs, args.outputs[0].type.dtype))
 
 
 @CPP.register("QuantizeLinear", types=takes("float32", "float32", Q8, out=Q8))
