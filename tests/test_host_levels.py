@@ -1,8 +1,12 @@
 """The x86-64 level targets (host-x86-64-v3, host-x86-64-v4): built by the repository's SConstruct,
 their vector kernels as wide as the level's unit, and the compiled models agree with the NumPy
-reference. (The build machine has AVX-512, so both levels run here.)"""
+reference. The dispatching target (host-dispatch) holds all three levels in one library: each
+level, pinned with TINSMITH_HOST_LEVEL, agrees with the reference, and unpinned it runs the
+widest this CPU has. (The build machine has AVX-512, so every level runs here.)"""
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -11,7 +15,8 @@ import pytest
 
 from tinsmith.pipeline import lower
 from tinsmith.reference import evaluate
-from tinsmith.targets import load_target
+from tinsmith.targets import TargetError, load_target
+from tinsmith.targets.levels import PIN_VARIABLE
 from tinsmith.tolerance import summation_lengths, within_tolerance
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,15 +40,101 @@ def test_a_level_target_builds_and_agrees_with_the_reference(target, tmp_path, s
         folder = tmp_path / "build" / name
         width = caps.simd_bits // 32
         assert f"f32x{width}" in (folder / f"{name}.cpp").read_text()
-        graph = lower(ROOT / "graphs" / f"{name}.yaml")
-        rng = np.random.default_rng(3)
-        inputs = {n: rng.standard_normal(graph.types[n].shape).astype(np.float32) for n in graph.inputs}
-        (tmp_path / "in.bin").write_bytes(b"".join(inputs[n].astype("<f4").tobytes() for n in graph.inputs))
-        subprocess.run([str(folder / f"{name}_runner"), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")],
-                       check=True)
-        data, offset = (tmp_path / "out.bin").read_bytes(), 0
-        want, lengths = evaluate(graph, inputs), summation_lengths(graph)
-        for out in graph.outputs:
-            got = np.frombuffer(data, "<f4", graph.types[out].size, offset).reshape(graph.types[out].shape)
-            offset += graph.types[out].nbytes
-            assert within_tolerance(got, want[out], lengths[out], 1e-5, 1e-6)[0], (name, out)
+        _check_against_reference(name, folder, tmp_path)
+
+
+def _check_against_reference(name: str, folder: Path, tmp_path: Path, pin: str | None = None) -> bytes:
+    """Run NAME_runner (with TINSMITH_HOST_LEVEL=pin) on seeded inputs, check every output against
+    the NumPy reference within the float tolerance; returns the output bytes."""
+    graph = lower(ROOT / "graphs" / f"{name}.yaml")
+    rng = np.random.default_rng(3)
+    inputs = {n: rng.standard_normal(graph.types[n].shape).astype(np.float32) for n in graph.inputs}
+    (tmp_path / "in.bin").write_bytes(b"".join(inputs[n].astype("<f4").tobytes() for n in graph.inputs))
+    env = {k: v for k, v in os.environ.items() if k != PIN_VARIABLE} | ({PIN_VARIABLE: pin} if pin else {})
+    subprocess.run([str(folder / f"{name}_runner"), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")],
+                   check=True, env=env)
+    data, offset = (tmp_path / "out.bin").read_bytes(), 0
+    want, lengths = evaluate(graph, inputs), summation_lengths(graph)
+    for out in graph.outputs:
+        got = np.frombuffer(data, "<f4", graph.types[out].size, offset).reshape(graph.types[out].shape)
+        offset += graph.types[out].nbytes
+        assert within_tolerance(got, want[out], lengths[out], 1e-5, 1e-6)[0], (name, out, pin)
+    return data
+
+
+DISPATCH = "host-dispatch"
+DISPATCH_LEVELS = {"x86-64": None, "x86-64-v3": "host-x86-64-v3", "x86-64-v4": "host-x86-64-v4"}
+
+
+@pytest.fixture(scope="module")
+def dispatch_build(tmp_path_factory, scons_cmd):
+    """GRAPHS built for host-dispatch by the repository's SConstruct, in a folder of their own."""
+    folder = tmp_path_factory.mktemp("dispatch") / "build"
+    graphs = ",".join(str(ROOT / "graphs" / f"{g}.yaml") for g in GRAPHS)
+    scons_cmd("-Q", "-j2", f"target={DISPATCH}", f"graphs={graphs}", f"build_dir={folder}")
+    return folder
+
+
+def test_the_dispatching_target_lists_the_level_targets():
+    target = load_target(DISPATCH)
+    assert [(lv.name, lv.target.name) for lv in target.levels] == [
+        ("x86-64", "host"), ("x86-64-v3", "host-x86-64-v3"), ("x86-64-v4", "host-x86-64-v4")]
+    assert target.levels[0].requires == () and "avx512f" in target.levels[2].requires
+    assert target.cpu_flags == () and target.levels[2].target.cpu_flags == ("-march=x86-64-v4",)
+    with pytest.raises(TargetError, match="runs one thread"):
+        from tinsmith.targets import with_threads
+        with_threads(target, 2)
+
+
+def test_each_level_is_its_own_source_with_its_own_flags_and_the_workspace_is_the_largest(dispatch_build):
+    for name in GRAPHS:
+        folder = dispatch_build / name
+        sources = {"x86-64": folder / f"{name}.cpp", "x86-64-v3": folder / f"{name}_x86_64_v3.cpp",
+                   "x86-64-v4": folder / f"{name}_x86_64_v4.cpp"}
+        for level, width in (("x86-64", 4), ("x86-64-v3", 8), ("x86-64-v4", 16)):
+            text = sources[level].read_text()
+            assert f"namespace tinsmith_{level.replace('-', '_')} {{" in text
+            assert f"f32x{width}" in text and not any(f"f32x{w}" in text for w in (4, 8, 16) if w > width)
+        # each level's object is compiled by its own target (-march), into the one library
+        members = subprocess.run(["ar", "t", str(folder / f"lib{name}.a")], capture_output=True, text=True,
+                                 check=True).stdout.split()
+        assert members == [f"{name}.o", f"{name}_x86_64_v3.o", f"{name}_x86_64_v4.o"]
+        plan = __import__("json").loads((folder / f"{name}.plan.json").read_text())
+        sizes = [lv["workspace_bytes"] for lv in plan["levels"]]
+        assert [lv["name"] for lv in plan["levels"]] == list(DISPATCH_LEVELS)
+        assert plan["ram"]["workspace_bytes"] == max(sizes)
+        assert re.search(rf"kWorkspaceBytes = {max(sizes)};", (folder / f"{name}.hpp").read_text())
+
+
+@pytest.mark.parametrize("level", DISPATCH_LEVELS)
+def test_every_level_of_the_dispatching_build_agrees_with_the_reference(dispatch_build, level, tmp_path):
+    feature = {"x86-64": "sse2", "x86-64-v3": "avx2", "x86-64-v4": "avx512f"}[level]
+    if not _cpu_has(feature):
+        pytest.skip(f"this machine has no {feature}")
+    for name in GRAPHS:
+        _check_against_reference(name, dispatch_build / name, tmp_path, pin=level)
+
+
+def _level_run(name: str, folder: Path, pin: str | None = None) -> str:
+    """The level NAME_runner says it ran on (run with no arguments, TINSMITH_HOST_LEVEL=pin)."""
+    env = {k: v for k, v in os.environ.items() if k != PIN_VARIABLE} | ({PIN_VARIABLE: pin} if pin else {})
+    out = subprocess.run([str(folder / f"{name}_runner")], capture_output=True, text=True, check=True, env=env).stdout
+    return re.search(rf"^{name}: ran on (\S+)$", out, re.M).group(1)
+
+
+def test_the_dispatcher_runs_the_widest_level_this_cpu_has(dispatch_build, tmp_path):
+    if not all(_cpu_has(f) for f in ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")):
+        pytest.skip("this machine has no AVX-512 (x86-64-v4)")
+    for name in GRAPHS:
+        folder = dispatch_build / name
+        assert _level_run(name, folder) == "x86-64-v4"
+        # pinned: the level named; a name that is no level is not taken (the widest runs)
+        assert [_level_run(name, folder, pin) for pin in (*DISPATCH_LEVELS, "avx9000")] == [
+            *DISPATCH_LEVELS, "x86-64-v4"]
+    # what runs unpinned computes what the pinned AVX-512 level does, bit for bit, and not what
+    # the SSE2 level does (4 lanes and no FMA round differently)
+    name = "kws_dscnn"
+    pinned = {level: _check_against_reference(name, dispatch_build / name, tmp_path, pin=level)
+              for level in ("x86-64", "x86-64-v4")}
+    assert pinned["x86-64"] != pinned["x86-64-v4"]
+    assert _check_against_reference(name, dispatch_build / name, tmp_path) == pinned["x86-64-v4"]

@@ -36,7 +36,8 @@ def assemble_levels(models: list[tuple[Level, GeneratedModel]], constants_sectio
                "index": i} for i, (level, _, _) in enumerate(contexts)]
     api = template_context(first, constants_section) | {"workspace_bytes": workspace}
     files = {f"{g.name}{suffix}": render(template, api)
-             for suffix, template in ((".hpp", "model.hpp.j2"), (".h", "model.h.j2"), ("_runner.cpp", "runner.cpp.j2"))}
+             for suffix, template in ((".hpp", "model.hpp.j2"), (".h", "model.h.j2"))}
+    files[f"{g.name}_runner.cpp"] = render("runner.cpp.j2", api | {"dispatch": True})  # it prints the level
     for i, (level, model, context) in enumerate(contexts):
         context = context | {"level": _level_context(context, model, level), "dispatch": None}
         if i == 0:

@@ -106,3 +106,10 @@ def level_source(graph: str, level: Level, first: bool) -> str:
     """The generated source file that holds `level`'s kernels: the first level's are in GRAPH.cpp
     with the code that chooses, the others in GRAPH_LEVEL.cpp."""
     return f"{graph}.cpp" if first else f"{graph}_{level.identifier}.cpp"
+
+
+def library_sources(graph: str, target: "Target") -> list[tuple[str, "Target"]]:
+    """The generated sources of `graph`'s library with the target that compiles each (its flags):
+    GRAPH.cpp by `target`, and a dispatching target's further levels by their own targets."""
+    return [(f"{graph}.cpp", target)] + [(level_source(graph, level, False), level.target)
+                                         for level in build_levels(target)[1:]]

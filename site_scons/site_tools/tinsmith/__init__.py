@@ -21,6 +21,9 @@ program whose own sources are C with $CC, not $CXX), a C++ program as it is.
 
 Builders and methods:
   env.TinsmithSources(target, source)   graph -> NAME.hpp NAME.h NAME.cpp NAME_runner.cpp NAME.plan.json
+                                        (and NAME_LEVEL.cpp per further ISA level of a target
+                                        with levels, host-dispatch: each compiled with the level's
+                                        own target's flags into libNAME.a)
   env.TinsmithVerify(target, source)    NAME.plan.json -> NAME.verified (libclang checks of the headers)
   env.TinsmithReport(target, sources)   NAME.plan.json + the target's object -> NAME.json and
                                         NAME.html (the same report as a page to look at)
@@ -166,6 +169,7 @@ from tinsmith.load import graph_dependencies, graph_name  # noqa: E402
 from tinsmith.measure.summary import summary  # noqa: E402
 from tinsmith.targets import load_target, with_placement  # noqa: E402
 from tinsmith.targets.firmware import memory_script  # noqa: E402
+from tinsmith.targets.levels import build_levels, level_source  # noqa: E402
 from tinsmith.targets.firmware_scons import configure_toolchain, firmware_program  # noqa: E402
 
 
@@ -232,7 +236,8 @@ def _sources_emitter(target, source, env):
     """Declare every file the generator writes, named after the graph, in the target's folder."""
     name = _name_of(env, source[0])
     folder = target[0].dir
-    return [folder.File(name + suffix) for suffix in GENERATED_SUFFIXES], source
+    levels = [folder.File(level_source(name, level, False)) for level in build_levels(_target(env))[1:]]
+    return [folder.File(name + suffix) for suffix in GENERATED_SUFFIXES] + levels, source
 
 
 def _report_emitter(target, source, env):
@@ -429,7 +434,9 @@ def _declare_model(env, graph, folder):
         [folder.File(name + cross["OBJSUFFIX"]), folder.File(name + ".su"), folder.File(name + ".ci")],
         folder.File(name + ".cpp"), CCFLAGS=cross["CCFLAGS"] + ["-fstack-usage", "-fcallgraph-info=su"])
     env.Depends(obj, verified)  # nothing compiles from headers that failed verification
-    library = cross.StaticLibrary(folder.File(_library_file(cross, name)), obj)
+    level_objects = _level_objects(env, folder, name)
+    env.Depends(level_objects, verified)
+    library = cross.StaticLibrary(folder.File(_library_file(cross, name)), [obj, *level_objects])
     # The target as a file node: SCons quotes a node's path in a command line, so a folder
     # name holding a space or a newline stays one argument instead of starting a command.
     report = env.TinsmithReport(folder.File(name + ".json"), [plan, obj], TINSMITH_TARGET_FILE=target_file)
@@ -440,6 +447,19 @@ def _declare_model(env, graph, folder):
     env.NoCache(line)
     env.Depends(library, line)  # a model over budget fails the build
     return library
+
+
+def _level_objects(env, folder, name):
+    """A dispatching target's further ISA levels (tinsmith.targets.levels): NAME_LEVEL.cpp each
+    compiled by the level's own target, its -march flags included; none for other targets."""
+    objects = []
+    for level in build_levels(_target(env))[1:]:
+        cross = configure_toolchain(env, level.target, env.subst("$TINSMITH_OPTIMIZE") or None,
+                                    env.Split(env.subst("$TINSMITH_EXTRA_CCFLAGS")))
+        cross.Prepend(CPPPATH=[folder, "$TINSMITH_INCLUDE"])
+        source = folder.File(level_source(name, level, False))
+        objects += cross.StaticObject(folder.File(Path(source.name).stem + cross["OBJSUFFIX"]), source)
+    return objects
 
 
 def _arena_graphs(env, sources):
