@@ -70,9 +70,13 @@ DISPATCH_LEVELS = {"x86-64": None, "x86-64-v3": "host-x86-64-v3", "x86-64-v4": "
 def dispatch_build(tmp_path_factory, scons_cmd):
     """GRAPHS built for host-dispatch by the repository's SConstruct, in a folder of their own."""
     folder = tmp_path_factory.mktemp("dispatch") / "build"
-    graphs = ",".join(str(ROOT / "graphs" / f"{g}.yaml") for g in GRAPHS)
-    scons_cmd("-Q", "-j2", f"target={DISPATCH}", f"graphs={graphs}", f"build_dir={folder}")
+    scons_cmd("-Q", "-j2", *_dispatch_settings(folder))
     return folder
+
+
+def _dispatch_settings(folder: Path) -> list[str]:
+    graphs = ",".join(str(ROOT / "graphs" / f"{g}.yaml") for g in GRAPHS)
+    return [f"target={DISPATCH}", f"graphs={graphs}", f"build_dir={folder}"]
 
 
 def test_the_dispatching_target_lists_the_level_targets():
@@ -138,3 +142,45 @@ def test_the_dispatcher_runs_the_widest_level_this_cpu_has(dispatch_build, tmp_p
               for level in ("x86-64", "x86-64-v4")}
     assert pinned["x86-64"] != pinned["x86-64-v4"]
     assert _check_against_reference(name, dispatch_build / name, tmp_path) == pinned["x86-64-v4"]
+
+
+def _commands(proc) -> list[str]:
+    return [line for line in proc.stdout.splitlines() if line and not line.startswith("scons: ")]
+
+
+def test_a_dispatching_build_redoes_exactly_what_changed(dispatch_build, scons_cmd):
+    """Nothing changed: nothing runs. One level's object gone: that object alone is compiled again,
+    with its level's flags, to the same bytes, so nothing that links it is redone."""
+    settings = _dispatch_settings(dispatch_build)
+    assert scons_cmd("-q", *settings, check=False).returncode == 0
+    name = GRAPHS[0]
+    (dispatch_build / name / f"{name}_x86_64_v4.o").unlink()
+    done = _commands(scons_cmd("-Q", *settings))
+    assert len(done) == 1 and "-march=x86-64-v4" in done[0] and done[0].endswith(f"{name}_x86_64_v4.cpp"), done
+    assert scons_cmd("-q", *settings, check=False).returncode == 0
+
+
+def test_a_level_s_own_flags_recompile_that_level_only(tmp_path, scons_cmd):
+    """A user's dispatching target whose x86-64-v4 level is a file of theirs: changing that level's
+    optimisation recompiles its object, archives the library and links the runner again; the
+    generated sources keep their bytes and the other levels' objects are not compiled again."""
+    import shutil
+    from tinsmith.targets import TARGETS
+    level = tmp_path / "my-v4.yaml"
+    shutil.copy(TARGETS["host-x86-64-v4"], level)
+    level.write_text(level.read_text().replace("target: host-x86-64-v4", "target: my-v4"))
+    mine = tmp_path / "my-dispatch.yaml"
+    mine.write_text(TARGETS[DISPATCH].read_text().replace("target: host-dispatch", "target: my-dispatch")
+                    .replace("target: host-x86-64-v4,", "target: my-v4.yaml,"))
+    name = "ad_autoencoder"
+    settings = [f"target={mine}", f"graphs={ROOT / 'graphs' / f'{name}.yaml'}", f"build_dir={tmp_path / 'build'}"]
+    scons_cmd("-Q", "-j2", *settings)
+    folder = tmp_path / "build" / name
+    sources = {p.name: p.read_bytes() for p in folder.glob("*.cpp")}
+    level.write_text(level.read_text().replace("optimize: -O2", "optimize: -O3"))
+    done = _commands(scons_cmd("-Q", *settings))
+    compiles = [line for line in done if " -c " in line]
+    assert len(compiles) == 1 and "-O3" in compiles[0] and compiles[0].endswith(f"{name}_x86_64_v4.cpp"), done
+    assert any(line.startswith("ar ") for line in done) and any(line.endswith("libtinsmith.a") for line in done)
+    assert {p.name: p.read_bytes() for p in folder.glob("*.cpp")} == sources
+    assert _level_run(name, folder) == "x86-64-v4"
