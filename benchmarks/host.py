@@ -147,7 +147,7 @@ def main() -> int:
             procs = {}
             for t in args.targets:
                 for n in args.threads:
-                    folder = Path(tmp) / t / str(n) / graph
+                    folder = Path(tmp) / Path(t).name / str(n) / graph  # (a target may be a file)
                     proc, g, compiled = build_harness(graph, t, folder, threads=n)
                     got = first_output(proc, x, want.size)
                     err = float(np.max(np.abs(got - want) / np.maximum(np.abs(want), 1e-3)))

@@ -86,7 +86,8 @@ def _compile_levels(path, levels, constants_in_ram: bool, fusion: bool, constant
                           "build with threads=1, or build a level's own target with threads")
     compiled = [compile_graph(path, target=level.target, constants_in_ram=constants_in_ram, fusion=fusion,
                               constants_section=constants_section) for level in levels]
-    files = assemble_levels([(level, c.model) for level, c in zip(levels, compiled)], constants_section)
+    files = assemble_levels([(level, c.model) for level, c in zip(levels, compiled)], constants_section,
+                            share_constants=not constants_in_ram)
     first = compiled[0]
     return Compiled(first.graph, first.schedule, first.plan, first.model, files, tuple(compiled))
 

@@ -10,8 +10,9 @@ from tinsmith.generate import GeneratedModel
 from tinsmith.targets.levels import PIN_VARIABLE, Level, level_source
 
 
-def _level_context(context: dict, model: GeneratedModel, level: Level) -> dict:
-    """What model.cpp.j2 reads to lay out `level`'s kernels in a namespace of their own."""
+def _level_context(context: dict, model: GeneratedModel, level: Level, shared: set[str]) -> dict:
+    """What model.cpp.j2 reads to lay out `level`'s kernels in a namespace of their own, reading
+    the constants `shared` from the one copy in GRAPH.cpp."""
     g = model.graph
     api = [*g.api_inputs, *g.api_outputs]
     stored = {s[k]: f"state::{s[k]}" for s in context["states"] for k in ("read", "write")}
@@ -21,13 +22,25 @@ def _level_context(context: dict, model: GeneratedModel, level: Level) -> dict:
     return {"name": level.name, "namespace": f"tinsmith_{level.identifier}",
             "flags": " ".join(level.target.cpu_flags), "params": ", ".join(params),
             "args": ", ".join([stored.get(n, n) for n in every] + ["ws"]),
-            "forward": ", ".join([*api, "ws"])}
+            "forward": ", ".join([*api, "ws"]),
+            "shared": sorted(shared),
+            "shared_decls": [d for c, d in zip(model.constants, context["constant_decls"]) if c.name in shared]}
 
 
-def assemble_levels(models: list[tuple[Level, GeneratedModel]], constants_section: str | None = None
-                    ) -> dict[str, str]:
+def _shared_constants(models: list[tuple[Level, GeneratedModel]]) -> list[set[str]]:
+    """Per level, the constants it reads from the first level's copy: those whose definition is
+    the first level's byte for byte (weights laid out the same for every vector width); for the
+    first level, every constant another level reads."""
+    first = {c.name: c.source for c in models[0][1].constants}
+    shared = [{c.name for c in model.constants if first.get(c.name) == c.source} for _, model in models[1:]]
+    return [set().union(*shared), *shared]
+
+
+def assemble_levels(models: list[tuple[Level, GeneratedModel]], constants_section: str | None = None,
+                    share_constants: bool = True) -> dict[str, str]:
     """Every generated file of a dispatching library, from the model generated for each level
-    (narrowest first); file name -> text, deterministic."""
+    (narrowest first); file name -> text, deterministic. With `share_constants` (not for constants
+    copied to RAM, which are not const) levels read equal constants from one copy."""
     first = models[0][1]
     g = first.graph
     workspace = max(m.plan.workspace_bytes for _, m in models)
@@ -38,8 +51,9 @@ def assemble_levels(models: list[tuple[Level, GeneratedModel]], constants_sectio
     files = {f"{g.name}{suffix}": render(template, api)
              for suffix, template in ((".hpp", "model.hpp.j2"), (".h", "model.h.j2"))}
     files[f"{g.name}_runner.cpp"] = render("runner.cpp.j2", api | {"dispatch": True})  # it prints the level
+    shared = _shared_constants(models) if share_constants else [set()] * len(models)
     for i, (level, model, context) in enumerate(contexts):
-        context = context | {"level": _level_context(context, model, level), "dispatch": None}
+        context = context | {"level": _level_context(context, model, level, shared[i]), "dispatch": None}
         if i == 0:
             context["dispatch"] = {
                 "levels": levels, "pin_variable": PIN_VARIABLE, "workspace_bytes": workspace,
