@@ -396,7 +396,8 @@ def _report_in_process(target, source, env):
         report_step(Path(source[0].abspath), Path(source[1].abspath), _target_file(env), Path(target[0].abspath),
                     Path(target[1].abspath) if len(target) > 1 else None,
                     Path(source[2].abspath) if len(source) > 2 else None,
-                    _budget(env, "TINSMITH_RAM_BUDGET"), _budget(env, "TINSMITH_FLASH_BUDGET"))
+                    _budget(env, "TINSMITH_RAM_BUDGET"), _budget(env, "TINSMITH_FLASH_BUDGET"),
+                    level_objects=[Path(node.abspath) for node in env.get("TINSMITH_LEVEL_OBJECTS", [])])
     except TinsmithError as e:
         _print_error(e)
         return 1
@@ -439,8 +440,9 @@ def _declare_model(env, graph, folder):
     library = cross.StaticLibrary(folder.File(_library_file(cross, name)), [obj, *level_objects])
     # The target as a file node: SCons quotes a node's path in a command line, so a folder
     # name holding a space or a newline stays one argument instead of starting a command.
-    report = env.TinsmithReport(folder.File(name + ".json"), [plan, obj], TINSMITH_TARGET_FILE=target_file)
-    env.Depends(report, [stack_usage, call_graph, *target_files, generator])
+    report = env.TinsmithReport(folder.File(name + ".json"), [plan, obj], TINSMITH_TARGET_FILE=target_file,
+                                TINSMITH_LEVEL_OBJECTS=level_objects)  # (their code counts in flash)
+    env.Depends(report, [stack_usage, call_graph, *level_objects, *target_files, generator])
     # The summary line is printed by a step of its own that reads the report, so it shows
     # whenever the report is new, whether measured or retrieved from a CacheDir.
     line = env.Command(folder.File(name + ".summary"), report, _SUMMARY)
