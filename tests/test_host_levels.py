@@ -5,6 +5,7 @@ level, pinned with TINSMITH_HOST_LEVEL, agrees with the reference, and unpinned 
 widest this CPU has. (The build machine has AVX-512, so every level runs here.)"""
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -103,11 +104,19 @@ def test_each_level_is_its_own_source_with_its_own_flags_and_the_workspace_is_th
         members = subprocess.run(["ar", "t", str(folder / f"lib{name}.a")], capture_output=True, text=True,
                                  check=True).stdout.split()
         assert members == [f"{name}.o", f"{name}_x86_64_v3.o", f"{name}_x86_64_v4.o"]
-        plan = __import__("json").loads((folder / f"{name}.plan.json").read_text())
+        plan = json.loads((folder / f"{name}.plan.json").read_text())
         sizes = [lv["workspace_bytes"] for lv in plan["levels"]]
         assert [lv["name"] for lv in plan["levels"]] == list(DISPATCH_LEVELS)
         assert plan["ram"]["workspace_bytes"] == max(sizes)
         assert re.search(rf"kWorkspaceBytes = {max(sizes)};", (folder / f"{name}.hpp").read_text())
+        # the report's code counts every level's object (the .text sections `size -A` lists)
+        text = 0
+        for member in members:
+            listing = subprocess.run(["size", "-A", str(folder / member)], capture_output=True, text=True,
+                                     check=True).stdout
+            text += sum(int(m.group(1)) for m in re.finditer(r"^\.text\S*\s+(\d+)", listing, re.M))
+        code = json.loads((folder / f"{name}.json").read_text())["flash"]["code_bytes"]
+        assert code == text > 0
 
 
 @pytest.mark.parametrize("level", DISPATCH_LEVELS)
