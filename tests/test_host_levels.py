@@ -104,6 +104,16 @@ def test_each_level_is_its_own_source_with_its_own_flags_and_the_workspace_is_th
         members = subprocess.run(["ar", "t", str(folder / f"lib{name}.a")], capture_output=True, text=True,
                                  check=True).stdout.split()
         assert members == [f"{name}.o", f"{name}_x86_64_v3.o", f"{name}_x86_64_v4.o"]
+        # a level's object defines its call() and nothing another object could take instead of
+        # its own (no weak or unique symbols: an inline function compiled for AVX-512 must never
+        # stand in for the baseline's copy)
+        for member in members[1:]:
+            symbols = subprocess.run(["nm", "-C", str(folder / member)], capture_output=True, text=True,
+                                     check=True).stdout.splitlines()
+            listed = [line.split(None, 2) for line in symbols if len(line.split(None, 2)) == 3]  # (U has no address)
+            defined = [symbol for _, kind, symbol in listed if kind not in "trbd"]
+            level = member[len(name) + 1:-2]
+            assert defined == [f"{name}::tinsmith_{level}::call(float const*, float*, unsigned char*)"], defined
         plan = json.loads((folder / f"{name}.plan.json").read_text())
         sizes = [lv["workspace_bytes"] for lv in plan["levels"]]
         assert [lv["name"] for lv in plan["levels"]] == list(DISPATCH_LEVELS)
@@ -193,3 +203,13 @@ def test_a_level_s_own_flags_recompile_that_level_only(tmp_path, scons_cmd):
     assert any(line.startswith("ar ") for line in done) and any(line.endswith("libtinsmith.a") for line in done)
     assert {p.name: p.read_bytes() for p in folder.glob("*.cpp")} == sources
     assert _level_run(name, folder) == "x86-64-v4"
+
+
+def test_library_only_generation_holds_every_level_source(tmp_path, tinsmith_cmd):
+    """`tinsmith generate --library-only --target host-dispatch` writes what the library compiles:
+    the headers, NAME.cpp and a source per further level (no runner, no plan)."""
+    proc = tinsmith_cmd("generate", str(ROOT / "graphs" / "mlp.yaml"), "-o", str(tmp_path), "--target", DISPATCH,
+                        "--library-only")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mlp.cpp", "mlp.h", "mlp.hpp", "mlp_x86_64_v3.cpp",
+                                                          "mlp_x86_64_v4.cpp"]
