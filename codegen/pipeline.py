@@ -80,12 +80,8 @@ def _compile_levels(path, levels, constants_in_ram: bool, fusion: bool, constant
     library (tinsmith.assemble.dispatch); the first level's graph, schedule and plan, with
     `levels` holding each level's compile."""
     from tinsmith.assemble.dispatch import assemble_levels
-    if threads not in (None, 1):
-        from tinsmith.targets import TargetError
-        raise TargetError(None, "a target that chooses its ISA level at run time runs one thread",
-                          "build with threads=1, or build a level's own target with threads")
     compiled = [compile_graph(path, target=level.target, constants_in_ram=constants_in_ram, fusion=fusion,
-                              constants_section=constants_section) for level in levels]
+                              constants_section=constants_section, threads=threads) for level in levels]
     files = assemble_levels([(level, c.model) for level, c in zip(levels, compiled)], constants_section,
                             share_constants=not constants_in_ram)
     first = compiled[0]

@@ -16,7 +16,7 @@ import pytest
 
 from tinsmith.pipeline import lower
 from tinsmith.reference import evaluate
-from tinsmith.targets import TargetError, load_target
+from tinsmith.targets import load_target
 from tinsmith.targets.levels import PIN_VARIABLE
 from tinsmith.tolerance import summation_lengths, within_tolerance
 
@@ -63,6 +63,13 @@ def _check_against_reference(name: str, folder: Path, tmp_path: Path, pin: str |
     return data
 
 
+def _exported(obj: Path) -> list[str]:
+    """The symbols `obj` defines for other objects (weak and unique ones included), demangled."""
+    listing = subprocess.run(["nm", "-C", "-g", "--defined-only", str(obj)], capture_output=True, text=True,
+                             check=True).stdout
+    return [line.split(None, 2)[2] for line in listing.splitlines() if line.strip()]
+
+
 DISPATCH = "host-dispatch"
 DISPATCH_LEVELS = {"x86-64": None, "x86-64-v3": "host-x86-64-v3", "x86-64-v4": "host-x86-64-v4"}
 
@@ -86,9 +93,6 @@ def test_the_dispatching_target_lists_the_level_targets():
         ("x86-64", "host"), ("x86-64-v3", "host-x86-64-v3"), ("x86-64-v4", "host-x86-64-v4")]
     assert target.levels[0].requires == () and "avx512f" in target.levels[2].requires
     assert target.cpu_flags == () and target.levels[2].target.cpu_flags == ("-march=x86-64-v4",)
-    with pytest.raises(TargetError, match="runs one thread"):
-        from tinsmith.targets import with_threads
-        with_threads(target, 2)
 
 
 def test_each_level_is_its_own_source_with_its_own_flags_and_the_workspace_is_the_largest(dispatch_build):
@@ -108,10 +112,7 @@ def test_each_level_is_its_own_source_with_its_own_flags_and_the_workspace_is_th
         # its own (no weak or unique symbols: an inline function compiled for AVX-512 must never
         # stand in for the baseline's copy)
         for member in members[1:]:
-            symbols = subprocess.run(["nm", "-C", str(folder / member)], capture_output=True, text=True,
-                                     check=True).stdout.splitlines()
-            listed = [line.split(None, 2) for line in symbols if len(line.split(None, 2)) == 3]  # (U has no address)
-            defined = [symbol for _, kind, symbol in listed if kind not in "trbd"]
+            defined = _exported(folder / member)
             level = member[len(name) + 1:-2]
             assert defined == [f"{name}::tinsmith_{level}::call(float const*, float*, unsigned char*)"], defined
         plan = json.loads((folder / f"{name}.plan.json").read_text())
@@ -136,6 +137,27 @@ def test_every_level_of_the_dispatching_build_agrees_with_the_reference(dispatch
         pytest.skip(f"this machine has no {feature}")
     for name in GRAPHS:
         _check_against_reference(name, dispatch_build / name, tmp_path, pin=level)
+
+
+def test_a_threaded_dispatching_build_computes_the_same_bytes_on_every_thread_count(dispatch_build, scons_cmd,
+                                                                                   tmp_path):
+    """threads=2: each level, pinned, on 1 and 2 threads computes the bytes the linear build's level
+    does; the levels' objects do not compile the worker pool (NAME.cpp's copy runs them)."""
+    name = GRAPHS[0]
+    folder = tmp_path / "build"
+    scons_cmd("-Q", "-j2", f"target={DISPATCH}", f"graphs={ROOT / 'graphs' / f'{name}.yaml'}", f"build_dir={folder}",
+              "threads=2")
+    for member in (f"{name}_x86_64_v3.o", f"{name}_x86_64_v4.o"):
+        level = member[len(name) + 1:-2]
+        assert sorted(_exported(folder / name / member)) == [f"{name}::tinsmith_{level}::{f}" for f in (
+            "call(float const*, float*, unsigned char*)", "init()", "set_threads(int)")]
+    for level in DISPATCH_LEVELS:
+        want = _check_against_reference(name, dispatch_build / name, tmp_path, pin=level)
+        for threads in ("1", "2"):
+            env = {k: v for k, v in os.environ.items() if k != PIN_VARIABLE} | {PIN_VARIABLE: level}
+            subprocess.run([str(folder / name / f"{name}_runner"), str(tmp_path / "in.bin"), str(tmp_path / "out.bin"),
+                            threads], check=True, env=env)
+            assert (tmp_path / "out.bin").read_bytes() == want, (level, threads)
 
 
 def _level_run(name: str, folder: Path, pin: str | None = None) -> str:

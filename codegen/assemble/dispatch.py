@@ -53,7 +53,8 @@ def assemble_levels(models: list[tuple[Level, GeneratedModel]], constants_sectio
     files[f"{g.name}_runner.cpp"] = render("runner.cpp.j2", api | {"dispatch": True})  # it prints the level
     shared = _shared_constants(models) if share_constants else [set()] * len(models)
     for i, (level, model, context) in enumerate(contexts):
-        context = context | {"level": _level_context(context, model, level, shared[i]), "dispatch": None}
+        context = context | {"level": _level_context(context, model, level, shared[i]), "dispatch": None,
+                             "pool": "tinsmith::pool" if i == 0 else "tinsmith_pool"}
         if i == 0:
             context["dispatch"] = {
                 "levels": levels, "pin_variable": PIN_VARIABLE, "workspace_bytes": workspace,

@@ -674,9 +674,6 @@ def with_threads(target: Target, threads: int) -> Target:
     problem = thread_count_problem(threads)
     if problem:
         raise TargetError(None, f"the thread count {problem}")
-    if threads > 1 and target.levels:
-        raise TargetError(None, f"target '{target.name}' chooses its ISA level at run time and runs one thread",
-                          "build with threads=1, or build a level's own target (host-x86-64-v4, ...) with threads")
     if threads > 1 and (target.baremetal or target.capabilities.backend != "host"):
         raise TargetError(None, f"target '{target.name}' runs one thread: only hosted targets with the host "
                                 f"backend run call() on several threads", "build with threads=1")
