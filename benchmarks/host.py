@@ -2,6 +2,8 @@
 
     python benchmarks/host.py                      # targets host and host-native, 1 and 2 threads, 15 rounds
     python benchmarks/host.py --rounds 30 --targets host --threads 1 --write docs/BENCHMARKS.md
+    python benchmarks/host.py --targets host host-dispatch host-native --threads 1 \
+        --write docs/BENCHMARKS.md --section "## Host: one portable library, the ISA level chosen at run time"
 
 Both sides get the same thread count and run one inference after another on the same seeded input,
 interleaved in one process tree: each round times a batch of inferences of every compiled build (a
@@ -11,7 +13,10 @@ optimizations), for every thread count N. A 1-thread build is the default one (t
 executor); an N-thread build is made with `threads=N` and runs on its worker pool. The figure per
 model is the minimum (or, with --statistic median, the median) over rounds of the per-inference
 time: on a machine shared with other jobs the fastest round is the one they disturbed least. The
-ratio is Tinsmith's figure over ONNX Runtime's with as many threads. Outputs are checked against ONNX Runtime's first.
+ratio is Tinsmith's figure over ONNX Runtime's with as many threads; *× host-native* is a build's figure
+over host-native's with as many threads in the same run (when host-native is one of the targets).
+Outputs are checked against ONNX Runtime's first. A dispatching target (host-dispatch) runs the
+widest ISA level this machine has, as it would on any other.
 
 ONNX models come from models/make_models.py (the same weights graphs/*.yaml were imported from);
 the Tinsmith builds are the pipeline's own output for each target, compiled with the target
@@ -34,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from tinsmith.pipeline import compile_graph, write_files  # noqa: E402
 from tinsmith.targets import load_target  # noqa: E402
+from tinsmith.targets.levels import library_sources  # noqa: E402
 from tinsmith.verify import RUNTIME_INCLUDE  # noqa: E402
 
 GRAPHS = ("kws_dscnn", "vww_mobilenet", "ic_resnet8", "ad_autoencoder")
@@ -81,9 +87,15 @@ def build_harness(graph: str, target_name: str, folder: Path, source: Path | Non
                                                      in_size=g.types[x].size, out_size=g.types[y].size))
     target = load_target(target_name)
     exe = folder / "bench"
-    cmd = [target.toolchain.command("cxx"), *target.cpu_flags, target.optimize, *target.ccflags, *target.cxxflags,
-           f"-I{folder}", f"-I{RUNTIME_INCLUDE}", str(folder / f"{g.name}.cpp"), str(folder / "bench.cpp"), "-o", str(exe)]
-    subprocess.run(cmd, check=True)
+    objects = []
+    # each source with the flags of the target that compiles it (a dispatching target's levels: their own)
+    for source, compiler in [("bench.cpp", target), *library_sources(g.name, target)]:
+        objects.append(folder / (Path(source).stem + ".o"))
+        subprocess.run([compiler.toolchain.command("cxx"), *compiler.cpu_flags, compiler.optimize, *compiler.ccflags,
+                        *compiler.cxxflags, f"-I{folder}", f"-I{RUNTIME_INCLUDE}", "-c", str(folder / source),
+                        "-o", str(objects[-1])], check=True)
+    subprocess.run([target.toolchain.command("cxx"), *target.cpu_flags, target.optimize, *map(str, objects),
+                    "-o", str(exe)], check=True)
     proc = subprocess.Popen([str(exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     return proc, g, compiled
 
@@ -113,6 +125,7 @@ def main() -> int:
     p.add_argument("--graphs", nargs="+", default=list(GRAPHS))
     p.add_argument("--statistic", choices=("min", "median"), default="min", help="over rounds [min]")
     p.add_argument("--write", type=Path, help="replace the host table of this file (docs/BENCHMARKS.md)")
+    p.add_argument("--section", default=SECTION, help=f"the heading whose table --write replaces [{SECTION}]")
     args = p.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -134,11 +147,11 @@ def main() -> int:
             procs = {}
             for t in args.targets:
                 for n in args.threads:
-                    folder = Path(tmp) / t / str(n) / graph
+                    folder = Path(tmp) / Path(t).name / str(n) / graph  # (a target may be a file)
                     proc, g, compiled = build_harness(graph, t, folder, threads=n)
                     got = first_output(proc, x, want.size)
                     err = float(np.max(np.abs(got - want) / np.maximum(np.abs(want), 1e-3)))
-                    procs[(t, n)] = (proc, err, compiled.plan.workspace_bytes)
+                    procs[(t, n)] = (proc, err, compiled.workspace_bytes)
             # batch sizes near --seconds each
             t0 = time.perf_counter()
             sessions[args.threads[0]].run(None, feed)
@@ -152,31 +165,38 @@ def main() -> int:
                     for _ in range(n_ort):
                         session.run(None, feed)
                     times[("ort", n)].append((time.perf_counter() - t0) / n_ort)
+            pick = min if args.statistic == "min" else statistics.median
             for (t, n), (proc, err, ws) in procs.items():
                 proc.stdin.close()
                 proc.wait()
-                pick = min if args.statistic == "min" else statistics.median
                 med, ort_median = pick(times[(t, n)]), pick(times[("ort", n)])
-                rows.append((graph, t, n, med * 1e6, ort_median * 1e6, med / ort_median, err, ws))
+                # against host-native with as many threads, in the same rounds (the portable builds' goal)
+                native = pick(times[("host-native", n)]) if ("host-native", n) in times else None
+                rows.append((graph, t, n, med * 1e6, ort_median * 1e6, med / ort_median,
+                             med / native if native else None, err, ws))
                 print(f"{graph:15s} {t:12s} {n} thr  tinsmith {med * 1e6:9.1f} us  onnxruntime {ort_median * 1e6:9.1f} us  "
                       f"ratio {med / ort_median:5.2f}  max rel err {err:.1e}  workspace {ws}", flush=True)
-    table = [TABLE_HEAD, "|---|---|---:|---:|---:|---:|---:|---:|"]
-    table += [f"| {graph} | {t} | {n} | {ms:,.1f} | {om:,.1f} | {ratio:.2f} | {err:.1e} | {ws:,} |"
-              for graph, t, n, ms, om, ratio, err, ws in rows]
+    table = [TABLE_HEAD, "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    table += [f"| {graph} | {t} | {n} | {ms:,.1f} | {om:,.1f} | {ratio:.2f} | "
+              f"{'—' if to_native is None else f'{to_native:.2f}'} | {err:.1e} | {ws:,} |"
+              for graph, t, n, ms, om, ratio, to_native, err, ws in rows]
     print()
     print("\n".join(table))
     if args.write:
-        write_table(args.write, table)
+        write_table(args.write, table, args.section)
     return 0
 
 
-TABLE_HEAD = "| graph | target | threads | Tinsmith µs | ONNX Runtime µs | ratio | max rel. difference | workspace |"
+TABLE_HEAD = ("| graph | target | threads | Tinsmith µs | ONNX Runtime µs | ratio | × host-native | max rel. difference "
+              "| workspace |")
+SECTION = "## Host: against ONNX Runtime"
 
 
-def write_table(path: Path, table: list[str]) -> None:
-    """Replace the table that starts with TABLE_HEAD in `path` (the rest of the file stays)."""
+def write_table(path: Path, table: list[str], section: str = SECTION) -> None:
+    """Replace the first table after the heading `section` in `path` (the rest of the file stays)."""
     lines = path.read_text(encoding="utf-8").split("\n")
-    start = next(i for i, line in enumerate(lines) if line.startswith("| graph | target |") and "ONNX Runtime" in line)
+    heading = lines.index(section)
+    start = next(i for i, line in enumerate(lines) if i > heading and line.startswith("| graph | target |"))
     end = start
     while end < len(lines) and lines[end].startswith("|"):
         end += 1

@@ -35,6 +35,12 @@ class Compiled:
     plan: MemoryPlan
     model: GeneratedModel
     files: dict[str, str]
+    levels: tuple["Compiled", ...] = ()  # a dispatching target's compile per ISA level, narrowest first
+
+    @property
+    def workspace_bytes(self) -> int:
+        """The workspace the library's header asks for: the largest level's, or the plan's."""
+        return max((c.plan.workspace_bytes for c in self.levels), default=self.plan.workspace_bytes)
 
 
 def compile_graph(path: str | Path, backend: Backend | None = None, constants_in_ram: bool = False,
@@ -47,12 +53,39 @@ def compile_graph(path: str | Path, backend: Backend | None = None, constants_in
     thread count."""
     if constants_section is not None:
         _check_constants_section(constants_section, constants_in_ram)
+    levels = _levels(target, backend)
+    if levels:
+        return _compile_levels(path, levels, constants_in_ram, fusion, constants_section, threads)
     backend, caps = _backend(backend, target, threads)
     graph, sched = scheduled(path, backend, caps, fusion)
     sched, plan, kernels = plan_and_generate(graph, sched, backend, caps)
     model = render_model(kernels, sched, plan, constants_in_ram)
     check_plan(model)  # every workspace byte against the kernels' access order
     return Compiled(graph, sched, plan, model, assemble(model, constants_section))
+
+
+def _levels(target, backend: Backend | None) -> tuple:
+    """The ISA levels a build of `target` holds (tinsmith.targets.levels); none for a target
+    without levels or when a backend is given."""
+    if target is None or backend is not None:
+        return ()
+    from tinsmith.targets import load_target
+    from tinsmith.targets.levels import build_levels
+    return build_levels(load_target(target))
+
+
+def _compile_levels(path, levels, constants_in_ram: bool, fusion: bool, constants_section: str | None,
+                    threads: int | None) -> Compiled:
+    """The model generated for each level as that level's target does it, in one dispatching
+    library (tinsmith.assemble.dispatch); the first level's graph, schedule and plan, with
+    `levels` holding each level's compile."""
+    from tinsmith.assemble.dispatch import assemble_levels
+    compiled = [compile_graph(path, target=level.target, constants_in_ram=constants_in_ram, fusion=fusion,
+                              constants_section=constants_section, threads=threads) for level in levels]
+    files = assemble_levels([(level, c.model) for level, c in zip(levels, compiled)], constants_section,
+                            share_constants=not constants_in_ram)
+    first = compiled[0]
+    return Compiled(first.graph, first.schedule, first.plan, first.model, files, tuple(compiled))
 
 
 def _backend(backend: Backend | None, target: str | Path | None, threads: int | None = None
@@ -124,8 +157,11 @@ SCons tool's runner, report and test firmware."""
 
 
 def library_files(files: dict[str, str], name: str) -> dict[str, str]:
-    """The generated files a project compiles into its own library."""
-    return {f: files[f] for f in (name + suffix for suffix in LIBRARY_SUFFIXES)}
+    """The generated files a project compiles into its own library (with a dispatching target's
+    further levels' sources, NAME_LEVEL.cpp)."""
+    listed = [name + suffix for suffix in LIBRARY_SUFFIXES]
+    listed += sorted(f for f in files if f.startswith(name + "_") and f.endswith(".cpp") and f != name + "_runner.cpp")
+    return {f: files[f] for f in listed}
 
 
 def write_files(files: dict[str, str], out_dir: str | Path, stamp: str | Path | None = None,

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 from tinsmith.ops import PRIMITIVES
-from tinsmith.targets import TARGETS
 from tests.sweep import run
 from tests.sweep.combos import all_combos, assignments
 from tests.sweep.probes import PROBES
@@ -62,7 +61,7 @@ def test_the_baseline_names_only_combinations_that_exist():
     for line in lines:
         probe, types, target, outcome, _ = line.split(" | ", 4)
         assert (probe, types) in known, line
-        assert target in (*TARGETS, run.ANY_TARGET), line
+        assert target in (*run.SWEPT_TARGETS, run.ANY_TARGET), line
         assert outcome in (*run.FINDINGS, "refused-unclear", run.NOT_ACCEPTED_UNCLEAR), line
     assert lines == sorted(set(lines))
 
@@ -80,7 +79,7 @@ def test_float_tolerance_scales_with_the_type_and_the_reduction():
 @needs_toolchains
 def test_sampled_sweep_reproduces_the_baseline(tmp_path):
     combos = select(sample=SAMPLE)
-    outcome = sweep(list(TARGETS), combos=combos, jobs=2, work=tmp_path)
+    outcome = sweep(list(run.SWEPT_TARGETS), combos=combos, jobs=2, work=tmp_path)
     assert outcome.accepted > 100
     sampled = {(c.probe.key, c.label) for c in combos}
     want = [l for l in baseline() if tuple(l.split(" | ", 2)[:2]) in sampled]

@@ -182,6 +182,22 @@ def assemble(model: GeneratedModel, constants_section: str | None = None) -> dic
     """Render every generated file; returns file name -> text (deterministic for a given model).
     With `constants_section` (a checked name, see codegen/escape.py), constants are declared in
     that linker section for builds that define TINSMITH_PLACE_SECTIONS."""
+    context = template_context(model, constants_section)
+    g = model.graph
+    files = {f"{g.name}{suffix}": render(template, context)
+             for suffix, template in ((".hpp", "model.hpp.j2"), (".h", "model.h.j2"),
+                                      (".cpp", "model.cpp.j2"), ("_runner.cpp", "runner.cpp.j2"))}
+    files[f"{g.name}.plan.json"] = json_text(report(model))
+    return files
+
+
+def render(template: str, context: dict) -> str:
+    """One template of templates/ rendered with `context` (see template_context)."""
+    return _TEMPLATES.get_template(template).render(context)
+
+
+def template_context(model: GeneratedModel, constants_section: str | None = None) -> dict:
+    """What the templates read: the model's interface, kernels, clusters and plan."""
     _check_names(model)
     g = model.graph
     inputs, outputs = _io(model, g.api_inputs), _io(model, g.api_outputs)
@@ -195,7 +211,7 @@ def assemble(model: GeneratedModel, constants_section: str | None = None) -> dic
     run_params = ", ".join([f"const {v['ctype']}* {v['name']}" for v in every_input] +
                            [f"{v['ctype']}* {v['name']}" for v in every_output] + ["unsigned char* ws"])
     names = [v["name"] for v in every_input + every_output]
-    context = {
+    return {
         "name": g.name, "NAME": g.name.upper(), "source": g.source,
         "inputs": inputs, "outputs": outputs,
         # int64 and the quantized types are <stdint.h> types
@@ -233,9 +249,9 @@ def assemble(model: GeneratedModel, constants_section: str | None = None) -> dic
                            for c in model.constants],
         "input_bytes": sum(v["bytes"] for v in inputs),
         "output_bytes": sum(v["bytes"] for v in outputs),
+        # a level of a dispatching library (tinsmith.assemble.dispatch): none, the model's own API
+        "level": None, "dispatch": None,
+        # the worker pool's functions: the runtime's, or (a further level of a dispatching library)
+        # the first level's copies, NAME::tinsmith_pool
+        "pool": "tinsmith::pool",
     }
-    files = {f"{g.name}{suffix}": _TEMPLATES.get_template(template).render(context)
-             for suffix, template in ((".hpp", "model.hpp.j2"), (".h", "model.h.j2"),
-                                      (".cpp", "model.cpp.j2"), ("_runner.cpp", "runner.cpp.j2"))}
-    files[f"{g.name}.plan.json"] = json_text(report(model))
-    return files

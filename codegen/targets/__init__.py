@@ -54,6 +54,10 @@ their own file to `load_target`, with no code change. The format, version 1:
       vector_registers: 8             # optional: vector registers, where they are fewer than the
                                       # float ones (Helium: 8 Q registers over 32 S registers)
       channels_last: false            # convolution chains computed NHWC inside (codegen/layout.py)
+    levels:                           # optional, hosted x86-64: the kernels generated once per
+      - {name: x86-64, target: host}  # listed target, narrowest first, in one library that runs
+      - {name: x86-64-v4, target: host-x86-64-v4, requires: [avx512f, ...]}  # the widest the CPU
+                                      # has (tinsmith.targets.levels; host-dispatch.yaml)
     emulator:                         # null when nothing emulates the core
       command: [qemu-system-arm, ...] # everything but -icount and -kernel
       icount_shift: 6                 # optional: one instruction = 2**shift ns
@@ -216,6 +220,9 @@ class Target:
     # the target files this one was read from: its own, then those it is based on (what a
     # build depends on)
     files: tuple[Path, ...] = ()
+    # ISA levels whose kernels one library holds, the widest the CPU has chosen at run time
+    # (tinsmith.targets.levels); empty: one set of kernels, this target's
+    levels: tuple = ()
 
     def __post_init__(self):
         if self.capabilities is None:
@@ -403,6 +410,11 @@ def _parse(path: Path) -> Target:
         is not None else Capabilities(),
         files=files,
     )
+    if top.raw("levels", required=False) is not None:
+        from tinsmith.targets.levels import parse_levels
+        levels = parse_levels(top, origin.get("levels", path), name)
+        target = replace(target, levels=levels,
+                         files=tuple(dict.fromkeys(files + tuple(f for lv in levels for f in lv.target.files))))
     top.done()
     if target.emulator is not None and target.board is None:
         raise TargetError(top.at("emulator"), "an emulator needs a board to run firmware on",
