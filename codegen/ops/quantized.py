@@ -18,7 +18,7 @@ import numpy as np
 from tinsmith.ir import TensorType
 from tinsmith.ir.graph import Quant
 from tinsmith.ops.common import broadcast_shapes, normalize_axis
-from tinsmith.ops.registry import Attr, InferArgs, OpError, Pattern, define
+from tinsmith.ops.registry import Attr, InferArgs, OpError, Pattern, define, elementwise_facts
 from tinsmith.quant import fixed_point as fp
 from tinsmith.quant.fixed_point import DTYPE_RANGES
 
@@ -615,6 +615,6 @@ def _infer_lookup(args: InferArgs) -> list[TensorType]:
     return [_out_type(InferArgs(args.types, a, args.values), x.shape)]
 
 
-define("QLookup", inputs=2, infer=_infer_lookup, constant_inputs=(1,),
+define("QLookup", inputs=2, infer=_infer_lookup, constant_inputs=(1,), prepare=elementwise_facts(inputs=(0,)),
        reference=lambda xs, a: [xs[1][xs[0].astype(np.int64) + 128]],
        attrs=[Attr("y_scale", "float"), Attr("y_zero_point", "int", 0)])
