@@ -442,6 +442,7 @@ def _mean_reference(xs, attrs):
 
 
 define("QMean", inputs=1, infer=_infer_mean, reference=_mean_reference, pattern=Pattern.REDUCTION,
+       prepare=lambda args, outputs: {"shape": args.types[0].shape, "axes": (1, 2)},  # NHWC: H and W reduced
        attrs=[Attr("x_scale", "float"), Attr("x_zero_point", "int", 0)] + Y_ATTRS)
 
 

@@ -11,7 +11,8 @@ from tinsmith.generate.functors.quantized_math import (clamp, i32, multiply_by_q
                                                       multiply_by_reduced_multiplier, multiply_with_offset,
                                                       packed_q15_multipliers,
                                                       packed_shifts_less_one, rounded_divide, select_max, widen)
-from tinsmith.generate.functors import elementwise_nest as nest_
+from tinsmith.generate.functors import elementwise_nest as nest_, reduction_nest
+from tinsmith.generate.functors.reduction_nest import Passes, ReductionNest, ReductionSchedule
 from tinsmith.generate.functors.elementwise_nest import AXES, ElementwiseNest, Rescale
 from tinsmith.generate.functors.quantized_onnx import float_requantize_store
 from tinsmith.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store,
@@ -235,21 +236,26 @@ for _op in ("QAvgPool", "QMaxPool"):
     CPP.register(_op, family="window", types=same(q.ELEMENTWISE_INTS, acc="int32"), layout="nhwc")(_pool(_op))
 
 
+# QMean's loops: the kept n and channel outermost, the reduced rows and columns inside
+MEAN_AXES = ReductionSchedule(kept=("n", "oc"), reduced=("iy", "ix"))
+
+
 @CPP.register("QMean", family="reduction", types=same(q.ELEMENTWISE_INTS, acc="int32"))
 def qmean(graph, node_id, cluster_id, args, attrs):
     """Sum over H and W of (x - zero point), times one multiplier that also divides by the count."""
     x, y = args.inputs[0], args.outputs[0]
-    n, h, w, c = x.type.shape
-    mult, shift = q.mean_params(attrs, h * w)
-    v = Binary("-", widen(Load(x.name, flat_index((_v("n"), _v("iy"), _v("ix"), _v("oc")), x.type.shape))),
-               i32(attrs["x_zero_point"]))
-    stmts, scaled = multiply_by_quantized_multiplier("scaled", Var("acc"), mult, shift)
-    out = clamp(Binary("+", scaled, i32(attrs["y_zero_point"])), attrs["act_min"], attrs["act_max"])
-    coords = (_v("n"), index(0), index(0), _v("oc"))
-    body = (Local("acc", i32(0), "int32"),
-            For("iy", h, (For("ix", w, (Assign("acc", Binary("+", Var("acc"), v)),)),)),
-            *stmts, Store(y.name, flat_index(coords, y.type.shape), Cast(y.type.dtype, out), coords))
-    return [For("n", n, (For("oc", c, body),))]
+    nest = ReductionNest.of(args)
+    mult, shift = q.mean_params(attrs, nest.count)
+
+    def mean(row):
+        v = Binary("-", widen(Load(x.name, row.at())), i32(attrs["x_zero_point"]))
+        stmts, scaled = multiply_by_quantized_multiplier("scaled", Var("acc"), mult, shift)
+        out = clamp(Binary("+", scaled, i32(attrs["y_zero_point"])), attrs["act_min"], attrs["act_max"])
+        n, oc = row.kept_vars
+        coords = (n, index(0), index(0), oc)
+        return [Local("acc", i32(0), "int32"), row.sweep(Assign("acc", Binary("+", Var("acc"), v))),
+                *stmts, Store(y.name, flat_index(coords, y.type.shape), Cast(y.type.dtype, out), coords)]
+    return reduction_nest.reduction(nest, MEAN_AXES, Passes((mean,)))
 
 
 @CPP.register("Quantize", types=takes(FLOATS, out=QUANTIZED))
