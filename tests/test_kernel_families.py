@@ -190,3 +190,14 @@ def test_every_reduction_is_the_one_nest(case, target, tmp_path, monkeypatch):
     assert [type(m).__name__ for _, s, m in calls] == [micro]
     nest = calls[0][0]
     assert nest.axes and all(0 <= a < len(nest.shape) for a in nest.axes)
+
+
+def test_helium_qmean_is_the_one_nest_four_channels_a_step(tmp_path, monkeypatch):
+    """Its schedule merges H and W into one loop and counts the channels in blocks of 4 lanes."""
+    path = tmp_path / "g.yaml"
+    path.write_text(probe_graph(tmp_path, "QMean", X="int8").read_text().replace("[1, 5, 5, 2]", "[2, 5, 3, 8]"))
+    calls = counting(monkeypatch, reduction_nest, "reduction")
+    compile_graph(path, target="cortex-m55")
+    ((nest, schedule, micro),) = calls
+    assert (nest.shape, nest.axes, schedule.merged, schedule.lanes) == ((2, 5, 3, 8), (1, 2), True, 4)
+    assert nest.merged() == reduction_nest.ReductionNest((2, 15, 8), (1,))

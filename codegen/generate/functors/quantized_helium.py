@@ -27,7 +27,8 @@ from tinsmith.generate.kernel_sets import HELIUM
 from tinsmith.generate.functors import quantized as scalar
 from tinsmith.generate.functors.conv import loops
 from tinsmith.generate.functors.quantized import INT8_CONV
-from tinsmith.generate.functors import elementwise_nest as nest_
+from tinsmith.generate.functors import elementwise_nest as nest_, reduction_nest
+from tinsmith.generate.functors.reduction_nest import Passes, ReductionNest, ReductionSchedule
 from tinsmith.generate.functors.elementwise_nest import ElementwiseNest, LaneCall, flat
 from tinsmith.generate.functors.quantized_driver import (Pixel, TileGeometry, channel_blocks, conv_nest, depthwise_nest,
                                                         fc_nest, is_pointwise, plus, pointwise_nest)
@@ -368,21 +369,27 @@ def qadd_helium(graph, node_id, cluster_id, args, attrs):
                              LaneCall("qadd_x16", tuple(i32(v) for v in consts), "int8", LANES))
 
 
+# QMean on Helium: four channels a step (the last kept axis in blocks of 4), the positions as one loop
+MEAN_LANES = ReductionSchedule(kept=("n", "cq"), reduced=("p",), merged=True, lanes=4)
+
+
 @HELIUM.register("QMean", family="reduction", types=same("int8", acc="int32"),
                  when=lambda args, attrs: "helium" in args.caps.kernels and args.inputs[0].type.shape[3] % 4 == 0,
                  priority=1)
 def qmean_helium(graph, node_id, cluster_id, args, attrs):
     """QMean over H and W, four channels a step: raw sums in int32 lanes, the zero point's share
     (count * zero point) taken off once, rescaled as the portable kernel does."""
-    x, y = args.inputs[0], args.outputs[0]
-    n, h, w, c = x.type.shape
-    mult, shift = q.mean_params(attrs, h * w)
+    x, y = args.inputs[0].name, args.outputs[0].name
+    nest = ReductionNest.of(args)
+    mult, shift = q.mean_params(attrs, nest.count)
     lanes = Var("lanes", "int32", 4)
-    at = Binary("+", Binary("*", Var("n"), index(h * w * c)), Binary("*", Var("cq"), index(4)))
-    step = Assign("lanes", Call("sum_x4", (lanes, Load(x.name, Binary("+", at, Binary("*", Var("p"), index(c))))),
-                                "int32", 4))
-    consts = (-h * w * attrs["x_zero_point"], mult, shift, attrs["y_zero_point"], attrs["act_min"], attrs["act_max"])
-    body = (Local("lanes", Const(0, "int32", 4), "int32", 4), For("p", h * w, (step,)),
-            Store(y.name, Binary("+", Binary("*", Var("n"), index(c)), Binary("*", Var("cq"), index(4))),
-                  Call("qmean_x4", (lanes, *(i32(v) for v in consts)), "int8", 4)))
-    return [For("n", n, (For("cq", c // 4, body),))]
+    consts = (-nest.count * attrs["x_zero_point"], mult, shift, attrs["y_zero_point"], attrs["act_min"],
+              attrs["act_max"])
+
+    def mean(row):
+        # the block's first element, then one row of channels per position
+        at = Binary("+", row.first(), Binary("*", row.reduced[0], index(args.inputs[0].type.shape[3])))
+        return [Local("lanes", Const(0, "int32", 4), "int32", 4),
+                row.sweep(Assign("lanes", Call("sum_x4", (lanes, Load(x, at)), "int32", 4))),
+                Store(y, row.out(), Call("qmean_x4", (lanes, *(i32(v) for v in consts)), "int8", 4))]
+    return reduction_nest.reduction(nest, MEAN_LANES, Passes((mean,)))

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from tinsmith.generate.backend import KernelArgs
-from tinsmith.generate.loop_ir import Assign, Expr, For, Load, Local, Stmt, Store, Var, flat_index, index
+from tinsmith.generate.loop_ir import Assign, Binary, Expr, For, Load, Local, Stmt, Store, Var, flat_index, index
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,13 @@ class ReductionNest:
     def kept(self) -> tuple[int, ...]:
         return tuple(d for i, d in enumerate(self.shape) if i not in self.axes)
 
+    def merged(self) -> ReductionNest:
+        """The same nest with its (adjacent) reduced axes as one axis of their product."""
+        first, last = self.axes[0], self.axes[-1]
+        if self.axes != tuple(range(first, last + 1)):
+            raise ValueError(f"axes {self.axes} are not adjacent")
+        return ReductionNest(self.shape[:first] + (self.count,) + self.shape[last + 1:], (first,))
+
     @property
     def count(self) -> int:
         """Elements per kept position."""
@@ -54,6 +61,8 @@ class ReductionSchedule:
 
     kept: str | tuple[str, ...] = "i"
     reduced: str | tuple[str, ...] = ("j",)
+    merged: bool = False  # adjacent reduced axes walked as one loop
+    lanes: int = 1  # the last kept axis in blocks of `lanes` (a vector micro-kernel's width)
 
 
 ALONG_AXIS = ReductionSchedule()
@@ -102,13 +111,19 @@ MicroKernel = Callable[[Row], Sequence[Stmt]]
 
 def reduction(nest: ReductionNest, schedule: ReductionSchedule, micro: MicroKernel) -> list[Stmt]:
     """The loop nest of one reduction kernel: the kept axes, the micro-kernel at each position."""
+    nest = nest.merged() if schedule.merged else nest
     kept = [i for i in range(len(nest.shape)) if i not in nest.axes]
     names = schedule.kept if isinstance(schedule.kept, tuple) else tuple(f"{schedule.kept}{k}" for k in range(len(kept)))
     reduced = schedule.reduced if isinstance(schedule.reduced, tuple) else tuple(f"{schedule.reduced}{a}"
                                                                                 for a in nest.axes)
-    stmts: tuple[Stmt, ...] = tuple(micro(Row(nest, tuple(Var(n) for n in names), reduced)))
-    for name, axis in reversed(list(zip(names, kept))):
-        stmts = (For(name, nest.shape[axis], stmts),)
+    kept_vars: list[Expr] = [Var(n) for n in names]
+    extents = [nest.shape[a] for a in kept]
+    if schedule.lanes > 1:  # the loop counts blocks; the micro-kernel's index is the block's first
+        extents[-1] //= schedule.lanes
+        kept_vars[-1] = Binary("*", kept_vars[-1], index(schedule.lanes))
+    stmts: tuple[Stmt, ...] = tuple(micro(Row(nest, tuple(kept_vars), reduced)))
+    for name, extent in reversed(list(zip(names, extents))):
+        stmts = (For(name, extent, stmts),)
     return list(stmts)
 
 
