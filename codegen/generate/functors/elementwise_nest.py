@@ -15,6 +15,7 @@ where an operand that is not one (a table, an omitted bound) is None and `idx` i
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -59,10 +60,7 @@ class ElementwiseNest:
 
     @property
     def size(self) -> int:
-        count = 1
-        for d in self.shape:
-            count *= d
-        return count
+        return math.prod(self.shape)
 
 
 @dataclass(frozen=True)
@@ -88,31 +86,29 @@ def elementwise(nest: ElementwiseNest, schedule: ElementwiseSchedule, micro: Mic
         def body(idx):
             stmts, value = micro(_loads(nest, idx, 1), idx)
             return [*stmts, Store(nest.output, flat_index(idx, nest.shape), value, tuple(idx))]
-        return list(nest_loops(nest.shape, body))
+        return list(_loops(nest.shape, body))
     if schedule.lanes == 1:  # one element a step, counted by i0
         def element(idx):
-            stmts, value = micro(_loads(nest, idx[:1], 1, flat=True), idx)
+            stmts, value = micro(_loads(nest, idx[:1], 1, offset=True), idx)
             return [*stmts, Store(nest.output, idx[0], value)]
-        return list(nest_loops((nest.size,), element))
+        return list(_loops((nest.size,), element))
     # a vector micro-kernel: blocks of `lanes` elements, counted by i
     at = Binary("*", Var("i"), index(schedule.lanes))
-    stmts, value = micro(_loads(nest, [at], schedule.lanes, flat=True), [at])
+    stmts, value = micro(_loads(nest, [at], schedule.lanes, offset=True), [at])
     return [For("i", nest.size // schedule.lanes, (*stmts, Store(nest.output, at, value)))]
 
 
-def nest_loops(shape: Sequence[int], body) -> tuple[Stmt, ...]:
+def _loops(shape: Sequence[int], body) -> tuple[Stmt, ...]:
+    """Loops i0, i1, ... over `shape` around `body(indices)`."""
     return nest(shape, "i", body)[0]
 
 
-def _loads(nest: ElementwiseNest, idx: Sequence[Expr], width: int, flat: bool = False) -> list[Expr | None]:
-    """Each operand's element (or `width` consecutive ones) at the output index; a flat schedule's
-    index is the element's offset, the same in every operand (they have the output's shape)."""
-    if flat:
+def _loads(nest: ElementwiseNest, idx: Sequence[Expr], width: int, offset: bool = False) -> list[Expr | None]:
+    """Each operand's element (or `width` consecutive ones) at the output index; with `offset` (a
+    flat schedule) idx[0] is the element's offset, the same in every operand (of the output's shape)."""
+    if offset:
         return [Load(o.name, idx[0], width, o.dtype) if o else None for o in nest.operands]
     return [Load(o.name, o.at(idx), width, o.dtype) if o else None for o in nest.operands]
-
-
-__all__ = ["AXES", "ElementwiseNest", "ElementwiseSchedule", "LaneCall", "MicroKernel", "Operand", "Rescale", "elementwise", "flat"]
 
 
 @dataclass(frozen=True)
@@ -138,3 +134,7 @@ class LaneCall:
 
     def __call__(self, xs: Sequence[Expr | None], idx: Sequence[Expr]) -> tuple[list[Stmt], Expr]:
         return [], Call(self.fn, (*(x for x in xs if x is not None), *self.constants), self.dtype, self.lanes)
+
+
+__all__ = ["AXES", "ElementwiseNest", "ElementwiseSchedule", "LaneCall", "MicroKernel", "Operand", "Rescale",
+           "elementwise", "flat"]

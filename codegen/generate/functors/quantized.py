@@ -16,7 +16,7 @@ from tinsmith.generate.functors.reduction_nest import Passes, ReductionNest, Red
 from tinsmith.generate.functors.elementwise_nest import AXES, ElementwiseNest, Rescale
 from tinsmith.generate.functors.quantized_onnx import float_requantize_store
 from tinsmith.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store,
-                                      Var, Unary, broadcast_index, flat_index, index, nest)
+                                      Var, Unary, flat_index, index, nest)
 from tinsmith.ops import quantized as q
 
 # The element types of the quantized kernels: int8, uint8 or int16 activations (TFLite's int8 and
