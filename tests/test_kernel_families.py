@@ -177,6 +177,7 @@ REDUCTION_CASES = {
     "QSoftmax": (("QSoftmax", "", {"X": "int8"}), "Passes"),
     "InstanceNormalization": (("InstanceNormalization", "", {"T": "float32"}), "Passes"),
     "BatchNormalization": (("BatchNormalization", "", {"T": "float32"}), "Passes"),
+    "DynamicQuantizeLinear": (("DynamicQuantizeLinear", "", {"T": "float32"}), "Passes"),
 }
 
 

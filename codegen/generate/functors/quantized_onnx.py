@@ -11,7 +11,8 @@ from typing import Sequence
 import numpy as np
 
 from tinsmith.generate.backend import CPP, takes
-from tinsmith.generate.functors import elementwise_nest as nest_
+from tinsmith.generate.functors import elementwise_nest as nest_, reduction_nest
+from tinsmith.generate.functors.reduction_nest import Passes, ReductionNest, ReductionSchedule, local, sweep
 from tinsmith.generate.functors.elementwise_nest import AXES, ElementwiseNest, Rescale
 from tinsmith.generate.functors.quantized_math import i32, widen
 from tinsmith.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store, Unary,
@@ -114,26 +115,32 @@ def dequantize_linear(graph, node_id, cluster_id, args, attrs):
     return nest_.elementwise(ElementwiseNest.of(args), AXES, Rescale(step))
 
 
-@CPP.register("DynamicQuantizeLinear", types=takes("float32", out=["uint8", "float32", "uint8"]))
+# DynamicQuantizeLinear's loops: no kept axis, the elements counted by i
+WHOLE = ReductionSchedule(kept=(), reduced=("i",))
+
+
+@CPP.register("DynamicQuantizeLinear", family="reduction", types=takes("float32", out=["uint8", "float32", "uint8"]))
 def dynamic_quantize_linear(graph, node_id, cluster_id, args, attrs):
     """The range of x widened to include 0 sets scale = range / 255 and the zero point; then x is
-    quantized to uint8 with them (ties to even)."""
+    quantized to uint8 with them (ties to even): the reduction nest over every element, two sweeps."""
     x, y, y_scale, y_zp = args.inputs[0], *args.outputs
-    flat = x.type.size
-    v = Load(x.name, Var("i"))
-    stmts: list[Stmt] = [Local("lo", f32(0.0), "float32"), Local("hi", f32(0.0), "float32"),
-                         For("i", flat, (Assign("lo", Binary("min", Var("lo"), v)),
-                                         Assign("hi", Binary("max", Var("hi"), v)))),
-                         Local("scale", Binary("/", Binary("-", Var("hi"), Var("lo")), f32(255.0)), "float32")]
     # a zero range (x all 0) quantizes to zero point 0 without dividing by the scale
     safe = Select(Binary(">", Var("scale"), f32(0.0)), Var("scale"), f32(1.0))
     zp = Binary("max", Binary("min", Unary("round", Binary("/", Unary("neg", Var("lo")), safe)), f32(255.0)),
                 f32(0.0))
-    stmts += [Local("zp", Cast("int32", zp), "int32"),
-              Store(y_scale.name, index(0), Var("scale"), ()),
-              Store(y_zp.name, index(0), Cast("uint8", Var("zp")), ()),
-              For("i", flat, (_round_store(y, Var("i"), None, Binary("/", v, safe), Var("zp"), 0, 255),))]
-    return stmts
+
+    def quantize(row):
+        v = Load(x.name, row.at())
+        return [_round_store(y, row.at(), None, Binary("/", v, safe), Var("zp"), 0, 255)]
+    return reduction_nest.reduction(ReductionNest.of(args), WHOLE, Passes((
+        local("lo", lambda row: f32(0.0)), local("hi", lambda row: f32(0.0)),
+        sweep(lambda row: [Assign("lo", Binary("min", Var("lo"), Load(x.name, row.at()))),
+                           Assign("hi", Binary("max", Var("hi"), Load(x.name, row.at())))]),
+        local("scale", lambda row: Binary("/", Binary("-", Var("hi"), Var("lo")), f32(255.0))),
+        local("zp", lambda row: Cast("int32", zp), "int32"),
+        lambda row: [Store(y_scale.name, index(0), Var("scale"), ()),
+                     Store(y_zp.name, index(0), Cast("uint8", Var("zp")), ())],
+        sweep(quantize))))
 
 
 # --- convolutions --------------------------------------------------------------------------
