@@ -1,16 +1,20 @@
 """The float convolution, matrix-product and window families each have one loop-nest driver
 (codegen/generate/functors/conv_nest.py, matrix.py, window_nest.py): every float Conv, ConvNHWC,
 ConvTranspose, Gemm and MatMul kernel, and every pool (float, channels last, TFLite int8/int16,
-QLinear), on every kind of target is that driver with a schedule and a micro-kernel. Counted: the
-driver's calls while a graph is compiled, and which micro-kernel each call was given."""
+QLinear), on every kind of target is that driver with a schedule and a micro-kernel. So are the
+elementwise family with the table functions (elementwise_nest.py) and the reductions
+(reduction_nest.py). Counted: the driver's calls while a graph is compiled, and which micro-kernel
+each call was given."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from tinsmith.generate.functors import conv_nest, matrix, window_nest
+from tinsmith.generate.functors import conv_nest, elementwise_nest, matrix, reduction_nest, window_nest
 from tinsmith.pipeline import compile_graph
+from tests.sweep.combos import all_combos, graph_yaml
+from tests.sweep.probes import PROBES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -159,3 +163,98 @@ def test_the_shipped_models_pools_are_the_one_window_nest(model, target, micro, 
     calls = counting(monkeypatch, window_nest, "window")
     compile_graph(ROOT / model, target=target)
     assert [type(c[2]).__name__ for c in calls] == [micro]
+
+
+# --- the elementwise, table-function and reduction families ---------------------------------------
+# One graph per case from the sweep's probes (tests/sweep/probes.py), with the element types given.
+def probe_graph(tmp_path, op: str, tag: str = "", **types: str) -> Path:
+    """The sweep's graph of op's probe (the one with `tag`) with its slots set to `types`."""
+    (combo,) = [c for c in all_combos([p for p in PROBES if p.op == op and p.tag == tag])
+                if dict(c.types) == types]
+    path = tmp_path / f"{combo.name}.yaml"
+    path.write_text(graph_yaml(combo))
+    return path
+
+
+# (op, tag, slot types) -> the micro-kernel class and the schedule's order
+ELEMENTWISE_CASES = {
+    "Add": (("Add", "", {"T": "float32"}), "ScalarFormula", "axes"),
+    "Mod-int": (("Mod", "", {"T": "int16"}), "ScalarFormula", "axes"),
+    "Less": (("Less", "", {"T": "float32"}), "ScalarFormula", "axes"),
+    "Clip": (("Clip", "inputs", {"T": "int8"}), "Clamp", "axes"),
+    "Cast": (("Cast", "", {"T": "float32", "U": "int16"}), "Convert", "flat"),
+    "QAdd": (("QAdd", "", {"X": "int8"}), "Rescale", "axes"),
+    "Requantize": (("Requantize", "", {"X": "int8", "W": "int16"}), "Rescale", "axes"),
+    "QLookup": (("QLookup", "", {"X": "int8", "W": "int8"}), "Lookup", "axes"),
+}
+
+
+@pytest.mark.parametrize("target", ["cpp", "host", "cortex-m4", "cortex-m0plus"])
+@pytest.mark.parametrize("case", sorted(ELEMENTWISE_CASES))
+def test_every_elementwise_and_table_kernel_is_the_one_nest(case, target, tmp_path, monkeypatch):
+    (op, tag, types), micro, order = ELEMENTWISE_CASES[case]
+    path = probe_graph(tmp_path, op, tag, **types)
+    calls = counting(monkeypatch, elementwise_nest, "elementwise")
+    compile_graph(path, target=None if target == "cpp" else target)
+    assert [(type(m).__name__, s.order) for _, s, m in calls] == [(micro, order)]
+    nest = calls[0][0]
+    assert all(o is None or len(o.strides) == len(nest.shape) for o in nest.operands)
+
+
+def test_a_broadcast_operand_reads_stride_zero_along_its_broadcast_axes(tmp_path, monkeypatch):
+    """The strides come from prepare: [3, 1] against an output [2, 3, 4] reads (0, 1, 0)."""
+    path = tmp_path / "g.yaml"
+    path.write_text("graph: g\ninputs:\n  x: {dtype: float32, shape: [2, 3, 4]}\n  b: {dtype: float32, shape: [3, 1]}\n"
+                    "outputs: [y]\nnodes:\n  - {op: Sub, inputs: [x, b], outputs: [y]}\n")
+    calls = counting(monkeypatch, elementwise_nest, "elementwise")
+    compile_graph(path)
+    ((nest, schedule, micro),) = calls
+    assert nest.shape == (2, 3, 4) and [o.strides for o in nest.operands] == [(12, 4, 1), (0, 1, 0)]
+
+
+def test_helium_qadd_is_the_one_nest_with_sixteen_lanes(tmp_path, monkeypatch):
+    path = tmp_path / "g.yaml"
+    path.write_text(probe_graph(tmp_path, "QAdd", X="int8").read_text().replace("[3, 7]", "[2, 16]")
+                    .replace("[7]", "[2, 16]"))  # both inputs of the output's shape, 16 lanes a step
+    calls = counting(monkeypatch, elementwise_nest, "elementwise")
+    compile_graph(path, target="cortex-m55")
+    assert [(type(m).__name__, s.order, s.lanes) for _, s, m in calls] == [("LaneCall", "flat", 16)]
+
+
+# op, tag, slot types -> the micro-kernel class
+REDUCTION_CASES = {
+    "Softmax": (("Softmax", "", {"T": "float32"}), "Passes"),
+    "ArgMax": (("ArgMax", "", {"T": "int8"}), "Passes"),
+    "CumSum": (("CumSum", "I", {"T": "float32", "I": "int32"}), "Passes"),
+    "TopK": (("TopK", "", {"T": "float32"}), "Passes"),
+    "ReduceSum": (("ReduceSum", "", {"T": "float32"}), "Accumulator"),
+    "ReduceMax": (("ReduceMax", "", {"T": "int32"}), "Accumulator"),
+    "ReduceLogSumExp": (("ReduceLogSumExp", "", {"T": "float32"}), "Passes"),
+    "QSoftmax": (("QSoftmax", "", {"X": "int8"}), "Passes"),
+    "InstanceNormalization": (("InstanceNormalization", "", {"T": "float32"}), "Passes"),
+    "BatchNormalization": (("BatchNormalization", "", {"T": "float32"}), "Passes"),
+    "DynamicQuantizeLinear": (("DynamicQuantizeLinear", "", {"T": "float32"}), "Passes"),
+}
+
+
+@pytest.mark.parametrize("target", ["cpp", "host", "cortex-m4", "cortex-m0plus"])
+@pytest.mark.parametrize("case", sorted(REDUCTION_CASES))
+def test_every_reduction_is_the_one_nest(case, target, tmp_path, monkeypatch):
+    (op, tag, types), micro = REDUCTION_CASES[case]
+    path = probe_graph(tmp_path, op, tag, **types)
+    calls = counting(monkeypatch, reduction_nest, "reduction")
+    compile_graph(path, target=None if target == "cpp" else target)
+    assert [type(m).__name__ for _, s, m in calls] == [micro]
+    nest = calls[0][0]
+    assert nest.axes and all(0 <= a < len(nest.shape) for a in nest.axes)
+
+
+def test_helium_qmean_is_the_one_nest_four_channels_a_step(tmp_path, monkeypatch):
+    """Its schedule merges H and W into one loop and counts the channels in blocks of 4 lanes."""
+    path = tmp_path / "g.yaml"
+    path.write_text(probe_graph(tmp_path, "QMean", X="int8").read_text().replace("[1, 5, 5, 2]", "[2, 5, 3, 8]"))
+    calls = counting(monkeypatch, reduction_nest, "reduction")
+    compile_graph(path, target="cortex-m55")
+    ((nest, schedule, micro),) = calls
+    assert (nest.shape, nest.axes, schedule.merged, schedule.lanes) == ((2, 5, 3, 8), (1, 2), True, 4)
+    assert nest.merged() == reduction_nest.ReductionNest((2, 15, 8), (1,))

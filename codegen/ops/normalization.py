@@ -43,9 +43,21 @@ def _batch_norm_reference(xs, attrs):
     return [((x - mean) / np.sqrt(var + np.float32(attrs["epsilon"])) * scale + bias).astype(np.float32)]
 
 
+def _planes(axes: tuple[int, ...]):
+    """The facts of a normalization kernel: the input viewed as (batch, channels, positions),
+    positions being every axis after the channel one, and the axes the kernel walks inside each
+    kept position (InstanceNormalization: the positions of a plane; BatchNormalization: the batch
+    and positions of a channel)."""
+    def facts(args: InferArgs, outputs) -> dict:
+        x = args.types[0]
+        batch, channels = x.shape[:2]
+        return {"shape": (batch, channels, x.size // (batch * channels) if batch * channels else 0), "axes": axes}
+    return facts
+
+
 # momentum only updates running statistics in training, so inference ignores it
 define("BatchNormalization", inputs=5, infer=_infer_batch_norm, reference=_batch_norm_reference,
-       macs=lambda args, outs: outs[0].size,
+       macs=lambda args, outs: outs[0].size, prepare=_planes((0, 2)),
        attrs=[Attr("epsilon", "float", 1e-5), Attr("momentum", "float", 0.9),
               Attr("training_mode", "int", 0, (0, 1))])
 
@@ -60,7 +72,7 @@ def _instance_norm_reference(xs, attrs):
     return [((x - mean) / np.sqrt(var + np.float32(attrs["epsilon"])) * scale + bias).astype(np.float32)]
 
 
-define("InstanceNormalization", inputs=3, reference=_instance_norm_reference,
+define("InstanceNormalization", inputs=3, reference=_instance_norm_reference, prepare=_planes((2,)),
        infer=lambda args: [_channel_params(args, "InstanceNormalization", 1, 3)],
        attrs=[Attr("epsilon", "float", 1e-5)])
 

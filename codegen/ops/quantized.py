@@ -20,7 +20,7 @@ from tinsmith.ir.graph import Quant
 from tinsmith.ops.common import broadcast_shapes, normalize_axis
 from tinsmith.ops.conv import Window
 from tinsmith.ops.pooling import pool_facts
-from tinsmith.ops.registry import Attr, InferArgs, OpError, Pattern, define
+from tinsmith.ops.registry import Attr, InferArgs, OpError, Pattern, define, elementwise_facts
 from tinsmith.quant import fixed_point as fp
 from tinsmith.quant.fixed_point import DTYPE_RANGES
 
@@ -464,6 +464,7 @@ def _mean_reference(xs, attrs):
 
 
 define("QMean", inputs=1, infer=_infer_mean, reference=_mean_reference, pattern=Pattern.REDUCTION,
+       prepare=lambda args, outputs: {"shape": args.types[0].shape, "axes": (1, 2)},  # NHWC: H and W reduced
        attrs=[Attr("x_scale", "float"), Attr("x_zero_point", "int", 0)] + Y_ATTRS)
 
 
@@ -610,7 +611,15 @@ def _infer_softmax(args: InferArgs) -> list[TensorType]:
     return [_out_type(InferArgs(args.types, a, args.values), x.shape)]
 
 
+def _rows_facts(args: InferArgs, outputs) -> dict:
+    """A softmax over the last axis: the input viewed as rows of it, each row reduced."""
+    x = args.types[0]
+    depth = x.shape[-1]
+    return {"shape": (x.size // depth if depth else 0, depth), "axes": (1,)}
+
+
 define("QSoftmax", inputs=1, infer=_infer_softmax, pattern=Pattern.REDUCTION,
+       prepare=_rows_facts,
        reference=lambda xs, a: [fp.softmax_int8(xs[0], a["beta"], a["x_scale"])],
        attrs=[Attr("beta", "float", 1.0), Attr("x_scale", "float"), Attr("y_scale", "float", 1.0 / 256),
               Attr("y_zero_point", "int", -128)])
@@ -628,6 +637,6 @@ def _infer_lookup(args: InferArgs) -> list[TensorType]:
     return [_out_type(InferArgs(args.types, a, args.values), x.shape)]
 
 
-define("QLookup", inputs=2, infer=_infer_lookup, constant_inputs=(1,),
+define("QLookup", inputs=2, infer=_infer_lookup, constant_inputs=(1,), prepare=elementwise_facts(inputs=(0,)),
        reference=lambda xs, a: [xs[1][xs[0].astype(np.int64) + 128]],
        attrs=[Attr("y_scale", "float"), Attr("y_zero_point", "int", 0)])

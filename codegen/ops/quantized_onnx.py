@@ -225,7 +225,8 @@ def _dynamic_reference(xs, attrs):
 
 
 define("DynamicQuantizeLinear", inputs=1, outputs=3, infer=_infer_dynamic, reference=_dynamic_reference,
-       pattern=Pattern.OPAQUE)
+       pattern=Pattern.OPAQUE,  # its kernel: the reduction nest over every element (the range, then each value)
+       prepare=lambda args, outputs: {"shape": (args.types[0].size,), "axes": (0,)})
 
 
 # --- QLinearConv, ConvInteger ----------------------------------------------------------------

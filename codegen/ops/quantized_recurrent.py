@@ -9,7 +9,7 @@ import numpy as np
 
 from tinsmith.ir import TensorType
 from tinsmith.ir.graph import Quant
-from tinsmith.ops.registry import Attr, InferArgs, OpError, define
+from tinsmith.ops.registry import Attr, InferArgs, OpError, define, elementwise_facts
 
 FUNCTIONS = ("sigmoid", "tanh")
 # sigmoid(i / 24) in 0.16 fixed point, i = 0..255, as TFLite's integer kernels hold it (not quite
@@ -83,5 +83,6 @@ def _infer(args: InferArgs) -> list[TensorType]:
 
 
 define("Int16Activation", inputs=2, infer=_infer, reference=reference, constant_inputs=(1,),
+       prepare=elementwise_facts(inputs=(0,)),
        attrs=[Attr("function", "string", "sigmoid", FUNCTIONS), Attr("input_multiplier", "int", 0),
               Attr("input_left_shift", "int", 0)])

@@ -11,6 +11,26 @@ from tinsmith.ops.common import (ANY, FLOAT, NUMERIC, constant_ints, normalize_a
 from tinsmith.ops.registry import Attr, InferArgs, OpError, Pattern, define
 
 
+# --- what the reduction kernels read (codegen/generate/functors/reduction_nest.py) -------------
+def _along_axis_facts(args: InferArgs, outputs) -> dict:
+    """The input's shape and the one axis reduced (the `axis` attribute)."""
+    x = args.types[0]
+    return {"shape": x.shape, "axes": (normalize_axis(args.attrs["axis"], x.rank),)}
+
+
+def _reduce_facts(args: InferArgs, outputs) -> dict:
+    """The input's shape and the sorted axes reduced (none: noop_with_empty_axes)."""
+    return {"shape": args.types[0].shape, "axes": reduce_axes(args)}
+
+
+def _cumsum_facts(args: InferArgs, outputs) -> dict:
+    return {"shape": args.types[0].shape, "axes": (cumsum_axis(args),)}
+
+
+def _topk_facts(args: InferArgs, outputs) -> dict:
+    return {**_along_axis_facts(args, outputs), "k": topk_k(args)}
+
+
 # --- Softmax, LogSoftmax, Hardmax: along one axis (opset 13 semantics) -------------------------
 def _infer_along_axis(args: InferArgs) -> list[TensorType]:
     require_dtypes(args, FLOAT)
@@ -47,7 +67,7 @@ def _along_axis_reference(fn: Callable[[np.ndarray, int], np.ndarray]):
 
 for _name, _fn in ALONG_AXIS.items():
     define(_name, inputs=1, infer=_infer_along_axis, attrs=[Attr("axis", "int", -1)],
-           reference=_along_axis_reference(_fn), pattern=Pattern.REDUCTION)
+           reference=_along_axis_reference(_fn), pattern=Pattern.REDUCTION, prepare=_along_axis_facts)
 
 
 # --- Reduce*: axes from the attribute (before opset 18) or a constant input -------------------
@@ -167,7 +187,7 @@ _REDUCE_ATTRS = [Attr("axes", "ints", None), Attr("keepdims", "int", 1, (0, 1)),
 
 for _name, _rule in REDUCTIONS.items():
     define(_name, inputs=(1, 2), infer=_infer_reduce(_name, _rule.dtypes), reference=_reduce_reference(_rule),
-           constant_inputs=[1], attrs=_REDUCE_ATTRS, pattern=Pattern.REDUCTION)
+           constant_inputs=[1], attrs=_REDUCE_ATTRS, pattern=Pattern.REDUCTION, prepare=_reduce_facts)
 
 
 # --- ArgMax, ArgMin --------------------------------------------------------------------------
@@ -193,8 +213,10 @@ def _arg_reference(pick):
 
 _ARG_ATTRS = [Attr("axis", "int", 0), Attr("keepdims", "int", 1, (0, 1)),
               Attr("select_last_index", "int", 0, (0, 1))]
-define("ArgMax", pattern=Pattern.REDUCTION, inputs=1, infer=_infer_arg, reference=_arg_reference(np.argmax), attrs=_ARG_ATTRS)
-define("ArgMin", pattern=Pattern.REDUCTION, inputs=1, infer=_infer_arg, reference=_arg_reference(np.argmin), attrs=_ARG_ATTRS)
+define("ArgMax", pattern=Pattern.REDUCTION, inputs=1, infer=_infer_arg, prepare=_along_axis_facts,
+       reference=_arg_reference(np.argmax), attrs=_ARG_ATTRS)
+define("ArgMin", pattern=Pattern.REDUCTION, inputs=1, infer=_infer_arg, prepare=_along_axis_facts,
+       reference=_arg_reference(np.argmin), attrs=_ARG_ATTRS)
 
 
 # --- CumSum ----------------------------------------------------------------------------------
@@ -227,6 +249,7 @@ def _cumsum_reference(xs, attrs):
 
 
 define("CumSum", inputs=2, infer=_infer_cumsum, reference=_cumsum_reference, constant_inputs=[1],
+       prepare=_cumsum_facts,
        attrs=[Attr("exclusive", "int", 0, (0, 1)), Attr("reverse", "int", 0, (0, 1))])
 
 
@@ -265,5 +288,6 @@ def _topk_reference(xs, attrs):
 
 
 define("TopK", inputs=(1, 2), outputs=2, infer=_infer_topk, reference=_topk_reference, constant_inputs=[1],
+       prepare=_topk_facts,
        attrs=[Attr("axis", "int", -1), Attr("largest", "int", 1, (0, 1)), Attr("sorted", "int", 1, (0, 1)),
               Attr("k", "int", None)])

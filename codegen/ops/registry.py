@@ -164,6 +164,29 @@ class Prepared:
         return self.facts[key]
 
 
+def broadcast_strides(shape: Sequence[int], out_shape: Sequence[int]) -> tuple[int, ...] | None:
+    """Where an input of `shape` is read along each axis of `out_shape` under NumPy broadcasting:
+    its element stride, 0 where it is broadcast; None when it does not broadcast to the output."""
+    lead = len(out_shape) - len(shape)
+    if lead < 0 or any(d not in (1, o) for d, o in zip(shape, out_shape[lead:])):
+        return None
+    own = Prepared.strides(shape)
+    return (0,) * lead + tuple(0 if d == 1 else s for d, s in zip(shape, own))
+
+
+def elementwise_facts(inputs: Sequence[int] | None = None) -> Prepare:
+    """The facts of an elementwise (or broadcast) primitive: the output's shape, the index space its
+    kernel runs over, and `strides`, per input, its element stride along each output axis (0 where
+    broadcast; None for an input that is not an operand: a table, CastLike's type donor, an
+    omitted input). `inputs`: the operands' positions (default every input)."""
+    def facts(args: InferArgs, outputs: Sequence[TensorType]) -> Mapping[str, Any]:
+        shape = tuple(outputs[0].shape)
+        strides = tuple(broadcast_strides(t.shape, shape) if t is not None and (inputs is None or i in inputs)
+                        else None for i, t in enumerate(args.types))
+        return {"shape": shape, "strides": strides}
+    return facts
+
+
 Infer = Callable[[InferArgs], Sequence[TensorType]]
 Prepare = Callable[[InferArgs, Sequence[TensorType]], Mapping[str, Any]]
 Reference = Callable[[Sequence[np.ndarray | None], Mapping[str, Any]], Sequence[np.ndarray]]
@@ -214,5 +237,7 @@ def define(name: str, *, inputs: int | tuple[int, int], infer: Infer, reference:
     lo, hi = (inputs, inputs) if isinstance(inputs, int) else inputs
     if pattern not in Pattern.ALL:
         raise ValueError(f"primitive {name}: unknown pattern {pattern!r}")
+    if prepare is None and pattern in (Pattern.ELEMENTWISE, Pattern.BROADCAST):
+        prepare = elementwise_facts()
     return register(Primitive(name, lo, hi, outputs, tuple(attrs), infer, reference,
                               macs or (lambda args, outs: 0), tuple(constant_inputs), pattern, prepare))

@@ -6,14 +6,16 @@ fmod) would round int64 through double.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from tinsmith.generate.backend import CPP, FLOATS, NUMBERS, same, takes
+from tinsmith.generate.functors import elementwise_nest as nest_
+from tinsmith.generate.functors.elementwise_nest import AXES, ElementwiseNest
 from tinsmith.ir.graph import DTYPES
-from tinsmith.generate.loop_ir import (FLOAT_DTYPES, Binary, Cast, Const, Expr, Load, Select, Store, Unary,
-                                      broadcast_index, const, flat_index, in_double, index, nest)
+from tinsmith.generate.loop_ir import FLOAT_DTYPES, Binary, Cast, Const, Expr, Load, Select, Unary, const, in_double, index
 
 Formula = Callable[[Sequence[Expr], Mapping[str, Any]], Expr]
 
@@ -182,24 +184,29 @@ def at_input_precision(functor):
     return wrapped
 
 
+@dataclass(frozen=True)
+class ScalarFormula:
+    """The micro-kernel of a formula: its value at one element, integer +, - and * wrapping where
+    the output keeps the inputs' integer type."""
+
+    formula: Formula
+    attrs: Mapping[str, Any]
+    wraps: str | None = None  # the integer type whose arithmetic wraps around
+
+    def __call__(self, xs: Sequence[Expr | None], idx: Sequence[Expr]) -> tuple[list, Expr]:
+        value = self.formula([x for x in xs if x is not None], self.attrs)
+        return [], wrapping(value, self.wraps) if self.wraps else value
+
+
 def elementwise(op: str, formula: Formula):
     """A functor applying `formula` (or op's INTEGER_FORMULAS row, for integer or bool data) to the
-    inputs at every output element."""
+    inputs at every output element: the elementwise nest with a ScalarFormula micro-kernel."""
     @at_input_precision
     def functor(graph, node_id, cluster_id, args, attrs):
-        out = args.outputs[0]
-        shape = out.type.shape
         dtype = args.inputs[0].type.dtype
         chosen = formula if is_float(dtype) else INTEGER_FORMULAS.get(op, formula)
-
-        def body(idx):
-            operands = [Load(a.name, broadcast_index(idx, shape, a.type.shape), dtype=a.type.dtype)
-                        for a in args.inputs if a]
-            value = chosen(operands, attrs)
-            if out.type.dtype == dtype and not is_float(dtype):
-                value = wrapping(value, dtype)
-            return [Store(out.name, flat_index(idx, shape), value, tuple(idx))]
-        return nest(shape, "i", body)[0]
+        wraps = dtype if args.outputs[0].type.dtype == dtype and not is_float(dtype) else None
+        return nest_.elementwise(ElementwiseNest.of(args), AXES, ScalarFormula(chosen, attrs, wraps))
     return functor
 
 
@@ -217,10 +224,27 @@ for _op, _formula in {**UNARY_FORMULAS, **BINARY_FORMULAS, **NARY_FORMULAS}.item
     CPP.register(_op, types=ELEMENTWISE_TYPES.get(_op, same(FLOATS, ARITY[_op])), epilogue=True)(elementwise(_op, _formula))
 
 
+@dataclass(frozen=True)
+class Clamp:
+    """Clip's micro-kernel: min(max(x, lo), hi), a bound None where it clamps nothing."""
+
+    lo: Expr | None
+    hi: Expr | None
+    floating: bool
+
+    def __call__(self, xs: Sequence[Expr | None], idx: Sequence[Expr]) -> tuple[list, Expr]:
+        y = xs[0]
+        if self.lo is not None:
+            y = Binary("max", y, self.lo) if self.floating else _select_max(y, self.lo)
+        if self.hi is not None:
+            y = Binary("min", y, self.hi) if self.floating else _select_min(y, self.hi)
+        return [], y
+
+
 @CPP.register("Clip", types=same(NUMBERS, 3), epilogue=True)
 def clip(graph, node_id, cluster_id, args, attrs):
     """min(max(x, lo), hi): each bound a scalar input, an attribute, or absent."""
-    x, out = args.inputs[0], args.outputs[0]
+    x = args.inputs[0]
     floating = is_float(x.type.dtype)
     bounds = []
     for i, name in ((1, "min"), (2, "max")):
@@ -235,15 +259,7 @@ def clip(graph, node_id, cluster_id, args, attrs):
         info = np.iinfo(DTYPES[x.type.dtype][0])
         lo = None if isinstance(lo, Const) and lo.value <= info.min else lo
         hi = None if isinstance(hi, Const) and hi.value >= info.max else hi
-
-    def body(idx):
-        y: Expr = Load(x.name, flat_index(idx, x.type.shape))
-        if lo is not None:
-            y = Binary("max", y, lo) if floating else _select_max(y, lo)
-        if hi is not None:
-            y = Binary("min", y, hi) if floating else _select_min(y, hi)
-        return [Store(out.name, flat_index(idx, out.type.shape), y, tuple(idx))]
-    return nest(out.type.shape, "i", body)[0]
+    return nest_.elementwise(ElementwiseNest.of(args), AXES, Clamp(lo, hi, floating))
 
 
 __all__ = ["BINARY_FORMULAS", "INTEGER_FORMULAS", "NARY_FORMULAS", "UNARY_FORMULAS", "elementwise"]

@@ -1,11 +1,14 @@
 """Functors with bool data: comparisons, logical ops, IsNaN/IsInf, Where; and Cast."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 from tinsmith.generate.backend import ANY_TYPES, CPP, FLOATS, INTEGERS, NUMBERS, same, takes
+from tinsmith.generate.functors import elementwise_nest as nest_
 from tinsmith.generate.functors.elementwise import Formula, elementwise
-from tinsmith.generate.loop_ir import (Binary, Cast, Const, Expr, Load, Select, Store, Unary, const, nest)
+from tinsmith.generate.functors.elementwise_nest import ElementwiseNest, flat
+from tinsmith.generate.loop_ir import Binary, Cast, Const, Expr, Select, Unary, const
 from tinsmith.ir.graph import DTYPES, largest_finite
 
 
@@ -74,20 +77,30 @@ for _op, _formula in BITWISE_FORMULAS.items():
     CPP.register(_op, types=same(INTEGERS, 2), epilogue=True)(elementwise(_op, _formula))
 
 
+@dataclass(frozen=True)
+class Convert:
+    """Cast's micro-kernel: the element converted (as it is where the types agree), clamped into a
+    float8 format's range first with saturate."""
+
+    to: str
+    limit: float | None  # the largest finite value of the saturated format
+
+    def __call__(self, xs: Sequence[Expr | None], idx: Sequence[Expr]) -> tuple[list, Expr]:
+        value = xs[0]
+        if value.dtype == self.to:
+            return [], value
+        if self.limit is not None:  # saturate: clamp into the float8 range (NaN compares false)
+            value = Select(Binary(">", value, const(self.limit)), const(self.limit),
+                           Select(Binary("<", value, const(-self.limit)), const(-self.limit), value))
+        return [], Cast(self.to, value)
+
+
 @CPP.register("Cast", "CastLike", types=ANY_TYPES)
 def cast(graph, node_id, cluster_id, args, attrs):
     """static_cast element by element (a copy when the types agree). To float16 and bfloat16 the
     value rounds to nearest even, NaN and infinities kept; from a float to an integer it truncates
     toward zero (what ONNX's reference does for values in range); to a float8 format with saturate
     (the default) values past its range clamp to the largest finite value."""
-    x, y = args.inputs[0], args.outputs[0]
-    identical = x.type.dtype == y.type.dtype
-    limit = largest_finite(y.type.dtype) if attrs["saturate"] else None
-
-    def body(idx):
-        value: Expr = Load(x.name, idx[0], dtype=x.type.dtype)
-        if limit is not None and not identical:  # saturate: clamp into the float8 range (NaN compares false)
-            value = Select(Binary(">", value, const(limit)), const(limit),
-                           Select(Binary("<", value, const(-limit)), const(-limit), value))
-        return [Store(y.name, idx[0], value if identical else Cast(y.type.dtype, value))]
-    return nest((y.type.size,), "i", body)[0]
+    y = args.outputs[0].type.dtype
+    limit = largest_finite(y) if attrs["saturate"] else None
+    return nest_.elementwise(ElementwiseNest.of(args), flat(), Convert(y, limit))

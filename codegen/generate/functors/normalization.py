@@ -2,60 +2,55 @@
 from __future__ import annotations
 
 from tinsmith.generate.backend import CPP, same
+from tinsmith.generate.functors import reduction_nest as nest_
+from tinsmith.generate.functors.reduction_nest import Passes, ReductionNest, ReductionSchedule, local, sweep
 from tinsmith.generate.functors.conv import Affine, Axis, TileLoops, accumulate, loops, tiles, window_nests
 from tinsmith.generate.loop_ir import Binary, Expr, For, Load, Local, Select, Stmt, Store, Unary, Var, const
 from tinsmith.ops.conv import Window
 from tinsmith.ops.normalization import lrn_span
 
-
-def _plane_index(n: str, c: str, channels: int, size: int) -> Expr:
-    """Offset of spatial position j in plane (n, c) of an (N, C, size) tensor."""
-    return Affine((( n, channels * size), (c, size), ("j", 1))).expr()
+# (batch, channels, positions): BatchNormalization's channels outermost, the batch and positions inside;
+# InstanceNormalization's planes (n, c), the positions of each inside
+CHANNELS = ReductionSchedule(kept=("c",), reduced=("n", "j"))
+PLANES = ReductionSchedule(kept=("n", "c"), reduced=("j",))
 
 
 @CPP.register("BatchNormalization", family="reduction", types=same("float32", 5))
 def batch_norm(graph, node_id, cluster_id, args, attrs):
     """y = (x - mean) * scale + bias with scale = gamma / sqrt(var + epsilon) computed once per
-    channel; subtracting the mean first keeps the rounding of the ONNX formula."""
-    x, gamma, beta, mean, var = args.inputs
-    y = args.outputs[0]
-    batch, channels = x.type.shape[:2]
-    size = x.type.size // (batch * channels)
-    at = _plane_index("n", "c", channels, size)
-    c = Var("c")
-    per_channel = [
-        Local("scale", Binary("/", Load(gamma.name, c),
-                              Unary("sqrt", Binary("+", Load(var.name, c), const(attrs["epsilon"]))))),
-        Local("mean", Load(mean.name, c)),
-        Local("shift", Load(beta.name, c)),
-    ]
-    value = Binary("+", Binary("*", Binary("-", Load(x.name, at), Var("mean")), Var("scale")), Var("shift"))
-    return [For("c", channels, (*per_channel, *loops((("n", batch), ("j", size)), [Store(y.name, at, value)])))]
+    channel (the kept axis; the batch and positions are walked inside it); subtracting the mean
+    first keeps the rounding of the ONNX formula."""
+    x, gamma, beta, mean, var = (a.name for a in args.inputs)
+    y = args.outputs[0].name
+
+    def per_channel(row):
+        c = row.kept_vars[0]
+        value = Binary("+", Binary("*", Binary("-", Load(x, row.at()), Var("mean")), Var("scale")), Var("shift"))
+        return [Local("scale", Binary("/", Load(gamma, c),
+                                      Unary("sqrt", Binary("+", Load(var, c), const(attrs["epsilon"]))))),
+                Local("mean", Load(mean, c)), Local("shift", Load(beta, c)), row.sweep(Store(y, row.at(), value))]
+    return nest_.reduction(ReductionNest.of(args), CHANNELS, Passes((per_channel,)))
 
 
 @CPP.register("InstanceNormalization", family="reduction", types=same("float32", 3))
 def instance_norm(graph, node_id, cluster_id, args, attrs):
     """Per (batch, channel) plane: the mean, then the variance about it (two passes, as accurate as
     the ONNX formula), then y = (x - mean) * scale + bias."""
-    x, gamma, beta = args.inputs
-    y = args.outputs[0]
-    batch, channels = x.type.shape[:2]
-    size = x.type.size // (batch * channels)
-    at = _plane_index("n", "c", channels, size)
-    v, c = Load(x.name, at), Var("c")
-    centered = Binary("-", v, Var("mean"))
-    body: list[Stmt] = [
-        Local("sum", const(0)),
-        For("j", size, (accumulate("sum", v),)),
-        Local("mean", Binary("/", Var("sum"), const(size))),
-        Local("squares", const(0)),
-        For("j", size, (accumulate("squares", Binary("*", centered, centered)),)),
-        Local("scale", Binary("/", Load(gamma.name, c), Unary("sqrt", Binary(
+    x, gamma, beta = (a.name for a in args.inputs)
+    y = args.outputs[0].name
+    size = ReductionNest.of(args).count
+
+    def centered(row):
+        return Binary("-", Load(x, row.at()), Var("mean"))
+    return nest_.reduction(ReductionNest.of(args), PLANES, Passes((
+        local("sum", lambda row: const(0)), sweep(lambda row: [accumulate("sum", Load(x, row.at()))]),
+        local("mean", lambda row: Binary("/", Var("sum"), const(size))),
+        local("squares", lambda row: const(0)),
+        sweep(lambda row: [accumulate("squares", Binary("*", centered(row), centered(row)))]),
+        local("scale", lambda row: Binary("/", Load(gamma, row.kept_vars[1]), Unary("sqrt", Binary(
             "+", Binary("/", Var("squares"), const(size)), const(attrs["epsilon"]))))),
-        Local("shift", Load(beta.name, c)),
-        For("j", size, (Store(y.name, at, Binary("+", Binary("*", centered, Var("scale")), Var("shift"))),)),
-    ]
-    return loops((("n", batch), ("c", channels)), body)
+        local("shift", lambda row: Load(beta, row.kept_vars[1])),
+        sweep(lambda row: [Store(y, row.at(), Binary("+", Binary("*", centered(row), Var("scale")), Var("shift")))]))))
 
 
 @CPP.register("LRN", family="window", types=same("float32"))

@@ -14,10 +14,13 @@ from tinsmith.generate.functors.quantized_math import (clamp, i32, multiply_by_q
                                                       multiply_by_reduced_multiplier, multiply_with_offset,
                                                       packed_q15_multipliers,
                                                       packed_shifts_less_one, rounded_divide, select_max, widen)
+from tinsmith.generate.functors import elementwise_nest as nest_, reduction_nest
+from tinsmith.generate.functors.reduction_nest import Passes, ReductionNest, ReductionSchedule
+from tinsmith.generate.functors.elementwise_nest import AXES, ElementwiseNest, Rescale
 from tinsmith.generate.functors.quantized_onnx import CountingSum, float_requantize_store
 from tinsmith.generate.functors.window_nest import WindowOutput, WindowSchedule, WindowTap, both, clamp_into
 from tinsmith.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store,
-                                      Var, Unary, broadcast_index, flat_index, index, nest)
+                                      Var, Unary, flat_index, index, nest)
 from tinsmith.ops import quantized as q
 
 # The element types of the quantized kernels: int8, uint8 or int16 activations (TFLite's int8 and
@@ -138,14 +141,13 @@ def qfully_connected(graph, node_id, cluster_id, args, attrs):
 
 def _binary(op: str):
     def functor(graph, node_id, cluster_id, args, attrs):
-        a, b, y = args.inputs[0], args.inputs[1], args.outputs[0]
-        shape = y.type.shape
+        a_type, y_type = args.inputs[0].type.dtype, args.outputs[0].type.dtype
 
-        def body(idx):
-            av = Binary("-", widen(Load(a.name, broadcast_index(idx, shape, a.type.shape))), i32(attrs["a_zero_point"]))
-            bv = Binary("-", widen(Load(b.name, broadcast_index(idx, shape, b.type.shape))), i32(attrs["b_zero_point"]))
+        def step(xs, idx):
+            av = Binary("-", widen(xs[0]), i32(attrs["a_zero_point"]))
+            bv = Binary("-", widen(xs[1]), i32(attrs["b_zero_point"]))
             if op in ("QAdd", "QSub"):
-                p = q.add_params(attrs, a.type.dtype)
+                p = q.add_params(attrs, a_type)
                 sa, ra = multiply_by_quantized_multiplier(
                     "a_scaled", Binary("<<", av, i32(p["left_shift"])), p["a_multiplier"], p["a_shift"])
                 sb, rb = multiply_by_quantized_multiplier(
@@ -156,9 +158,9 @@ def _binary(op: str):
             else:
                 mult, shift = q.mul_params(attrs)
                 stmts, ry = multiply_by_quantized_multiplier("scaled", Binary("*", av, bv), mult, shift)
-            out = clamp(Binary("+", ry, i32(attrs["y_zero_point"])), *q.output_clamp(attrs, y.type.dtype))
-            return [*stmts, Store(y.name, flat_index(idx, shape), Cast(y.type.dtype, out), tuple(idx))]
-        return nest(shape, "i", body)[0]
+            out = clamp(Binary("+", ry, i32(attrs["y_zero_point"])), *q.output_clamp(attrs, y_type))
+            return stmts, Cast(y_type, out)
+        return nest_.elementwise(ElementwiseNest.of(args), AXES, Rescale(step))
     functor.__doc__ = f"{op}: both inputs rescaled, combined, requantized as TFLite's int8 and int16 kernels."
     return functor
 
@@ -220,89 +222,89 @@ for _op in ("QAvgPool", "QMaxPool"):
     CPP.register(_op, family="window", types=same(q.ELEMENTWISE_INTS, acc="int32"), layout="nhwc")(_pool(_op))
 
 
+# QMean's loops: the kept n and channel outermost, the reduced rows and columns inside
+MEAN_AXES = ReductionSchedule(kept=("n", "oc"), reduced=("iy", "ix"))
+
+
 @CPP.register("QMean", family="reduction", types=same(q.ELEMENTWISE_INTS, acc="int32"))
 def qmean(graph, node_id, cluster_id, args, attrs):
     """Sum over H and W of (x - zero point), times one multiplier that also divides by the count."""
     x, y = args.inputs[0], args.outputs[0]
-    n, h, w, c = x.type.shape
-    mult, shift = q.mean_params(attrs, h * w)
-    v = Binary("-", widen(Load(x.name, flat_index((_v("n"), _v("iy"), _v("ix"), _v("oc")), x.type.shape))),
-               i32(attrs["x_zero_point"]))
-    stmts, scaled = multiply_by_quantized_multiplier("scaled", Var("acc"), mult, shift)
-    out = clamp(Binary("+", scaled, i32(attrs["y_zero_point"])), *q.output_clamp(attrs, y.type.dtype))
-    coords = (_v("n"), index(0), index(0), _v("oc"))
-    body = (Local("acc", i32(0), "int32"),
-            For("iy", h, (For("ix", w, (Assign("acc", Binary("+", Var("acc"), v)),)),)),
-            *stmts, Store(y.name, flat_index(coords, y.type.shape), Cast(y.type.dtype, out), coords))
-    return [For("n", n, (For("oc", c, body),))]
+    nest = ReductionNest.of(args)
+    mult, shift = q.mean_params(attrs, nest.count)
+
+    def mean(row):
+        v = Binary("-", widen(Load(x.name, row.at())), i32(attrs["x_zero_point"]))
+        stmts, scaled = multiply_by_quantized_multiplier("scaled", Var("acc"), mult, shift)
+        out = clamp(Binary("+", scaled, i32(attrs["y_zero_point"])), *q.output_clamp(attrs, y.type.dtype))
+        n, oc = row.kept_vars
+        coords = (n, index(0), index(0), oc)
+        return [Local("acc", i32(0), "int32"), row.sweep(Assign("acc", Binary("+", Var("acc"), v))),
+                *stmts, Store(y.name, flat_index(coords, y.type.shape), Cast(y.type.dtype, out), coords)]
+    return reduction_nest.reduction(nest, MEAN_AXES, Passes((mean,)))
 
 
 @CPP.register("Quantize", types=takes(FLOATS, out=QUANTIZED))
 def quantize(graph, node_id, cluster_id, args, attrs):
     """round(x / scale) in float, ties away from zero, plus the zero point, saturated."""
-    x, y = args.inputs[0], args.outputs[0]
+    y_type = args.outputs[0].type.dtype
     lo, hi = q.DTYPE_RANGES[attrs["dtype"]]
 
-    def body(idx):
-        scaled = Binary("/", Load(x.name, flat_index(idx, x.type.shape)), Const(float(attrs["y_scale"]), "float32"))
+    def step(xs, idx):
+        scaled = Binary("/", xs[0], Const(float(attrs["y_scale"]), "float32"))
         # std::round's ties away from zero, from floor (no libm round needed): sign * floor(|v| + 0.5)
         mag = Unary("floor", Binary("+", Unary("abs", scaled), Const(0.5, "float32")))
         rounded = Select(Binary("<", scaled, Const(0.0, "float32")), Unary("neg", mag), mag)
         # saturate in float first: a float outside int32 would not convert
         limited = Binary("max", Binary("min", rounded, Const(float(hi - attrs["y_zero_point"]), "float32")),
                          Const(float(lo - attrs["y_zero_point"]), "float32"))
-        out = Binary("+", Cast("int32", limited), i32(attrs["y_zero_point"]))
-        return [Store(y.name, flat_index(idx, y.type.shape), Cast(y.type.dtype, out), tuple(idx))]
-    return nest(y.type.shape, "i", body)[0]
+        return [], Cast(y_type, Binary("+", Cast("int32", limited), i32(attrs["y_zero_point"])))
+    return nest_.elementwise(ElementwiseNest.of(args), AXES, Rescale(step))
 
 
 @CPP.register("Dequantize", types=takes(QUANTIZED, out=FLOATS))
 def dequantize(graph, node_id, cluster_id, args, attrs):
     """scale * (x - zero point), in double as TFLite computes it, rounded once to float."""
-    x, y = args.inputs[0], args.outputs[0]
-
-    def body(idx):
-        v = Binary("-", widen(Load(x.name, flat_index(idx, x.type.shape))), i32(attrs["x_zero_point"]))
+    def step(xs, idx):
+        v = Binary("-", widen(xs[0]), i32(attrs["x_zero_point"]))
         # int32 * float: the scale's float32 value, exact; the product rounds once to float32,
         # matching double arithmetic because |v| < 2^24 makes the double product exact first
-        out = Binary("*", Cast("float32", v), Const(float(attrs["x_scale"]), "float32"))
-        return [Store(y.name, flat_index(idx, y.type.shape), out, tuple(idx))]
-    return nest(y.type.shape, "i", body)[0]
+        return [], Binary("*", Cast("float32", v), Const(float(attrs["x_scale"]), "float32"))
+    return nest_.elementwise(ElementwiseNest.of(args), AXES, Rescale(step))
 
 
 @CPP.register("Requantize", types=takes(QUANTIZED + ("int32",), out=QUANTIZED, acc="int32"), inlined=False)
 def requantize(graph, node_id, cluster_id, args, attrs):
     """(x - x zero point) rescaled to the output scale, plus its zero point, saturated."""
-    x, y = args.inputs[0], args.outputs[0]
+    y_type = args.outputs[0].type.dtype
     mult, shift = q.requantize_params(attrs)
     lo, hi = q.requantize_range(attrs)
 
-    def body(idx):
-        v = Binary("-", widen(Load(x.name, flat_index(idx, x.type.shape))), i32(attrs["x_zero_point"]))
+    def step(xs, idx):
+        v = Binary("-", widen(xs[0]), i32(attrs["x_zero_point"]))
         stmts, scaled = multiply_by_quantized_multiplier("scaled", v, mult, shift)
-        out = clamp(Binary("+", scaled, i32(attrs["y_zero_point"])), lo, hi)
-        return [*stmts, Store(y.name, flat_index(idx, y.type.shape), Cast(y.type.dtype, out), tuple(idx))]
-    return nest(y.type.shape, "i", body)[0]
+        return stmts, Cast(y_type, clamp(Binary("+", scaled, i32(attrs["y_zero_point"])), lo, hi))
+    return nest_.elementwise(ElementwiseNest.of(args), AXES, Rescale(step))
 
 
 @CPP.register("QLeakyRelu", types=same(q.ELEMENTWISE_INTS, acc="int32"))
 def qleaky_relu(graph, node_id, cluster_id, args, attrs):
     """x - zero point requantized by the identity or the alpha multiplier (by its sign), plus the
     output zero point, saturated."""
-    x, y = args.inputs[0], args.outputs[0]
+    y_type = args.outputs[0].type.dtype
     identity, (alpha_multiplier, alpha_shift) = q.leaky_relu_multipliers(attrs)
-    lo, hi = q.DTYPE_RANGES[y.type.dtype]
+    lo, hi = q.DTYPE_RANGES[y_type]
 
-    def body(idx):
-        v = Binary("-", widen(Load(x.name, flat_index(idx, x.type.shape))), i32(attrs["x_zero_point"]))
+    def step(xs, idx):
+        v = Binary("-", widen(xs[0]), i32(attrs["x_zero_point"]))
         s1, positive = multiply_by_quantized_multiplier("identity", v, *identity)
         # a negative alpha: the negated product of the multiplier's magnitude (q.leaky_relu_values)
         s2, negative = multiply_by_quantized_multiplier("scaled", v, abs(alpha_multiplier), alpha_shift)
         if alpha_multiplier < 0:
             negative = Binary("-", i32(0), negative)
         out = clamp(Binary("+", Select(Binary(">=", v, i32(0)), positive, negative), i32(attrs["y_zero_point"])), lo, hi)
-        return [*s1, *s2, Store(y.name, flat_index(idx, y.type.shape), Cast(y.type.dtype, out), tuple(idx))]
-    return nest(y.type.shape, "i", body)[0]
+        return [*s1, *s2], Cast(y_type, out)
+    return nest_.elementwise(ElementwiseNest.of(args), AXES, Rescale(step))
 
 
 @CPP.register("QPad", family="movement", types=same(QUANTIZED), layout="nhwc")

@@ -27,6 +27,9 @@ from tinsmith.generate.kernel_sets import HELIUM
 from tinsmith.generate.functors import quantized as scalar
 from tinsmith.generate.functors.conv import loops
 from tinsmith.generate.functors.quantized import INT8_CONV
+from tinsmith.generate.functors import elementwise_nest as nest_, reduction_nest
+from tinsmith.generate.functors.reduction_nest import Passes, ReductionNest, ReductionSchedule
+from tinsmith.generate.functors.elementwise_nest import ElementwiseNest, LaneCall, flat
 from tinsmith.generate.functors.quantized_driver import (Pixel, TileGeometry, channel_blocks, conv_nest, depthwise_nest,
                                                         fc_nest, is_pointwise, plus, pointwise_nest)
 from tinsmith.generate.functors.quantized_math import i32
@@ -358,14 +361,16 @@ def _qadd_takes(args, attrs) -> bool:
 def qadd_helium(graph, node_id, cluster_id, args, attrs):
     """QAdd of two inputs of the output's shape, sixteen values a step: widened to int32 lanes,
     rescaled, added and requantized as TFLite's int8 ADD (the portable kernel's arithmetic)."""
-    a, b, y = args.inputs[0].name, args.inputs[1].name, args.outputs[0].name
     p = q.add_params(attrs)
-    at = Binary("*", Var("i"), index(LANES))
     consts = [attrs["a_zero_point"], attrs["b_zero_point"], p["left_shift"], p["a_multiplier"], p["a_shift"],
               p["b_multiplier"], p["b_shift"], p["y_multiplier"], p["y_shift"], attrs["y_zero_point"],
               *q.output_clamp(attrs, "int8")]
-    value = Call("qadd_x16", (_vector(a, at), _vector(b, at), *(i32(v) for v in consts)), "int8", LANES)
-    return [For("i", args.outputs[0].type.size // LANES, (Store(y, at, value),))]
+    return nest_.elementwise(ElementwiseNest.of(args), flat(LANES),
+                             LaneCall("qadd_x16", tuple(i32(v) for v in consts), "int8", LANES))
+
+
+# QMean on Helium: four channels a step (the last kept axis in blocks of 4), the positions as one loop
+MEAN_LANES = ReductionSchedule(kept=("n", "cq"), reduced=("p",), merged=True, lanes=4)
 
 
 @HELIUM.register("QMean", family="reduction", types=same("int8", acc="int32"),
@@ -374,15 +379,16 @@ def qadd_helium(graph, node_id, cluster_id, args, attrs):
 def qmean_helium(graph, node_id, cluster_id, args, attrs):
     """QMean over H and W, four channels a step: raw sums in int32 lanes, the zero point's share
     (count * zero point) taken off once, rescaled as the portable kernel does."""
-    x, y = args.inputs[0], args.outputs[0]
-    n, h, w, c = x.type.shape
-    mult, shift = q.mean_params(attrs, h * w)
+    x, y = args.inputs[0].name, args.outputs[0].name
+    nest = ReductionNest.of(args)
+    mult, shift = q.mean_params(attrs, nest.count)
     lanes = Var("lanes", "int32", 4)
-    at = Binary("+", Binary("*", Var("n"), index(h * w * c)), Binary("*", Var("cq"), index(4)))
-    step = Assign("lanes", Call("sum_x4", (lanes, Load(x.name, Binary("+", at, Binary("*", Var("p"), index(c))))),
-                                "int32", 4))
-    consts = (-h * w * attrs["x_zero_point"], mult, shift, attrs["y_zero_point"], *q.output_clamp(attrs, "int8"))
-    body = (Local("lanes", Const(0, "int32", 4), "int32", 4), For("p", h * w, (step,)),
-            Store(y.name, Binary("+", Binary("*", Var("n"), index(c)), Binary("*", Var("cq"), index(4))),
-                  Call("qmean_x4", (lanes, *(i32(v) for v in consts)), "int8", 4)))
-    return [For("n", n, (For("cq", c // 4, body),))]
+    consts = (-nest.count * attrs["x_zero_point"], mult, shift, attrs["y_zero_point"], *q.output_clamp(attrs, "int8"))
+
+    def mean(row):
+        # the block's first element, then one row of channels per position
+        at = Binary("+", row.first(), Binary("*", row.reduced[0], index(args.inputs[0].type.shape[3])))
+        return [Local("lanes", Const(0, "int32", 4), "int32", 4),
+                row.sweep(Assign("lanes", Call("sum_x4", (lanes, Load(x, at)), "int32", 4))),
+                Store(y, row.out(), Call("qmean_x4", (lanes, *(i32(v) for v in consts)), "int8", 4))]
+    return reduction_nest.reduction(nest, MEAN_LANES, Passes((mean,)))

@@ -13,6 +13,9 @@ import numpy as np
 
 from tinsmith.generate.backend import CPP, takes
 from tinsmith.generate.functors import window_nest
+from tinsmith.generate.functors import elementwise_nest as nest_, reduction_nest
+from tinsmith.generate.functors.reduction_nest import Passes, ReductionNest, ReductionSchedule, local, sweep
+from tinsmith.generate.functors.elementwise_nest import AXES, ElementwiseNest, Rescale
 from tinsmith.generate.functors.quantized_math import i32, widen
 from tinsmith.generate.functors.window_nest import WindowOutput, WindowTap
 from tinsmith.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store, Unary,
@@ -56,7 +59,12 @@ ROUNDING_MAGIC = 12582912.0
 
 
 def _round_store(out, at, coords, v: Expr, zp: int | Expr | None, lo: int, hi: int) -> Store:
-    """Store round(v) + zp saturated to lo..hi, ties to even. v is clamped to lo - zp .. hi - zp
+    """Store round(v) + zp saturated to lo..hi (`_rounded`)."""
+    return Store(out.name, at, _rounded(out.type.dtype, v, zp, lo, hi), coords)
+
+
+def _rounded(dtype: str, v: Expr, zp: int | Expr | None, lo: int, hi: int) -> Expr:
+    """round(v) + zp saturated to lo..hi, ties to even, as `dtype`. v is clamped to lo - zp .. hi - zp
     first (integers, so clamping and rounding commute): no value past int32's range reaches the
     conversion, and the rounding needs no libm call (soft-float nearbyint on Cortex-M)."""
     if zp is None or isinstance(zp, int):
@@ -70,7 +78,7 @@ def _round_store(out, at, coords, v: Expr, zp: int | Expr | None, lo: int, hi: i
     r: Expr = Binary("-", Binary("+", clamped, f32(ROUNDING_MAGIC)), f32(ROUNDING_MAGIC))
     if zf is not None:
         r = Binary("+", r, zf)
-    return Store(out.name, at, Cast(out.type.dtype, Cast("int32", r)), coords)
+    return Cast(dtype, Cast("int32", r))
 
 
 def float_requantize_store(graph, args, attrs, acc: Expr, channel: Expr, out_at: Expr, coords) -> Store:
@@ -90,49 +98,53 @@ def quantize_linear(graph, node_id, cluster_id, args, attrs):
     lo, hi = DTYPE_RANGES[y.type.dtype]
     axis = attrs["axis"] % max(x.type.rank, 1)
 
-    def body(idx):
+    def step(xs, idx):
         at = idx[axis] if x.type.rank else index(0)
-        v = Binary("/", Load(x.name, flat_index(idx, x.type.shape)), _per_axis(graph, scale_v, at, True))
-        return [_round_store(y, flat_index(idx, y.type.shape), tuple(idx), v, _per_axis(graph, zp_v, at, False),
-                             lo, hi)]
-    return nest(y.type.shape, "i", body)[0]
+        v = Binary("/", xs[0], _per_axis(graph, scale_v, at, True))
+        return [], _rounded(y.type.dtype, v, _per_axis(graph, zp_v, at, False), lo, hi)
+    return nest_.elementwise(ElementwiseNest.of(args), AXES, Rescale(step))
 
 
 @CPP.register("DequantizeLinear", types=takes(Q8 + ("int32",), "float32", Q8 + ("int32",), out="float32"))
 def dequantize_linear(graph, node_id, cluster_id, args, attrs):
     """float32(x - zero point) * scale; per-axis parameters loaded."""
-    x, y = args.inputs[0], args.outputs[0]
+    x = args.inputs[0]
     scale_v, zp_v = args.inputs[1], args.inputs[2] if len(args.inputs) > 2 else None
     axis = attrs["axis"] % max(x.type.rank, 1)
 
-    def body(idx):
+    def step(xs, idx):
         at = idx[axis] if x.type.rank else index(0)
-        v = _minus(widen(Load(x.name, flat_index(idx, x.type.shape))), _per_axis(graph, zp_v, at, False))
-        out = Binary("*", Cast("float32", v), _per_axis(graph, scale_v, at, True))
-        return [Store(y.name, flat_index(idx, y.type.shape), out, tuple(idx))]
-    return nest(y.type.shape, "i", body)[0]
+        v = _minus(widen(xs[0]), _per_axis(graph, zp_v, at, False))
+        return [], Binary("*", Cast("float32", v), _per_axis(graph, scale_v, at, True))
+    return nest_.elementwise(ElementwiseNest.of(args), AXES, Rescale(step))
 
 
-@CPP.register("DynamicQuantizeLinear", types=takes("float32", out=["uint8", "float32", "uint8"]))
+# DynamicQuantizeLinear's loops: no kept axis, the elements counted by i
+WHOLE = ReductionSchedule(kept=(), reduced=("i",))
+
+
+@CPP.register("DynamicQuantizeLinear", family="reduction", types=takes("float32", out=["uint8", "float32", "uint8"]))
 def dynamic_quantize_linear(graph, node_id, cluster_id, args, attrs):
     """The range of x widened to include 0 sets scale = range / 255 and the zero point; then x is
-    quantized to uint8 with them (ties to even)."""
+    quantized to uint8 with them (ties to even): the reduction nest over every element, two sweeps."""
     x, y, y_scale, y_zp = args.inputs[0], *args.outputs
-    flat = x.type.size
-    v = Load(x.name, Var("i"))
-    stmts: list[Stmt] = [Local("lo", f32(0.0), "float32"), Local("hi", f32(0.0), "float32"),
-                         For("i", flat, (Assign("lo", Binary("min", Var("lo"), v)),
-                                         Assign("hi", Binary("max", Var("hi"), v)))),
-                         Local("scale", Binary("/", Binary("-", Var("hi"), Var("lo")), f32(255.0)), "float32")]
     # a zero range (x all 0) quantizes to zero point 0 without dividing by the scale
     safe = Select(Binary(">", Var("scale"), f32(0.0)), Var("scale"), f32(1.0))
     zp = Binary("max", Binary("min", Unary("round", Binary("/", Unary("neg", Var("lo")), safe)), f32(255.0)),
                 f32(0.0))
-    stmts += [Local("zp", Cast("int32", zp), "int32"),
-              Store(y_scale.name, index(0), Var("scale"), ()),
-              Store(y_zp.name, index(0), Cast("uint8", Var("zp")), ()),
-              For("i", flat, (_round_store(y, Var("i"), None, Binary("/", v, safe), Var("zp"), 0, 255),))]
-    return stmts
+
+    def quantize(row):
+        v = Load(x.name, row.at())
+        return [_round_store(y, row.at(), None, Binary("/", v, safe), Var("zp"), 0, 255)]
+    return reduction_nest.reduction(ReductionNest.of(args), WHOLE, Passes((
+        local("lo", lambda row: f32(0.0)), local("hi", lambda row: f32(0.0)),
+        sweep(lambda row: [Assign("lo", Binary("min", Var("lo"), Load(x.name, row.at()))),
+                           Assign("hi", Binary("max", Var("hi"), Load(x.name, row.at())))]),
+        local("scale", lambda row: Binary("/", Binary("-", Var("hi"), Var("lo")), f32(255.0))),
+        local("zp", lambda row: Cast("int32", zp), "int32"),
+        lambda row: [Store(y_scale.name, index(0), Var("scale"), ()),
+                     Store(y_zp.name, index(0), Cast("uint8", Var("zp")), ())],
+        sweep(quantize))))
 
 
 # --- convolutions --------------------------------------------------------------------------
@@ -277,17 +289,16 @@ def matmul_integer(graph, node_id, cluster_id, args, attrs):
 @CPP.register("QLinearAdd", types=takes(Q8, Q8, out=Q8, acc="int32"))  # the scales are attributes
 def qlinear_add(graph, node_id, cluster_id, args, attrs):
     """(a - a_zp) * a_scale / y_scale + (b - b_zp) * b_scale / y_scale in float32, rounded."""
-    a, b, y = args.inputs[0], args.inputs[1], args.outputs[0]
-    shape = y.type.shape
+    y_type = args.outputs[0].type.dtype
     ra, rb = qo.add_ratios(attrs)
-    lo, hi = qo.act_range(attrs, y.type.dtype)
+    lo, hi = qo.act_range(attrs, y_type)
 
-    def body(idx):
-        av = Binary("-", widen(Load(a.name, broadcast_index(idx, shape, a.type.shape))), i32(attrs["a_zero_point"]))
-        bv = Binary("-", widen(Load(b.name, broadcast_index(idx, shape, b.type.shape))), i32(attrs["b_zero_point"]))
+    def step(xs, idx):
+        av = Binary("-", widen(xs[0]), i32(attrs["a_zero_point"]))
+        bv = Binary("-", widen(xs[1]), i32(attrs["b_zero_point"]))
         v = Binary("+", Binary("*", Cast("float32", av), f32(ra)), Binary("*", Cast("float32", bv), f32(rb)))
-        return [_round_store(y, flat_index(idx, shape), tuple(idx), v, attrs["y_zero_point"], lo, hi)]
-    return nest(shape, "i", body)[0]
+        return [], _rounded(y_type, v, attrs["y_zero_point"], lo, hi)
+    return nest_.elementwise(ElementwiseNest.of(args), AXES, Rescale(step))
 
 
 # --- pools: the window nest (window_nest.py) with an int32 sum ---------------------------------
