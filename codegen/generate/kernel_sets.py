@@ -14,7 +14,8 @@ from typing import Callable
 
 from tinsmith.targets import Capabilities
 
-__all__ = ["CPP", "VECTORS", "FPU_REGISTERS", "ARM_DSP", "HELIUM", "INT_REGISTERS", "KERNEL_SETS", "micro_kernel"]
+__all__ = ["CPP", "VECTORS", "AVX512_INT8", "FPU_REGISTERS", "ARM_DSP", "HELIUM", "INT_REGISTERS", "KERNEL_SETS",
+           "micro_kernel"]
 
 # GCC vector extensions, as wide as the target's simd_bits (host: SSE2's 128 bits; host-native:
 # what -march=native enables).
@@ -243,7 +244,75 @@ HELIUM = Backend("helium", requires=lambda caps: "helium" in caps.kernels,
 INT_REGISTERS = Backend("int-registers", requires=lambda caps: "int-registers" in caps.kernels,
                         needs="32 general registers (kernels: [int-registers, ...])")
 
-KERNEL_SETS = {s.name: s for s in (CPP, VECTORS, FPU_REGISTERS, ARM_DSP, HELIUM, INT_REGISTERS)}
+# The host's int8 micro-kernels on AVX-512 (codegen/generate/functors/quantized_avx512.py): four
+# int8 products per int32 lane and instruction, VPDPBUSD where the compiler's target has AVX512-VNNI
+# (`__AVX512VNNI__`, e.g. host-native on Ice Lake and later), else the same sums from AVX512-BW's
+# VPMADDWD on 16-bit halves (host-x86-64-v4); TFLite's requantization sixteen channels at a time.
+AVX512_INTRINSICS = {
+    # four input bytes of one pixel made unsigned (+128: the bias holds -128 * sum(w)), every lane
+    "x4_u8": "avx512_x4_u8(&{0})",
+    # acc + the four products u8 x s8 of each lane (x from x4_u8, 64 packed weight bytes at {2})
+    "dot4_i32x16": "avx512_dot4({0}, {1}, &{2})",
+    # a depthwise tap over sixteen channels: acc + (x - zero point) * w, w widened to int32 at build time
+    "tap_i32x16": "avx512_tap({0}, &{1}, &{2}, {3})",
+    # sixteen channels' sums requantized (per-channel multipliers and shifts at {1}, {2}) to int8
+    "requantize_i32x16": "avx512_requantize({0}, &{1}, &{2}, {3}, {4}, {5})",
+}
+AVX512_HELPERS = (
+    # GCC vector extensions and three of GCC's x86 builtins rather than immintrin.h: the prelude lies
+    # inside the model's namespaces, where immintrin.h's C library includes cannot be
+    "typedef int tinsmith_i32x16 __attribute__((vector_size(64)));",
+    "typedef long long tinsmith_i64x8 __attribute__((vector_size(64)));",
+    "typedef short tinsmith_i16x32 __attribute__((vector_size(64)));",
+    "typedef std::int8_t tinsmith_i8x16 __attribute__((vector_size(16)));",
+    "inline tinsmith_i32x16 avx512_x4_u8(const std::int8_t* p) noexcept "
+    "{ std::uint32_t v; std::memcpy(&v, p, 4); return tinsmith_i32x16{} + static_cast<int>(v ^ 0x80808080u); }",
+    "inline tinsmith_i32x16 avx512_dot4(tinsmith_i32x16 acc, tinsmith_i32x16 x, const std::int8_t* w) noexcept {",
+    "  tinsmith_i32x16 wv; std::memcpy(&wv, w, sizeof wv);",
+    "#if defined(__AVX512VNNI__)",
+    "  return __builtin_ia32_vpdpbusd_v16si(acc, x, wv);",
+    "#else",
+    # bytes 0 and 2 (1 and 3) of each lane as 16-bit values, x unsigned, w sign-extended: VPMADDWD
+    # adds each lane's two products exactly (2 * 255 * 128 < 2^31)
+    "  const tinsmith_i16x32 xs = (tinsmith_i16x32)x, ws = (tinsmith_i16x32)wv;",
+    "  const tinsmith_i32x16 even = __builtin_ia32_pmaddwd512_mask(xs & 0xff, (tinsmith_i16x32)(ws << 8) >> 8, "
+    "tinsmith_i32x16{}, 0xffff);",
+    "  const tinsmith_i32x16 odd = __builtin_ia32_pmaddwd512_mask((xs >> 8) & 0xff, ws >> 8, tinsmith_i32x16{}, 0xffff);",
+    "  return acc + even + odd;",
+    "#endif",
+    "}",
+    "inline tinsmith_i32x16 avx512_tap(tinsmith_i32x16 acc, const std::int8_t* x, const std::int32_t* w, "
+    "std::int32_t zero_point) noexcept { tinsmith_i8x16 xb; tinsmith_i32x16 wv; std::memcpy(&xb, x, sizeof xb); "
+    "std::memcpy(&wv, w, sizeof wv); return acc + (__builtin_convertvector(xb, tinsmith_i32x16) - zero_point) * wv; }",
+    # TFLite's MultiplyByQuantizedMultiplier lane by lane: x = acc << left; the doubling high multiply
+    # as (x * m + 2^30) >> 31 on the 64-bit products of the even and of the odd lanes (VPMULDQ;
+    # quantized_math.py says why that equals TFLite's nudged division); the rounding divide by
+    # 2^right (ties away from zero: the remainder against mask / 2, plus one below zero); then the
+    # zero point, the clamp, and the lanes narrowed to bytes
+    "inline tinsmith_i8x16 avx512_requantize(tinsmith_i32x16 acc, const std::int32_t* mult, const std::int32_t* shift, "
+    "std::int32_t zero_point, std::int32_t lo, std::int32_t hi) noexcept {",
+    "  tinsmith_i32x16 m, s; std::memcpy(&m, mult, sizeof m); std::memcpy(&s, shift, sizeof s);",
+    "  const tinsmith_i32x16 right = -s & (s < 0), x = acc << (s & (s > 0));",
+    "  const tinsmith_i64x8 half = tinsmith_i64x8{} + (1LL << 30);",
+    "  const tinsmith_i64x8 even = (__builtin_ia32_pmuldq512_mask(x, m, tinsmith_i64x8{}, 0xff) + half) >> 31;",
+    "  const tinsmith_i64x8 odd = (__builtin_ia32_pmuldq512_mask((tinsmith_i32x16)((tinsmith_i64x8)x >> 32), "
+    "(tinsmith_i32x16)((tinsmith_i64x8)m >> 32), tinsmith_i64x8{}, 0xff) + half) >> 31;",
+    "  const tinsmith_i32x16 high = (tinsmith_i32x16)((even & 0xffffffffLL) | (odd << 32));",
+    "  const tinsmith_i32x16 mask = ((tinsmith_i32x16{} + 1) << right) - 1;",
+    "  tinsmith_i32x16 r = (high >> right) - ((high & mask) > (mask >> 1) - (high >> 31)) + zero_point;",
+    "  r = r < lo ? tinsmith_i32x16{} + lo : r;",
+    "  r = r > hi ? tinsmith_i32x16{} + hi : r;",
+    "  return __builtin_convertvector(r, tinsmith_i8x16);",
+    "}",
+)
+
+# AVX-512 (host targets of 512-bit vectors: host-native on an AVX-512 machine, host-x86-64-v4): the
+# int8 convolutions and fully connected layers as register blocks of int32 vectors.
+AVX512_INT8 = Backend("avx512-int8", requires=lambda caps: caps.backend == "host" and caps.simd_bits >= 512,
+                      needs="512-bit vectors on the host backend (AVX-512)",
+                      intrinsics=AVX512_INTRINSICS, helpers=AVX512_HELPERS)
+
+KERNEL_SETS = {s.name: s for s in (CPP, VECTORS, AVX512_INT8, FPU_REGISTERS, ARM_DSP, HELIUM, INT_REGISTERS)}
 
 
 def micro_kernel(caps: Capabilities, name: str) -> Callable | None:
