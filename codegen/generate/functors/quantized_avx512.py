@@ -23,8 +23,10 @@ tile, written from XNNPACK's design (its code is not used):
 - **Requantization sixteen channels at a time** (kernel_sets.AVX512_HELPERS' avx512_requantize):
   TFLite's doubling high multiply on 64-bit products and its rounding division, per channel
   (per-tensor constants are packed per channel), bit-exact with the portable kernels.
-- **Depthwise** (depth multiplier 1, channels a multiple of sixteen): sixteen channels per vector,
-  each tap (x - zp) * w on int32 lanes, the weights widened to int32 at build time.
+- **Depthwise** (depth multiplier 1, channels a multiple of eight): sixteen channels per vector
+  (eight in a 256-bit one where they are not a multiple of sixteen), each tap (x - zp) * w on int32
+  lanes, the weights widened to int32 at build time.
+- **QAdd and QMean** sixteen values at a time, TFLite's int8 ADD and MEAN arithmetic in int32 lanes.
 """
 from __future__ import annotations
 
@@ -32,14 +34,17 @@ from dataclasses import replace
 
 import numpy as np
 
-from tinsmith.generate.backend import TensorArg
+from tinsmith.generate.backend import TensorArg, same
 from tinsmith.generate.functors.conv import loops
 from tinsmith.generate.functors.quantized import INT8_CONV
 from tinsmith.generate.functors.quantized_driver import (Pixel, TileGeometry, conv_nest, copy_values, depthwise_nest,
-                                                        fc_nest, padding_runs, plus, pointwise_nest)
+                                                        fc_nest, is_pointwise, padding_runs, plus, pointwise_nest,
+                                                        window_tiles)
 from tinsmith.generate.functors.quantized_math import i32
 from tinsmith.generate.kernel_sets import AVX512_INT8
-from tinsmith.generate.loop_ir import Assign, Binary, Call, Expr, For, Lane, Load, Local, Scratch, Stmt, Store, Var, index
+from tinsmith.generate.loop_ir import (Assign, Binary, Call, Const, Expr, For, Lane, Load, Local, Scratch, Stmt, Store,
+                                      Var, index)
+from tinsmith.ops import quantized as q
 
 LANES = 16  # int32 lanes of a 512-bit vector: output channels per vector
 GROUP = 4  # int8 values per lane that one VPDPBUSD multiplies and adds
@@ -59,12 +64,6 @@ def _window(w_shape) -> int:
     return int(np.prod(w_shape[1:]))
 
 
-def _direct(w_shape) -> bool:
-    """Windows read in place: 1x1 windows over a multiple of four channels (without padding, see
-    _takes), fully connected rows of a multiple of four values; the others are gathered into `cols`."""
-    return (len(w_shape) == 2 or tuple(w_shape[1:3]) == (1, 1)) and w_shape[-1] % GROUP == 0
-
-
 def _vectors_per_block(w_shape) -> int:
     """NB: vectors of sixteen channels per block (a fully connected row has one pixel, so more)."""
     vectors = _up(w_shape[0], LANES) // LANES
@@ -79,19 +78,20 @@ def _pixels(w_shape) -> int:
 
 def _cols_scratch(prepared, caps) -> list[Scratch]:
     w = prepared.inputs[1].shape
-    return [] if _direct(w) else [Scratch(COLS, "int8", _pixels(w) * _up(_window(w), GROUP))]
+    return [Scratch(COLS, "int8", _pixels(w) * _up(_window(w), GROUP))]
+
+
+def _constants_packed(args, attrs) -> bool:
+    """Constant weights, bias, multipliers and shifts (all packed at build time), TFLite's
+    fixed-point requantization to int8."""
+    p = args.prepared
+    return (p is not None and args.inputs[2] is not None and len(p.constant) > 4 and all(p.constant[1:5])
+            and attrs.get("requantize", "fixed_point") == "fixed_point" and args.outputs[0].type.dtype == "int8")
 
 
 def _takes(args, attrs) -> bool:
-    """Constant weights, bias, multipliers and shifts (all packed at build time), TFLite's
-    fixed-point requantization to int8; no 1x1 window with padding (1x1 windows are read in place,
-    and a window wholly in the padding needs `cols`)."""
-    p = args.prepared
-    one_by_one_padded = len(p.inputs[1].shape) == 4 if p is not None else False
-    one_by_one_padded = one_by_one_padded and tuple(p.inputs[1].shape[1:3]) == (1, 1) and any(attrs.get("pads", ()))
-    return (p is not None and not one_by_one_padded and "weight_sums" in p.facts and args.inputs[2] is not None and len(p.constant) > 4
-            and all(p.constant[1:5]) and attrs.get("requantize", "fixed_point") == "fixed_point"
-            and args.outputs[0].type.dtype == "int8")
+    """As _constants_packed, with the weight sums the bias folds."""
+    return _constants_packed(args, attrs) and "weight_sums" in args.prepared.facts
 
 
 def _packed_weights(w: np.ndarray) -> np.ndarray:
@@ -114,6 +114,39 @@ def _per_channel(count: int):
     return pack
 
 
+MULT_WORDS, SHIFT_WORDS = 2, 7  # int32 words per channel of the packed multipliers and shifts
+
+
+def _pairs(a: np.ndarray, lanes: int) -> np.ndarray:
+    """Per block of `lanes` channels, the even channels' then the odd channels' values as int64."""
+    blocks = a.astype(np.int64).reshape(-1, lanes)
+    return np.concatenate([blocks[:, 0::2], blocks[:, 1::2]], axis=1)
+
+
+def _packed_multipliers(count: int, lanes: int):
+    """Multipliers per block of `lanes` channels as avx512_requantize reads them (kernel_sets.py):
+    the even lanes', then the odd lanes' (int64, VPMULDQ's operands), as int32 words."""
+    def pack(a: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(_pairs(_per_channel(count)(a), lanes)).view(np.int32).reshape(-1)
+    return pack
+
+
+def _packed_shifts(count: int, lanes: int):
+    """Shifts per block of `lanes` channels as avx512_requantize reads them: the left shifts (int32),
+    then per even and odd lanes the rounding offset 2^30 + 2^(30 + r), the shift 31 + r and the
+    threshold below which the high half is negative (-2^30; the lowest int64 where r = 0: no
+    rounding division), int64 each, as int32 words."""
+    def pack(a: np.ndarray) -> np.ndarray:
+        shift = _per_channel(count)(a).astype(np.int64)
+        right = np.maximum(-shift, 0)
+        offset = (1 << 30) + np.where(right > 0, np.left_shift(1, 30 + right, dtype=np.int64), 0)
+        threshold = np.where(right > 0, -(1 << 30), np.iinfo(np.int64).min)
+        wide = np.concatenate([_pairs(v, lanes) for v in (offset, 31 + right, threshold)], axis=1)
+        left = np.maximum(shift, 0).astype(np.int32).reshape(-1, lanes)
+        return np.ascontiguousarray(np.concatenate([left, wide.view(np.int32)], axis=1)).reshape(-1)
+    return pack
+
+
 def _pack(args, attrs) -> dict:
     w = args.prepared.inputs[1].shape
     o = _up(w[0], LANES)
@@ -121,7 +154,7 @@ def _pack(args, attrs) -> dict:
 
     def bias(b: np.ndarray) -> np.ndarray:
         return _per_channel(o)((b.astype(np.int64) - offset).astype(np.int32))
-    return {1: _packed_weights, 2: bias, 3: _per_channel(o), 4: _per_channel(o)}
+    return {1: _packed_weights, 2: bias, 3: _packed_multipliers(o, LANES), 4: _packed_shifts(o, LANES)}
 
 
 def _dot_block(args, xs: list[tuple[str, Expr]], base: Expr, vectors: int, k: int) -> list[Stmt]:
@@ -140,19 +173,20 @@ def _dot_block(args, xs: list[tuple[str, Expr]], base: Expr, vectors: int, k: in
     return stmts + [For("kq", k // GROUP, tuple(step))]
 
 
-def _requantized(args, attrs, acc: Expr, channel: Expr) -> Expr:
+def _requantized(args, attrs, acc: Expr, channel: Expr, lanes: int = LANES) -> Expr:
     mult, shift = args.inputs[3].name, args.inputs[4].name
-    return Call("requantize_i32x16", (acc, Load(mult, channel), Load(shift, channel), i32(attrs["y_zero_point"]),
-                                      i32(attrs["act_min"]), i32(attrs["act_max"])), "int8", LANES)
+    return Call(f"requantize_i32x{lanes}", (acc, Load(mult, Binary("*", channel, index(MULT_WORDS))),
+                                            Load(shift, Binary("*", channel, index(SHIFT_WORDS))), i32(attrs["y_zero_point"]),
+                                            i32(attrs["act_min"]), i32(attrs["act_max"])), "int8", lanes)
 
 
-def _store(args, attrs, name: str, acc: Expr, out_at: Expr, channel: Expr, valid: int) -> list[Stmt]:
-    """Sixteen channels requantized and stored; a last vector with fewer real channels lane by lane."""
+def _store(args, attrs, name: str, acc: Expr, out_at: Expr, channel: Expr, valid: int, lanes: int = LANES) -> list[Stmt]:
+    """A vector of channels requantized and stored; a last vector with fewer real channels lane by lane."""
     y = args.outputs[0].name
-    if valid == LANES:
-        return [Store(y, Binary("+", out_at, channel), _requantized(args, attrs, acc, channel))]
-    q = Var(name, "int8", LANES)
-    return [Local(name, _requantized(args, attrs, acc, channel), "int8", LANES),
+    if valid == lanes:
+        return [Store(y, Binary("+", out_at, channel), _requantized(args, attrs, acc, channel, lanes))]
+    q = Var(name, "int8", lanes)
+    return [Local(name, _requantized(args, attrs, acc, channel, lanes), "int8", lanes),
             *(Store(y, plus(Binary("+", out_at, channel), c), Lane(q, index(c))) for c in range(valid))]
 
 
@@ -180,50 +214,59 @@ def channel_vectors(args, attrs, pixels: list[Pixel], xs: list[tuple[str, Expr]]
     return stmts
 
 
+def _flipped(value: int) -> int:
+    """An int8 value with its sign bit inverted, as int8: value + 128 read as unsigned."""
+    return ((value + 128) & 0xFF) - (256 if value >= 0 else 0)
+
+
+# copies into `cols` of up to 64 values at a time, sign bits inverted
+WIDTHS = (64, 32, 16, 8, 4, 2, 1)
+
+
 class Avx512MicroKernel:
     """The AVX-512 inner tile for the int8 driver (see the module doc), for one node's shapes."""
 
     def __init__(self, w_shape):
-        self.k = _up(_window(w_shape), GROUP)
+        self.window = _window(w_shape)
+        self.k = _up(self.window, GROUP)
         self.vectors = _vectors_per_block(w_shape)
         self.pixels = _pixels(w_shape)
-        self.direct = _direct(w_shape)
 
-    def _gather_tail(self, pixel: int, window: int) -> list[Stmt]:
+    def _fill(self, at: int, n: int, value: int) -> list[Stmt]:
+        return copy_values(COLS, index(at), None, None, n, value, WIDTHS)
+
+    def _tail(self, pixel: int) -> list[Stmt]:
         """The values past the window up to a multiple of four: zeros (their weights are zero)."""
-        return copy_values(COLS, index(pixel * self.k + window), None, None, self.k - window)
+        return self._fill(pixel * self.k + self.window, self.k - self.window, 0)
+
+    def _blocks(self, args, attrs, pixels: list[Pixel]) -> list[Stmt]:
+        cols = [(COLS, index(p * self.k)) for p in range(len(pixels))]
+        return channel_vectors(args, attrs, pixels, cols, self.k, self.vectors)
 
     def conv_pixels(self, graph, args, attrs, geometry: TileGeometry, pixels: list[Pixel]) -> list[Stmt]:
         x = args.inputs[0].name
-        if self.direct:
-            return channel_vectors(args, attrs, pixels, [(x, at) for at, _, _ in pixels], self.k, self.vectors)
-        window = _window(args.inputs[1].type.shape)
         stmts: list[Stmt] = []
         copies: list[Stmt] = []
         for p, (x_at, _, _) in enumerate(pixels):
             for at, n in padding_runs(geometry):
-                stmts += copy_values(COLS, index(p * self.k + at), None, None, n, attrs["x_zero_point"])
-            stmts += self._gather_tail(p, window)
-            copies += copy_values(COLS, plus(geometry.w_tap, p * self.k), x, x_at, geometry.count)
-        stmts += loops(geometry.tap_loops, copies)
-        cols = [(COLS, index(p * self.k)) for p in range(len(pixels))]
-        return stmts + channel_vectors(args, attrs, pixels, cols, self.k, self.vectors)
+                stmts += self._fill(p * self.k + at, n, _flipped(attrs["x_zero_point"]))
+            stmts += self._tail(p)
+            copies += copy_values(COLS, plus(geometry.w_tap, p * self.k), x, x_at, geometry.count, widths=WIDTHS,
+                                  flip=True)
+        return [*stmts, *loops(geometry.tap_loops, copies), *self._blocks(args, attrs, pixels)]
 
     def empty(self, graph, args, attrs, out_at: Expr, coords) -> list[Stmt]:
         """A window wholly in the padding: every tap the zero point, so the folded bias comes back
         to the bias."""
-        window = _window(args.inputs[1].type.shape)
-        return [*copy_values(COLS, index(0), None, None, window, attrs["x_zero_point"]), *self._gather_tail(0, window),
-                *channel_vectors(args, attrs, [(index(0), out_at, coords)], [(COLS, index(0))], self.k, self.vectors)]
+        return [*self._fill(0, self.window, _flipped(attrs["x_zero_point"])), *self._tail(0),
+                *self._blocks(args, attrs, [(index(0), out_at, coords)])]
 
     def fc_rows(self, graph, args, attrs, rows: list[Pixel], k: int) -> list[Stmt]:
+        """Also a pointwise convolution's block of pixels (rows of its C inputs)."""
         x = args.inputs[0].name
-        if self.direct:
-            return channel_vectors(args, attrs, rows, [(x, at) for at, _, _ in rows], self.k, self.vectors)
         copies = [s for p, (x_at, _, _) in enumerate(rows)
-                  for s in (*copy_values(COLS, index(p * self.k), x, x_at, k), *self._gather_tail(p, k))]
-        return copies + channel_vectors(args, attrs, rows, [(COLS, index(p * self.k)) for p in range(len(rows))],
-                                        self.k, self.vectors)
+                  for s in (*copy_values(COLS, index(p * self.k), x, x_at, k, widths=WIDTHS, flip=True), *self._tail(p))]
+        return copies + self._blocks(args, attrs, rows)
 
 
 def _model_layout(args) -> object:
@@ -239,10 +282,9 @@ def qconv2d_avx512(graph, node_id, cluster_id, args, attrs):
     """QConv2D: blocks of pixels x vectors of sixteen channels on four-byte dot products."""
     model = _model_layout(args)
     kernel = Avx512MicroKernel(model.inputs[1].type.shape)
-    if kernel.direct and tuple(attrs["strides"]) == (1, 1):  # pointwise: the flattened pixels
+    if is_pointwise(model, attrs):  # the flattened pixels
         c = args.inputs[0].type.shape[3]
-        return pointwise_nest(model, kernel.pixels, lambda pixels: channel_vectors(
-            model, attrs, pixels, [(args.inputs[0].name, at) for at, _, _ in pixels], c, kernel.vectors))
+        return pointwise_nest(model, kernel.pixels, lambda pixels: kernel.fc_rows(graph, model, attrs, pixels, c))
     return conv_nest(graph, model, attrs, kernel)
 
 
@@ -254,30 +296,79 @@ def qfully_connected_avx512(graph, node_id, cluster_id, args, attrs):
     return fc_nest(graph, model, attrs, Avx512MicroKernel(model.inputs[1].type.shape))
 
 
+def _depthwise_lanes(args) -> int:
+    """Channels per vector: sixteen, or eight (256-bit vectors) for a multiple of eight channels."""
+    return LANES if args.inputs[1].type.shape[3] % LANES == 0 else LANES // 2
+
+
 def _depthwise_takes(args, attrs) -> bool:
-    return _takes(args, attrs) and attrs["depth_multiplier"] == 1 and args.inputs[1].type.shape[3] % LANES == 0
+    """Depth multiplier 1, channels a multiple of eight, and no window wholly in the padding (the
+    driver's portable code for those would read the packed requantization constants)."""
+    return (_constants_packed(args, attrs) and attrs["depth_multiplier"] == 1
+            and args.inputs[1].type.shape[3] % (LANES // 2) == 0
+            and not any(tl.empty for _, tl in window_tiles(args, attrs)[1]))
 
 
 def _pack_depthwise(args, attrs) -> dict:
     c = args.prepared.inputs[1].shape[3]
-    return {1: lambda w: w.astype(np.int32), 3: _per_channel(c), 4: _per_channel(c)}
+    lanes = LANES if c % LANES == 0 else LANES // 2
+    return {1: lambda w: w.astype(np.int32), 3: _packed_multipliers(c, lanes), 4: _packed_shifts(c, lanes)}
 
 
 def _depthwise_vectors(graph, args, attrs, taps_at: list[tuple[Expr, Expr]], tap_loops, out_at: Expr,
                        coords) -> list[Stmt]:
-    """Sixteen channels per step: the biases, each tap's (x - zero point) * w added, requantized."""
+    """A vector of channels per step: the biases, each tap's (x - zero point) * w added, requantized."""
     x, w, b = args.inputs[0].name, args.inputs[1].name, args.inputs[2].name
-    base = Binary("*", Var("cb"), index(LANES))
-    acc = Var("acc", "int32", LANES)
-    taps = [Assign("acc", Call("tap_i32x16", (acc, Load(x, Binary("+", x_at, base)), Load(w, Binary("+", w_at, base)),
-                                              i32(attrs["x_zero_point"])), "int32", LANES)) for x_at, w_at in taps_at]
-    body = [Local("acc", Load(b, base, LANES, "int32"), "int32", LANES), *loops(tap_loops, taps),
-            *_store(args, attrs, "q", acc, out_at, base, LANES)]
-    return [For("cb", args.inputs[1].type.shape[3] // LANES, tuple(body))]
+    lanes = _depthwise_lanes(args)
+    base = Binary("*", Var("cb"), index(lanes))
+    acc = Var("acc", "int32", lanes)
+    taps = [Assign("acc", Call(f"tap_i32x{lanes}", (acc, Load(x, Binary("+", x_at, base)), Load(w, Binary("+", w_at, base)),
+                                                    i32(attrs["x_zero_point"])), "int32", lanes)) for x_at, w_at in taps_at]
+    body = [Local("acc", Load(b, base, lanes, "int32"), "int32", lanes), *loops(tap_loops, taps),
+            *_store(args, attrs, "q", acc, out_at, base, lanes, lanes)]
+    return [For("cb", args.inputs[1].type.shape[3] // lanes, tuple(body))]
 
 
 @AVX512_INT8.register("QDepthwise", family="convolution", types=INT8_CONV, layout="nhwc", when=_depthwise_takes,
                       pack=_pack_depthwise, priority=1)
 def qdepthwise_avx512(graph, node_id, cluster_id, args, attrs):
-    """QDepthwise (depth multiplier 1, channels a multiple of sixteen): sixteen channels per vector."""
+    """QDepthwise (depth multiplier 1, channels a multiple of eight): a vector of channels per step."""
     return depthwise_nest(graph, args, attrs, _depthwise_vectors)
+
+
+def _qadd_takes(args, attrs) -> bool:
+    a, b, y = args.inputs[0].type, args.inputs[1].type, args.outputs[0].type
+    return a.shape == b.shape == y.shape and y.size % LANES == 0
+
+
+@AVX512_INT8.register("QAdd", types=same("int8", 2, acc="int32"), when=_qadd_takes, priority=1)
+def qadd_avx512(graph, node_id, cluster_id, args, attrs):
+    """QAdd of two inputs of the output's shape, sixteen values a step: widened to int32 lanes,
+    rescaled, added and requantized as TFLite's int8 ADD (the portable kernel's arithmetic)."""
+    a, b, y = args.inputs[0].name, args.inputs[1].name, args.outputs[0].name
+    p = q.add_params(attrs)
+    at = Binary("*", Var("i"), index(LANES))
+    consts = [attrs["a_zero_point"], attrs["b_zero_point"], p["left_shift"], p["a_multiplier"], p["a_shift"],
+              p["b_multiplier"], p["b_shift"], p["y_multiplier"], p["y_shift"], attrs["y_zero_point"],
+              attrs["act_min"], attrs["act_max"]]
+    value = Call("qadd_x16", (Load(a, at), Load(b, at), *(i32(v) for v in consts)), "int8", LANES)
+    return [For("i", args.outputs[0].type.size // LANES, (Store(y, at, value),))]
+
+
+@AVX512_INT8.register("QMean", family="reduction", types=same("int8", acc="int32"),
+                      when=lambda args, attrs: args.inputs[0].type.shape[3] % LANES == 0, priority=1)
+def qmean_avx512(graph, node_id, cluster_id, args, attrs):
+    """QMean over H and W, sixteen channels a step: raw sums in int32 lanes, the zero point's share
+    (count * zero point) taken off once, rescaled as the portable kernel does."""
+    x, y = args.inputs[0], args.outputs[0]
+    n, h, w, c = x.type.shape
+    mult, shift = q.mean_params(attrs, h * w)
+    sums = Var("sums", "int32", LANES)
+    at = Binary("+", Binary("*", Var("n"), index(h * w * c)), Binary("*", Var("cb"), index(LANES)))
+    value = Call("widen_i8x16", (Load(x.name, Binary("+", at, Binary("*", Var("p"), index(c)))),), "int32", LANES)
+    consts = (-h * w * attrs["x_zero_point"], mult, shift, attrs["y_zero_point"], attrs["act_min"], attrs["act_max"])
+    body = (Local("sums", Const(0, "int32", LANES), "int32", LANES),
+            For("p", h * w, (Assign("sums", Binary("+", sums, value)),)),
+            Store(y.name, Binary("+", Binary("*", Var("n"), index(c)), Binary("*", Var("cb"), index(LANES))),
+                  Call("qmean_x16", (sums, *(i32(v) for v in consts)), "int8", LANES)))
+    return [For("n", n, (For("cb", c // LANES, body),))]

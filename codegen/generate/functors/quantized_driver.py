@@ -150,14 +150,18 @@ def conv_nest(graph, args, attrs, kernel: Int8MicroKernel, prologue: Sequence[St
     return [For("n", n, tuple(row_major(stmts)))]
 
 
-def copy_values(dst: str, dst_at: Expr, src: str | None, src_at: Expr | None, n: int, fill: int = 0) -> list[Stmt]:
-    """n int8 values from src (or `fill` where src is None) in pieces of 16, 8, 4, 2 and 1."""
+def copy_values(dst: str, dst_at: Expr, src: str | None, src_at: Expr | None, n: int, fill: int = 0,
+                widths: tuple[int, ...] = (16, 8, 4, 2, 1), flip: bool = False) -> list[Stmt]:
+    """n int8 values from src (or `fill` where src is None) in pieces of `widths` values; with
+    `flip`, each copied value's sign bit inverted (x + 128 read as unsigned)."""
     stmts: list[Stmt] = []
     done = 0
-    for width in (16, 8, 4, 2, 1):
+    for width in widths:
         while n - done >= width:
             value = (Load(src, plus(src_at, done), width=width, dtype="int8") if src is not None
                      else Const(fill, "int8", width))
+            if flip and src is not None:
+                value = Binary("^", value, Const(-128, "int8", width))
             stmts.append(Store(dst, plus(dst_at, done), value))
             done += width
     return stmts
