@@ -38,7 +38,7 @@ def test_int8_layers_run_the_avx512_micro_kernels_with_512_bit_vectors():
     kernels = [k for k in c.model.kernels if k.node.op in ("QConv2D", "QDepthwise", "QFullyConnected")]
     assert len(kernels) == 10 and not any(s.name == "acc_row" for k in kernels for s in k.kernel.scratch)
     assert "acc0_3 = avx512_dot4(acc0_3, x0, " in source  # a block of four vectors of sums
-    assert "avx512_tap(acc, " in source and "store_i8x16(" in source
+    assert "avx512_tap<tinsmith_i8x16>(acc, " in source and "store_i8x16(" in source
 
 
 @pytest.mark.parametrize("name, target", [("ic_resnet8", "host-native"), ("kws_dscnn", "host-native"),

@@ -260,8 +260,9 @@ AVX512_INTRINSICS = {
     "tap_i32x16": "avx512_tap<tinsmith_i8x16>({0}, &{1}, &{2}, {3})",
     "tap_i32x8": "avx512_tap<tinsmith_i8x8>({0}, &{1}, &{2}, {3})",
     # sixteen (eight) channels' sums requantized (per-channel multipliers and shifts at {1}, {2}) to int8
-    "requantize_i32x16": "avx512_requantize<tinsmith_i8x16>({0}, &{1}, &{2}, {3}, {4}, {5})",
-    "requantize_i32x8": "avx512_requantize<tinsmith_i8x8>({0}, &{1}, &{2}, {3}, {4}, {5})",
+    # ({6}: whether any channel shifts left, known at build time)
+    "requantize_i32x16": "avx512_requantize<tinsmith_i8x16>({0}, &{1}, &{2}, {3}, {4}, {5}, {6})",
+    "requantize_i32x8": "avx512_requantize<tinsmith_i8x8>({0}, &{1}, &{2}, {3}, {4}, {5}, {6})",
     # TFLite's int8 ADD of sixteen values of each input (constants as quantized.add_params gives them)
     "qadd_x16": "avx512_qadd(&{0}, &{1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13})",
     # sixteen int8 values widened to int32 lanes
@@ -328,18 +329,24 @@ AVX512_HELPERS = (
     # 31 + r and the threshold (-2^30, or the lowest int64 where r = 0) come packed
     # (quantized_avx512.py), the products of the even and odd lanes by VPMULDQ.
     "template <class I, class L> AVX512_INLINE I avx512_multiply(I x, I left, L me, L mo, L off_e, L off_o, L sh_e, L sh_o, "
-    "L thr_e, L thr_o) noexcept {",
-    "  x = x << left;",
+    "L thr_e, L thr_o, bool shift_left = true) noexcept {",
+    "  if (shift_left) x = x << left;",
     "  const L carry = L{} + (1LL << 31);",
     "  L ye = avx512_mul_even(x, (I)me), yo = avx512_mul_even((I)((L)x >> 32), (I)mo);",
     "  ye = (ye + off_e - ((ye < thr_e) & carry)) >> sh_e;",
     "  yo = (yo + off_o - ((yo < thr_o) & carry)) >> sh_o;",
     "  return (I)((ye & 0xffffffffLL) | (yo << 32));",
     "}",
+    # int32 lanes narrowed to bytes with signed saturation (VPMOVSDB)
+    "AVX512_INLINE tinsmith_i8x16 avx512_saturate(tinsmith_i32x16 r) noexcept "
+    "{ return (tinsmith_i8x16)__builtin_ia32_pmovsdb512_mask(r, tinsmith_c8x16{}, 0xffff); }",
+    "AVX512_INLINE tinsmith_i8x8 avx512_saturate(tinsmith_i32x8 r) noexcept { tinsmith_i8x8 out; const tinsmith_c8x16 b = "
+    "__builtin_ia32_pmovsdb256_mask(r, tinsmith_c8x16{}, 0xff); std::memcpy(&out, &b, sizeof out); return out; }",
     # plus the output zero point, clamped, the lanes narrowed to bytes
     "template <class B, class I> AVX512_INLINE B avx512_narrow(I r, std::int32_t zero_point, std::int32_t lo, "
     "std::int32_t hi) noexcept {",
     "  r += zero_point;",
+    "  if (lo == -128 && hi == 127) return avx512_saturate(r);",  # the narrowing saturates (constants)
     "  r = r < lo ? I{} + lo : r;",
     "  r = r > hi ? I{} + hi : r;",
     "  return __builtin_convertvector(r, B);",
@@ -347,14 +354,14 @@ AVX512_HELPERS = (
     # per-channel constants as packed: multipliers of the even, then the odd lanes (int64 each);
     # left shifts (int32), then offsets, shifts and thresholds of the even and the odd lanes (int64)
     "template <class B> AVX512_INLINE B avx512_requantize(typename avx512_lanes<B>::i32 acc, const std::int32_t* mult, "
-    "const std::int32_t* shift, std::int32_t zero_point, std::int32_t lo, std::int32_t hi) noexcept {",
+    "const std::int32_t* shift, std::int32_t zero_point, std::int32_t lo, std::int32_t hi, bool shift_left) noexcept {",
     "  typedef typename avx512_lanes<B>::i32 I;",
     "  typedef typename avx512_lanes<B>::i64 L;",
     "  constexpr int n = sizeof(I) / 4;",
     "  I left; L m[2], c[6];",
     "  std::memcpy(m, mult, sizeof m); std::memcpy(&left, shift, sizeof left); std::memcpy(c, shift + n, sizeof c);",
-    "  return avx512_narrow<B>(avx512_multiply<I, L>(acc, left, m[0], m[1], c[0], c[1], c[2], c[3], c[4], c[5]), "
-    "zero_point, lo, hi);",
+    "  return avx512_narrow<B>(avx512_multiply<I, L>(acc, left, m[0], m[1], c[0], c[1], c[2], c[3], c[4], c[5], "
+    "shift_left), zero_point, lo, hi);",
     "}",
     # one multiplier and shift for every lane (QAdd, QMean): the same constants, computed
     "AVX512_INLINE tinsmith_i32x16 avx512_scale(tinsmith_i32x16 x, std::int32_t mult, std::int32_t shift) noexcept {",

@@ -173,24 +173,26 @@ def _dot_block(args, xs: list[tuple[str, Expr]], base: Expr, vectors: int, k: in
     return stmts + [For("kq", k // GROUP, tuple(step))]
 
 
-def _requantized(args, attrs, acc: Expr, channel: Expr, lanes: int = LANES) -> Expr:
+def _requantized(graph, args, attrs, acc: Expr, channel: Expr, lanes: int = LANES) -> Expr:
     mult, shift = args.inputs[3].name, args.inputs[4].name
+    left = graph.constants[shift].data.reshape(-1, SHIFT_WORDS * lanes)[:, :lanes]  # as _packed_shifts lays them out
     return Call(f"requantize_i32x{lanes}", (acc, Load(mult, Binary("*", channel, index(MULT_WORDS))),
                                             Load(shift, Binary("*", channel, index(SHIFT_WORDS))), i32(attrs["y_zero_point"]),
-                                            i32(attrs["act_min"]), i32(attrs["act_max"])), "int8", lanes)
+                                            i32(attrs["act_min"]), i32(attrs["act_max"]), i32(int((left > 0).any()))),
+                "int8", lanes)
 
 
-def _store(args, attrs, name: str, acc: Expr, out_at: Expr, channel: Expr, valid: int, lanes: int = LANES) -> list[Stmt]:
+def _store(graph, args, attrs, name: str, acc: Expr, out_at: Expr, channel: Expr, valid: int, lanes: int = LANES) -> list[Stmt]:
     """A vector of channels requantized and stored; a last vector with fewer real channels lane by lane."""
     y = args.outputs[0].name
     if valid == lanes:
-        return [Store(y, Binary("+", out_at, channel), _requantized(args, attrs, acc, channel, lanes))]
+        return [Store(y, Binary("+", out_at, channel), _requantized(graph, args, attrs, acc, channel, lanes))]
     q = Var(name, "int8", lanes)
-    return [Local(name, _requantized(args, attrs, acc, channel, lanes), "int8", lanes),
+    return [Local(name, _requantized(graph, args, attrs, acc, channel, lanes), "int8", lanes),
             *(Store(y, plus(Binary("+", out_at, channel), c), Lane(q, index(c))) for c in range(valid))]
 
 
-def channel_vectors(args, attrs, pixels: list[Pixel], xs: list[tuple[str, Expr]], k: int, per: int) -> list[Stmt]:
+def channel_vectors(graph, args, attrs, pixels: list[Pixel], xs: list[tuple[str, Expr]], k: int, per: int) -> list[Stmt]:
     """Every output channel of these pixels: blocks of `per` vectors of sixteen channels in a loop,
     the channels left as one block of fewer vectors (its last vector maybe partly real)."""
     o = args.outputs[0].type.shape[-1]
@@ -200,7 +202,7 @@ def channel_vectors(args, attrs, pixels: list[Pixel], xs: list[tuple[str, Expr]]
         for p, (_, out_at, _) in enumerate(pixels):
             for j in range(vectors):
                 valid = last_valid if j == vectors - 1 else LANES
-                stmts += _store(args, attrs, f"q{p}_{j}", Var(f"acc{p}_{j}", "int32", LANES), out_at,
+                stmts += _store(graph, args, attrs, f"q{p}_{j}", Var(f"acc{p}_{j}", "int32", LANES), out_at,
                                 plus(base, LANES * j), valid)
         return stmts
     size = per * LANES
@@ -239,9 +241,9 @@ class Avx512MicroKernel:
         """The values past the window up to a multiple of four: zeros (their weights are zero)."""
         return self._fill(pixel * self.k + self.window, self.k - self.window, 0)
 
-    def _blocks(self, args, attrs, pixels: list[Pixel]) -> list[Stmt]:
+    def _blocks(self, graph, args, attrs, pixels: list[Pixel]) -> list[Stmt]:
         cols = [(COLS, index(p * self.k)) for p in range(len(pixels))]
-        return channel_vectors(args, attrs, pixels, cols, self.k, self.vectors)
+        return channel_vectors(graph, args, attrs, pixels, cols, self.k, self.vectors)
 
     def conv_pixels(self, graph, args, attrs, geometry: TileGeometry, pixels: list[Pixel]) -> list[Stmt]:
         x = args.inputs[0].name
@@ -253,20 +255,20 @@ class Avx512MicroKernel:
             stmts += self._tail(p)
             copies += copy_values(COLS, plus(geometry.w_tap, p * self.k), x, x_at, geometry.count, widths=WIDTHS,
                                   flip=True)
-        return [*stmts, *loops(geometry.tap_loops, copies), *self._blocks(args, attrs, pixels)]
+        return [*stmts, *loops(geometry.tap_loops, copies), *self._blocks(graph, args, attrs, pixels)]
 
     def empty(self, graph, args, attrs, out_at: Expr, coords) -> list[Stmt]:
         """A window wholly in the padding: every tap the zero point, so the folded bias comes back
         to the bias."""
         return [*self._fill(0, self.window, _flipped(attrs["x_zero_point"])), *self._tail(0),
-                *self._blocks(args, attrs, [(index(0), out_at, coords)])]
+                *self._blocks(graph, args, attrs, [(index(0), out_at, coords)])]
 
     def fc_rows(self, graph, args, attrs, rows: list[Pixel], k: int) -> list[Stmt]:
         """Also a pointwise convolution's block of pixels (rows of its C inputs)."""
         x = args.inputs[0].name
         copies = [s for p, (x_at, _, _) in enumerate(rows)
                   for s in (*copy_values(COLS, index(p * self.k), x, x_at, k, widths=WIDTHS, flip=True), *self._tail(p))]
-        return copies + self._blocks(args, attrs, rows)
+        return copies + self._blocks(graph, args, attrs, rows)
 
 
 def _model_layout(args) -> object:
@@ -325,7 +327,7 @@ def _depthwise_vectors(graph, args, attrs, taps_at: list[tuple[Expr, Expr]], tap
     taps = [Assign("acc", Call(f"tap_i32x{lanes}", (acc, Load(x, Binary("+", x_at, base)), Load(w, Binary("+", w_at, base)),
                                                     i32(attrs["x_zero_point"])), "int32", lanes)) for x_at, w_at in taps_at]
     body = [Local("acc", Load(b, base, lanes, "int32"), "int32", lanes), *loops(tap_loops, taps),
-            *_store(args, attrs, "q", acc, out_at, base, lanes, lanes)]
+            *_store(graph, args, attrs, "q", acc, out_at, base, lanes, lanes)]
     return [For("cb", args.inputs[1].type.shape[3] // lanes, tuple(body))]
 
 
