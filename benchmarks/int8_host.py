@@ -45,10 +45,10 @@ MODELS = ("kws_dscnn", "vww_mobilenet", "ic_resnet8", "ad_autoencoder")
 # benchmarks/host.py's resident timing harness, reading and writing int8 tensors
 HARNESS = FLOAT_HARNESS.replace("static float in[", "static std::int8_t in[").replace(
     "static float out[", "static std::int8_t out[")
-# the same, timing by the process's CPU time
+# the same, timing by the process's CPU time (a format string: braces doubled)
 CPU_HARNESS = HARNESS.replace("#include <chrono>\n", "#include <chrono>\n#include <time.h>\n"
-                              "static long long cpu_ns() { timespec t; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t); "
-                              "return t.tv_sec * 1000000000LL + t.tv_nsec; }\n").replace(
+                              "static long long cpu_ns() {{ timespec t; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t); "
+                              "return t.tv_sec * 1000000000LL + t.tv_nsec; }}\n").replace(
     "auto t0 = std::chrono::steady_clock::now();", "long long t0 = cpu_ns();").replace(
     "auto t1 = std::chrono::steady_clock::now();", "long long t1 = cpu_ns();").replace(
     "std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()", "t1 - t0")

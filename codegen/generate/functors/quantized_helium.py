@@ -30,7 +30,7 @@ from tinsmith.generate.functors.quantized import INT8_CONV
 from tinsmith.generate.functors.quantized_driver import (Pixel, TileGeometry, channel_blocks, conv_nest, copy_values,
                                                         depthwise_nest, fc_nest, is_pointwise, padding_runs, plus,
                                                         pointwise_nest)
-from tinsmith.generate.functors.quantized_math import i32
+from tinsmith.generate.functors.quantized_math import i32, qadd_steps
 from tinsmith.ops import quantized as q
 from tinsmith.generate.loop_ir import (Assign, Binary, Call, Const, Expr, For, Load, Local, Scratch, Stmt, Store,
                                       Var, index)
@@ -325,14 +325,7 @@ def _qadd_takes(args, attrs) -> bool:
 def qadd_helium(graph, node_id, cluster_id, args, attrs):
     """QAdd of two inputs of the output's shape, sixteen values a step: widened to int32 lanes,
     rescaled, added and requantized as TFLite's int8 ADD (the portable kernel's arithmetic)."""
-    a, b, y = args.inputs[0].name, args.inputs[1].name, args.outputs[0].name
-    p = q.add_params(attrs)
-    at = Binary("*", Var("i"), index(LANES))
-    consts = [attrs["a_zero_point"], attrs["b_zero_point"], p["left_shift"], p["a_multiplier"], p["a_shift"],
-              p["b_multiplier"], p["b_shift"], p["y_multiplier"], p["y_shift"], attrs["y_zero_point"],
-              attrs["act_min"], attrs["act_max"]]
-    value = Call("qadd_x16", (_vector(a, at), _vector(b, at), *(i32(v) for v in consts)), "int8", LANES)
-    return [For("i", args.outputs[0].type.size // LANES, (Store(y, at, value),))]
+    return qadd_steps(args, attrs, LANES, _vector)
 
 
 @HELIUM.register("QMean", family="reduction", types=same("int8", acc="int32"),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinsmith.generate.loop_ir import Assign, Binary, Cast, Const, Expr, Local, Select, Stmt, Var
+from tinsmith.generate.loop_ir import Assign, Binary, Call, Cast, Const, Expr, For, Local, Select, Stmt, Store, Var, index
+from tinsmith.ops import quantized as q
 from tinsmith.quant import fixed_point as fp
 
 
@@ -150,3 +151,17 @@ def rounded_divide(acc: Expr, count: Expr | int) -> Expr:
     c = i32(count) if isinstance(count, int) else count
     half = i32(count // 2) if isinstance(count, int) else Binary("/", count, i32(2))
     return Binary("/", Select(Binary(">", acc, i32(0)), Binary("+", acc, half), Binary("-", acc, half)), c)
+
+
+def qadd_steps(args, attrs, lanes: int, operand) -> list[Stmt]:
+    """QAdd of two inputs of the output's shape, `lanes` values a step through the kernel set's
+    `qadd_x<lanes>` intrinsic (TFLite's int8 ADD: its constants from add_params); operand(name, at)
+    is how the intrinsic takes an input's values at `at`."""
+    a, b, y = args.inputs[0].name, args.inputs[1].name, args.outputs[0].name
+    p = q.add_params(attrs)
+    at = Binary("*", Var("i"), index(lanes))
+    consts = [attrs["a_zero_point"], attrs["b_zero_point"], p["left_shift"], p["a_multiplier"], p["a_shift"],
+              p["b_multiplier"], p["b_shift"], p["y_multiplier"], p["y_shift"], attrs["y_zero_point"],
+              attrs["act_min"], attrs["act_max"]]
+    value = Call(f"qadd_x{lanes}", (operand(a, at), operand(b, at), *(i32(v) for v in consts)), "int8", lanes)
+    return [For("i", args.outputs[0].type.size // lanes, (Store(y, at, value),))]
