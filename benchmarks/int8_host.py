@@ -118,7 +118,7 @@ def build_harness(model: Path, target_name: str, folder: Path, portable: bool, h
 
 def write_table(path: Path, table: list[str], clock: str) -> None:
     """Replace the table that starts with TABLE_HEAD in `path`, or add it in a section of its own."""
-    lines = path.read_text(encoding="utf-8").split("\n")
+    lines = path.read_text(encoding="utf-8").rstrip("\n").split("\n")
     start = next((i for i, line in enumerate(lines) if line.startswith(TABLE_HEAD)), None)
     if start is None:
         lines += ["", "## Host int8: against LiteRT (XNNPACK)", "",
@@ -128,7 +128,7 @@ def write_table(path: Path, table: list[str], clock: str) -> None:
         end = start
         while end < len(lines) and lines[end].startswith("|"):
             end += 1
-    path.write_text("\n".join(lines[:start] + table + lines[end:]), encoding="utf-8")
+    path.write_text("\n".join(lines[:start] + table + lines[end:]) + "\n", encoding="utf-8")
 
 
 def first_output(proc: subprocess.Popen, x: np.ndarray, out_size: int) -> np.ndarray:

@@ -321,6 +321,14 @@ AVX512_HELPERS = (
     "{ return __builtin_ia32_pmuldq512_mask(a, b, tinsmith_i64x8{}, 0xff); }",
     "AVX512_INLINE tinsmith_i64x4 avx512_mul_even(tinsmith_i32x8 a, tinsmith_i32x8 b) noexcept "
     "{ return __builtin_ia32_pmuldq256(a, b); }",
+    # a - b in the lanes where y < threshold (a compare into a mask register and one masked
+    # subtraction; GCC's vector code for it takes a masked move more)
+    "AVX512_INLINE tinsmith_i64x8 avx512_sub_below(tinsmith_i64x8 a, tinsmith_i64x8 b, tinsmith_i64x8 y, "
+    "tinsmith_i64x8 threshold) noexcept "
+    "{ return __builtin_ia32_psubq512_mask(a, b, a, __builtin_ia32_cmpq512_mask(y, threshold, 1, 0xff)); }",
+    "AVX512_INLINE tinsmith_i64x4 avx512_sub_below(tinsmith_i64x4 a, tinsmith_i64x4 b, tinsmith_i64x4 y, "
+    "tinsmith_i64x4 threshold) noexcept "
+    "{ return __builtin_ia32_psubq256_mask(a, b, a, __builtin_ia32_cmpq256_mask(y, threshold, 1, 0xf)); }",
     # TFLite's MultiplyByQuantizedMultiplier lane by lane, its two roundings in one: with y the 64-bit
     # product (x << left) * m, the doubling high multiply floor((y + 2^30) / 2^31) (quantized_math.py
     # says why that is TFLite's nudged division) divided by 2^r rounding half away from zero is
@@ -332,10 +340,10 @@ AVX512_HELPERS = (
     "L thr_e, L thr_o, bool shift_left = true) noexcept {",
     "  if (shift_left) x = x << left;",
     "  const L carry = L{} + (1LL << 31);",
-    "  L ye = avx512_mul_even(x, (I)me), yo = avx512_mul_even((I)((L)x >> 32), (I)mo);",
-    "  ye = (ye + off_e - ((ye < thr_e) & carry)) >> sh_e;",
-    "  yo = (yo + off_o - ((yo < thr_o) & carry)) >> sh_o;",
-    "  return (I)((ye & 0xffffffffLL) | (yo << 32));",
+    "  const L ye = avx512_mul_even(x, (I)me), yo = avx512_mul_even((I)((L)x >> 32), (I)mo);",
+    "  const L re = avx512_sub_below(ye + off_e, carry, ye, thr_e) >> sh_e;",
+    "  const L ro = avx512_sub_below(yo + off_o, carry, yo, thr_o) >> sh_o;",
+    "  return (I)((re & 0xffffffffLL) | (ro << 32));",
     "}",
     # int32 lanes narrowed to bytes with signed saturation (VPMOVSDB)
     "AVX512_INLINE tinsmith_i8x16 avx512_saturate(tinsmith_i32x16 r) noexcept "
