@@ -9,20 +9,19 @@ tile, written from XNNPACK's design (its code is not used):
   one vector), the window padded to a multiple of four values and the channels to a multiple of
   sixteen with zero weights.
 - **Four products per int32 lane and instruction**: VPDPBUSD multiplies unsigned bytes by signed
-  ones, so each pixel's four input bytes are made unsigned (x + 128, an exclusive or) and
-  broadcast to every lane; the bias absorbs the difference at build time,
-  sum((x - zp) * w) + b = sum((x + 128) * w) + (b - (128 + zp) * sum(w)), from the weight sums
-  the primitive's `prepare` computes. Windows that are not read in place (every window but a 1x1
-  over a multiple of four channels, fully connected rows of such a length) are first gathered
-  into a scratch row (`cols`), taps in the padding written as the input zero point, so the folded
-  bias holds at the borders too. Integer sums are exact (modulo 2^32, as TFLite's int32 sums), so
-  every output equals the reference's.
+  ones, so the inputs are made unsigned (x + 128: the sign bit flipped) while each block's windows
+  are gathered into a scratch row (`cols`; taps in the padding written as the input zero point,
+  flipped too), and the bias absorbs the difference at build time,
+  sum((x - zp) * w) + b = sum((x + 128) * w) + (b - (128 + zp) * sum(w)), from the weight sums the
+  primitive's `prepare` computes. Each group of four inputs is then one broadcast load. Integer
+  sums are exact (modulo 2^32, as TFLite's int32 sums), so every output equals the reference's.
 - **Register blocks**: a block of MR pixels x NB vectors of sixteen channels keeps its MR * NB
   sums in vector registers over the whole window; each weight vector serves the MR pixels and each
   broadcast input the NB vectors.
 - **Requantization sixteen channels at a time** (kernel_sets.AVX512_HELPERS' avx512_requantize):
-  TFLite's doubling high multiply on 64-bit products and its rounding division, per channel
-  (per-tensor constants are packed per channel), bit-exact with the portable kernels.
+  TFLite's doubling high multiply and rounding division as one 64-bit add and shift of the
+  product, from per-channel constants packed at build time (_packed_shifts), bit-exact with the
+  portable kernels.
 - **Depthwise** (depth multiplier 1, channels a multiple of eight): sixteen channels per vector
   (eight in a 256-bit one where they are not a multiple of sixteen), each tap (x - zp) * w on int32
   lanes, the weights widened to int32 at build time.
