@@ -406,7 +406,7 @@ AVX512_INT8 = Backend("avx512-int8", requires=lambda caps: caps.backend == "host
                       needs="512-bit vectors on the host backend (AVX-512)",
                       intrinsics=AVX512_INTRINSICS, helpers=AVX512_HELPERS)
 
-KERNEL_SETS = {s.name: s for s in (CPP, VECTORS, AVX512_INT8, FPU_REGISTERS, ARM_DSP, HELIUM, INT_REGISTERS)}
+KERNEL_SETS = {s.name: s for s in (CPP, VECTORS, FPU_REGISTERS, ARM_DSP, HELIUM, INT_REGISTERS, AVX512_INT8)}
 
 
 def micro_kernel(caps: Capabilities, name: str) -> Callable | None:
