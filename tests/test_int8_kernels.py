@@ -161,6 +161,12 @@ CONV_CASES = [
     ((1, 7, 12, 3), (3, 3), 10, (2, 2), (1, 1), (1, 1, 1, 1), -128),
     # a 1x1 window whose stride and padding keep the size: not a pointwise product
     ((1, 3, 3, 4), (1, 1), 3, (2, 2), (1, 1), (1, 1, 1, 1), 5),
+    # AVX-512 blocks: pointwise over two batches of 15 pixels (a block of four, ...), 12 channels
+    # read in place, 20 outputs (a vector of sixteen and one of four real channels)
+    ((2, 3, 5, 12), (1, 1), 20, (1, 1), (1, 1), (0, 0, 0, 0), 77),
+    # 32 channels gathered with borders and stride 2, 40 outputs (blocks of two vectors and one
+    # partly real); depthwise over two vectors of sixteen channels
+    ((1, 7, 6, 32), (3, 3), 40, (2, 2), (1, 1), (1, 1, 1, 1), -3),
 ]
 # per-channel weight scales: 10^lo .. 10^hi (default five orders of magnitude, all right shifts)
 SCALE_RANGES = {6: (-3, 2), 7: (1, 3)}
@@ -170,17 +176,25 @@ SCALE_RANGES = {6: (-3, 2), 7: (1, 3)}
 # the Cortex-M0+ the plain loops compiled for a core without the DSP extension, the Cortex-M55 its
 # Helium kernels (VMLADAV with predicated tails, windows gathered at the borders, depthwise over
 # eight channels as int16 lanes or four as int32 lanes, QAdd over sixteen), rv32imac its blocks of
-# pixels x channels in 32 general registers
-TARGETS = ("host", "cortex-m4", "cortex-m0plus", "cortex-m55", "rv32imac")
+# pixels x channels in 32 general registers, host-native (AVX-512 with VNNI here) and host-x86-64-v4
+# (AVX-512 without VNNI) the avx512-int8 blocks of pixels x vectors of sixteen channels
+TARGETS = ("host", "host-native", "host-x86-64-v4", "cortex-m4", "cortex-m0plus", "cortex-m55", "rv32imac")
+
+
+def _skip_unless_runs_here(target: str) -> None:
+    """host-x86-64-v4's programs need AVX-512 on this machine."""
+    if target == "host-x86-64-v4" and "avx512f" not in open("/proc/cpuinfo").read().split():
+        pytest.skip("this machine has no AVX-512")
 
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_conv_and_depthwise_match_the_specification(tmp_path, tinsmith_cmd, target):
+    _skip_unless_runs_here(target)
     rng = np.random.default_rng(3)
     case = Case()
     for i, (shape, (kh, kw), oc, strides, dil, pads, x_zp) in enumerate(CONV_CASES):
         x_scale, y_scale = 0.05, 0.1
-        y_zp = (-128, 127, 0, 3, -5, 60, -128, 127, 1, -60, 42)[i]
+        y_zp = (-128, 127, 0, 3, -5, 60, -128, 127, 1, -60, 42, 5, -20)[i]
         # per-channel weight scales spread over orders of magnitude
         w_scales = 10.0 ** rng.uniform(*SCALE_RANGES.get(i, (-5, 0)), oc)
         case.inputs[f"x{i}"] = q_input(shape, x_scale, x_zp)
@@ -212,11 +226,13 @@ def test_conv_and_depthwise_match_the_specification(tmp_path, tinsmith_cmd, targ
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_fully_connected_add_mul_match_the_specification(tmp_path, tinsmith_cmd, target):
+    _skip_unless_runs_here(target)
     rng = np.random.default_rng(4)
     case = Case()
     # outputs 7, 10, 13, 19: the Cortex-M's blocks of eight rows and the rows left alone
     for i, (rows, k, o, x_zp, y_zp) in enumerate([(1, 1, 1, -128, 127), (3, 13, 7, 127, -128), (2, 64, 10, 4, 0),
-                                                  (1, 9, 13, -128, -128), (4, 36, 19, 127, 127)]):
+                                                  (1, 9, 13, -128, -128), (4, 36, 19, 127, 127),
+                                                  (2, 32, 40, 0, 5)]):
         case.inputs[f"x{i}"] = q_input((rows, k), 0.02, x_zp)
         x = draw(rng, (rows, k))
         case.feeds[f"x{i}"] = x

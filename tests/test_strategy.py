@@ -64,7 +64,8 @@ def test_element_types_match_by_position_and_variadic_tail():
 
 def test_targets_draw_on_several_kernel_sets_in_order():
     assert BACKENDS["cortex-m"].chain() == ["cortex-m", "arm-dsp", "fpu-registers", "cpp"]
-    assert BACKENDS["host"].chain() == ["host", "vectors", "cpp"]
+    assert BACKENDS["host"].chain() == ["host", "avx512-int8", "vectors", "cpp"]  # avx512-int8: 512-bit hosts only
+    assert "dot4_i32x16" in BACKENDS["host"].renderer.intrinsics and "dot4_i32x16" not in BACKENDS["cortex-m"].renderer.intrinsics
     # the renderer spells the intrinsics of every set the backend draws on, and no others
     assert "smlad" in BACKENDS["cortex-m"].renderer.intrinsics
     assert "smlad" not in BACKENDS["host"].renderer.intrinsics

@@ -1,7 +1,8 @@
 """A target's backend: the kernel sets it draws on, in order, and the renderer that spells them.
 
 cpp       the portable kernel set alone (scalar C++)
-host      vectors, then cpp; the GCC-vector renderer
+host      avx512-int8 (where the target has 512-bit vectors), vectors, then cpp; the GCC-vector
+          renderer
 cortex-m  arm-dsp, fpu-registers, then cpp; compare-and-select min/max, big kernels kept out of
           line, the DSP intrinsics
 
@@ -17,6 +18,7 @@ from tinsmith.generate.backend import CPP, Backend
 from tinsmith.generate.functors import cortex_m, fast, host_int8, quantized_dsp  # noqa: F401  (register theirs)
 from tinsmith.generate.functors import quantized_helium  # noqa: F401  (registers the Helium kernels)
 from tinsmith.generate.functors import quantized_registers  # noqa: F401  (registers the 32-register int8 kernels)
+from tinsmith.generate.functors import quantized_avx512  # noqa: F401  (registers the AVX-512 int8 kernels)
 from tinsmith.generate.kernel_sets import KERNEL_SETS
 from tinsmith.generate.render import Renderer
 from tinsmith.targets import Capabilities, Target, TargetError
@@ -24,7 +26,7 @@ from tinsmith.targets import Capabilities, Target, TargetError
 # backend name -> (the kernel sets it draws on by default, how its renderer spells the loop IR)
 BACKEND_KINDS = {
     "cpp": (("cpp",), dict()),
-    "host": (("vectors", "cpp"), dict(inline_minmax=True)),
+    "host": (("avx512-int8", "vectors", "cpp"), dict(inline_minmax=True)),
     "cortex-m": (("arm-dsp", "fpu-registers", "cpp"), dict(inline_minmax=True, noinline_macs=0)),
 }
 

@@ -14,7 +14,8 @@ from typing import Callable
 
 from tinsmith.targets import Capabilities
 
-__all__ = ["CPP", "VECTORS", "FPU_REGISTERS", "ARM_DSP", "HELIUM", "INT_REGISTERS", "KERNEL_SETS", "micro_kernel"]
+__all__ = ["CPP", "VECTORS", "AVX512_INT8", "FPU_REGISTERS", "ARM_DSP", "HELIUM", "INT_REGISTERS", "KERNEL_SETS",
+           "micro_kernel"]
 
 # GCC vector extensions, as wide as the target's simd_bits (host: SSE2's 128 bits; host-native:
 # what -march=native enables).
@@ -243,7 +244,169 @@ HELIUM = Backend("helium", requires=lambda caps: "helium" in caps.kernels,
 INT_REGISTERS = Backend("int-registers", requires=lambda caps: "int-registers" in caps.kernels,
                         needs="32 general registers (kernels: [int-registers, ...])")
 
-KERNEL_SETS = {s.name: s for s in (CPP, VECTORS, FPU_REGISTERS, ARM_DSP, HELIUM, INT_REGISTERS)}
+# The host's int8 micro-kernels on AVX-512 (codegen/generate/functors/quantized_avx512.py): four
+# int8 products per int32 lane and instruction, VPDPBUSD where the compiler's target has AVX512-VNNI
+# (`__AVX512VNNI__`, e.g. host-native on Ice Lake and later), else the same sums from AVX512-BW's
+# VPMADDWD on 16-bit halves (host-x86-64-v4); TFLite's requantization sixteen (or eight) channels
+# at a time, its int8 ADD and MEAN sixteen values at a time.
+AVX512_INTRINSICS = {
+    # four input bytes of one pixel, made unsigned when gathered (+128: the bias holds
+    # -128 * sum(w)), in every lane (a broadcast load)
+    "x4_u8": "avx512_x4_u8(&{0})",
+    # acc + the four products u8 x s8 of each lane (x from x4_u8, 64 packed weight bytes at {2})
+    "dot4_i32x16": "avx512_dot4({0}, {1}, &{2})",
+    # a depthwise tap over sixteen (eight) channels: acc + (x - zero point) * w, w widened to int32
+    # at build time
+    "tap_i32x16": "avx512_tap<tinsmith_i8x16>({0}, &{1}, &{2}, {3})",
+    "tap_i32x8": "avx512_tap<tinsmith_i8x8>({0}, &{1}, &{2}, {3})",
+    # sixteen (eight) channels' sums requantized (per-channel multipliers and shifts at {1}, {2}) to int8
+    # ({6}: whether any channel shifts left, known at build time)
+    "requantize_i32x16": "avx512_requantize<tinsmith_i8x16>({0}, &{1}, &{2}, {3}, {4}, {5}, {6})",
+    "requantize_i32x8": "avx512_requantize<tinsmith_i8x8>({0}, &{1}, &{2}, {3}, {4}, {5}, {6})",
+    # TFLite's int8 ADD of sixteen values of each input (constants as quantized.add_params gives them)
+    "qadd_x16": "avx512_qadd(&{0}, &{1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13})",
+    # sixteen int8 values widened to int32 lanes
+    "widen_i8x16": "avx512_load_widen(&{0}, tinsmith_i8x16{{}})",
+    # sixteen channels' sums of a mean, plus {1} (-count * zero point), rescaled as QMean's
+    "qmean_x16": "avx512_qmean({0}, {1}, {2}, {3}, {4}, {5}, {6})",
+}
+AVX512_HELPERS = (
+    # GCC vector extensions and three of GCC's x86 builtins rather than immintrin.h: the prelude lies
+    # inside the model's namespaces, where immintrin.h's C library includes cannot be
+    # inlined whatever the cost model thinks: a call would pass a block's sums through memory
+    "#define AVX512_INLINE inline __attribute__((always_inline))",
+    "typedef int tinsmith_i32x16 __attribute__((vector_size(64)));",
+    "typedef long long tinsmith_i64x8 __attribute__((vector_size(64)));",
+    "typedef short tinsmith_i16x32 __attribute__((vector_size(64)));",
+    "typedef std::int8_t tinsmith_i8x16 __attribute__((vector_size(16)));",
+    "typedef int tinsmith_i32x8 __attribute__((vector_size(32)));",
+    "typedef long long tinsmith_i64x4 __attribute__((vector_size(32)));",
+    "typedef std::int8_t tinsmith_i8x8 __attribute__((vector_size(8)));",
+    "typedef char tinsmith_c8x16 __attribute__((vector_size(16)));",
+    "typedef long long tinsmith_i64x2 __attribute__((vector_size(16)));",
+    # int32 lanes and the int64 lanes of their products, by the int8 vector of as many lanes
+    "template <class B> struct avx512_lanes;",
+    "template <> struct avx512_lanes<tinsmith_i8x16> { typedef tinsmith_i32x16 i32; typedef tinsmith_i64x8 i64; };",
+    "template <> struct avx512_lanes<tinsmith_i8x8> { typedef tinsmith_i32x8 i32; typedef tinsmith_i64x4 i64; };",
+    "AVX512_INLINE tinsmith_i32x16 avx512_x4_u8(const std::int8_t* p) noexcept "
+    "{ int v; std::memcpy(&v, p, 4); return tinsmith_i32x16{} + v; }",
+    "AVX512_INLINE tinsmith_i32x16 avx512_dot4(tinsmith_i32x16 acc, tinsmith_i32x16 x, const std::int8_t* w) noexcept {",
+    "  tinsmith_i32x16 wv; std::memcpy(&wv, w, sizeof wv);",
+    "#if defined(__AVX512VNNI__)",
+    "  return __builtin_ia32_vpdpbusd_v16si(acc, x, wv);",
+    "#else",
+    # bytes 0 and 2 (1 and 3) of each lane as 16-bit values, x unsigned, w sign-extended: VPMADDWD
+    # adds each lane's two products exactly (2 * 255 * 128 < 2^31)
+    "  const tinsmith_i16x32 xs = (tinsmith_i16x32)x, ws = (tinsmith_i16x32)wv;",
+    "  const tinsmith_i32x16 even = __builtin_ia32_pmaddwd512_mask(xs & 0xff, (tinsmith_i16x32)(ws << 8) >> 8, "
+    "tinsmith_i32x16{}, 0xffff);",
+    "  const tinsmith_i32x16 odd = __builtin_ia32_pmaddwd512_mask((xs >> 8) & 0xff, ws >> 8, tinsmith_i32x16{}, 0xffff);",
+    "  return acc + even + odd;",
+    "#endif",
+    "}",
+    # sixteen (eight) int8 values sign-extended to int32 lanes by VPMOVSXBD (GCC 12 lowers
+    # __builtin_convertvector of int8 to int32 lanes to scalar code)
+    "AVX512_INLINE tinsmith_i32x16 avx512_load_widen(const std::int8_t* p, tinsmith_i8x16) noexcept "
+    "{ tinsmith_c8x16 v; std::memcpy(&v, p, 16); return __builtin_ia32_pmovsxbd512_mask(v, tinsmith_i32x16{}, 0xffff); }",
+    "AVX512_INLINE tinsmith_i32x8 avx512_load_widen(const std::int8_t* p, tinsmith_i8x8) noexcept "
+    "{ long long q; std::memcpy(&q, p, 8); return __builtin_ia32_pmovsxbd256((tinsmith_c8x16)tinsmith_i64x2{q, 0}); }",
+    "template <class B> AVX512_INLINE typename avx512_lanes<B>::i32 avx512_tap(typename avx512_lanes<B>::i32 acc, "
+    "const std::int8_t* x, const std::int32_t* w, std::int32_t zero_point) noexcept {",
+    "  typedef typename avx512_lanes<B>::i32 I;",
+    "  I wv; std::memcpy(&wv, w, sizeof wv);",
+    "  return acc + (avx512_load_widen(x, B{}) - zero_point) * wv;",
+    "}",
+    # VPMULDQ: the 64-bit products of the even int32 lanes
+    "AVX512_INLINE tinsmith_i64x8 avx512_mul_even(tinsmith_i32x16 a, tinsmith_i32x16 b) noexcept "
+    "{ return __builtin_ia32_pmuldq512_mask(a, b, tinsmith_i64x8{}, 0xff); }",
+    "AVX512_INLINE tinsmith_i64x4 avx512_mul_even(tinsmith_i32x8 a, tinsmith_i32x8 b) noexcept "
+    "{ return __builtin_ia32_pmuldq256(a, b); }",
+    # a - b in the lanes where y < threshold (a compare into a mask register and one masked
+    # subtraction; GCC's vector code for it takes a masked move more)
+    "AVX512_INLINE tinsmith_i64x8 avx512_sub_below(tinsmith_i64x8 a, tinsmith_i64x8 b, tinsmith_i64x8 y, "
+    "tinsmith_i64x8 threshold) noexcept "
+    "{ return __builtin_ia32_psubq512_mask(a, b, a, __builtin_ia32_cmpq512_mask(y, threshold, 1, 0xff)); }",
+    "AVX512_INLINE tinsmith_i64x4 avx512_sub_below(tinsmith_i64x4 a, tinsmith_i64x4 b, tinsmith_i64x4 y, "
+    "tinsmith_i64x4 threshold) noexcept "
+    "{ return __builtin_ia32_psubq256_mask(a, b, a, __builtin_ia32_cmpq256_mask(y, threshold, 1, 0xf)); }",
+    # TFLite's MultiplyByQuantizedMultiplier lane by lane, its two roundings in one: with y the 64-bit
+    # product (x << left) * m, the doubling high multiply floor((y + 2^30) / 2^31) (quantized_math.py
+    # says why that is TFLite's nudged division) divided by 2^r rounding half away from zero is
+    # floor((y + 2^30 + 2^(30 + r) - [y < -2^30] * 2^31) / 2^(31 + r)) for r > 0, exactly (nested
+    # floor divisions; the high half is negative where y < -2^30). Per lane: the offset, the shift
+    # 31 + r and the threshold (-2^30, or the lowest int64 where r = 0) come packed
+    # (quantized_avx512.py), the products of the even and odd lanes by VPMULDQ.
+    "template <class I, class L> AVX512_INLINE I avx512_multiply(I x, I left, L me, L mo, L off_e, L off_o, L sh_e, L sh_o, "
+    "L thr_e, L thr_o, bool shift_left = true) noexcept {",
+    "  if (shift_left) x = x << left;",
+    "  const L carry = L{} + (1LL << 31);",
+    "  const L ye = avx512_mul_even(x, (I)me), yo = avx512_mul_even((I)((L)x >> 32), (I)mo);",
+    "  const L re = avx512_sub_below(ye + off_e, carry, ye, thr_e) >> sh_e;",
+    "  const L ro = avx512_sub_below(yo + off_o, carry, yo, thr_o) >> sh_o;",
+    "  return (I)((re & 0xffffffffLL) | (ro << 32));",
+    "}",
+    # int32 lanes narrowed to bytes with signed saturation (VPMOVSDB)
+    "AVX512_INLINE tinsmith_i8x16 avx512_saturate(tinsmith_i32x16 r) noexcept "
+    "{ return (tinsmith_i8x16)__builtin_ia32_pmovsdb512_mask(r, tinsmith_c8x16{}, 0xffff); }",
+    "AVX512_INLINE tinsmith_i8x8 avx512_saturate(tinsmith_i32x8 r) noexcept { tinsmith_i8x8 out; const tinsmith_c8x16 b = "
+    "__builtin_ia32_pmovsdb256_mask(r, tinsmith_c8x16{}, 0xff); std::memcpy(&out, &b, sizeof out); return out; }",
+    # plus the output zero point, clamped, the lanes narrowed to bytes
+    "template <class B, class I> AVX512_INLINE B avx512_narrow(I r, std::int32_t zero_point, std::int32_t lo, "
+    "std::int32_t hi) noexcept {",
+    "  r += zero_point;",
+    "  if (lo == -128 && hi == 127) return avx512_saturate(r);",  # the narrowing saturates (constants)
+    "  r = r < lo ? I{} + lo : r;",
+    "  r = r > hi ? I{} + hi : r;",
+    "  return __builtin_convertvector(r, B);",
+    "}",
+    # per-channel constants as packed: multipliers of the even, then the odd lanes (int64 each);
+    # left shifts (int32), then offsets, shifts and thresholds of the even and the odd lanes (int64)
+    "template <class B> AVX512_INLINE B avx512_requantize(typename avx512_lanes<B>::i32 acc, const std::int32_t* mult, "
+    "const std::int32_t* shift, std::int32_t zero_point, std::int32_t lo, std::int32_t hi, bool shift_left) noexcept {",
+    "  typedef typename avx512_lanes<B>::i32 I;",
+    "  typedef typename avx512_lanes<B>::i64 L;",
+    "  constexpr int n = sizeof(I) / 4;",
+    "  I left; L m[2], c[6];",
+    "  std::memcpy(m, mult, sizeof m); std::memcpy(&left, shift, sizeof left); std::memcpy(c, shift + n, sizeof c);",
+    "  return avx512_narrow<B>(avx512_multiply<I, L>(acc, left, m[0], m[1], c[0], c[1], c[2], c[3], c[4], c[5], "
+    "shift_left), zero_point, lo, hi);",
+    "}",
+    # one multiplier and shift for every lane (QAdd, QMean): the same constants, computed
+    "AVX512_INLINE tinsmith_i32x16 avx512_scale(tinsmith_i32x16 x, std::int32_t mult, std::int32_t shift) noexcept {",
+    "  typedef tinsmith_i64x8 L;",
+    "  const int r = shift < 0 ? -shift : 0;",
+    "  const L off = L{} + ((1LL << 30) + (r > 0 ? 1LL << (30 + r) : 0)), sh = L{} + (31 + r);",
+    "  const L thr = L{} + (r > 0 ? -(1LL << 30) : -0x7fffffffffffffffLL - 1), m = L{} + mult;",
+    "  return avx512_multiply<tinsmith_i32x16, L>(x, tinsmith_i32x16{} + (shift > 0 ? shift : 0), m, m, off, off, sh, sh, "
+    "thr, thr);",
+    "}",
+    # one input of an ADD: (x - zero point) << left, rescaled; a multiplier of one half (2^30, the
+    # input of the larger scale) divides an even number exactly, and its rounding division by 2^r
+    # too while r < left: then a shift (the test is on constants, decided at compile time)
+    "AVX512_INLINE tinsmith_i32x16 avx512_add_input(const std::int8_t* p, std::int32_t zero_point, std::int32_t left, "
+    "std::int32_t mult, std::int32_t shift) noexcept {",
+    "  const tinsmith_i32x16 v = avx512_load_widen(p, tinsmith_i8x16{}) - zero_point;",
+    "  if (mult == (1 << 30) && shift <= 0 && left - 1 + shift >= 0) return v << (left - 1 + shift);",
+    "  return avx512_scale(v << left, mult, shift);",
+    "}",
+    "AVX512_INLINE tinsmith_i8x16 avx512_qadd(const std::int8_t* a, const std::int8_t* b, std::int32_t za, std::int32_t zb, "
+    "std::int32_t left, std::int32_t am, std::int32_t as, std::int32_t bm, std::int32_t bs, std::int32_t ym, "
+    "std::int32_t ys, std::int32_t zy, std::int32_t lo, std::int32_t hi) noexcept {",
+    "  const tinsmith_i32x16 sum = avx512_add_input(a, za, left, am, as) + avx512_add_input(b, zb, left, bm, bs);",
+    "  return avx512_narrow<tinsmith_i8x16>(avx512_scale(sum, ym, ys), zy, lo, hi);",
+    "}",
+    "AVX512_INLINE tinsmith_i8x16 avx512_qmean(tinsmith_i32x16 sums, std::int32_t offset, std::int32_t mult, std::int32_t shift, "
+    "std::int32_t zero_point, std::int32_t lo, std::int32_t hi) noexcept "
+    "{ return avx512_narrow<tinsmith_i8x16>(avx512_scale(sums + offset, mult, shift), zero_point, lo, hi); }",
+)
+
+# AVX-512 (host targets of 512-bit vectors: host-native on an AVX-512 machine, host-x86-64-v4): the
+# int8 convolutions and fully connected layers as register blocks of int32 vectors.
+AVX512_INT8 = Backend("avx512-int8", requires=lambda caps: caps.backend == "host" and caps.simd_bits >= 512,
+                      needs="512-bit vectors on the host backend (AVX-512)",
+                      intrinsics=AVX512_INTRINSICS, helpers=AVX512_HELPERS)
+
+KERNEL_SETS = {s.name: s for s in (CPP, VECTORS, FPU_REGISTERS, ARM_DSP, HELIUM, INT_REGISTERS, AVX512_INT8)}
 
 
 def micro_kernel(caps: Capabilities, name: str) -> Callable | None:

@@ -19,7 +19,7 @@ from typing import Callable, Protocol, Sequence
 from tinsmith.generate.functors import quantized as scalar
 from tinsmith.generate.functors.conv import Affine, Axis, Segment, TileLoops, dot, loops, tile_loops, tiles
 from tinsmith.generate.functors.quantized_windows import _windows, row_major
-from tinsmith.generate.loop_ir import Binary, Comment, Expr, For, Local, Stmt, Var, index
+from tinsmith.generate.loop_ir import Binary, Comment, Const, Expr, For, Load, Local, Stmt, Store, Var, index
 
 # one output pixel of a block: (input offset of its first tap, output offset, output coordinates)
 Pixel = tuple[Expr, Expr, tuple | None]
@@ -148,6 +148,44 @@ def conv_nest(graph, args, attrs, kernel: Int8MicroKernel, prologue: Sequence[St
         else:
             stmts += loops(outer, kernel.conv_pixels(graph, args, attrs, geometry, [at(in_pos, out_pos)]))
     return [For("n", n, tuple(row_major(stmts)))]
+
+
+def copy_values(dst: str, dst_at: Expr, src: str | None, src_at: Expr | None, n: int, fill: int = 0,
+                widths: tuple[int, ...] = (16, 8, 4, 2, 1), flip: bool = False) -> list[Stmt]:
+    """n int8 values from src (or `fill` where src is None) in pieces of `widths` values; with
+    `flip`, each copied value's sign bit inverted (x + 128 read as unsigned)."""
+    stmts: list[Stmt] = []
+    done = 0
+    for width in widths:
+        while n - done >= width:
+            value = (Load(src, plus(src_at, done), width=width, dtype="int8") if src is not None
+                     else Const(fill, "int8", width))
+            if flip and src is not None:
+                value = Binary("^", value, Const(-128, "int8", width))
+            stmts.append(Store(dst, plus(dst_at, done), value))
+            done += width
+    return stmts
+
+
+def padding_runs(g: TileGeometry) -> list[tuple[int, int]]:
+    """(offset, length) in a window of the runs this tile's taps leave out (they lie in the padding)."""
+    kh, kw, c = g.kernel
+    (s0, s1) = g.tile
+    runs: list[tuple[int, int]] = []
+    for ky in range(kh):
+        if not s0.tap_start <= ky < s0.tap_start + s0.taps:
+            runs.append((ky * kw * c, kw * c))
+            continue
+        for kx in range(kw):
+            if not s1.tap_start <= kx < s1.tap_start + s1.taps:
+                runs.append(((ky * kw + kx) * c, c))
+    merged: list[tuple[int, int]] = []
+    for at, n in runs:
+        if merged and merged[-1][0] + merged[-1][1] == at:
+            merged[-1] = (merged[-1][0], merged[-1][1] + n)
+        else:
+            merged.append((at, n))
+    return merged
 
 
 def fc_nest(graph, args, attrs, kernel: Int8MicroKernel) -> list[Stmt]:

@@ -27,12 +27,12 @@ from tinsmith.generate.kernel_sets import HELIUM
 from tinsmith.generate.functors import quantized as scalar
 from tinsmith.generate.functors.conv import loops
 from tinsmith.generate.functors.quantized import INT8_CONV
-from tinsmith.generate.functors import elementwise_nest as nest_, reduction_nest
+from tinsmith.generate.functors import reduction_nest
 from tinsmith.generate.functors.reduction_nest import Passes, ReductionNest, ReductionSchedule
-from tinsmith.generate.functors.elementwise_nest import ElementwiseNest, LaneCall, flat
-from tinsmith.generate.functors.quantized_driver import (Pixel, TileGeometry, channel_blocks, conv_nest, depthwise_nest,
-                                                        fc_nest, is_pointwise, plus, pointwise_nest)
-from tinsmith.generate.functors.quantized_math import i32
+from tinsmith.generate.functors.quantized_driver import (Pixel, TileGeometry, channel_blocks, conv_nest, copy_values,
+                                                        depthwise_nest, fc_nest, is_pointwise, padding_runs, plus,
+                                                        pointwise_nest)
+from tinsmith.generate.functors.quantized_math import i32, qadd_steps
 from tinsmith.ops import quantized as q
 from tinsmith.generate.loop_ir import (Assign, Binary, Call, Const, Expr, For, Load, Local, Scratch, Stmt, Store,
                                       Var, index)
@@ -171,40 +171,6 @@ def _blocks(graph, args, attrs, pixels: list[Pixel], xs: list[tuple[str, Expr]],
     return channel_blocks(args.inputs[1].type.shape[0], CHANNELS, block)
 
 
-def _copy(dst: str, dst_at: Expr, src: str | None, src_at: Expr | None, n: int, fill: int = 0) -> list[Stmt]:
-    """n int8 values from src (or `fill` where src is None) in pieces of 16, 8, 4, 2 and 1."""
-    stmts: list[Stmt] = []
-    done = 0
-    for width in (16, 8, 4, 2, 1):
-        while n - done >= width:
-            value = (Load(src, plus(src_at, done), width=width, dtype="int8") if src is not None
-                     else Const(fill, "int8", width))
-            stmts.append(Store(dst, plus(dst_at, done), value))
-            done += width
-    return stmts
-
-
-def _padding_runs(g: TileGeometry) -> list[tuple[int, int]]:
-    """(offset, length) in a window of the runs this tile's taps leave out (they lie in the padding)."""
-    kh, kw, c = g.kernel
-    (s0, s1) = g.tile
-    runs: list[tuple[int, int]] = []
-    for ky in range(kh):
-        if not s0.tap_start <= ky < s0.tap_start + s0.taps:
-            runs.append((ky * kw * c, kw * c))
-            continue
-        for kx in range(kw):
-            if not s1.tap_start <= kx < s1.tap_start + s1.taps:
-                runs.append(((ky * kw + kx) * c, c))
-    merged: list[tuple[int, int]] = []
-    for at, n in runs:
-        if merged and merged[-1][0] + merged[-1][1] == at:
-            merged[-1] = (merged[-1][0], merged[-1][1] + n)
-        else:
-            merged.append((at, n))
-    return merged
-
-
 class HeliumMicroKernel:
     """The Helium inner tile for the int8 driver (see the module doc)."""
 
@@ -219,9 +185,9 @@ class HeliumMicroKernel:
         stmts: list[Stmt] = []
         copies: list[Stmt] = []
         for p, (x_at, _, _) in enumerate(pixels):
-            for at, n in _padding_runs(geometry):
-                stmts += _copy(COLS, index(p * k + at), None, None, n, attrs["x_zero_point"])
-            copies += _copy(COLS, plus(geometry.w_tap, p * k), x, x_at, geometry.count)
+            for at, n in padding_runs(geometry):
+                stmts += copy_values(COLS, index(p * k + at), None, None, n, attrs["x_zero_point"])
+            copies += copy_values(COLS, plus(geometry.w_tap, p * k), x, x_at, geometry.count)
         stmts += loops(geometry.tap_loops, copies)
         return stmts + _blocks(graph, args, attrs, pixels, [(COLS, index(p * k)) for p in range(len(pixels))], k)
 
@@ -229,14 +195,14 @@ class HeliumMicroKernel:
         """A window wholly in the padding: every tap the zero point, so the folded bias comes back
         to the bias (b - zp * sum(w) + zp * sum(w))."""
         k = _window_size(args.inputs[1].type.shape)
-        return [*_copy(COLS, index(0), None, None, k, attrs["x_zero_point"]),
+        return [*copy_values(COLS, index(0), None, None, k, attrs["x_zero_point"]),
                 *_blocks(graph, args, attrs, [(index(0), out_at, coords)], [(COLS, index(0))], k)]
 
     def fc_rows(self, graph, args, attrs, rows: list[Pixel], k: int) -> list[Stmt]:
         x = args.inputs[0].name
         if not _gathers(args.inputs[1].type.shape):
             return _blocks(graph, args, attrs, rows, [(x, at) for at, _, _ in rows], k)
-        copies = [s for p, (x_at, _, _) in enumerate(rows) for s in _copy(COLS, index(p * k), x, x_at, k)]
+        copies = [s for p, (x_at, _, _) in enumerate(rows) for s in copy_values(COLS, index(p * k), x, x_at, k)]
         return copies + _blocks(graph, args, attrs, rows, [(COLS, index(p * k)) for p in range(len(rows))], k)
 
 
@@ -361,12 +327,7 @@ def _qadd_takes(args, attrs) -> bool:
 def qadd_helium(graph, node_id, cluster_id, args, attrs):
     """QAdd of two inputs of the output's shape, sixteen values a step: widened to int32 lanes,
     rescaled, added and requantized as TFLite's int8 ADD (the portable kernel's arithmetic)."""
-    p = q.add_params(attrs)
-    consts = [attrs["a_zero_point"], attrs["b_zero_point"], p["left_shift"], p["a_multiplier"], p["a_shift"],
-              p["b_multiplier"], p["b_shift"], p["y_multiplier"], p["y_shift"], attrs["y_zero_point"],
-              *q.output_clamp(attrs, "int8")]
-    return nest_.elementwise(ElementwiseNest.of(args), flat(LANES),
-                             LaneCall("qadd_x16", tuple(i32(v) for v in consts), "int8", LANES))
+    return qadd_steps(args, attrs, LANES, _vector)
 
 
 # QMean on Helium: four channels a step (the last kept axis in blocks of 4), the positions as one loop
