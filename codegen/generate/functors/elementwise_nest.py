@@ -125,15 +125,19 @@ class Rescale:
 @dataclass(frozen=True)
 class LaneCall:
     """A vector micro-kernel: one call of a target's intrinsic on `lanes` elements of each operand
-    (a kernel set's helper, e.g. Helium's qadd_x16), its constants after the operands."""
+    (a kernel set's helper, e.g. Helium's qadd_x16), its constants after the operands. With
+    `by_address` the intrinsic is given each operand's first element, whose address it loads the
+    lanes from (AVX-512's helpers), instead of the lanes as a vector value."""
 
     fn: str
     constants: tuple[Expr, ...]
     dtype: str
     lanes: int
+    by_address: bool = False
 
     def __call__(self, xs: Sequence[Expr | None], idx: Sequence[Expr]) -> tuple[list[Stmt], Expr]:
-        return [], Call(self.fn, (*(x for x in xs if x is not None), *self.constants), self.dtype, self.lanes)
+        operands = [Load(x.buffer, x.index) if self.by_address else x for x in xs if x is not None]
+        return [], Call(self.fn, (*operands, *self.constants), self.dtype, self.lanes)
 
 
 __all__ = ["AXES", "ElementwiseNest", "ElementwiseSchedule", "LaneCall", "MicroKernel", "Operand", "Rescale",

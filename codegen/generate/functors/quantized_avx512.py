@@ -348,7 +348,7 @@ def _qadd_takes(args, attrs) -> bool:
 def qadd_avx512(graph, node_id, cluster_id, args, attrs):
     """QAdd of two inputs of the output's shape, sixteen values a step: widened to int32 lanes,
     rescaled, added and requantized as TFLite's int8 ADD (the portable kernel's arithmetic)."""
-    return qadd_steps(args, attrs, LANES, lambda name, at: Load(name, at))
+    return qadd_steps(args, attrs, LANES, by_address=True)
 
 
 # QMean: sixteen channels a step (the last kept axis in blocks of 16), the positions as one loop

@@ -327,7 +327,7 @@ def _qadd_takes(args, attrs) -> bool:
 def qadd_helium(graph, node_id, cluster_id, args, attrs):
     """QAdd of two inputs of the output's shape, sixteen values a step: widened to int32 lanes,
     rescaled, added and requantized as TFLite's int8 ADD (the portable kernel's arithmetic)."""
-    return qadd_steps(args, attrs, LANES, _vector)
+    return qadd_steps(args, attrs, LANES)
 
 
 # QMean on Helium: four channels a step (the last kept axis in blocks of 4), the positions as one loop

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinsmith.generate.functors import elementwise_nest as nest_
-from tinsmith.generate.functors.elementwise_nest import ElementwiseNest, Rescale, flat
+from tinsmith.generate.functors.elementwise_nest import ElementwiseNest, LaneCall, flat
 from tinsmith.generate.loop_ir import Assign, Binary, Call, Cast, Const, Expr, For, Local, Select, Stmt, Store, Var, index
 from tinsmith.ops import quantized as q
 from tinsmith.quant import fixed_point as fp
@@ -155,17 +155,13 @@ def rounded_divide(acc: Expr, count: Expr | int) -> Expr:
     return Binary("/", Select(Binary(">", acc, i32(0)), Binary("+", acc, half), Binary("-", acc, half)), c)
 
 
-def qadd_steps(args, attrs, lanes: int, operand) -> list[Stmt]:
+def qadd_steps(args, attrs, lanes: int, by_address: bool = False) -> list[Stmt]:
     """QAdd of two inputs of the output's shape, `lanes` values a step (the elementwise nest's flat
     schedule) through the kernel set's `qadd_x<lanes>` intrinsic (TFLite's int8 ADD: its constants
-    from add_params); operand(name, at) is how the intrinsic takes an input's values at `at`."""
-    a, b, y = args.inputs[0].name, args.inputs[1].name, args.outputs[0].name
+    from add_params), given the operands' lanes or (`by_address`) their first elements."""
     p = q.add_params(attrs)
     consts = [attrs["a_zero_point"], attrs["b_zero_point"], p["left_shift"], p["a_multiplier"], p["a_shift"],
               p["b_multiplier"], p["b_shift"], p["y_multiplier"], p["y_shift"], attrs["y_zero_point"],
               *q.output_clamp(attrs, "int8")]
-
-    def step(xs, idx):
-        return [], Call(f"qadd_x{lanes}", (operand(a, idx[0]), operand(b, idx[0]), *(i32(v) for v in consts)),
-                        "int8", lanes)
-    return nest_.elementwise(ElementwiseNest.of(args), flat(lanes), Rescale(step))
+    return nest_.elementwise(ElementwiseNest.of(args), flat(lanes),
+                             LaneCall(f"qadd_x{lanes}", tuple(i32(v) for v in consts), "int8", lanes, by_address))
