@@ -258,3 +258,10 @@ def test_helium_qmean_is_the_one_nest_four_channels_a_step(tmp_path, monkeypatch
     ((nest, schedule, micro),) = calls
     assert (nest.shape, nest.axes, schedule.merged, schedule.lanes) == ((2, 5, 3, 8), (1, 2), True, 4)
     assert nest.merged() == reduction_nest.ReductionNest((2, 15, 8), (1,))
+
+
+def test_the_int16_softmax_is_the_one_reduction_nest(monkeypatch):
+    """TFLite's int16 SOFTMAX (Int16Softmax, a fixed-type primitive the sweep's probes leave out)."""
+    calls = counting(monkeypatch, reduction_nest, "reduction")
+    compile_graph(ROOT / "conformance" / "tflite" / "models" / "softmax_beta_int16.tflite", target="cortex-m4")
+    assert [(type(m).__name__, s.reduced) for _, s, m in calls] == [("Passes", ("c",))]

@@ -611,7 +611,7 @@ def _infer_softmax(args: InferArgs) -> list[TensorType]:
     return [_out_type(InferArgs(args.types, a, args.values), x.shape)]
 
 
-def _rows_facts(args: InferArgs, outputs) -> dict:
+def rows_facts(args: InferArgs, outputs) -> dict:
     """A softmax over the last axis: the input viewed as rows of it, each row reduced."""
     x = args.types[0]
     depth = x.shape[-1]
@@ -619,7 +619,7 @@ def _rows_facts(args: InferArgs, outputs) -> dict:
 
 
 define("QSoftmax", inputs=1, infer=_infer_softmax, pattern=Pattern.REDUCTION,
-       prepare=_rows_facts,
+       prepare=rows_facts,
        reference=lambda xs, a: [fp.softmax_int8(xs[0], a["beta"], a["x_scale"])],
        attrs=[Attr("beta", "float", 1.0), Attr("x_scale", "float"), Attr("y_scale", "float", 1.0 / 256),
               Attr("y_zero_point", "int", -128)])

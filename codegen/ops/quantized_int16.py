@@ -16,6 +16,7 @@ import numpy as np
 
 from tinsmith.ir import TensorType
 from tinsmith.ir.graph import Quant
+from tinsmith.ops.quantized import rows_facts
 from tinsmith.ops.registry import Attr, InferArgs, OpError, Pattern, define
 from tinsmith.quant import fixed_point as fp
 
@@ -118,5 +119,5 @@ def _infer(args: InferArgs) -> list[TensorType]:
 
 
 define("Int16Softmax", inputs=3, infer=_infer, reference=reference, constant_inputs=(1, 2),
-       pattern=Pattern.REDUCTION,
+       pattern=Pattern.REDUCTION, prepare=rows_facts,
        attrs=[Attr("input_multiplier", "int", 1 << 30), Attr("input_left_shift", "int", 0)])

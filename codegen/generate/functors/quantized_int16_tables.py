@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from tinsmith.generate.backend import CPP, takes
 from tinsmith.generate.functors.quantized_math import clamp, i32, i64, multiply_by_quantized_multiplier, select_max, widen
-from tinsmith.generate.functors.quantized_softmax import Steps
-from tinsmith.generate.loop_ir import Assign, Binary, Cast, Expr, For, Load, Local, Select, Stmt, Store, Var, index
+from tinsmith.generate.functors.quantized_softmax import ROWS, Steps
+from tinsmith.generate.functors import reduction_nest
+from tinsmith.generate.functors.reduction_nest import Passes, ReductionNest, Row
+from tinsmith.generate.loop_ir import Assign, Binary, Cast, Expr, For, Load, Local, Select, Stmt, Store, Var
 from tinsmith.ops.quantized_int16 import EXP_OFFSET, RECIPROCAL_OFFSET
 
 
@@ -27,11 +29,14 @@ def int16_softmax(graph, node_id, cluster_id, args, attrs):
     """Per row: the max; each exp from the table (computed twice, not stored: the output is not
     scratch) summed; the reciprocal of the normalised sum from its table; each output the exp
     times the reciprocal, rounded and clamped to [0, 32767]."""
+    return reduction_nest.reduction(ReductionNest.of(args), ROWS, Passes((lambda row: _softmax_row(row, args, attrs),)))
+
+
+def _softmax_row(row: Row, args, attrs) -> list[Stmt]:
+    """One row's three sweeps: the max, the sum of the exps, the outputs."""
     x, exp_table, reciprocal_table = (t.name for t in args.inputs)
     y = args.outputs[0]
-    depth = args.inputs[0].type.shape[-1]
-    rows = args.inputs[0].type.size // depth
-    at = Binary("+", Binary("*", Var("r"), index(depth)), Var("c"))
+    at = row.at()
 
     def exp_of_element(prefix: str) -> tuple[list[Stmt], Expr]:
         s = Steps(prefix)
@@ -42,10 +47,10 @@ def int16_softmax(graph, node_id, cluster_id, args, attrs):
         return s.stmts, table_lookup(s, exp_table, Binary("+", scaled, i32(EXP_OFFSET)))
 
     body: list[Stmt] = [Local("row_max", i32(-32768), "int32"),
-                        For("c", depth, (Assign("row_max", select_max(Var("row_max"), widen(Load(x, at)))),)),
+                        row.sweep(Assign("row_max", select_max(Var("row_max"), widen(Load(x, at))))),
                         Local("sum", i32(0), "int32")]
     stmts, e = exp_of_element("s")
-    body.append(For("c", depth, (*stmts, Assign("sum", Binary("+", Var("sum"), e)))))
+    body.append(row.sweep(*stmts, Assign("sum", Binary("+", Var("sum"), e))))
     # the sum's leading zeros plus one (it is positive: the max element alone adds about 2^15)
     body += [Local("bits", i32(0), "int32"),
              For("k", 31, (Assign("bits", Binary("+", Var("bits"), Select(
@@ -63,5 +68,5 @@ def int16_softmax(graph, node_id, cluster_id, args, attrs):
     rounding = Binary("<<", i64(1), Binary("-", Var("right_shift"), i32(1)))
     value = Cast("int32", Binary(">>", Binary("+", Binary("*", Cast("int64", e), reciprocal), rounding),
                                  Var("right_shift")))
-    body.append(For("c", depth, (*stmts, Store(y.name, at, Cast("int16", clamp(value, 0, 32767))))))
-    return [For("r", rows, tuple(body))]
+    body.append(row.sweep(*stmts, Store(y.name, at, Cast("int16", clamp(value, 0, 32767)))))
+    return body
