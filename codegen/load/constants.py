@@ -174,6 +174,7 @@ def _load_value(spec: LocatedDict, base: Path) -> np.ndarray:
     return data.astype(np.float64) if spec.get("dtype", "float32") == "float32" else data
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 _DISTRIBUTIONS = {
     "normal": lambda rng, shape, scale: rng.standard_normal(shape) * scale,
     "uniform": lambda rng, shape, scale: rng.uniform(-scale, scale, shape),
@@ -198,6 +199,9 @@ def _load_random(spec: LocatedDict, base: Path) -> np.ndarray:
         raise LoaderError("'scale' must be a number", "scale")
     if not (math.isfinite(scale) and scale >= 0):  # (a uniform draw needs low <= high)
         raise LoaderError(f"'scale' must be a finite number of at least 0, not {scale}", "scale")
+    if scale > FLOAT32_MAX:  # float32 data; NumPy's uniform cannot even span [-scale, scale] near 1e308
+        raise LoaderError(f"'scale' must be at most {FLOAT32_MAX:.7g} (float32's largest value), not {scale}",
+                          "scale")
     rng = np.random.default_rng(seed)
     # abs: -0.0 is at least 0, but NumPy's uniform refuses low = 0.0 > high = -0.0
     return _DISTRIBUTIONS[kind](rng, tuple(shape), abs(float(scale)))
