@@ -90,7 +90,10 @@ class GraphBuilder:
         t = self.types.get(value)
         if t is None or t.size != 0:
             return None
-        return np.zeros(t.shape, t.numpy_dtype)
+        try:
+            return np.zeros(t.shape, t.numpy_dtype)
+        except ValueError:  # zero elements, but the other dimensions' product past what NumPy indexes
+            return None
 
     def fresh(self, hint: str, scoped: bool = True) -> str:
         """A value or node name not used anywhere in the graph, derived from `hint`
@@ -232,11 +235,12 @@ class GraphBuilder:
         known = bool(present) and all(n in self.constants or self._empty(n) is not None for n in present)
         if not (build_time or empty_out or (known and (empty_in or not set(node.outputs) & self.graph_outputs))):
             return False  # (a graph output is written by a kernel into the caller's buffer)
-        # Only the shape of a computed input matters to a build-time op: a zero-stride placeholder.
-        args = [None if not n else self.value_of(n) if self.value_of(n) is not None
-                else np.broadcast_to(np.zeros((), self.types[n].numpy_dtype), self.types[n].shape)
-                for n in node.inputs]
         try:
+            # Only the shape of a computed input matters to a build-time op: a zero-stride placeholder
+            # (which NumPy refuses for shapes whose dimensions multiply past what it indexes).
+            args = [None if not n else self.value_of(n) if self.value_of(n) is not None
+                    else np.broadcast_to(np.zeros((), self.types[n].numpy_dtype), self.types[n].shape)
+                    for n in node.inputs]
             if empty_out:
                 results = [np.zeros(self.types[n].shape, self.types[n].numpy_dtype) for n in node.outputs]
             else:

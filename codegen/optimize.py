@@ -82,7 +82,10 @@ def _fold_into(graph: Graph, bn_index: int) -> Graph | None:
         return None
     scale, bias, mean, var = (consts[p].data.astype(np.float64) for p in bn.inputs[1:5])
     # epsilon is a float32 attribute: add it as the float32 it is, in float64 arithmetic.
-    s = scale / np.sqrt(var + float(np.float32(bn.attrs.get("epsilon", 1e-5))))
+    denominator = var + float(np.float32(bn.attrs.get("epsilon", 1e-5)))
+    if not np.all(denominator > 0):  # a negative or NaN variance: the node's NaNs are its own, unfolded
+        return None
+    s = scale / np.sqrt(denominator)
     fold = _Affine(bn, s, bias - mean * s)
     pi = producers[x]
     node = graph.nodes[pi]

@@ -171,6 +171,9 @@ def gather_taps(x: np.ndarray, wins: Sequence[Window], taps: Sequence[int]) -> t
     real (non-padding) positions, (O1, ...)."""
     pos = [win.positions()[:, k] for win, k in zip(wins, taps)]
     valid = [(p >= 0) & (p < win.in_size) for p, win in zip(pos, wins)]
+    if any(win.in_size == 0 for win in wins):  # an empty input: every tap is padding
+        mask = np.zeros(tuple(len(p) for p in pos), bool)
+        return np.zeros(x.shape[:2] + mask.shape, x.dtype), mask
     index = np.ix_(*[np.clip(p, 0, win.in_size - 1) for p, win in zip(pos, wins)])
     mask = np.ones((), bool)
     for v in valid:

@@ -434,7 +434,11 @@ def resize_axes(shape: tuple[int, ...], attrs: Mapping, roi=None, scales=None,
     else:
         if any(s < 0 for s in sizes):
             raise OpError(f"Resize's sizes {list(sizes)} must not be negative", input=3)
-        ratios = {a: s / shape[a] for a, s in zip(axes, sizes)}
+        empty = [a for a, s in zip(axes, sizes) if shape[a] == 0 and s != 0]
+        if empty:
+            raise OpError(f"Resize cannot make axis {empty[0]} of size {sizes[list(axes).index(empty[0])]} from an "
+                          f"empty one (size 0): there is nothing to sample", input=3)
+        ratios = {a: (s / shape[a] if shape[a] else 1.0) for a, s in zip(axes, sizes)}
         policy = attrs["keep_aspect_ratio_policy"]
         if policy != "stretch":
             one = (min if policy == "not_larger" else max)(ratios.values())
