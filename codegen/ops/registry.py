@@ -5,6 +5,8 @@ their documentation. Backends generate code for them (see `tinsmith.generate`).
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -31,9 +33,16 @@ def _as_int(v: Any) -> int:
     return int(v)
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 def _as_float(v: Any) -> float:
+    """A float attribute: ONNX's are float32, so a finite value past float32's range has no meaning
+    (it would turn into an infinity where a kernel or builder stores it); an infinity may be meant."""
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
         raise TypeError("a number")
+    if math.isfinite(float(v)) and abs(float(v)) > FLOAT32_MAX:
+        raise TypeError(f"a number within float32's range (at most {FLOAT32_MAX:.7g} in magnitude) or an infinity")
     return float(v)
 
 
