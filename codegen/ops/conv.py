@@ -207,8 +207,23 @@ def _conv_macs(args: InferArgs, outs) -> int:
 _WINDOW_ATTRS = [Attr("auto_pad", "string", "NOTSET", AUTO_PAD), Attr("dilations", "ints", None),
                  Attr("kernel_shape", "ints", None), Attr("pads", "ints", None), Attr("strides", "ints", None)]
 
+class SpatialWindows:
+    """The spatial sizes of anything holding one `windows` Window per spatial axis (a convolution's
+    geometry, a pool's loop nest)."""
+
+    windows: tuple
+
+    @property
+    def in_spatial(self) -> tuple[int, ...]:
+        return tuple(win.in_size for win in self.windows)
+
+    @property
+    def out_spatial(self) -> tuple[int, ...]:
+        return tuple(win.out_size for win in self.windows)
+
+
 @dataclass(frozen=True)
-class ConvGeometry:
+class ConvGeometry(SpatialWindows):
     """A convolution's shape as every kernel reads it, resolved once per node by `prepare`
     (layout-free: a channels-last kernel reads the same numbers). The spatial shapes are the
     windows' own: input D1.. are their in_size, output O1.. their out_size."""
@@ -226,14 +241,6 @@ class ConvGeometry:
     @property
     def out_per_group(self) -> int:
         return self.out_channels // self.group
-
-    @property
-    def in_spatial(self) -> tuple[int, ...]:
-        return tuple(win.in_size for win in self.windows)
-
-    @property
-    def out_spatial(self) -> tuple[int, ...]:
-        return tuple(win.out_size for win in self.windows)
 
     @property
     def kernel(self) -> tuple[int, ...]:

@@ -35,11 +35,11 @@ from tinsmith.generate.backend import KernelArgs
 from tinsmith.generate.functors.conv import Affine, Axis, TileLoops, dot, loops, row_major_strides, tile_loops, tiles
 from tinsmith.generate.functors.conv_nest import channel_vectors
 from tinsmith.generate.loop_ir import Binary, Comment, Expr, For, Load, Select, Stmt, Var, flat_index, index
-from tinsmith.ops.conv import Window
+from tinsmith.ops.conv import SpatialWindows, Window
 
 
 @dataclass(frozen=True)
-class WindowNest:
+class WindowNest(SpatialWindows):
     """What the loops run over: the tensors, batch and channels, one window per spatial axis (a
     Global pool's covers its axis), the layout and whether padding taps count (AveragePool's
     count_include_pad)."""
@@ -62,14 +62,6 @@ class WindowNest:
         batch, channels = (x.type.shape[0], x.type.shape[-1]) if last else x.type.shape[:2]
         return WindowNest(x.name, y.name, x.type.shape, y.type.shape, batch, channels, tuple(facts["windows"]),
                           last, facts["count_include_pad"])
-
-    @property
-    def in_spatial(self) -> tuple[int, ...]:
-        return tuple(w.in_size for w in self.windows)
-
-    @property
-    def out_spatial(self) -> tuple[int, ...]:
-        return tuple(w.out_size for w in self.windows)
 
 
 @dataclass(frozen=True)
