@@ -1,7 +1,8 @@
 """TFLite's int16 operators that TFLite Micro computes through interpolated tables, with its
 Prepare's parameters: LOGISTIC and TANH (Int16Activation: the 256-entry sigmoid table, the input
 rescaled to its scale by TFLite Micro's multiplier and shift), SOFTMAX (Int16Softmax: the exp and
-1 / (1 + x) tables). HARD_SWISH on int16 is refused: neither TFLite Micro nor TFLite runs it."""
+1 / (1 + x) tables); GELU (Int16Lookup: TFLite's 513-entry table of the float function over the
+input's range, which LiteRT computes; TFLite Micro does not register GELU). HARD_SWISH on int16 is refused: neither TFLite Micro nor TFLite runs it."""
 from __future__ import annotations
 
 import math
@@ -9,6 +10,7 @@ import math
 import numpy as np
 
 from tinsmith.load.tflite_reader import Reader, Unsupported, options
+from tinsmith.load.tflite_tables import gelu_float32
 from tinsmith.ops import quantized_int16 as softmax16
 from tinsmith.ops.quantized_recurrent import SIGMOID_TABLE
 
@@ -108,3 +110,19 @@ def softmax(r: Reader, op, inputs, outputs) -> None:
 def hard_swish(r: Reader, op, inputs, outputs) -> None:
     raise Unsupported("int16 data: neither TFLite Micro nor TFLite runs HARD_SWISH on int16 (both take float32 "
                       "and int8), so there is no reference to be exact with")
+
+
+def gelu(r: Reader, op, inputs, outputs) -> None:
+    """int16 GELU as TFLite's LUTPopulate<int16_t> builds its table: the float function over the
+    input's whole range [scale * -32768, scale * 32767] in 512 steps, scaled by 2^16 over the
+    output's range; each element the table's interpolation at its value (Int16Lookup)."""
+    x, y = int(inputs[0]), int(outputs[0])
+    _check_int16(r, x, y, "GELU")
+    f32 = np.float32
+    x_scale, y_scale = f32(r.scale_zp(x)[0]), f32(r.scale_zp(y)[0])
+    inverse = f32(f32(65536.0) / f32(y_scale * f32(32767.0) - y_scale * f32(-32768.0)))
+    approximate = bool(options(op, "GeluOptions").Approximate())
+    values = softmax16.interpolated_table(lambda v: gelu_float32(v, approximate), f32(x_scale * f32(-32768.0)),
+                                          f32(x_scale * f32(32767.0)), inverse)
+    r.emit("Int16Lookup", [r.value(x), r.add_constant(f"{r.names[y]}_table", values)], [r.names[y]],
+           {"y_scale": float(y_scale)})

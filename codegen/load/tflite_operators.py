@@ -59,7 +59,7 @@ OPERATORS: dict[str, Rule] = {
                             2),
     "TRANSPOSE_CONV": Rule({"float32": flt.transpose_conv, "int8": qc.transpose_conv, "int16": qc.transpose_conv}, 3,
                            typed_by=2),
-    "BATCH_MATMUL": Rule({"float32": flt.batch_matmul, "int8": qc.batch_matmul}, 2),
+    "BATCH_MATMUL": Rule({"float32": flt.batch_matmul, "int8": qc.batch_matmul, "int16": qc.batch_matmul_int16}, 2),
     "AVERAGE_POOL_2D": Rule({"float32": flt.pool("AveragePoolNHWC"), **each(q.pool("QAvgPool"), Q_ELEMENTWISE)}),
     "MAX_POOL_2D": Rule({"float32": flt.pool("MaxPoolNHWC"), **each(q.pool("QMaxPool"), Q_ELEMENTWISE)}),
     # --- arithmetic ---------------------------------------------------------------------------
@@ -74,7 +74,7 @@ OPERATORS: dict[str, Rule] = {
     "FLOOR_MOD": Rule({"float32": flt.floor_mod, "int32": flt.binary("Mod", None)}, 2),
     "POW": Rule(each(flt.binary("Pow", None), FLOAT), 2),
     "SQUARED_DIFFERENCE": Rule(each(flt.squared_difference, FLOAT), 2),
-    "ADD_N": Rule(each(t.extremum("Sum"), FLOAT)),
+    "ADD_N": Rule({"float32": t.extremum("Sum"), "int8": qc.add_n}),
     "MAXIMUM": Rule(each(t.extremum("Max"), COMPARABLE), 2),
     "MINIMUM": Rule(each(t.extremum("Min"), COMPARABLE), 2),
     # --- activations and elementwise math ------------------------------------------------------
@@ -89,7 +89,7 @@ OPERATORS: dict[str, Rule] = {
     "PRELU": Rule({"float32": flt.binary("PRelu", None), "int8": qc.prelu}, 2),
     "HARD_SWISH": Rule({"float32": flt.unary("HardSwish"), "int8": q.hard_swish, "int16": t16.hard_swish}),
     "ELU": Rule({"float32": flt.unary("Elu", alpha=1.0), "int8": q.elu}),
-    "GELU": Rule(each(flt.gelu, FLOAT)),
+    "GELU": Rule({"float32": flt.gelu, "int8": q.gelu, "int16": t16.gelu}),
     "EXP": _unary_float("Exp"), "LOG": _unary_float("Log"), "SQRT": _unary_float("Sqrt"),
     "RSQRT": Rule(each(flt.chain("Sqrt", "Reciprocal"), FLOAT)),
     "SIN": _unary_float("Sin"), "COS": _unary_float("Cos"), "FLOOR": _unary_float("Floor"),
@@ -115,7 +115,7 @@ OPERATORS: dict[str, Rule] = {
     "DEQUANTIZE": Rule(each(q.dequantize, ("int8", "uint8", "int16"))),
     # --- reductions ---------------------------------------------------------------------------
     "MEAN": Rule({"float32": t.reduce("ReduceMean"), **each(q.mean, Q_ELEMENTWISE)}, 2),
-    "SUM": Rule(each(t.reduce("ReduceSum"), ("float32", "int32")), 2),
+    "SUM": Rule({**each(t.reduce("ReduceSum"), ("float32", "int32")), **each(qc.sum_, Q_ELEMENTWISE)}, 2),
     "REDUCE_PROD": Rule(each(t.reduce("ReduceProd"), ("float32", "int32")), 2),
     "REDUCE_MAX": Rule(each(t.reduce("ReduceMax", picks=True), COMPARABLE), 2),
     "REDUCE_MIN": Rule(each(t.reduce("ReduceMin", picks=True), COMPARABLE), 2),

@@ -227,3 +227,4 @@ def leaky_relu_int16(r: Reader, op, inputs, outputs) -> None:
 hard_swish = table(lambda r, op, *quant: tables.hard_swish(*quant))
 abs_ = table(lambda r, op, *quant: tables.abs_(*quant))
 elu = table(lambda r, op, *quant: tables.elu(*quant))
+gelu = table(lambda r, op, *quant: tables.gelu(*quant, bool(options(op, "GeluOptions").Approximate())))

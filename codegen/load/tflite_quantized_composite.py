@@ -10,6 +10,7 @@ import numpy as np
 from tinsmith.load.tflite_float import batch_matmul_operands
 from tinsmith.load.tflite_quantized import requant_constants
 from tinsmith.load.tflite_reader import Reader, Unsupported, options
+from tinsmith.load.tflite_tensor_ops import same_quantization
 
 
 def transpose_conv(r: Reader, op, inputs, outputs) -> None:
@@ -100,7 +101,7 @@ def batch_matmul(r: Reader, op, inputs, outputs) -> None:
     requantized by a_scale * b_scale / y_scale as TFLite Micro's Prepare computes it in double
     (the float32 scales widened), without an activation. Per-tensor quantization only, as TFLite's."""
     a, b, y = int(inputs[0]), int(inputs[1]), int(outputs[0])
-    (a_s, a_zp), (b_s, b_zp), (y_s, y_zp) = r.scale_zp(a), r.scale_zp(b), r.scale_zp(y)
+    a_zp, b_zp = r.scale_zp(a)[1], r.scale_zp(b)[1]
     for i in (a, b, y):
         if np.size(r.required_quant(i).scale) != 1:
             raise Unsupported(f"BATCH_MATMUL with per-channel quantization of tensor '{r.original(i)}' "
@@ -110,9 +111,96 @@ def batch_matmul(r: Reader, op, inputs, outputs) -> None:
     zero_points = [r.add_constant(f"{name}_a_zero_point", np.int8(a_zp)),
                    r.add_constant(f"{name}_b_zero_point", np.int8(b_zp))]
     r.emit("MatMulInteger", [*batch_matmul_operands(r, op, inputs), *zero_points], [sums], {})
-    scale = float(np.float32(a_s)) * float(np.float32(b_s)) / float(np.float32(y_s))
-    r.emit("Requantize", [sums], [name], {"x_scale": 1.0, "x_zero_point": 0, "y_scale": y_s, "y_zero_point": y_zp,
+    _rescale(r, sums, y, _ratio(r, (a, b), y))
+
+
+def batch_matmul_int16(r: Reader, op, inputs, outputs) -> None:
+    """int16 BATCH_MATMUL (int16 x int16, which TFLite Micro runs, or int16 x int8, which TFLite runs):
+    the int64 sums of the products, as TFLite's kernel accumulates them, requantized by
+    a_scale * b_scale / y_scale (double) with TFLite's 64-bit MultiplyByQuantizedMultiplier. The
+    products are an int64 `Mul` of a [..., M, K, 1] and b [..., 1, K, N] summed over K (`ReduceSum`):
+    their intermediate holds M x K x N int64 values per batch where a kernel of its own holds none."""
+    a, b, y = int(inputs[0]), int(inputs[1]), int(outputs[0])
+    zero_points = [r.scale_zp(i)[1] for i in (a, b, y)]
+    if zero_points != [0, 0, 0] or r.dtype(y) != "int16" or r.dtype(b) not in ("int16", "int8"):
+        raise Unsupported(f"int16 BATCH_MATMUL of {r.dtype(b)} weights to {r.dtype(y)} with zero points "
+                          f"{zero_points} (TFLite takes int16 or int8 weights, an int16 output, zero points 0)")
+    for i in (a, b, y):
+        if np.size(r.required_quant(i).scale) != 1:
+            raise Unsupported(f"BATCH_MATMUL with per-channel quantization of tensor '{r.original(i)}' "
+                              f"(TFLite quantizes both operands per tensor)")
+    opts = options(op, "BatchMatMulOptions")
+    name = r.names[y]
+    shaped = []
+    for k, (value, i, adjoint, spread) in enumerate(zip(batch_matmul_operands(r, op, inputs), (a, b),
+                                                         (opts.AdjX(), opts.AdjY()), (-1, -3))):
+        shape = list(r.shape(i))
+        if adjoint:
+            shape[-2:] = shape[-1], shape[-2]
+        shape.insert(len(shape) + 1 + spread, 1)
+        wide, spread_out = r.fresh(f"{name}_operand{k}_int64"), r.fresh(f"{name}_operand{k}_spread")
+        r.emit("Cast", [value], [wide], {"to": "int64"})
+        r.emit("Reshape", [wide, r.int64(f"{name}_operand{k}_shape", shape)], [spread_out], {})
+        shaped.append(spread_out)
+    products, sums = r.fresh(f"{name}_products"), r.fresh(f"{name}_sums")
+    r.emit("Mul", shaped, [products], {})
+    r.emit("ReduceSum", [products, r.int64(f"{name}_sum_axes", [-2])], [sums], {"keepdims": 0})
+    _rescale(r, sums, y, _ratio(r, (a, b), y))
+
+
+def _ratio(r: Reader, factors, y: int) -> float:
+    """The product of the factors' scales over y's, in double from the float32 scales, as TFLite
+    Micro's Prepare computes its requantization ratios."""
+    return float(np.prod([float(np.float32(r.scale_zp(i)[0])) for i in factors])) / float(np.float32(r.scale_zp(y)[0]))
+
+
+def _rescale(r: Reader, value: str, y: int, scale: float, out: str | None = None) -> str:
+    """`value` (int32 or int64 sums) requantized to y's type and zero point by `scale`."""
+    y_s, y_zp = r.scale_zp(y)
+    out = out or r.names[y]
+    r.emit("Requantize", [value], [out], {"x_scale": 1.0, "x_zero_point": 0, "y_scale": y_s, "y_zero_point": y_zp,
                                           "dtype": r.dtype(y), "effective_scale": scale})
+    return out
+
+
+def sum_(r: Reader, op, inputs, outputs) -> None:
+    """int8 and int16 SUM as TFLite Micro's QuantizedMeanOrSum computes it: the int32 sums of x less
+    its zero point over the axes, requantized by x_scale / y_scale (double), plus y's zero point."""
+    x, y = int(inputs[0]), int(outputs[0])
+    if r.dtype(y) != r.dtype(x):
+        raise Unsupported(f"{r.dtype(x)} SUM with a {r.dtype(y)} output (TFLite's is the input's type)")
+    rank = max(len(r.shape(x)), 1)
+    axes = sorted({int(a) % rank for a in np.atleast_1d(r.constant_data(inputs[1], "SUM's axes"))})
+    name = r.names[y]
+    sums = r.fresh(f"{name}_sums")
+    r.emit("ReduceSum", [_offset_int32(r, x, r.scale_zp(x)[1], f"{name}_x"), r.int64(f"{name}_axes", axes)], [sums],
+           {"keepdims": int(bool(options(op, "ReducerOptions").KeepDims()))})
+    _rescale(r, sums, y, _ratio(r, (x,), y))
+
+
+ADD_N_HEADROOM = 20  # TFLite's left shift of quantized additions: inputs rescaled to twice their scale
+
+
+def add_n(r: Reader, op, inputs, outputs) -> None:
+    """int8 ADD_N as TFLite Micro computes it: each input less the zero point, shifted up 20 bits and
+    halved (rescaled to twice the shared input scale: exactly a shift of 19), summed in int32 from a
+    start of the rescaled input offset, -zero point (its kernel starts the sum there, not at 0, so a
+    nonzero zero point adds one more term), requantized by 2 * x_scale / (2^20 * y_scale) in double.
+    The sums wrap in int32 as its kernel's do."""
+    y = int(outputs[0])
+    same_quantization(r, list(inputs), "ADD_N")
+    x_s, zp = r.scale_zp(int(inputs[0]))
+    name = r.names[y]
+    widened = []
+    for k, i in enumerate(inputs):
+        widened.append(r.fresh(f"{name}_input{k}_int32"))
+        r.emit("Cast", [r.value(i)], [widened[-1]], {"to": "int32"})
+    total = _added(r, widened, name)
+    centred, shifted = r.fresh(f"{name}_centred"), r.fresh(f"{name}_shifted")
+    r.emit("Sub", [total, r.add_constant(f"{name}_offsets", np.int32((len(inputs) + 1) * zp))], [centred], {})
+    r.emit("Mul", [centred, r.add_constant(f"{name}_headroom", np.int32(1 << (ADD_N_HEADROOM - 1)))], [shifted], {})
+    twice = 2.0 * float(np.float32(x_s))
+    _rescale(r, shifted, y, twice / ((1 << ADD_N_HEADROOM) * float(np.float32(r.scale_zp(y)[0]))))
 
 
 def prelu(r: Reader, op, inputs, outputs) -> None:
@@ -120,7 +208,7 @@ def prelu(r: Reader, op, inputs, outputs) -> None:
     elsewhere d · (alpha - alpha's zero point) by x_scale · alpha_scale / y_scale (both ratios in
     double from the float32 scales, as TFLite Micro's Prepare computes them); alpha broadcasts."""
     x, alpha, y = int(inputs[0]), int(inputs[1]), int(outputs[0])
-    (x_s, x_zp), (a_s, a_zp), (y_s, y_zp) = r.scale_zp(x), r.scale_zp(alpha), r.scale_zp(y)
+    (x_s, x_zp), (a_s, a_zp), y_s = r.scale_zp(x), r.scale_zp(alpha), r.scale_zp(y)[0]
     name = r.names[y]
     d, slope = (_offset_int32(r, v, zp, f"{name}_{what}") for v, zp, what in ((x, x_zp, "x"), (alpha, a_zp, "alpha")))
     scaled = r.fresh(f"{name}_scaled")
@@ -128,13 +216,19 @@ def prelu(r: Reader, op, inputs, outputs) -> None:
     ratio = float(np.float32(x_s)) / float(np.float32(y_s))
     branches = []
     for value, scale, what in ((d, ratio, "kept"), (scaled, ratio * float(np.float32(a_s)), "sloped")):
-        branches.append(r.fresh(f"{name}_{what}"))
-        r.emit("Requantize", [value], [branches[-1]], {"x_scale": 1.0, "x_zero_point": 0, "y_scale": y_s,
-                                                        "y_zero_point": y_zp, "dtype": r.dtype(y),
-                                                        "effective_scale": scale})
+        branches.append(_rescale(r, value, y, scale, r.fresh(f"{name}_{what}")))
     positive = r.fresh(f"{name}_positive")
     r.emit("GreaterOrEqual", [d, r.add_constant(f"{name}_zero", np.int32(0))], [positive], {})
     r.emit("Where", [positive, *branches], [name], {})
+
+
+def _added(r: Reader, terms: list[str], name: str) -> str:
+    """The sum of the terms, one Add after another."""
+    total = terms[0]
+    for k, term in enumerate(terms[1:]):
+        total, partial = r.fresh(f"{name}_sum{k}"), total
+        r.emit("Add", [partial, term], [total], {})
+    return total
 
 
 def _offset_int32(r: Reader, i: int, zp: int, hint: str) -> str:
@@ -166,11 +260,7 @@ def resize_bilinear(r: Reader, op, inputs, outputs) -> None:
             corner = _weighted(r, picked, col_index, row_weight.reshape(1, -1, 1, 1),
                                col_weight.reshape(1, 1, -1, 1), wide, f"{name}_corner{k}{j}")
             corners.append(corner)
-    total = corners[0]
-    for k, corner in enumerate(corners[1:]):
-        total, partial = r.fresh(f"{name}_sum{k}"), total
-        r.emit("Add", [partial, corner], [total], {})
-    _round_down_by_2_20(r, total, wide, name, r.dtype(y))
+    _round_down_by_2_20(r, _added(r, corners, name), wide, name, r.dtype(y))
 
 
 def _bilinear_taps(size: int, out: int, align: bool, half: bool):
@@ -215,10 +305,7 @@ def abs_int16(r: Reader, op, inputs, outputs) -> None:
     """int16 ABS: |x - x's zero point| in int32, requantized by x_scale / y_scale (in double, as
     TFLite Micro's Prepare; a ratio of 1 requantizes exactly), plus y's zero point, saturated."""
     x, y = int(inputs[0]), int(outputs[0])
-    (x_s, x_zp), (y_s, y_zp) = r.scale_zp(x), r.scale_zp(y)
     name = r.names[y]
     magnitude = r.fresh(f"{name}_magnitude")
-    r.emit("Abs", [_offset_int32(r, x, x_zp, f"{name}_x")], [magnitude], {})
-    r.emit("Requantize", [magnitude], [name], {"x_scale": 1.0, "x_zero_point": 0, "y_scale": y_s, "y_zero_point": y_zp,
-                                                "dtype": "int16",
-                                                "effective_scale": float(np.float32(x_s)) / float(np.float32(y_s))})
+    r.emit("Abs", [_offset_int32(r, x, r.scale_zp(x)[1], f"{name}_x")], [magnitude], {})
+    _rescale(r, magnitude, y, _ratio(r, (x,), y))

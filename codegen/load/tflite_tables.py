@@ -3,6 +3,8 @@ reference integer kernels compute each element (from the specifications of their
 so that a QLookup of 256 bytes replaces per-element fixed-point arithmetic bit-exactly."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tinsmith.ops.quantized import leaky_relu_values
@@ -91,13 +93,37 @@ def abs_(x_scale: float, x_zp: int, y_scale: float, y_zp: int) -> np.ndarray:
 
 
 def elu(x_scale: float, x_zp: int, y_scale: float, y_zp: int) -> np.ndarray:
-    """ELU: its Prepare's table, in float32: dequantize, exp(x) - 1 below zero, round half away
-    from zero on the output's scale."""
-    real = _f32(x_scale) * (INPUTS - x_zp).astype(np.float32)
-    with np.errstate(over="ignore"):  # (a tiny output scale: the product is infinite, and saturates)
-        transformed = np.where(real < 0, np.exp(real) - _f32(1.0), real).astype(np.float32)
-        scaled = (transformed * (_f32(1.0) / _f32(y_scale))).astype(np.float64)  # (float32 product, exact in float64)
-    rounded = np.sign(scaled) * np.floor(np.abs(scaled) + 0.5)  # std::round: half away from zero
-    # clipped before the cast: a value past int64's range (an output scale near 1e-30) saturates
-    # instead of wrapping to the wrong end of the int8 range
+    """ELU: its Prepare's table of exp(x) - 1 below zero, x above (float_function)."""
+    return float_function(x_scale, x_zp, y_scale, y_zp, lambda v: np.where(v < 0, np.exp(v) - _f32(1.0), v))
+
+
+SQRT_2_OVER_PI = np.float32(math.sqrt(2.0 / math.pi))
+SQRT_HALF = np.float32(math.sqrt(0.5))
+_erfc = np.vectorize(lambda v: np.float32(math.erfc(float(v))), otypes=[np.float32])  # (erfcf, rounded once)
+_tanh = np.vectorize(lambda v: np.float32(math.tanh(float(v))), otypes=[np.float32])
+
+
+def gelu_float32(x, approximate: bool) -> np.ndarray:
+    """TFLite's float GELU as its table generators evaluate it, in float32: 0.5 x erfc(-x / sqrt 2),
+    or with `approximate` 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))."""
+    x = np.asarray(x, np.float32)
+    if approximate:
+        inner = (SQRT_2_OVER_PI * (x + np.float32(0.044715) * x * x * x)).astype(np.float32)
+        return (np.float32(0.5) * x * (np.float32(1.0) + _tanh(inner))).astype(np.float32)
+    return (np.float32(0.5) * x * _erfc((-x * SQRT_HALF).astype(np.float32))).astype(np.float32)
+
+
+def float_function(x_scale: float, x_zp: int, y_scale: float, y_zp: int, function) -> np.ndarray:
+    """TFLite's int8 table of a float function (its LUTPopulate): each input dequantized in float32,
+    the function applied, times 1 / output scale, rounded half away from zero, plus the zero point."""
+    real = (_f32(x_scale) * (INPUTS - x_zp).astype(np.float32)).astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaled = (function(real) * (_f32(1.0) / _f32(y_scale))).astype(np.float32).astype(np.float64)
+    rounded = np.nan_to_num(np.sign(scaled) * np.floor(np.abs(scaled) + 0.5), posinf=INT32_MAX, neginf=-INT32_MAX)
     return np.clip(rounded + y_zp, -128, 127).astype(np.int8)
+
+
+def gelu(x_scale: float, x_zp: int, y_scale: float, y_zp: int, approximate: bool) -> np.ndarray:
+    """GELU: TFLite's table of its float function (TFLite Micro does not register GELU; LiteRT's is
+    the reference)."""
+    return float_function(x_scale, x_zp, y_scale, y_zp, lambda v: gelu_float32(v, approximate))

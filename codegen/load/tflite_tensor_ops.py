@@ -343,11 +343,29 @@ def reverse(r: Reader, op, inputs, outputs) -> None:
 
 
 def mirror_pad(r: Reader, op, inputs, outputs) -> None:
-    if options(op, "MirrorPadOptions").Mode() != 0:
-        raise Unsupported("MIRROR_PAD in SYMMETRIC mode (REFLECT only)")
+    """MIRROR_PAD: REFLECT (the edge element not repeated) is Pad's reflect mode; SYMMETRIC (the edge
+    element repeated) has no Pad mode, so each padded axis is a Gather of the mirrored indices."""
     widths = np.asarray(r.constant_data(inputs[1], "MIRROR_PAD paddings"), np.int64).reshape(-1, 2)
-    r.emit("Pad", [r.value(inputs[0]), r.int64(f"{_y(r, outputs)}_pads", widths.T.reshape(-1))], [_y(r, outputs)],
-           {"mode": "reflect"})
+    y = _y(r, outputs)
+    if options(op, "MirrorPadOptions").Mode() == 0:
+        r.emit("Pad", [r.value(inputs[0]), r.int64(f"{y}_pads", widths.T.reshape(-1))], [y], {"mode": "reflect"})
+        return
+    shape = r.shape(int(inputs[0]))
+    padded = [axis for axis, (before, after) in enumerate(widths) if before or after]
+    for axis, (before, after) in enumerate(widths):
+        if min(before, after) < 0 or max(before, after) > shape[axis]:
+            raise Unsupported(f"MIRROR_PAD in SYMMETRIC mode pads axis {axis} of size {shape[axis]} by {before} and "
+                              f"{after} (at most its size, as TFLite requires)")
+    value = r.value(inputs[0])
+    if not padded:
+        r.emit("Identity", [value], [y], {})
+    for axis in padded:
+        before, after = (int(v) for v in widths[axis])
+        n = shape[axis]
+        indices = np.concatenate([np.arange(before)[::-1], np.arange(n), np.arange(n - after, n)[::-1]])
+        out = y if axis == padded[-1] else r.fresh(f"{y}_axis{axis}")
+        r.emit("Gather", [value, r.int64(f"{y}_indices{axis}", indices)], [out], {"axis": axis})
+        value = out
 
 
 def _pad_value(r: Reader, x: int) -> list[str]:

@@ -510,8 +510,9 @@ def requantize_range(a) -> tuple[int, int]:
 
 
 def _infer_requantize(args: InferArgs) -> list[TensorType]:
-    # (int32: the sums of an integer matrix product, rescaled to a narrower state as TFLite's SVDF does)
-    x = _quantized_input(args, 0, "x_zero_point", "x_scale", INTS + ("int32",))
+    # (int32: the sums of an integer matrix product, rescaled to a narrower state as TFLite's SVDF does;
+    # int64: the sums of an int16 one, rescaled by TFLite's 64-bit MultiplyByQuantizedMultiplier)
+    x = _quantized_input(args, 0, "x_zero_point", "x_scale", INTS + ("int32", "int64"))
     dtype = args.attrs["dtype"]
     lo, hi = requantize_range(args.attrs)
     a = {**args.attrs, "act_min": lo, "act_max": hi}
@@ -519,7 +520,11 @@ def _infer_requantize(args: InferArgs) -> list[TensorType]:
 
 
 def _requantize_reference(xs, a):
-    y = fp.multiply_by_quantized_multiplier(xs[0].astype(np.int64) - a["x_zero_point"], *requantize_params(a))
+    x = xs[0].astype(np.int64) - a["x_zero_point"]
+    if xs[0].dtype == np.int64:  # TFLite's 16x8 rounding of int64 sums (the multiplier rounded to Q15)
+        y = fp.wrap_int32(fp.multiply_by_quantized_multiplier_int64(x, *requantize_params(a)))
+    else:
+        y = fp.multiply_by_quantized_multiplier(x, *requantize_params(a))
     return [fp.saturate(y + a["y_zero_point"], a["dtype"], *requantize_range(a))]
 
 

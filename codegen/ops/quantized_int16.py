@@ -17,7 +17,7 @@ import numpy as np
 from tinsmith.ir import TensorType
 from tinsmith.ir.graph import Quant
 from tinsmith.ops.quantized import rows_facts
-from tinsmith.ops.registry import Attr, InferArgs, OpError, Pattern, define
+from tinsmith.ops.registry import Attr, InferArgs, OpError, Pattern, define, elementwise_facts
 from tinsmith.quant import fixed_point as fp
 
 TABLE_ENTRIES = 513  # 512 intervals and the end point, which only sets the last interval's slope
@@ -49,28 +49,34 @@ TABLE_FUNCTIONS: dict[str, tuple[Callable, tuple[float, float]]] = {
 
 
 def int16_table(function: str) -> np.ndarray:
-    """TFLite's int16 table of `function` over its range, output range [-1, 1) in Q0.15: each
-    entry the function's value, less half the error linear interpolation would make at the
-    interval's midpoint; all in float32 arithmetic, as its Prepare computes it."""
+    """TFLite's int16 table of `function` over its range, output range [-1, 1) in Q0.15."""
     func, (lo, hi) = TABLE_FUNCTIONS[function]
+    return interpolated_table(func, np.float32(lo), np.float32(hi), np.float32(32768.0))  # (2^16 levels over 2)
+
+
+def interpolated_table(func: Callable, lo: np.float32, hi: np.float32, inverse_scale: np.float32) -> np.ndarray:
+    """TFLite's int16 table generator: `func` on 512 equal steps of [lo, hi] and at hi, times
+    `inverse_scale`, each entry the function's value less half the error linear interpolation would
+    make at the interval's midpoint; all in float32 arithmetic, as its Prepare computes it."""
     f32 = np.float32
     steps = TABLE_ENTRIES - 1
-    step = f32((f32(hi) - f32(lo)) / f32(steps))
+    step = f32((hi - lo) / f32(steps))
     half = f32(step / f32(2))
-    scale = f32(32768.0)  # (2^16 levels over an output range of 2)
+    scale = inverse_scale
     at = np.arange(steps, dtype=np.float32)
-    start = (f32(lo) + at * step).astype(np.float32)
+    start = (lo + at * step).astype(np.float32)
     value = func(start)
     midpoint = func((start + half).astype(np.float32))
-    following = func((f32(lo) + (at + f32(1)) * step).astype(np.float32))
-    sample = _round_half_away(value * scale)
-    interpolated = _round_half_away(((following * scale).astype(np.float32) + sample).astype(np.float32) / f32(2))
-    error = interpolated - _round_half_away(midpoint * scale)
-    bias = _round_half_away(error / f32(2))
-    table = np.empty(TABLE_ENTRIES, np.float32)
-    table[:steps] = sample - bias
-    table[steps] = _round_half_away(func(np.float32(hi)) * scale)
-    return np.clip(table, -32768, 32767).astype(np.int16)
+    following = func((lo + (at + f32(1)) * step).astype(np.float32))
+    with np.errstate(over="ignore", invalid="ignore"):
+        sample = _round_half_away((value * scale).astype(np.float32))
+        interpolated = _round_half_away(((following * scale).astype(np.float32) + sample).astype(np.float32) / f32(2))
+        error = interpolated - _round_half_away((midpoint * scale).astype(np.float32))
+        bias = _round_half_away(error / f32(2))
+        table = np.empty(TABLE_ENTRIES, np.float32)
+        table[:steps] = sample - bias
+        table[steps] = _round_half_away((func(np.array([hi], np.float32)) * scale).astype(np.float32))[0]
+    return np.clip(np.nan_to_num(table), -32768, 32767).astype(np.int16)
 
 
 def table_lookup(value, table) -> np.ndarray:
@@ -121,3 +127,19 @@ def _infer(args: InferArgs) -> list[TensorType]:
 define("Int16Softmax", inputs=3, infer=_infer, reference=reference, constant_inputs=(1, 2),
        pattern=Pattern.REDUCTION, prepare=rows_facts,
        attrs=[Attr("input_multiplier", "int", 1 << 30), Attr("input_left_shift", "int", 0)])
+
+
+# --- Int16Lookup: y = the interpolated lookup of int16 x in a 513-entry table (TFLite's int16 GELU) ---
+def _infer_lookup(args: InferArgs) -> list[TensorType]:
+    x, table = args.types[0], args.types[1]
+    if x.dtype != "int16":
+        raise OpError(f"input 0 must be int16 data, got {x}", input=0)
+    if table.dtype != "int16" or table.shape != (TABLE_ENTRIES,) or args.values[1] is None:
+        raise OpError(f"input 1 must be a constant int16[{TABLE_ENTRIES}] table, got {table}", input=1)
+    if not args.attrs["y_scale"] > 0:
+        raise OpError(f"y_scale must be positive, got {args.attrs['y_scale']}", attr="y_scale")
+    return [TensorType("int16", x.shape, Quant((args.attrs["y_scale"],), (0,)))]
+
+
+define("Int16Lookup", inputs=2, infer=_infer_lookup, constant_inputs=(1,), prepare=elementwise_facts(inputs=(0,)),
+       reference=lambda xs, a: [table_lookup(xs[0], xs[1])], attrs=[Attr("y_scale", "float")])

@@ -969,6 +969,54 @@ def _mean_16x8(c: Case):
          ("ReducerOptions", {"KeepDims": False}))
 
 
+
+# --- SUM, ADD_N, GELU, BATCH_MATMUL on integer data; MIRROR_PAD in SYMMETRIC mode ------------------
+def _sum_quantized(name, dtype, x_shape, axes, keep, y_shape, x_quant, y_quant):
+    def build(c: Case):
+        x = c.input("x", dtype, x_shape, quant=x_quant)
+        c.op("SUM", [x, c.const("axes", np.int32(axes))], [c.output("y", dtype, y_shape, quant=y_quant)],
+             ("ReducerOptions", {"KeepDims": keep}))
+    CASES[name] = build
+
+
+_sum_quantized("sum_int8", "int8", (2, 3, 4, 5), [1, 2], False, (2, 5), (0.05, 3), (0.3, -7))
+_sum_quantized("sum_keep_dims_last_axis_int8", "int8", (2, 3, 6), [-1], True, (2, 3, 1), Q, Q)
+_sum_quantized("sum_int16", "int16", (2, 3, 8), [1], False, (2, 8), (0.0004, 0), (0.002, 0))
+_sum_quantized("sum_keep_dims_two_axes_int16", "int16", (3, 4, 5), [0, 2], True, (1, 4, 1), Q16, (0.003, 0))
+
+
+def _add_n_int8(name, count, y_quant):
+    def build(c: Case):
+        xs = [c.input(f"x{i}", "int8", (2, 5), quant=(0.05, 3)) for i in range(count)]
+        c.op("ADD_N", xs, [c.output("y", "int8", (2, 5), quant=y_quant)])
+    CASES[name] = build
+
+
+_add_n_int8("add_n_int8", 3, (0.09, -4))
+_add_n_int8("add_n_two_inputs_same_quantization_int8", 2, (0.05, 3))
+for _approximate, _tag in ((False, ""), (True, "_tanh")):
+    unary(f"gelu{_tag}_int8", "GELU", options=("GeluOptions", {"Approximate": _approximate}), dtype="int8",
+          shape=(4, 64), quant=(0.05, 3), y_quant=(0.03, -60))
+    unary(f"gelu{_tag}_int16", "GELU", options=("GeluOptions", {"Approximate": _approximate}), dtype="int16",
+          shape=(4, 64), quant=(0.0004, 0), y_quant=(0.0003, 0))
+
+
+def _batch_matmul_int16(name, b_dtype, a_shape, b_shape, y_shape, adj_y=False):
+    def build(c: Case):
+        a = c.input("a", "int16", a_shape, quant=(0.0005, 0))
+        b = c.input("b", b_dtype, b_shape, quant=(0.0004, 0) if b_dtype == "int16" else (0.05, 0))
+        c.op("BATCH_MATMUL", [a, b], [c.output("y", "int16", y_shape, quant=(0.02, 0))],
+             ("BatchMatMulOptions", {"AdjY": adj_y}))
+    CASES[name] = build
+
+
+_batch_matmul_int16("batch_matmul_int16", "int16", (2, 3, 6), (2, 6, 5), (2, 3, 5))
+_batch_matmul_int16("batch_matmul_adj_y_broadcast_int16", "int16", (2, 3, 6), (1, 5, 6), (2, 3, 5), adj_y=True)
+_batch_matmul_int16("batch_matmul_16x8_int16", "int8", (2, 3, 6), (2, 6, 5), (2, 3, 5))
+for _dtype, _quant in (("float32", None), ("int8", Q), ("int32", None)):
+    shaped(f"mirror_pad_symmetric_{_dtype}", "MIRROR_PAD", (2, 3, 4), (2, 8, 5), [[[0, 0], [2, 3], [1, 0]]],
+           ("MirrorPadOptions", {"Mode": 1}), dtype=_dtype, quant=_quant)
+
 def write_all(folder: Path = MODELS, select: str | None = None) -> list[str]:
     """Write every case (or those whose name contains `select`); returns their names."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -273,14 +273,20 @@ def dequantize(graph, node_id, cluster_id, args, attrs):
     return nest_.elementwise(ElementwiseNest.of(args), AXES, Rescale(step))
 
 
-@CPP.register("Requantize", types=takes(QUANTIZED + ("int32",), out=QUANTIZED, acc="int32"), inlined=False)
+@CPP.register("Requantize", types=takes(QUANTIZED + ("int32", "int64"), out=QUANTIZED, acc="int32"), inlined=False)
 def requantize(graph, node_id, cluster_id, args, attrs):
-    """(x - x zero point) rescaled to the output scale, plus its zero point, saturated."""
+    """(x - x zero point) rescaled to the output scale, plus its zero point, saturated; int64 sums
+    (of an int16 matrix product) by TFLite's 64-bit MultiplyByQuantizedMultiplier."""
     y_type = args.outputs[0].type.dtype
     mult, shift = q.requantize_params(attrs)
     lo, hi = q.requantize_range(attrs)
+    wide = args.inputs[0].type.dtype == "int64"
 
     def step(xs, idx):
+        if wide:
+            v = Binary("-", xs[0], Const(int(attrs["x_zero_point"]), "int64"))
+            stmts, scaled = multiply_by_quantized_multiplier_int64("scaled", v, mult, shift)
+            return stmts, Cast(y_type, clamp(Binary("+", scaled, i32(attrs["y_zero_point"])), lo, hi))
         v = Binary("-", widen(xs[0]), i32(attrs["x_zero_point"]))
         stmts, scaled = multiply_by_quantized_multiplier("scaled", v, mult, shift)
         return stmts, Cast(y_type, clamp(Binary("+", scaled, i32(attrs["y_zero_point"])), lo, hi))

@@ -1,12 +1,17 @@
 """Kernels of int16 functions computed through interpolated int16 tables (codegen/ops/
-quantized_int16.py): Int16Softmax, TFLite's int16 softmax. The tables are constants in flash; each
+quantized_int16.py): Int16Softmax, TFLite's int16 softmax, and Int16Lookup, a function of one int16
+value (TFLite's int16 GELU) on the elementwise nest. The tables are constants in flash; each
 lookup is two table loads and a rounded linear interpolation in int32."""
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
 
 from tinsmith.generate.backend import CPP, takes
 from tinsmith.generate.functors.quantized_math import clamp, i32, i64, multiply_by_quantized_multiplier, select_max, widen
 from tinsmith.generate.functors.quantized_softmax import ROWS, Steps
-from tinsmith.generate.functors import reduction_nest
+from tinsmith.generate.functors import elementwise_nest as nest_, reduction_nest
+from tinsmith.generate.functors.elementwise_nest import AXES, ElementwiseNest
 from tinsmith.generate.functors.reduction_nest import Passes, ReductionNest, Row
 from tinsmith.generate.loop_ir import Assign, Binary, Cast, Expr, For, Load, Local, Select, Stmt, Store, Var
 from tinsmith.ops.quantized_int16 import EXP_OFFSET, RECIPROCAL_OFFSET
@@ -15,7 +20,11 @@ from tinsmith.ops.quantized_int16 import EXP_OFFSET, RECIPROCAL_OFFSET
 def table_lookup(s: Steps, table: str, value: Expr) -> Expr:
     """Statements into `s` looking `value` (saturated to int16) up in a 513-entry int16 table: the
     top 9 bits pick the entry, the low 7 interpolate to the next one."""
-    v = s.let(clamp(value, -32768, 32767))
+    return interpolate(s, table, s.let(clamp(value, -32768, 32767)))
+
+
+def interpolate(s: Steps, table: str, v: Expr) -> Expr:
+    """`table_lookup` of `v`, already an int16 value (widened to int32)."""
     entry = s.let(Binary("+", i32(256), Binary(">>", v, i32(7))))
     base = s.let(widen(Load(table, Cast("index", entry))))
     slope = Binary("-", widen(Load(table, Cast("index", Binary("+", entry, i32(1))))), base)
@@ -70,3 +79,22 @@ def _softmax_row(row: Row, args, attrs) -> list[Stmt]:
                                  Var("right_shift")))
     body.append(row.sweep(*stmts, Store(y.name, at, Cast("int16", clamp(value, 0, 32767)))))
     return body
+
+
+@dataclass(frozen=True)
+class InterpolatedTable:
+    """Int16Lookup's micro-kernel: the table's entry at the input's top 9 bits, interpolated to the
+    next by the low 7."""
+
+    table: str
+
+    def __call__(self, xs: Sequence[Expr | None], idx: Sequence[Expr]) -> tuple[list[Stmt], Expr]:
+        s = Steps("lut")
+        value = interpolate(s, self.table, s.let(widen(xs[0])))
+        return s.stmts, Cast("int16", value)
+
+
+@CPP.register("Int16Lookup", family="table", types=takes("int16", "int16", out=("int16",), acc="int32"))
+def int16_lookup(graph, node_id, cluster_id, args, attrs):
+    """y = the interpolated lookup of x in the 513-entry table, element by element."""
+    return nest_.elementwise(ElementwiseNest.of(args), AXES, InterpolatedTable(args.inputs[1].name))
