@@ -265,3 +265,10 @@ def test_the_int16_softmax_is_the_one_reduction_nest(monkeypatch):
     calls = counting(monkeypatch, reduction_nest, "reduction")
     compile_graph(ROOT / "conformance" / "tflite" / "models" / "softmax_beta_int16.tflite", target="cortex-m4")
     assert [(type(m).__name__, s.reduced) for _, s, m in calls] == [("Passes", ("c",))]
+
+
+def test_the_int16_gelu_table_is_the_one_elementwise_nest(monkeypatch):
+    """TFLite's int16 GELU (Int16Lookup, a fixed-type primitive the sweep's probes leave out)."""
+    calls = counting(monkeypatch, elementwise_nest, "elementwise")
+    compile_graph(ROOT / "conformance" / "tflite" / "models" / "gelu_int16.tflite", target="cortex-m4")
+    assert [(type(m).__name__, s.order) for _, s, m in calls] == [("InterpolatedTable", "axes")]

@@ -32,11 +32,11 @@ def baseline() -> list[str]:
 
 
 # Primitives that take one fixed element type per operand and build-time tables only the TFLite
-# importer makes (the signal library's, TFLite's int16 activation and softmax tables): the sweep
-# has no type to vary; tests/test_tflite_signal.py, test_tflite_recurrent.py and test_tflite_16x8.py
-# check each against TFLite Micro, and test_fuzz.py feeds the importer hostile operands of every
-# type for them.
-FIXED_TYPES = {"Int16Activation", "Int16Softmax"} | {op for op in PRIMITIVES if op.startswith("Signal")}
+# importer makes (the signal library's, TFLite's int16 activation, softmax and GELU tables): the sweep
+# has no type to vary; tests/test_tflite_signal.py, test_tflite_recurrent.py, test_tflite_16x8.py and
+# test_tflite_integer_forms.py check each against TFLite Micro (or LiteRT), and test_fuzz.py feeds
+# the importer hostile operands of every type for them.
+FIXED_TYPES = {"Int16Activation", "Int16Softmax", "Int16Lookup"} | {op for op in PRIMITIVES if op.startswith("Signal")}
 
 
 def test_every_primitive_has_a_probe():

@@ -174,7 +174,8 @@ def sum_(r: Reader, op, inputs, outputs) -> None:
     name = r.names[y]
     sums = r.fresh(f"{name}_sums")
     r.emit("ReduceSum", [_offset_int32(r, x, r.scale_zp(x)[1], f"{name}_x"), r.int64(f"{name}_axes", axes)], [sums],
-           {"keepdims": int(bool(options(op, "ReducerOptions").KeepDims()))})
+           {"keepdims": int(bool(options(op, "ReducerOptions").KeepDims())),
+            "noop_with_empty_axes": int(not axes)})  # (no axes: every element requantized alone)
     _rescale(r, sums, y, _ratio(r, (x,), y))
 
 

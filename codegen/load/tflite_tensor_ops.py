@@ -351,6 +351,8 @@ def mirror_pad(r: Reader, op, inputs, outputs) -> None:
         r.emit("Pad", [r.value(inputs[0]), r.int64(f"{y}_pads", widths.T.reshape(-1))], [y], {"mode": "reflect"})
         return
     shape = r.shape(int(inputs[0]))
+    if len(widths) != len(shape):
+        raise Unsupported(f"MIRROR_PAD with {len(widths)} pairs of paddings for a rank-{len(shape)} input")
     padded = [axis for axis, (before, after) in enumerate(widths) if before or after]
     for axis, (before, after) in enumerate(widths):
         if min(before, after) < 0 or max(before, after) > shape[axis]:

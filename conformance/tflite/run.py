@@ -191,7 +191,7 @@ def table(results: Sequence[Result]) -> str:
     lite = sum(r.oracle == "LiteRT" for r in results)
     lines.append("")
     lines.append(f"{total} of {len(results)} cases pass; {lite} are checked against LiteRT, TFLite's own runtime, "
-                 f"because TFLite Micro does not register their operator.")
+                 f"because TFLite Micro does not register their operator or refuses their form.")
     return "\n".join(lines)
 
 
