@@ -3,7 +3,7 @@ GELU (int8, int16) and MIRROR_PAD in SYMMETRIC mode: models written by tests/tfl
 compiled and run on the host and the emulated Cortex-M4, every output bit-exact with the TFLite Micro
 interpreter, or with LiteRT (TFLite's own runtime) where TFLite Micro does not register the operator
 (GELU) or the form (BATCH_MATMUL of int16 by int8 weights, which its kernel refuses). The table
-functions' NumPy references are also checked on every input value against the interpreter."""
+functions' NumPy references are also checked on every input value against LiteRT."""
 from __future__ import annotations
 
 import numpy as np
@@ -181,8 +181,10 @@ def test_int8_gelu_table_matches_litert_on_every_input(approximate, x_quant, y_q
 
 
 @pytest.mark.parametrize("approximate", [False, True])
-@pytest.mark.parametrize("x_scale,y_scale", [(0.0004, 0.0003), (0.0001770842500263825, 0.0003131294506601989), (1e-3, 1e-3), (3e-5, 2e-5),
-                                             (0.01, 0.02)])
+# (the second pair puts a midpoint of the table within 1e-6 of a rounding tie: there TFLite's erfc
+# form and an erf form of GELU differ by one in an entry)
+@pytest.mark.parametrize("x_scale,y_scale", [(0.0004, 0.0003), (0.0001770842500263825, 0.0003131294506601989),
+                                             (1e-3, 1e-3), (3e-5, 2e-5), (0.01, 0.02)])
 def test_int16_gelu_lookup_matches_litert_on_every_input(approximate, x_scale, y_scale):
     from tinsmith.ops.registry import PRIMITIVES
     every = np.arange(-32768, 32768).astype(np.int16)

@@ -2,7 +2,8 @@
 Prepare's parameters: LOGISTIC and TANH (Int16Activation: the 256-entry sigmoid table, the input
 rescaled to its scale by TFLite Micro's multiplier and shift), SOFTMAX (Int16Softmax: the exp and
 1 / (1 + x) tables); GELU (Int16Lookup: TFLite's 513-entry table of the float function over the
-input's range, which LiteRT computes; TFLite Micro does not register GELU). HARD_SWISH on int16 is refused: neither TFLite Micro nor TFLite runs it."""
+input's range, which LiteRT computes; TFLite Micro does not register GELU). HARD_SWISH on int16 is
+refused: neither TFLite Micro nor TFLite runs it."""
 from __future__ import annotations
 
 import math
