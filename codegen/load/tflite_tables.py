@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinsmith.ops.quantized import leaky_relu_values
+from tinsmith.ops.quantized_fixed_point import rsqrt_values
 from tinsmith.quant import fixed_point as fp
 
 INPUTS = np.arange(-128, 128, dtype=np.int64)  # the table's index order
@@ -101,3 +102,10 @@ def elu(x_scale: float, x_zp: int, y_scale: float, y_zp: int) -> np.ndarray:
     # clipped before the cast: a value past int64's range (an output scale near 1e-30) saturates
     # instead of wrapping to the wrong end of the int8 range
     return np.clip(rounded + y_zp, -128, 127).astype(np.int8)
+
+
+def rsqrt(x_scale: float, x_zp: int, y_scale: float, y_zp: int) -> np.ndarray:
+    """RSQRT: 1 / sqrt(x - zp) in TFLite's fixed point (the QRsqrt primitive's arithmetic, which
+    int16 data runs per element); inputs at or below the zero point give 127."""
+    attrs = {"x_scale": x_scale, "x_zero_point": x_zp, "y_scale": y_scale, "y_zero_point": y_zp}
+    return rsqrt_values(INPUTS, attrs, "int8")

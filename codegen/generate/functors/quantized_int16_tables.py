@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from tinsmith.generate.backend import CPP, takes
 from tinsmith.generate.functors.quantized_math import clamp, i32, i64, multiply_by_quantized_multiplier, select_max, widen
-from tinsmith.generate.functors.quantized_softmax import ROWS, Steps
+from tinsmith.generate.functors.fixed_point_steps import Steps
+from tinsmith.generate.functors.quantized_softmax import ROWS
 from tinsmith.generate.functors import reduction_nest
 from tinsmith.generate.functors.reduction_nest import Passes, ReductionNest, Row
 from tinsmith.generate.loop_ir import Assign, Binary, Cast, Expr, For, Load, Local, Select, Stmt, Store, Var
