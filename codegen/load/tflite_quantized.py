@@ -277,7 +277,7 @@ def log_softmax(r: Reader, op, inputs, outputs) -> None:
         raise Unsupported(f"int8 LOG_SOFTMAX with output scale {y_s} and zero point {y_zp} (TFLite requires "
                           f"{want_scale} and {want_zp})")
     x_s = r.scale_zp(x)[0]
-    if not 2.0 ** -26 <= float(np.float32(x_s)) < 2.0 ** 5:
-        raise Unsupported(f"int8 LOG_SOFTMAX with input scale {x_s} (TFLite's fixed-point input multiplier takes "
-                          f"scales in [2^-26, 32))")
+    if not ff.log_softmax_scale_fits(x_s):
+        raise Unsupported(f"int8 LOG_SOFTMAX with input scale {x_s} (TFLite Micro's Prepare stops on scales up to "
+                          f"2^-26: its reverse multiplier would not be below 1)")
     r.emit("QLogSoftmax", [r.value(x)], [r.names[y]], {"x_scale": x_s})

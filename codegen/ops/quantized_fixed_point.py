@@ -66,10 +66,9 @@ def _infer_log_softmax(args: InferArgs) -> list[TensorType]:
     x = _quantized_input(args, 0, None, "x_scale", ("int8",))
     if x.rank < 1:
         raise OpError(f"input 0 must have rank 1 or more, got {x}", input=0)
-    scale = float(np.float32(args.attrs["x_scale"]))
-    if not 2.0 ** -26 <= scale < 2.0 ** 5:
-        # (below, TFLite's input multiplier falls under 1; above, every difference saturates)
-        raise OpError(f"x_scale must lie in [2^-26, 32), got {args.attrs['x_scale']}", attr="x_scale")
+    if not ff.log_softmax_scale_fits(args.attrs["x_scale"]):
+        raise OpError(f"x_scale must be above 2^-26 (TFLite's reverse multiplier), got {args.attrs['x_scale']}",
+                      attr="x_scale")
     scale, zero_point = ff.LOG_SOFTMAX_OUTPUT_QUANT
     return [TensorType("int8", x.shape, Quant((scale,), (zero_point,)))]
 

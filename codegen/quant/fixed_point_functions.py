@@ -163,6 +163,12 @@ def log_softmax_params(x_scale: float) -> dict[str, int]:
     return {**p, "reverse_multiplier": reverse, "reverse_shift": reverse_shift}
 
 
+def log_softmax_scale_fits(x_scale: float) -> bool:
+    """Whether TFLite's LOG_SOFTMAX Prepare takes this input scale: above 2^-26, so that the input
+    multiplier is at least 1 and the reverse one below 1 (TFLite Micro stops on the others)."""
+    return fp.as_float32(x_scale) > 2.0 ** -26 and log_softmax_params(x_scale)["reverse_shift"] <= 0
+
+
 def log_softmax_int8(x, x_scale: float) -> np.ndarray:
     """TFLite's int8 LOG_SOFTMAX over the last axis (output scale 16/256, zero point 127): per row
     the max, the Q12.19 sum of exp(x - max), its log in Q5.26, and each output
