@@ -6,7 +6,7 @@ that definition's steps."""
 from __future__ import annotations
 
 from tinsmith.generate.functors.quantized_math import i32, i64, multiply_by_quantized_multiplier
-from tinsmith.generate.loop_ir import Assign, Binary, Cast, Expr, For, Local, Select, Stmt, Var
+from tinsmith.generate.loop_ir import Assign, Binary, Cast, Const, Expr, For, Local, Select, Stmt, Var
 from tinsmith.quant import fixed_point as fp
 from tinsmith.quant import fixed_point_functions as ff
 
@@ -71,13 +71,15 @@ class Steps:
         return self.let(Cast("int32", Binary(op, Cast("int64", a), Cast("int64", _e(b)))))
 
     def leading_zeros(self, x: Expr) -> Var:
-        """Leading zero bits of a non-negative int32 value: 32 less its bit length, counted in a loop."""
-        bits = self.fresh("bits")
-        k = self.fresh("k")
-        self.stmts += [Local(bits, i32(0), "int32"),
-                       For(k, 31, (Assign(bits, Binary("+", Var(bits), Select(
-                           Binary(">", Binary(">>", x, Var(k)), i32(0)), i32(1), i32(0)))),))]
-        return self.let(Binary("-", i32(32), Var(bits)))
+        """Leading zero bits of a non-negative int32 value (32 for 0): a binary search, the value
+        moved up by 16, 8, 4, 2 and 1 bits wherever those top bits are zero."""
+        v = self.let(Cast("uint32", x), "uint32")
+        n = self.let(Select(Binary("==", v, Const(0, "uint32")), i32(1), i32(0)))
+        for k in (16, 8, 4, 2, 1):
+            empty = Binary("==", Binary(">>", v, Const(32 - k, "uint32")), Const(0, "uint32"))
+            self.stmts += [Assign(n.name, Binary("+", n, Select(empty, i32(k), i32(0)))),
+                           Assign(v.name, Select(empty, Binary("<<", v, Const(k, "uint32")), v))]
+        return n
 
     def multiply(self, x: Expr, multiplier: Expr | int, shift: Expr | int) -> Var:
         """TFLite's MultiplyByQuantizedMultiplier (both roundings), multiplier and shift static or not."""
