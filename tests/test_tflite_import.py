@@ -132,9 +132,9 @@ def test_unknown_builtins_are_listed_with_their_indices(tmp_path):
 
 
 def test_operator_on_an_element_type_it_lacks_is_refused_by_index(tmp_path):
-    e = _error(tmp_path, single_operator(50, "int8", [1, 8], (0.01, 0), (16 / 256, 127)))
-    assert e.message == ("unsupported TFLite operator: operator 0 (LOG_SOFTMAX) on int8 data (Tinsmith supports "
-                         "LOG_SOFTMAX on float32)")
+    e = _error(tmp_path, single_operator(50, "int16", [1, 8], (0.01, 0), (16 / 256, 127)))
+    assert e.message == ("unsupported TFLite operator: operator 0 (LOG_SOFTMAX) on int16 data (Tinsmith supports "
+                         "LOG_SOFTMAX on float32, int8)")
 
 
 def test_unsupported_forms_are_all_named(tmp_path):

@@ -10,6 +10,7 @@ from tinsmith.load import tflite_tables as tables
 from tinsmith.load.tflite_reader import Reader, Unsupported, options
 from tinsmith.quant import activations
 from tinsmith.quant import fixed_point as fp
+from tinsmith.quant import fixed_point_functions as ff
 
 
 def requant_constants(r: Reader, x: int, w: int, y: int, hint: str) -> list[str]:
@@ -86,16 +87,23 @@ def fully_connected(r: Reader, op, inputs, outputs) -> None:
         r.emit("Reshape", [target, r.int64(f"{name}_shape", out_shape)], [name], {})
 
 
+# TFLite's quantized binary operators: the primitive and the options table holding the fused activation
+BINARY_PRIMITIVES = {"add": ("QAdd", "AddOptions"), "sub": ("QSub", "SubOptions"), "mul": ("QMul", "MulOptions"),
+                     "squared_difference": ("QSquaredDifference", None)}
+
+
 def binary(kind: str):
+    primitive, options_table = BINARY_PRIMITIVES[kind]
+
     def read(r: Reader, op, inputs, outputs) -> None:
         a, b, y = int(inputs[0]), int(inputs[1]), int(outputs[0])
-        opts = options(op, f"{kind.title()}Options")
+        activation = options(op, options_table).FusedActivationFunction() if options_table else 0
         (a_s, a_zp), (b_s, b_zp), (y_s, y_zp) = r.scale_zp(a), r.scale_zp(b), r.scale_zp(y)
         if r.dtype(a) == "int16" and (a_zp, b_zp, y_zp) != (0, 0, 0):
             raise Unsupported(f"int16 data with zero points {a_zp}, {b_zp} and {y_zp} (TFLite requires 0)")
-        r.emit(f"Q{kind.title()}", [r.value(a), r.value(b)], [r.names[y]],
+        r.emit(primitive, [r.value(a), r.value(b)], [r.names[y]],
                {"a_scale": a_s, "a_zero_point": a_zp, "b_scale": b_s, "b_zero_point": b_zp, "y_scale": y_s,
-                "y_zero_point": y_zp, **r.act(y, opts.FusedActivationFunction())})
+                "y_zero_point": y_zp, **r.act(y, activation)})
     return read
 
 
@@ -226,5 +234,51 @@ def leaky_relu_int16(r: Reader, op, inputs, outputs) -> None:
                                                       "alpha": float(options(op, "LeakyReluOptions").Alpha())})
 hard_swish = table(lambda r, op, *quant: tables.hard_swish(*quant))
 abs_ = table(lambda r, op, *quant: tables.abs_(*quant))
+rsqrt_int8 = table(lambda r, op, *quant: tables.rsqrt(*quant))
 elu = table(lambda r, op, *quant: tables.elu(*quant))
 gelu = table(lambda r, op, *quant: tables.gelu(*quant, bool(options(op, "GeluOptions").Approximate())))
+
+
+def rsqrt_int16(r: Reader, op, inputs, outputs) -> None:
+    """TFLite's int16 RSQRT, per element (QRsqrt; int8 takes its table, tflite_tables.rsqrt)."""
+    x, y = int(inputs[0]), int(outputs[0])
+    (x_s, x_zp), (y_s, y_zp) = r.scale_zp(x), r.scale_zp(y)
+    if r.dtype(y) != "int16":
+        raise Unsupported(f"an int16 input with a {r.dtype(y)} output")
+    if (x_zp, y_zp) != (0, 0):
+        raise Unsupported(f"int16 data with zero points {x_zp} and {y_zp} (TFLite Micro requires 0)")
+    r.emit("QRsqrt", [r.value(x)], [r.names[y]], {"x_scale": x_s, "x_zero_point": x_zp, "y_scale": y_s,
+                                                  "y_zero_point": y_zp})
+
+
+def l2_normalization(r: Reader, op, inputs, outputs) -> None:
+    """TFLite's int8 L2_NORMALIZATION over the last axis (QL2Normalization): the outputs are Q0.7
+    whatever the output tensor's quantization, as TFLite Micro computes them."""
+    x, y = int(inputs[0]), int(outputs[0])
+    if r.dtype(y) != "int8":
+        raise Unsupported(f"an int8 input with a {r.dtype(y)} output")
+    if options(op, "L2NormOptions").FusedActivationFunction():
+        raise Unsupported("a fused activation (TFLite Micro takes none)")
+    if len(r.shape(x)) > 4:
+        raise Unsupported(f"int8 data of rank {len(r.shape(x))} (TFLite Micro takes rank 4 at most)")
+    y_s, y_zp = r.scale_zp(y)
+    r.emit("QL2Normalization", [r.value(x)], [r.names[y]],
+           {"x_zero_point": r.scale_zp(x)[1], "y_scale": y_s, "y_zero_point": y_zp})
+
+
+def log_softmax(r: Reader, op, inputs, outputs) -> None:
+    """TFLite's int8 LOG_SOFTMAX over the last axis (QLogSoftmax); its output is quantized at 16/256
+    with zero point 127, which TFLite Micro requires."""
+    x, y = int(inputs[0]), int(outputs[0])
+    if r.dtype(y) != "int8":
+        raise Unsupported(f"an int8 input with a {r.dtype(y)} output")
+    y_s, y_zp = r.scale_zp(y)
+    want_scale, want_zp = ff.LOG_SOFTMAX_OUTPUT_QUANT
+    if (np.float32(y_s), y_zp) != (np.float32(want_scale), want_zp):
+        raise Unsupported(f"int8 LOG_SOFTMAX with output scale {y_s} and zero point {y_zp} (TFLite requires "
+                          f"{want_scale} and {want_zp})")
+    x_s = r.scale_zp(x)[0]
+    if not ff.log_softmax_scale_fits(x_s):
+        raise Unsupported(f"int8 LOG_SOFTMAX with input scale {x_s} (TFLite Micro's Prepare stops on scales up to "
+                          f"2^-26: its reverse multiplier would not be below 1)")
+    r.emit("QLogSoftmax", [r.value(x)], [r.names[y]], {"x_scale": x_s})

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from tinsmith.ops.quantized import leaky_relu_values
+from tinsmith.ops.quantized_fixed_point import rsqrt_values
 from tinsmith.quant import fixed_point as fp
 
 INPUTS = np.arange(-128, 128, dtype=np.int64)  # the table's index order
@@ -127,3 +128,10 @@ def gelu(x_scale: float, x_zp: int, y_scale: float, y_zp: int, approximate: bool
     """GELU: TFLite's table of its float function (TFLite Micro does not register GELU; LiteRT's is
     the reference)."""
     return float_function(x_scale, x_zp, y_scale, y_zp, lambda v: gelu_float32(v, approximate))
+
+
+def rsqrt(x_scale: float, x_zp: int, y_scale: float, y_zp: int) -> np.ndarray:
+    """RSQRT: 1 / sqrt(x - zp) in TFLite's fixed point (the QRsqrt primitive's arithmetic, which
+    int16 data runs per element); inputs at or below the zero point give 127."""
+    attrs = {"x_scale": x_scale, "x_zero_point": x_zp, "y_scale": y_scale, "y_zero_point": y_zp}
+    return rsqrt_values(INPUTS, attrs, "int8")

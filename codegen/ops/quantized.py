@@ -22,6 +22,7 @@ from tinsmith.ops.conv import Window
 from tinsmith.ops.pooling import pool_facts
 from tinsmith.ops.registry import Attr, InferArgs, OpError, Pattern, define, elementwise_facts
 from tinsmith.quant import fixed_point as fp
+from tinsmith.quant import fixed_point_functions as ff
 from tinsmith.quant.fixed_point import DTYPE_RANGES
 
 INTS = ("int8", "uint8", "int16")
@@ -383,6 +384,30 @@ define("QSub", inputs=2, infer=_infer_binary, reference=_add_or_sub_reference(-1
        pattern=Pattern.BROADCAST)
 define("QMul", inputs=2, infer=_infer_binary, reference=_mul_reference, attrs=BINARY_ATTRS,
        pattern=Pattern.BROADCAST)
+
+
+SQUARED_DIFFERENCE_LEFT_SHIFTS = {"int8": 7, "int16": 0}  # (255 << 7)^2 and 32767^2 stay below 2^31
+
+
+def squared_difference_params(attrs, dtype: str = "int8") -> dict[str, int]:
+    """QSquaredDifference's fixed-point parameters (TFLite's SQUARED_DIFFERENCE Prepare)."""
+    return ff.squared_difference_multipliers(attrs["a_scale"], attrs["b_scale"], attrs["y_scale"],
+                                             SQUARED_DIFFERENCE_LEFT_SHIFTS[dtype])
+
+
+def _squared_difference_reference(xs, attrs):
+    p = squared_difference_params(attrs, xs[0].dtype.name)
+    a = (xs[0].astype(np.int64) - attrs["a_zero_point"]) << p["left_shift"]
+    b = (xs[1].astype(np.int64) - attrs["b_zero_point"]) << p["left_shift"]
+    diff = (fp.multiply_by_quantized_multiplier(a, p["a_multiplier"], p["a_shift"])
+            - fp.multiply_by_quantized_multiplier(b, p["b_multiplier"], p["b_shift"]))
+    return [_requantize(diff * diff, p["y_multiplier"], p["y_shift"], attrs, xs[0].dtype.name)]
+
+
+# (a - b)^2: TFLite's SQUARED_DIFFERENCE, both inputs rescaled as QAdd's, the difference squared in
+# int32 and requantized
+define("QSquaredDifference", inputs=2, infer=_infer_binary, reference=_squared_difference_reference,
+       attrs=BINARY_ATTRS, pattern=Pattern.BROADCAST)
 
 
 # --- pools ------------------------------------------------------------------------------------

@@ -136,6 +136,27 @@ unary("logical_not_bool", "LOGICAL_NOT", dtype="bool")
 unary("leaky_relu_int8", "LEAKY_RELU", dtype="int8", quant=(0.04, -10), options=("LeakyReluOptions", {"Alpha": 0.3}))
 unary("relu6_int8", "RELU6", dtype="int8", quant=(0.03, -20))
 unary("relu6_saturated_int8", "RELU6", dtype="int8", quant=(0.02, 10))
+# TFLite's fixed-point RSQRT, L2_NORMALIZATION, LOG_SOFTMAX (int8 output 16/256 from 127) and
+# SQUARED_DIFFERENCE; RSQRT's inputs lie at or above the zero point (TFLite Micro refuses the others)
+unary("rsqrt_int8", "RSQRT", dtype="int8", quant=(0.04, -128), y_quant=(0.02, -100))
+unary("l2_normalization_int8", "L2_NORMALIZATION", dtype="int8", quant=(0.05, 3), y_quant=(1 / 128, 0),
+      options=("L2NormOptions", {}))
+unary("log_softmax_int8", "LOG_SOFTMAX", dtype="int8", quant=(0.1, -5), y_quant=(16 / 256, 127))
+binary("squared_difference_int32", "SQUARED_DIFFERENCE", dtype="int32", lo=-100, hi=100, b_lo=-100, b_hi=100)
+
+
+@case("rsqrt_int16")
+def _rsqrt_int16(c: Case):
+    x = c.input("x", "int16", (2, 3, 5), quant=(0.001, 0))
+    c.feeds["x"] = np.abs(c.feeds["x"].astype(np.int32)).clip(0, 32767).astype(np.int16)
+    c.op("RSQRT", [x], [c.output("y", "int16", (2, 3, 5), quant=(0.0005, 0))])
+
+
+for _dtype, _quants in (("int8", ((0.05, 3), (0.08, -7), (0.3, -100))), ("int16", ((0.001, 0), (0.0015, 0), (0.01, 0)))):
+    def _squared_difference(c: Case, dtype=_dtype, quants=_quants):
+        a, b = c.input("a", dtype, (2, 3, 4), quant=quants[0]), c.input("b", dtype, (3, 1), quant=quants[1])
+        c.op("SQUARED_DIFFERENCE", [a, b], [c.output("y", dtype, (2, 3, 4), quant=quants[2])])
+    CASES[f"squared_difference_{_dtype}"] = _squared_difference
 
 # --- binary float32, NumPy broadcasting -------------------------------------------------------
 binary("add_float32", "ADD", options=("AddOptions", {}))

@@ -8,4 +8,4 @@ from tinsmith.generate.functors import quantized, quantized_softmax, quantized_w
 from tinsmith.generate.functors import quantized_activation  # noqa: F401
 from tinsmith.generate.functors import quantized_onnx, quantized_scalar  # noqa: F401
 from tinsmith.generate.functors import tflm_signal  # noqa: F401
-from tinsmith.generate.functors import quantized_int16_tables  # noqa: F401
+from tinsmith.generate.functors import quantized_int16_tables, quantized_fixed_point  # noqa: F401

@@ -146,13 +146,16 @@ def _binary(op: str):
         def step(xs, idx):
             av = Binary("-", widen(xs[0]), i32(attrs["a_zero_point"]))
             bv = Binary("-", widen(xs[1]), i32(attrs["b_zero_point"]))
-            if op in ("QAdd", "QSub"):
-                p = q.add_params(attrs, a_type)
+            if op in ("QAdd", "QSub", "QSquaredDifference"):
+                p = (q.squared_difference_params if op == "QSquaredDifference" else q.add_params)(attrs, a_type)
                 sa, ra = multiply_by_quantized_multiplier(
                     "a_scaled", Binary("<<", av, i32(p["left_shift"])), p["a_multiplier"], p["a_shift"])
                 sb, rb = multiply_by_quantized_multiplier(
                     "b_scaled", Binary("<<", bv, i32(p["left_shift"])), p["b_multiplier"], p["b_shift"])
                 both = Binary("+" if op == "QAdd" else "-", ra, rb)
+                if op == "QSquaredDifference":  # (|a - b| < 2^15 after the rescaling: the square fits int32)
+                    sb.append(Local("difference", both, "int32"))
+                    both = Binary("*", Var("difference"), Var("difference"))
                 sy, ry = multiply_by_quantized_multiplier("scaled", both, p["y_multiplier"], p["y_shift"])
                 stmts = [*sa, *sb, *sy]
             else:
@@ -165,7 +168,7 @@ def _binary(op: str):
     return functor
 
 
-for _op in ("QAdd", "QSub", "QMul"):
+for _op in ("QAdd", "QSub", "QMul", "QSquaredDifference"):
     CPP.register(_op, types=same(q.ELEMENTWISE_INTS, 2, acc="int32"))(_binary(_op))
 
 

@@ -9,7 +9,8 @@ from typing import Sequence
 
 from tinsmith.generate.backend import CPP, takes
 from tinsmith.generate.functors.quantized_math import clamp, i32, i64, multiply_by_quantized_multiplier, select_max, widen
-from tinsmith.generate.functors.quantized_softmax import ROWS, Steps
+from tinsmith.generate.functors.fixed_point_steps import Steps
+from tinsmith.generate.functors.quantized_softmax import ROWS
 from tinsmith.generate.functors import elementwise_nest as nest_, reduction_nest
 from tinsmith.generate.functors.elementwise_nest import AXES, ElementwiseNest
 from tinsmith.generate.functors.reduction_nest import Passes, ReductionNest, Row

@@ -1,0 +1,81 @@
+"""Quantized primitives whose arithmetic is TFLite's fixed-point 1/sqrt or log
+(codegen/quant/fixed_point_functions.py, which is also their NumPy reference):
+
+- QRsqrt: TFLite's int8 and int16 RSQRT, per element (the importer makes int8 a QLookup table);
+- QL2Normalization: TFLite's int8 L2_NORMALIZATION over the last axis, output in Q0.7;
+- QLogSoftmax: TFLite's int8 LOG_SOFTMAX over the last axis, output scale 16/256, zero point 127.
+
+Their `prepare` computes the multipliers once from the attributes' scales, as TFLite Micro's
+Prepare does; the kernels read them from the facts."""
+from __future__ import annotations
+
+import numpy as np
+
+from tinsmith.ir import TensorType
+from tinsmith.ir.graph import Quant
+from tinsmith.ops.quantized import ELEMENTWISE_INTS, _out_type, _quantized_input, rows_facts
+from tinsmith.ops.registry import Attr, InferArgs, OpError, Pattern, define, elementwise_facts
+from tinsmith.quant import fixed_point_functions as ff
+
+
+# --- QRsqrt -----------------------------------------------------------------------------------
+def _infer_rsqrt(args: InferArgs) -> list[TensorType]:
+    x = _quantized_input(args, 0, "x_zero_point", "x_scale", ELEMENTWISE_INTS)
+    if x.dtype == "int16" and (args.attrs["x_zero_point"], args.attrs["y_zero_point"]) != (0, 0):
+        raise OpError("x_zero_point and y_zero_point must be 0 for int16 data (TFLite's int16 RSQRT)",
+                      attr="x_zero_point")
+    if not args.attrs["x_scale"] > 0:
+        raise OpError(f"x_scale must be positive, got {args.attrs['x_scale']}", attr="x_scale")
+    return [_out_type(args, x.shape, x.dtype)]
+
+
+def _rsqrt_facts(args: InferArgs, outputs) -> dict:
+    multiplier, shift = ff.rsqrt_multiplier(args.attrs["x_scale"], args.attrs["y_scale"])
+    return {**elementwise_facts()(args, outputs), "multiplier": multiplier, "shift": shift}
+
+
+def rsqrt_values(x, attrs, dtype: str) -> np.ndarray:
+    """QRsqrt of integers x (also the int8 table the importer makes)."""
+    multiplier, shift = ff.rsqrt_multiplier(attrs["x_scale"], attrs["y_scale"])
+    return ff.rsqrt(x, attrs["x_zero_point"], multiplier, shift, attrs["y_zero_point"], dtype)
+
+
+define("QRsqrt", inputs=1, infer=_infer_rsqrt, pattern=Pattern.ELEMENTWISE, prepare=_rsqrt_facts,
+       reference=lambda xs, a: [rsqrt_values(xs[0], a, xs[0].dtype.name)],
+       attrs=[Attr("x_scale", "float"), Attr("x_zero_point", "int", 0), Attr("y_scale", "float"),
+              Attr("y_zero_point", "int", 0)])
+
+
+# --- QL2Normalization -------------------------------------------------------------------------
+def _infer_l2(args: InferArgs) -> list[TensorType]:
+    x = _quantized_input(args, 0, "x_zero_point", None, ("int8",))
+    if x.rank < 1:
+        raise OpError(f"input 0 must have rank 1 or more, got {x}", input=0)
+    return [_out_type(args, x.shape)]
+
+
+# the output's integers are Q0.7 whatever y_scale and y_zero_point say (TFLite Micro does not check
+# them): they only type the output as the model declares it
+define("QL2Normalization", inputs=1, infer=_infer_l2, pattern=Pattern.REDUCTION, prepare=rows_facts,
+       reference=lambda xs, a: [ff.l2_normalization_int8(xs[0], a["x_zero_point"])],
+       attrs=[Attr("x_zero_point", "int", 0), Attr("y_scale", "float", 1.0 / 128), Attr("y_zero_point", "int", 0)])
+
+
+# --- QLogSoftmax ------------------------------------------------------------------------------
+def _infer_log_softmax(args: InferArgs) -> list[TensorType]:
+    x = _quantized_input(args, 0, None, "x_scale", ("int8",))
+    if x.rank < 1:
+        raise OpError(f"input 0 must have rank 1 or more, got {x}", input=0)
+    if not ff.log_softmax_scale_fits(args.attrs["x_scale"]):
+        raise OpError(f"x_scale must be above 2^-26 (TFLite's reverse multiplier), got {args.attrs['x_scale']}",
+                      attr="x_scale")
+    scale, zero_point = ff.LOG_SOFTMAX_OUTPUT_QUANT
+    return [TensorType("int8", x.shape, Quant((scale,), (zero_point,)))]
+
+
+def _log_softmax_facts(args: InferArgs, outputs) -> dict:
+    return {**rows_facts(args, outputs), **ff.log_softmax_params(args.attrs["x_scale"])}
+
+
+define("QLogSoftmax", inputs=1, infer=_infer_log_softmax, pattern=Pattern.REDUCTION, prepare=_log_softmax_facts,
+       reference=lambda xs, a: [ff.log_softmax_int8(xs[0], a["x_scale"])], attrs=[Attr("x_scale", "float")])
