@@ -358,9 +358,9 @@ DRIVERS = {
     "reduction": {reduction_nest.reduction},
 }
 # the int8 convolution and matrix kernels that still write their own loops (docs/KERNELS.md, section 3):
-# the portable QFullyConnected and QDepthwise, the host's accumulator rows (host_int8.py) and ONNX's
+# the portable QDepthwise (any depth multiplier), the host's accumulator rows (host_int8.py) and ONNX's
 # integer and QLinear products
-OWN_LOOPS = {("cpp", "QFullyConnected"), ("cpp", "QDepthwise"), ("cpp", "ConvInteger"), ("cpp", "MatMulInteger"),
+OWN_LOOPS = {("cpp", "QDepthwise"), ("cpp", "ConvInteger"), ("cpp", "MatMulInteger"),
              ("cpp", "QLinearConv"), ("cpp", "QLinearMatMul"),
              ("vectors", "QConv2D"), ("vectors", "QDepthwise"), ("vectors", "QFullyConnected")}
 
