@@ -12,6 +12,7 @@ import math
 import types
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tinsmith.generate.functors import conv_nest, elementwise_nest, matrix, quantized_driver, reduction_nest, window_nest
@@ -397,3 +398,21 @@ def test_every_registration_of_the_six_families_reaches_its_driver():
     bypassing = {(name, op) for name, kernel_set in KERNEL_SETS.items() for op, rows in kernel_set.traits.items()
                  for row in rows if row.family in DRIVERS and not reached(row.fn, set()) & DRIVERS[row.family]}
     assert bypassing == OWN_LOOPS
+
+
+@pytest.mark.parametrize("region", [((1, 3), (2, 4)), ((0, 4), (0, 2)), ((2, 2), (1, 3))])
+def test_an_elementwise_region_and_its_fill_write_every_element_once(region):
+    """The nest's `within`: the micro-kernel's box and the fill's slabs around it cover a [4, 5]
+    output exactly once (the trace the memory planner uses), the micro-kernel's stores only inside."""
+    from tinsmith.generate.loop_ir import Const, Kernel, Param, annotate
+    from tinsmith.planners.access import NEVER, trace
+    nest = elementwise_nest.ElementwiseNest("y", (4, 5), (elementwise_nest.Operand("x", "float32", (5, 1)),))
+    stmts = elementwise_nest.elementwise(nest.within(region, Const(0.0, "float32")), elementwise_nest.AXES,
+                                         lambda xs, idx: ([], xs[0]))
+    kernel = annotate(Kernel("k", (Param("x", "float32", 20, False), Param("y", "float32", 20, True)), tuple(stmts)))
+    access = trace(kernel).buffers
+    y, x = access["y"], access["x"]
+    assert (y.first_write != NEVER).all() and (y.first_write == y.last_write).all()
+    inside = np.zeros((4, 5), bool)
+    inside[region[0][0]:region[0][1], region[1][0]:region[1][1]] = True
+    assert ((x.last_read >= 0).reshape(4, 5) == inside).all()

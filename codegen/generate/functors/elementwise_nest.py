@@ -121,7 +121,10 @@ def _loops(shape: Sequence[int], body) -> tuple[Stmt, ...]:
 
 def _box(ranges: Sequence[tuple[int, int]], body) -> tuple[Stmt, ...]:
     """Loops i0, i1, ... over the box of [start, stop) ranges around `body(indices)`, each index
-    offset by its range's start."""
+    offset by its range's start; nothing for an empty box."""
+    if any(stop <= start for start, stop in ranges):
+        return ()
+
     def inner(vars_):
         return body([add(v, index(lo)) if lo else v for v, (lo, _) in zip(vars_, ranges)])
     return _loops([hi - lo for lo, hi in ranges], inner)
@@ -135,9 +138,7 @@ def _outside(nest: ElementwiseNest) -> list[Stmt]:
     stmts: list[Stmt] = []
     for d, (lo, hi) in enumerate(nest.region or ()):
         for part in ((0, lo), (hi, nest.shape[d])):
-            ranges = [*nest.region[:d], part, *((0, n) for n in nest.shape[d + 1:])]
-            if all(stop > start for start, stop in ranges):
-                stmts += _box(ranges, fill)
+            stmts += _box([*nest.region[:d], part, *((0, n) for n in nest.shape[d + 1:])], fill)
     return stmts
 
 
