@@ -1,7 +1,7 @@
 """The elementwise family: one loop nest for every kernel whose output element i reads element i of
 each operand under NumPy broadcasting (the float and integer formulas, comparisons, bitwise ops,
-Cast, Clip, the quantized arithmetic with TFLite's and ONNX's rescaling, and the table functions),
-parameterised by a schedule and a micro-kernel.
+Cast, Clip, the quantized arithmetic with TFLite's and ONNX's rescaling, the table functions, and
+the signal library's per-channel steps), parameterised by a schedule and a micro-kernel.
 
 The nest (`elementwise`): the output's index space, where each operand is read at an output index
 given by the strides the primitive's `prepare` computed once (codegen/ops/registry.py:

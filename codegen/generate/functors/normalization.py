@@ -91,8 +91,8 @@ def lrn(graph, node_id, cluster_id, args, attrs):
     """y = x / (bias + alpha / size * sum of x^2 over nearby channels) ** beta: the window nest over
     the input viewed channels last as (batch, channels, positions), so its tiles cut the channel
     window like a convolution's and only the first and last channels clip it."""
-    (batch, channels, positions), x, y = args.prepared["view"], args.inputs[0].name, args.outputs[0].name
-    view = (batch, channels, positions)
+    view, x, y = tuple(args.prepared["view"]), args.inputs[0].name, args.outputs[0].name
+    batch, _, positions = view
     nest = WindowNest(x, y, view, view, batch, positions, tuple(args.prepared["windows"]), channels_last=True)
     micro = LocalResponse(x, attrs["bias"], attrs["alpha"] / attrs["size"], attrs["beta"])
     return window_nest.window(nest, ACROSS_CHANNELS, micro)

@@ -1,7 +1,7 @@
 """The reduction family: one loop nest for every kernel whose output elements combine many input
 elements along some axes (Softmax, LogSoftmax, Hardmax, ArgMax/ArgMin, CumSum, TopK, Reduce*,
-ReduceLogSumExp, QSoftmax, InstanceNormalization, and BatchNormalization's per-channel pass),
-parameterised by a schedule and a micro-kernel.
+ReduceLogSumExp, QSoftmax, InstanceNormalization, BatchNormalization's per-channel pass, and the
+signal library's FFT auto scale and filter bank), parameterised by a schedule and a micro-kernel.
 
 The nest (`reduction`): loops over the kept axes (those the primitive's `prepare` did not name in
 `axes`), outermost first; at each kept position the micro-kernel runs, and it walks the reduced
