@@ -7,11 +7,15 @@ elementwise family with the table functions (elementwise_nest.py) and the reduct
 each call was given."""
 from __future__ import annotations
 
+import inspect
+import math
+import types
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from tinsmith.generate.functors import conv_nest, elementwise_nest, matrix, reduction_nest, window_nest
+from tinsmith.generate.functors import conv_nest, elementwise_nest, matrix, quantized_driver, reduction_nest, window_nest
 from tinsmith.pipeline import compile_graph
 from tests.sweep.combos import all_combos, graph_yaml
 from tests.sweep.probes import PROBES
@@ -272,3 +276,150 @@ def test_the_int16_gelu_table_is_the_one_elementwise_nest(monkeypatch):
     calls = counting(monkeypatch, elementwise_nest, "elementwise")
     compile_graph(ROOT / "conformance" / "tflite" / "models" / "gelu_int16.tflite", target="cortex-m4")
     assert [(type(m).__name__, s.order) for _, s, m in calls] == [("InterpolatedTable", "axes")]
+
+
+# --- the signal library and LRN ---------------------------------------------------------------------
+# TFLite Micro's audio front end, every signal operator of the six families on a small frame (the
+# tables are small and made up: the kernels' loop structure is what is counted here; the bits are
+# checked against the interpreter in tests/test_tflite_signal.py)
+SIGNAL_CHAIN = """graph: front_end
+inputs:
+  x: {{dtype: int16, shape: [16]}}
+outputs: [features]
+constants:
+  hann: {{value: {hann}, dtype: int16}}
+  weights: {{value: [4096, 2048, 4096, 1024, 2048, 4096], dtype: int16}}
+  unweights: {{value: [0, 2048, 0, 3072, 2048, 0], dtype: int16}}
+  starts: {{value: [1, 2, 4], dtype: int16}}
+  wstarts: {{value: [0, 1, 3], dtype: int16}}
+  widths: {{value: [1, 2, 3], dtype: int16}}
+  lut: {{value: {lut}, dtype: int16}}
+  log_table: {{value: {log_table}, dtype: uint16}}
+nodes:
+  - {{op: SignalWindow, inputs: [x, hann], outputs: [windowed], attrs: {{shift: 12}}}}
+  - {{op: SignalFftAutoScale, inputs: [windowed], outputs: [scaled, shift]}}
+  - {{op: SignalEnergy, inputs: [scaled], outputs: [energy], attrs: {{start_index: 1, end_index: 6}}}}
+  - {{op: SignalFilterBank, inputs: [energy, weights, unweights, starts, wstarts, widths], outputs: [bands],
+     attrs: {{num_channels: 2}}}}
+  - {{op: SignalFilterBankSquareRoot, inputs: [bands, shift], outputs: [amplitude]}}
+  - {{op: SignalFilterBankSpectralSubtraction, inputs: [amplitude], outputs: [denoised, noise],
+     attrs: {{smoothing: 410, one_minus_smoothing: 15974, alternate_smoothing: 983,
+             alternate_one_minus_smoothing: 15401, smoothing_bits: 10, min_signal_remaining: 819,
+             spectral_subtraction_bits: 14}}}}
+  - {{op: SignalPCAN, inputs: [denoised, noise, lut], outputs: [agc], attrs: {{snr_shift: 6}}}}
+  - {{op: SignalFilterBankLog, inputs: [agc, log_table], outputs: [features],
+     attrs: {{input_correction_bits: 3, output_scale: 64}}}}
+"""
+# the micro-kernel each signal operator's nest is given, in the chain's order
+SIGNAL_ELEMENTWISE = ["windowed", "squares", "root", "subtracted", "gained", "log"]
+SIGNAL_REDUCTIONS = [(None, "Passes"), (((1, 1), (2, 2), (4, 3)), "Passes")]  # auto scale; the bank's segments
+
+
+def signal_chain(tmp_path) -> Path:
+    from tinsmith.ops.tflm_signal import log_table
+    path = tmp_path / "front_end.yaml"
+    path.write_text(SIGNAL_CHAIN.format(hann=[4096 - 256 * abs(i - 8) for i in range(16)],
+                                        lut=[(7 * i) % 300 for i in range(125)], log_table=log_table().tolist()))
+    return path
+
+
+@pytest.mark.parametrize("target", ["cpp", "host", "cortex-m4", "cortex-m0plus"])
+def test_the_signal_operators_are_the_elementwise_and_reduction_nests(target, tmp_path, monkeypatch):
+    """Window, Energy (a region of its bins, the rest 0), the square root, spectral subtraction (its
+    noise estimate a further operand), PCAN and the log are the elementwise nest; auto scale (no kept
+    axis) and the filter bank (a ragged reduction: each channel's run of bins, the next channel's
+    sum carried) the reduction nest."""
+    path = signal_chain(tmp_path)
+    elementwise_calls = counting(monkeypatch, elementwise_nest, "elementwise")
+    reductions = counting(monkeypatch, reduction_nest, "reduction")
+    compile_graph(path, target=None if target == "cpp" else target)
+    assert [m.__name__ for _, s, m in elementwise_calls] == SIGNAL_ELEMENTWISE
+    assert [(n.segments or None, type(m).__name__) for n, s, m in reductions] == SIGNAL_REDUCTIONS
+    energy = elementwise_calls[1][0]
+    assert energy.region == ((1, 6),) and energy.operands[0].strides == (2,)
+
+
+@pytest.mark.parametrize("target", ["cpp", "host", "cortex-m4", "cortex-m0plus"])
+@pytest.mark.parametrize("shape,size", [("[2, 5, 3, 3]", 3), ("[1, 16, 7]", 4)])
+def test_lrn_is_the_one_window_nest_across_the_channels(shape, size, target, tmp_path, monkeypatch):
+    """LRN's window runs over the channels: the nest sees (batch, channels, positions) channels last,
+    the positions in a loop of their own."""
+    path = tmp_path / "g.yaml"
+    path.write_text(f"graph: g\ninputs:\n  x: {{dtype: float32, shape: {shape}}}\noutputs: [y]\n"
+                    f"nodes:\n  - {{op: LRN, inputs: [x], outputs: [y], attrs: {{size: {size}}}}}\n")
+    calls = counting(monkeypatch, window_nest, "window")
+    compile_graph(path, target=None if target == "cpp" else target)
+    ((nest, schedule, micro),) = calls
+    dims = [int(d) for d in shape.strip("[]").split(",")]
+    assert (type(micro).__name__, schedule.channel_loop, nest.channels_last) == ("LocalResponse", True, True)
+    assert (nest.batch, nest.in_spatial, nest.channels) == (dims[0], (dims[1],), math.prod(dims[2:]))
+
+
+# --- every registration of the six families reaches its driver ---------------------------------------
+DRIVERS = {
+    "convolution": {conv_nest.convolution, quantized_driver.conv_nest, quantized_driver.pointwise_nest,
+                    quantized_driver.depthwise_nest, quantized_driver.fc_nest},
+    "matrix": {matrix.matrix_product, quantized_driver.fc_nest},
+    "window": {window_nest.window},
+    "elementwise": {elementwise_nest.elementwise},
+    "table": {elementwise_nest.elementwise},
+    "reduction": {reduction_nest.reduction},
+}
+# the int8 convolution and matrix kernels that still write their own loops (docs/KERNELS.md, section 3):
+# the portable QDepthwise (any depth multiplier), the host's accumulator rows (host_int8.py) and ONNX's
+# integer and QLinear products
+OWN_LOOPS = {("cpp", "QDepthwise"), ("cpp", "ConvInteger"), ("cpp", "MatMulInteger"),
+             ("cpp", "QLinearConv"), ("cpp", "QLinearMatMul"),
+             ("vectors", "QConv2D"), ("vectors", "QDepthwise"), ("vectors", "QFullyConnected")}
+
+
+def _codes(code: types.CodeType):
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _codes(const)
+
+
+def reached(fn, seen: set) -> set:
+    """The tinsmith functions and classes `fn` names, its own and its nested functions' code, the
+    functions those name in turn (a module's functions through `module.name`), and its closure's."""
+    if fn in seen:
+        return set()
+    seen.add(fn)
+    if inspect.isclass(fn):
+        return {fn}.union(*(reached(m, seen) for m in vars(fn).values() if inspect.isfunction(m)))
+    names = {n for code in _codes(fn.__code__) for n in code.co_names}
+    found = [fn.__globals__.get(n) for n in names]
+    found += [getattr(m, n, None) for m in found if isinstance(m, types.ModuleType) for n in names]
+    found += [cell.cell_contents for cell in fn.__closure__ or ()]
+    ours = [f for f in found if (inspect.isfunction(f) or inspect.isclass(f))
+            and getattr(f, "__module__", "").startswith("tinsmith.")]
+    return {fn}.union(*(reached(f, seen) for f in ours))
+
+
+def test_every_registration_of_the_six_families_reaches_its_driver():
+    """No kernel of the convolution, matrix, window, elementwise, reduction or table family writes
+    its loops past its family's driver, but the int8 kernels named in OWN_LOOPS (which do)."""
+    import tinsmith.generate.backends  # noqa: F401  (every kernel set's functors registered)
+    from tinsmith.generate.kernel_sets import KERNEL_SETS
+    bypassing = {(name, op) for name, kernel_set in KERNEL_SETS.items() for op, rows in kernel_set.traits.items()
+                 for row in rows if row.family in DRIVERS and not reached(row.fn, set()) & DRIVERS[row.family]}
+    assert bypassing == OWN_LOOPS
+
+
+@pytest.mark.parametrize("region", [((1, 3), (2, 4)), ((0, 4), (0, 2)), ((2, 2), (1, 3))])
+def test_an_elementwise_region_and_its_fill_write_every_element_once(region):
+    """The nest's `within`: the micro-kernel's box and the fill's slabs around it cover a [4, 5]
+    output exactly once (the trace the memory planner uses), the micro-kernel's stores only inside."""
+    from tinsmith.generate.loop_ir import Const, Kernel, Param, annotate
+    from tinsmith.planners.access import NEVER, trace
+    nest = elementwise_nest.ElementwiseNest("y", (4, 5), (elementwise_nest.Operand("x", "float32", (5, 1)),))
+    stmts = elementwise_nest.elementwise(nest.within(region, Const(0.0, "float32")), elementwise_nest.AXES,
+                                         lambda xs, idx: ([], xs[0]))
+    kernel = annotate(Kernel("k", (Param("x", "float32", 20, False), Param("y", "float32", 20, True)), tuple(stmts)))
+    access = trace(kernel).buffers
+    y, x = access["y"], access["x"]
+    assert (y.first_write != NEVER).all() and (y.first_write == y.last_write).all()
+    inside = np.zeros((4, 5), bool)
+    inside[region[0][0]:region[0][1], region[1][0]:region[1][1]] = True
+    assert ((x.last_read >= 0).reshape(4, 5) == inside).all()

@@ -7,6 +7,7 @@ import numpy as np
 
 from tinsmith.ir import TensorType
 from tinsmith.ops.common import require_dtype
+from tinsmith.ops.conv import Window
 from tinsmith.ops.registry import Attr, InferArgs, OpError, define
 
 
@@ -98,6 +99,14 @@ def _lrn_reference(xs, attrs):
     return [y.astype(np.float32)]
 
 
+def _lrn_facts(args: InferArgs, outputs) -> dict:
+    """The window across the channels, and the input viewed as (batch, channels, positions)."""
+    shape = args.types[0].shape
+    channels, before_after = shape[1], lrn_span(args.attrs["size"])
+    return {"view": (shape[0], channels, int(np.prod(shape[2:], dtype=np.int64))),
+            "windows": (Window(channels, channels, args.attrs["size"], 1, 1, *before_after),)}
+
+
 define("LRN", inputs=1, infer=_infer_lrn, reference=_lrn_reference,
        attrs=[Attr("alpha", "float", 1e-4), Attr("beta", "float", 0.75), Attr("bias", "float", 1.0),
-              Attr("size", "int")])
+              Attr("size", "int")], prepare=_lrn_facts)

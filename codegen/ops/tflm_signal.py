@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from tinsmith.ir import TensorType
-from tinsmith.ops.registry import Attr, InferArgs, OpError, define
+from tinsmith.ops.registry import Attr, InferArgs, OpError, define, elementwise_facts
 
 
 
@@ -69,7 +69,7 @@ def _window(xs, attrs):
 
 
 define("SignalWindow", inputs=2, infer=_infer_window, reference=_window,
-       attrs=[Attr("shift", "int", 0)])
+       attrs=[Attr("shift", "int", 0)], prepare=elementwise_facts())  # the window broadcast over the rows
 
 
 # --- SignalFftAutoScale ------------------------------------------------------------------------
@@ -97,7 +97,13 @@ def _auto_scale(xs, attrs):
     return [_i16(x * (1 << bits)).astype(np.int16), np.array(bits, np.int32)]
 
 
-define("SignalFftAutoScale", inputs=1, outputs=2, infer=_infer_auto_scale, reference=_auto_scale)
+def _whole_frame(args: InferArgs, outputs) -> dict:
+    """A reduction over the whole frame (its peak), as the reduction nest reads it."""
+    return {"shape": tuple(args.types[0].shape), "axes": (0,)}
+
+
+define("SignalFftAutoScale", inputs=1, outputs=2, infer=_infer_auto_scale, reference=_auto_scale,
+       prepare=_whole_frame)
 
 
 # --- SignalRfft ------------------------------------------------------------------------------
@@ -345,8 +351,13 @@ def _energy(xs, attrs):
     return [out]
 
 
+def _energy_facts(args: InferArgs, outputs) -> dict:
+    """One output element per complex bin, whose real part is input element 2i (stride 2)."""
+    return {"shape": tuple(outputs[0].shape), "strides": ((2,),)}
+
+
 define("SignalEnergy", inputs=1, infer=_infer_energy, reference=_energy,
-       attrs=[Attr("start_index", "int"), Attr("end_index", "int")])
+       attrs=[Attr("start_index", "int"), Attr("end_index", "int")], prepare=_energy_facts)
 
 
 # --- SignalFilterBank ------------------------------------------------------------------------
@@ -389,8 +400,16 @@ def _filter_bank(xs, attrs):
     return [filter_bank(*xs[:6])]
 
 
+def _filter_bank_facts(args: InferArgs, outputs) -> dict:
+    """A ragged reduction over the bins: each of the num_channels + 1 table channels sums its run of
+    bins (`segments`: first bin, width), its weights from `weight_starts`."""
+    starts, wstarts, widths = (np.asarray(args.values[i], np.int64) for i in (3, 4, 5))
+    return {"shape": tuple(args.types[0].shape), "axes": (0,),
+            "segments": tuple(zip(starts.tolist(), widths.tolist())), "weight_starts": tuple(wstarts.tolist())}
+
+
 define("SignalFilterBank", inputs=6, infer=_infer_filter_bank, reference=_filter_bank,
-       constant_inputs=[1, 2, 3, 4, 5], attrs=[Attr("num_channels", "int")])
+       constant_inputs=[1, 2, 3, 4, 5], attrs=[Attr("num_channels", "int")], prepare=_filter_bank_facts)
 
 
 # --- SignalFilterBankSquareRoot --------------------------------------------------------------
@@ -413,7 +432,8 @@ def _sqrt(xs, attrs):
     return [np.array([isqrt_rounded(int(v)) >> shift for v in np.asarray(xs[0], np.uint64)], np.uint32)]
 
 
-define("SignalFilterBankSquareRoot", inputs=2, infer=_infer_sqrt, reference=_sqrt)
+define("SignalFilterBankSquareRoot", inputs=2, infer=_infer_sqrt, reference=_sqrt,
+       prepare=elementwise_facts())  # the scale bits a scalar operand, broadcast
 
 
 # --- SignalFilterBankLog ---------------------------------------------------------------------
@@ -457,7 +477,8 @@ def _log(xs, attrs):
 
 
 define("SignalFilterBankLog", inputs=2, infer=_infer_log, reference=_log,
-       attrs=[Attr("input_correction_bits", "int", 0), Attr("output_scale", "int", 1)])
+       attrs=[Attr("input_correction_bits", "int", 0), Attr("output_scale", "int", 1)],
+       prepare=elementwise_facts(inputs=(0,)))  # the correction table is not an operand
 
 
 # --- SignalPCAN ------------------------------------------------------------------------------
@@ -505,7 +526,8 @@ def _pcan(xs, attrs):
     return [np.array(out, np.uint32)]
 
 
-define("SignalPCAN", inputs=3, infer=_infer_pcan, reference=_pcan, attrs=[Attr("snr_shift", "int")])
+define("SignalPCAN", inputs=3, infer=_infer_pcan, reference=_pcan, attrs=[Attr("snr_shift", "int")],
+       prepare=elementwise_facts(inputs=(0, 1)))  # the gain table is not an operand
 
 
 # --- SignalFilterBankSpectralSubtraction -----------------------------------------------------
@@ -549,7 +571,8 @@ def _spectral_subtraction(xs, attrs):
 
 define("SignalFilterBankSpectralSubtraction", inputs=1, outputs=2, infer=_infer_spectral_subtraction,
        reference=_spectral_subtraction,
-       attrs=[Attr(n, "int", 0, (0, 1) if n == "clamping" else None) for n in SPECTRAL_SUBTRACTION_ATTRS])
+       attrs=[Attr(n, "int", 0, (0, 1) if n == "clamping" else None) for n in SPECTRAL_SUBTRACTION_ATTRS],
+       prepare=elementwise_facts())
 
 
 # --- stateful stream operators: Delay, Framer, Stacker, OverlapAdd ---------------------------

@@ -1,7 +1,7 @@
 """The elementwise family: one loop nest for every kernel whose output element i reads element i of
 each operand under NumPy broadcasting (the float and integer formulas, comparisons, bitwise ops,
-Cast, Clip, the quantized arithmetic with TFLite's and ONNX's rescaling, and the table functions),
-parameterised by a schedule and a micro-kernel.
+Cast, Clip, the quantized arithmetic with TFLite's and ONNX's rescaling, the table functions, and
+the signal library's per-channel steps), parameterised by a schedule and a micro-kernel.
 
 The nest (`elementwise`): the output's index space, where each operand is read at an output index
 given by the strides the primitive's `prepare` computed once (codegen/ops/registry.py:
@@ -11,12 +11,18 @@ and be fused into its producer), or one loop over the elements (`flat(lanes)`, o
 output's shape only), `lanes` consecutive elements a step. The micro-kernel computes one element
 (or one vector of `lanes`) from the loaded operands: `micro(operands, idx) -> (statements, value)`,
 where an operand that is not one (a table, an omitted bound) is None and `idx` is the output index
-(the element's offset in a flat schedule); the nest stores the value.
+(the element's offset in a flat schedule); the nest stores the value. The micro-kernel's statements
+may also read and write a buffer of its own at the element's offset (a kept state: spectral
+subtraction's noise estimate) or loop (a square root's bit-by-bit steps).
+
+Two facts of the nest change what it walks: `region`, per axis [start, stop), the elements the
+micro-kernel computes, every other element being `fill` (SignalEnergy's bins outside its range);
+and an operand whose strides are not the output's (SignalEnergy's complex bins, stride 2).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from tinsmith.generate.backend import KernelArgs
@@ -49,6 +55,8 @@ class ElementwiseNest:
     output: str
     shape: tuple[int, ...]
     operands: tuple[Operand | None, ...]
+    region: tuple[tuple[int, int], ...] | None = None  # per axis [start, stop) the micro-kernel computes
+    fill: Expr | None = None  # every element outside `region`
 
     @staticmethod
     def of(args: KernelArgs) -> ElementwiseNest:
@@ -61,6 +69,10 @@ class ElementwiseNest:
     @property
     def size(self) -> int:
         return math.prod(self.shape)
+
+    def within(self, region: Sequence[tuple[int, int]], fill: Expr) -> ElementwiseNest:
+        """The nest computing only `region` (per axis [start, stop)), the other elements `fill`."""
+        return replace(self, region=tuple(region), fill=fill)
 
 
 @dataclass(frozen=True)
@@ -86,7 +98,11 @@ def elementwise(nest: ElementwiseNest, schedule: ElementwiseSchedule, micro: Mic
         def body(idx):
             stmts, value = micro(_loads(nest, idx, 1), idx)
             return [*stmts, Store(nest.output, flat_index(idx, nest.shape), value, tuple(idx))]
-        return list(_loops(nest.shape, body))
+        if nest.region is None:
+            return list(_loops(nest.shape, body))
+        return [*_box(nest.region, body), *_outside(nest)]
+    if nest.region is not None:
+        raise ValueError("a region is walked by the axes schedule")
     if schedule.lanes == 1:  # one element a step, counted by i0
         def element(idx):
             stmts, value = micro(_loads(nest, idx[:1], 1, offset=True), idx)
@@ -101,6 +117,29 @@ def elementwise(nest: ElementwiseNest, schedule: ElementwiseSchedule, micro: Mic
 def _loops(shape: Sequence[int], body) -> tuple[Stmt, ...]:
     """Loops i0, i1, ... over `shape` around `body(indices)`."""
     return nest(shape, "i", body)[0]
+
+
+def _box(ranges: Sequence[tuple[int, int]], body) -> tuple[Stmt, ...]:
+    """Loops i0, i1, ... over the box of [start, stop) ranges around `body(indices)`, each index
+    offset by its range's start; nothing for an empty box."""
+    if any(stop <= start for start, stop in ranges):
+        return ()
+
+    def inner(vars_):
+        return body([add(v, index(lo)) if lo else v for v, (lo, _) in zip(vars_, ranges)])
+    return _loops([hi - lo for lo, hi in ranges], inner)
+
+
+def _outside(nest: ElementwiseNest) -> list[Stmt]:
+    """`fill` stored to every element outside the region: along each axis d, the slabs before and
+    after the region's range on d, inside the region on the axes before d and whole after it."""
+    def fill(idx):
+        return [Store(nest.output, flat_index(idx, nest.shape), nest.fill, tuple(idx))]
+    stmts: list[Stmt] = []
+    for d, (lo, hi) in enumerate(nest.region or ()):
+        for part in ((0, lo), (hi, nest.shape[d])):
+            stmts += _box([*nest.region[:d], part, *((0, n) for n in nest.shape[d + 1:])], fill)
+    return stmts
 
 
 def _loads(nest: ElementwiseNest, idx: Sequence[Expr], width: int, offset: bool = False) -> list[Expr | None]:

@@ -1,13 +1,15 @@
 """Functors for BatchNormalization (inference), InstanceNormalization and LRN."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tinsmith.generate.backend import CPP, same
 from tinsmith.generate.functors import reduction_nest as nest_
+from tinsmith.generate.functors.conv import accumulate
 from tinsmith.generate.functors.reduction_nest import Passes, ReductionNest, ReductionSchedule, local, sweep
-from tinsmith.generate.functors.conv import Affine, Axis, TileLoops, accumulate, loops, tiles, window_nests
-from tinsmith.generate.loop_ir import Binary, Expr, For, Load, Local, Select, Stmt, Store, Unary, Var, const
-from tinsmith.ops.conv import Window
-from tinsmith.ops.normalization import lrn_span
+from tinsmith.generate.functors import window_nest
+from tinsmith.generate.functors.window_nest import WindowNest, WindowOutput, WindowSchedule, WindowTap
+from tinsmith.generate.loop_ir import Binary, Expr, Load, Local, Select, Stmt, Store, Unary, Var, const
 
 # (batch, channels, positions): BatchNormalization's channels outermost, the batch and positions inside;
 # InstanceNormalization's planes (n, c), the positions of each inside
@@ -53,28 +55,44 @@ def instance_norm(graph, node_id, cluster_id, args, attrs):
         sweep(lambda row: [Store(y, row.at(), Binary("+", Binary("*", centered(row), Var("scale")), Var("shift")))]))))
 
 
+@dataclass(frozen=True)
+class LocalResponse:
+    """LRN's window micro-kernel: the sum of the squares of the channels the window covers (taps in
+    the padding add nothing), then the centre element over (bias + alpha / size * sum) ** beta."""
+
+    x: str
+    bias: float
+    scale: float  # alpha / size
+    beta: float
+
+    def start(self, scope: str, out: WindowOutput) -> list[Stmt]:
+        return [Local(f"sum{scope}", const(0))]
+
+    def step(self, scope: str, tap: WindowTap) -> list[Stmt]:
+        square: Expr = Binary("*", tap.value, tap.value)
+        return [accumulate(f"sum{scope}", square if tap.inside is None else Select(tap.inside, square, const(0)))]
+
+    def finish(self, scope: str, out: WindowOutput) -> list[Stmt]:
+        base = Binary("+", const(self.bias), Binary("*", const(self.scale), Var(f"sum{scope}")))
+        beta = self.beta
+        denominator = base if beta == 1 else Unary("sqrt", base) if beta == 0.5 else Binary("pow", base, const(beta))
+        return [Store(out.y, out.at, Binary("/", Load(self.x, out.at), denominator), out.coords)]
+
+    def empty(self, scope: str, out: WindowOutput) -> list[Stmt]:
+        return [*self.start(scope, out), *self.finish(scope, out)]
+
+
+# the window's one spatial axis is the channels; the positions are the nest's "channels", a loop j
+ACROSS_CHANNELS = WindowSchedule(channels="inner", channel_loop=True, channel_var="j")
+
+
 @CPP.register("LRN", family="window", types=same("float32"))
 def lrn(graph, node_id, cluster_id, args, attrs):
-    """y = x / (bias + alpha / size * sum of x^2 over nearby channels) ** beta. The channel window
-    is a 1-D sliding window, cut into segments like a convolution's so only the first and last
-    channels clip it."""
-    x, y = args.inputs[0], args.outputs[0]
-    batch, channels = x.type.shape[:2]
-    size = x.type.size // (batch * channels)
-    before, after = lrn_span(attrs["size"])
-    win = Window(channels, channels, attrs["size"], 1, 1, before, after)
-    n, j = Affine.var("n"), Affine.var("j")
-
-    def body(tl: TileLoops, suffix: str) -> list[Stmt]:
-        acc = "sum"  # declared inside the loop over positions j: no suffix needed
-        at = (n * (channels * size) + tl.out_pos[0] * size + j).expr()
-        v = Load(x.name, (n * (channels * size) + tl.in_pos[0] * size + j).expr())
-        square: Expr = Binary("*", v, v)
-        if tl.in_bounds is not None:
-            square = Select(tl.in_bounds, square, const(0))
-        base = Binary("+", const(attrs["bias"]), Binary("*", const(attrs["alpha"] / attrs["size"]), Var(acc)))
-        beta = attrs["beta"]
-        denominator = base if beta == 1 else Unary("sqrt", base) if beta == 0.5 else Binary("pow", base, const(beta))
-        return [For("j", size, (Local(acc, const(0)), *loops(tl.taps, [accumulate(acc, square)]),
-                                Store(y.name, at, Binary("/", Load(x.name, at), denominator))))]
-    return [For("n", batch, tuple(window_nests([Axis(win)], tiles([win]), body)))]
+    """y = x / (bias + alpha / size * sum of x^2 over nearby channels) ** beta: the window nest over
+    the input viewed channels last as (batch, channels, positions), so its tiles cut the channel
+    window like a convolution's and only the first and last channels clip it."""
+    view, x, y = tuple(args.prepared["view"]), args.inputs[0].name, args.outputs[0].name
+    batch, _, positions = view
+    nest = WindowNest(x, y, view, view, batch, positions, tuple(args.prepared["windows"]), channels_last=True)
+    micro = LocalResponse(x, attrs["bias"], attrs["alpha"] / attrs["size"], attrs["beta"])
+    return window_nest.window(nest, ACROSS_CHANNELS, micro)

@@ -19,8 +19,8 @@ from tinsmith.generate.functors.reduction_nest import Passes, ReductionNest, Red
 from tinsmith.generate.functors.elementwise_nest import AXES, ElementwiseNest, Rescale
 from tinsmith.generate.functors.quantized_onnx import CountingSum, float_requantize_store
 from tinsmith.generate.functors.window_nest import WindowOutput, WindowSchedule, WindowTap, both, clamp_into
-from tinsmith.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store,
-                                      Var, Unary, flat_index, index, nest)
+from tinsmith.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, Load, Local, Select, Stmt, Store, Var,
+                                      Unary, flat_index, index, nest)
 from tinsmith.ops import quantized as q
 
 # The element types of the quantized kernels: int8, uint8 or int16 activations (TFLite's int8 and
@@ -36,10 +36,6 @@ QUANTIZED_CONV = takes(QUANTIZED, "int8", "int32", REQUANTIZERS, "int32", out=QU
 INT16X8_CONV = takes("int16", "int8", ("int32", "int64"), "int32", "int32", out="int16", acc="int64")
 # what the fast int8 kernels take: int8 activations only
 INT8_CONV = takes("int8", "int8", "int32", REQUANTIZERS, "int32", out=("int8", "int32"), acc="int32")
-
-
-def _v(name: str) -> Var:
-    return Var(name)
 
 
 def _requant_params(graph, args, channel: Expr) -> tuple[Expr | int, Expr | int, int]:
@@ -120,23 +116,6 @@ def _bias(args, channel: Expr) -> Expr:
 def start_sum(args, attrs, channel: Expr, name: str = "acc") -> Local:
     """The local a channel's sum starts in: its bias (or 0), in the node's accumulator type."""
     return Local(name, _bias(args, channel), accumulator(attrs))
-
-
-@CPP.register("QFullyConnected", family="matrix", types=INT16X8_CONV)
-@CPP.register("QFullyConnected", family="matrix", types=QUANTIZED_CONV)
-def qfully_connected(graph, node_id, cluster_id, args, attrs):
-    """Each row of K input values against each of the O weight rows; requantized."""
-    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
-    rows, o = y.type.shape
-    k = w.type.shape[1]
-    xv = Binary("-", widen(Load(x.name, Binary("+", Binary("*", _v("r"), index(k)), _v("k")))),
-                i32(attrs["x_zero_point"]))
-    wv = widen(Load(w.name, Binary("+", Binary("*", _v("o"), index(k)), _v("k"))))
-    at = Binary("+", Binary("*", _v("r"), index(o)), _v("o"))
-    body = [start_sum(args, attrs, _v("o")),
-            For("k", k, (Assign("acc", Binary("+", Var("acc"), Binary("*", xv, wv))),)),
-            *_finish(graph, args, attrs, _v("o"), at, (_v("r"), _v("o")))]
-    return [For("r", rows, (For("o", o, tuple(body)),))]
 
 
 def _binary(op: str):

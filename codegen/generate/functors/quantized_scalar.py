@@ -1,14 +1,15 @@
 """The portable micro-kernel of the int8 family: the driver's loop nest (quantized_driver.py) with
-one output channel at a time and a plain loop over each run of taps, (x - zero point) * w added to
-an int32 sum, requantized by the portable requantization. It takes every quantized type the
-primitives accept (int8, uint8 and int16 activations; fixed-point, float or no requantization)."""
+one output channel at a time and a plain loop over each run of taps (a fully connected row: over its
+K inputs), (x - zero point) * w added to an int32 sum, requantized by the portable requantization.
+It takes every quantized type the primitives accept (int8, uint8 and int16 activations;
+fixed-point, float or no requantization)."""
 from __future__ import annotations
 
 from tinsmith.generate.backend import CPP
 from tinsmith.generate.functors import quantized as q
 from tinsmith.generate.functors.conv import loops
 from tinsmith.generate.functors.quantized import INT16X8_CONV, QUANTIZED_CONV
-from tinsmith.generate.functors.quantized_driver import TileGeometry, bias_only, conv_nest
+from tinsmith.generate.functors.quantized_driver import TileGeometry, bias_only, conv_nest, fc_nest
 from tinsmith.generate.functors.quantized_windows import scalar_dot
 from tinsmith.generate.loop_ir import Binary, Expr, For, Local, Stmt, Var, index
 
@@ -33,7 +34,12 @@ class ScalarMicroKernel:
         return bias_only(graph, args, attrs, out_at, coords)
 
     def fc_rows(self, graph, args, attrs, rows, k: int) -> list[Stmt]:
-        raise NotImplementedError("the portable QFullyConnected is quantized.py's")
+        (x_at, out_at, coords), = rows
+        o = Var("o")
+        dot = scalar_dot(args.inputs[0].name, x_at, args.inputs[1].name, Binary("*", o, index(k)), k,
+                         attrs["x_zero_point"], "k")
+        return [For("o", args.inputs[1].type.shape[0], (
+            q.start_sum(args, attrs, o), *dot, *q._finish(graph, args, attrs, o, Binary("+", out_at, o), (*coords, o))))]
 
 
 @CPP.register("QConv2D", family="convolution", types=INT16X8_CONV, layout="nhwc")
@@ -41,3 +47,10 @@ class ScalarMicroKernel:
 def qconv2d(graph, node_id, cluster_id, args, attrs):
     """acc = bias + sum over the window and input channels of (x - x_zero_point) * w; requantized."""
     return conv_nest(graph, args, attrs, ScalarMicroKernel())
+
+
+@CPP.register("QFullyConnected", family="matrix", types=INT16X8_CONV)
+@CPP.register("QFullyConnected", family="matrix", types=QUANTIZED_CONV)
+def qfully_connected(graph, node_id, cluster_id, args, attrs):
+    """Each row of K input values against each of the O weight rows; requantized."""
+    return fc_nest(graph, args, attrs, ScalarMicroKernel())

@@ -1,7 +1,7 @@
 """The reduction family: one loop nest for every kernel whose output elements combine many input
 elements along some axes (Softmax, LogSoftmax, Hardmax, ArgMax/ArgMin, CumSum, TopK, Reduce*,
-ReduceLogSumExp, QSoftmax, InstanceNormalization, and BatchNormalization's per-channel pass),
-parameterised by a schedule and a micro-kernel.
+ReduceLogSumExp, QSoftmax, InstanceNormalization, BatchNormalization's per-channel pass, and the
+signal library's FFT auto scale and filter bank), parameterised by a schedule and a micro-kernel.
 
 The nest (`reduction`): loops over the kept axes (those the primitive's `prepare` did not name in
 `axes`), outermost first; at each kept position the micro-kernel runs, and it walks the reduced
@@ -14,6 +14,13 @@ first element, one step per element, the result stored at the kept position: Red
 (statements at the kept position and sweeps, in order: softmax's max, exponentials and normalising
 passes; a running sum; an argument of the extreme; TopK's k selection passes; normalization's
 mean, variance and output passes).
+
+Two extensions, both data: a *segmented* nest (`segments`) is a ragged reduction over a 1-D input,
+each kept position combining its own run of it, (first, count) known at build time, so the kept
+positions are walked at generation time, each sweep a loop of its run's constant length (a filter
+bank's channels over their bins); and a micro-kernel's `carried` statements are declared once before
+the kept loops, state carried from one kept position to the next in order (the filter bank's
+accumulator of the next channel).
 """
 from __future__ import annotations
 
@@ -31,11 +38,15 @@ class ReductionNest:
 
     shape: tuple[int, ...]
     axes: tuple[int, ...]
+    segments: tuple[tuple[int, int], ...] = ()  # per kept position (first, count) of its run of a 1-D input
 
     @staticmethod
     def of(args: KernelArgs) -> ReductionNest:
-        """The nest of a node whose primitive prepared `shape` and `axes` (codegen/ops/reduce.py)."""
-        return ReductionNest(tuple(args.prepared["shape"]), tuple(args.prepared["axes"]))
+        """The nest of a node whose primitive prepared `shape` and `axes` (codegen/ops/reduce.py), and
+        `segments` for a ragged reduction."""
+        facts = args.prepared.facts
+        segments = tuple((int(first), int(count)) for first, count in facts.get("segments", ()))
+        return ReductionNest(tuple(facts["shape"]), tuple(facts["axes"]), segments)
 
     @property
     def kept(self) -> tuple[int, ...]:
@@ -76,6 +87,12 @@ class Row:
     nest: ReductionNest
     kept_vars: tuple[Expr, ...]
     reduced_names: tuple[str, ...]
+    position: int | None = None  # a segmented nest's kept position, known at generation time
+
+    @property
+    def run(self) -> tuple[int, int] | None:
+        """(first, count) of the input this position reduces, in a segmented nest."""
+        return None if self.position is None else self.nest.segments[self.position]
 
     @property
     def reduced(self) -> tuple[Var, ...]:
@@ -86,6 +103,8 @@ class Row:
         """The offset in the input (or a tensor of `shape` with the same kept axes) at `positions`
         along the reduced axes (default: the reduced loops' indices)."""
         positions = self.reduced if positions is None else positions
+        if self.run is not None:
+            return Binary("+", positions[0], index(self.run[0]))
         kept, along = iter(self.kept_vars), iter(positions)
         shape = self.nest.shape if shape is None else shape
         return flat_index([next(along) if i in self.nest.axes else next(kept) for i in range(len(shape))], shape)
@@ -96,13 +115,20 @@ class Row:
 
     def out(self) -> Expr:
         """The offset of this position in an output of the kept axes only."""
+        if self.position is not None:
+            return index(self.position)
         return flat_index(self.kept_vars, self.nest.kept)
+
+    @property
+    def count(self) -> int:
+        """Elements this position reduces."""
+        return self.nest.count if self.run is None else self.run[1]
 
     def sweep(self, *body: Stmt) -> Stmt:
         """`body` inside one loop per reduced axis, the first outermost."""
         stmts = tuple(body)
         for name, axis in reversed(list(zip(self.reduced_names, self.nest.axes))):
-            stmts = (For(name, self.nest.shape[axis], stmts),)
+            stmts = (For(name, self.nest.shape[axis] if self.run is None else self.run[1], stmts),)
         return stmts[0]
 
 
@@ -111,6 +137,9 @@ MicroKernel = Callable[[Row], Sequence[Stmt]]
 
 def reduction(nest: ReductionNest, schedule: ReductionSchedule, micro: MicroKernel) -> list[Stmt]:
     """The loop nest of one reduction kernel: the kept axes, the micro-kernel at each position."""
+    carried = list(getattr(micro, "carried", ()))
+    if nest.segments:
+        return carried + _segmented(nest, schedule, micro)
     nest = nest.merged() if schedule.merged else nest
     kept = [i for i in range(len(nest.shape)) if i not in nest.axes]
     names = schedule.kept if isinstance(schedule.kept, tuple) else tuple(f"{schedule.kept}{k}" for k in range(len(kept)))
@@ -124,7 +153,15 @@ def reduction(nest: ReductionNest, schedule: ReductionSchedule, micro: MicroKern
     stmts: tuple[Stmt, ...] = tuple(micro(Row(nest, tuple(kept_vars), reduced)))
     for name, extent in reversed(list(zip(names, extents))):
         stmts = (For(name, extent, stmts),)
-    return list(stmts)
+    return carried + list(stmts)
+
+
+def _segmented(nest: ReductionNest, schedule: ReductionSchedule, micro: MicroKernel) -> list[Stmt]:
+    """A ragged reduction: the micro-kernel at each kept position in turn, its sweeps over its run."""
+    if len(nest.shape) != 1 or nest.axes != (0,) or schedule.merged or schedule.lanes > 1:
+        raise ValueError("a segmented reduction runs over a 1-D input, one position at a time")
+    reduced = schedule.reduced if isinstance(schedule.reduced, tuple) else (f"{schedule.reduced}0",)
+    return [s for k in range(len(nest.segments)) for s in micro(Row(nest, (index(k),), reduced, k))]
 
 
 @dataclass(frozen=True)
@@ -133,6 +170,7 @@ class Passes:
     the reduced axes): softmax's passes, a running sum, the extreme's index, normalization."""
 
     steps: tuple[MicroKernel, ...]
+    carried: tuple[Stmt, ...] = ()  # declared before the kept loops, carried from position to position
 
     def __call__(self, row: Row) -> list[Stmt]:
         return [s for step in self.steps for s in step(row)]

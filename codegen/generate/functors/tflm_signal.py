@@ -10,7 +10,12 @@ is split into the real transform's bins. Branches are Selects whose unused side 
 (a table index or a shift amount of a value the Select discards is clamped)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tinsmith.generate.backend import CPP, takes
+from tinsmith.generate.functors import elementwise_nest, reduction_nest
+from tinsmith.generate.functors.elementwise_nest import AXES, ElementwiseNest, Operand
+from tinsmith.generate.functors.reduction_nest import Passes, ReductionNest, ReductionSchedule, Row, local, sweep
 from tinsmith.generate.loop_ir import (INDEX, Assign, Binary, Cast, Const, Expr, For, Load, Local, Scratch, Select,
                                        Stmt, Store, Var, index)
 from tinsmith.ops import tflm_signal as sig
@@ -62,35 +67,48 @@ def bit_length(value: Expr, name: str) -> list[Stmt]:
 # --- SignalWindow ------------------------------------------------------------------------------
 @CPP.register("SignalWindow", family="elementwise", types=takes("int16", "int16", out="int16", acc="int32"))
 def window(graph, node_id, cluster_id, args, attrs):
-    """y = clamp((x * w) >> shift) to int16, the window repeating over the leading dimensions."""
-    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
-    n = w.type.shape[0]
-    rows = x.type.size // n
-    at_ = at(mul(Var("r"), index(n)), Var("j"))
-    raw = b(">>", mul(Cast("int32", Load(x.name, at_)), Cast("int32", Load(w.name, Var("j")))), c(attrs["shift"], "int32"))
-    clamped = sel(b("<", Var("raw"), c(-32768, "int32")), c(-32768, "int32"),
-                  sel(b(">", Var("raw"), c(32767, "int32")), c(32767, "int32"), Var("raw")))
-    return [For("r", rows, (For("j", n, (Local("raw", raw, "int32"), Store(y.name, at_, Cast("int16", clamped)))),))]
+    """y = clamp((x * w) >> shift) to int16, the window broadcast over the leading dimensions."""
+    shift = c(attrs["shift"], "int32")
+
+    def windowed(xs, idx):
+        raw = b(">>", mul(Cast("int32", xs[0]), Cast("int32", xs[1])), shift)
+        return [Local("raw", raw, "int32")], Cast("int16", saturated(Var("raw"), -32768, 32767))
+    return elementwise_nest.elementwise(ElementwiseNest.of(args), AXES, windowed)
+
+
+def saturated(v: Expr, lo: int, hi: int) -> Expr:
+    """An int32 value clamped to [lo, hi]."""
+    return sel(b("<", v, c(lo, "int32")), c(lo, "int32"), sel(b(">", v, c(hi, "int32")), c(hi, "int32"), v))
 
 
 # --- SignalFftAutoScale ------------------------------------------------------------------------
+WHOLE_FRAME = ReductionSchedule(kept=(), reduced=("i",))  # no kept axis: one pass over the frame
+
+
 @CPP.register("SignalFftAutoScale", family="reduction", types=takes("int16", out=("int16", "int32")))
 def fft_auto_scale(graph, node_id, cluster_id, args, attrs):
     """The running peak of value or -value (as int16), its bit length, then x << (15 - bits)."""
     x, (y, scale) = args.inputs[0], args.outputs
-    v = Cast("int32", Load(x.name, Var("i")))
-    neg = b("-", c(0, "int32"), v)
-    peak = sel(b(">", v, Var("peak")), v,
-               sel(b(">", neg, Var("peak")), Cast("int32", Cast("int16", neg)), Var("peak")))
-    bits = b("-", c(15, "int32"), Var("peak_bits"))
-    return [Local("peak", c(0, "int32"), "int32"),
-            For("i", x.type.size, (Assign("peak", peak),)),
-            *bit_length(Cast("uint32", Var("peak")), "peak_bits"),
-            # the library's bit length of 0 is 32 (as built with GCC): a silent frame is not shifted
-            Assign("peak_bits", sel(b("==", Var("peak"), c(0, "int32")), c(32, "int32"), Var("peak_bits"))),
-            Local("shift", sel(b(">", bits, c(0, "int32")), bits, c(0, "int32")), "int32"),
-            For("i", x.type.size, (Store(y.name, Var("i"), Cast("int16", mul(v, b("<<", c(1, "int32"), Var("shift"))))),)),
-            Store(scale.name, index(0), Var("shift"))]
+
+    def peak(row: Row) -> list[Stmt]:
+        v = Cast("int32", Load(x.name, row.at()))
+        neg = b("-", c(0, "int32"), v)
+        return [Assign("peak", sel(b(">", v, Var("peak")), v,
+                                   sel(b(">", neg, Var("peak")), Cast("int32", Cast("int16", neg)), Var("peak"))))]
+
+    def shift(row: Row) -> list[Stmt]:
+        bits = b("-", c(15, "int32"), Var("peak_bits"))
+        # the library's bit length of 0 is 32 (as built with GCC): a silent frame is not shifted
+        return [*bit_length(Cast("uint32", Var("peak")), "peak_bits"),
+                Assign("peak_bits", sel(b("==", Var("peak"), c(0, "int32")), c(32, "int32"), Var("peak_bits"))),
+                Local("shift", sel(b(">", bits, c(0, "int32")), bits, c(0, "int32")), "int32")]
+
+    def scaled(row: Row) -> list[Stmt]:
+        v = Cast("int32", Load(x.name, row.at()))
+        return [Store(y.name, row.at(), Cast("int16", mul(v, b("<<", c(1, "int32"), Var("shift")))))]
+    return reduction_nest.reduction(ReductionNest.of(args), WHOLE_FRAME, Passes((
+        local("peak", lambda row: c(0, "int32"), "int32"), sweep(peak), shift, sweep(scaled),
+        lambda row: [Store(scale.name, index(0), Var("shift"))])))
 
 
 # --- SignalRfft ------------------------------------------------------------------------------
@@ -311,44 +329,41 @@ for _dtype in sig.RFFT_TYPES:
 @CPP.register("SignalEnergy", family="elementwise", types=takes("int16", out="uint32"))
 def energy(graph, node_id, cluster_id, args, attrs):
     """re^2 + im^2 over [start_index, end_index) (each square fits uint32; the sum wraps as there);
-    the other bins 0."""
-    x, y = args.inputs[0], args.outputs[0]
-    start, end, bins = attrs["start_index"], attrs["end_index"], y.type.size
-
-    def square(part: int) -> Expr:
-        v = Cast("int32", Load(x.name, add(mul(Var("i"), index(2)), index(part))))
-        return Cast("uint32", mul(v, v))
-    i = Var("i")
-    out: list[Stmt] = []
-    if end > start:
-        out.append(For("e", end - start, (Local("i", at(Var("e"), start), INDEX),
-                                           Store(y.name, i, add(square(0), square(1))))))
-    for lo, hi in ((0, start), (end, bins)):
-        if hi > lo:
-            out.append(For("z", hi - lo, (Store(y.name, at(Var("z"), lo), c(0, "uint32")),)))
-    return out
+    the other bins 0. The operand is bin i's real part (stride 2); its imaginary part follows it."""
+    def squares(xs, idx):
+        re = xs[0]
+        im = Load(re.buffer, add(re.index, index(1)), dtype=re.dtype)
+        return [], add(*(Cast("uint32", mul(Cast("int32", v), Cast("int32", v))) for v in (re, im)))
+    nest = ElementwiseNest.of(args).within([(attrs["start_index"], attrs["end_index"])], c(0, "uint32"))
+    return elementwise_nest.elementwise(nest, AXES, squares)
 
 
 # --- SignalFilterBank ------------------------------------------------------------------------
+CHANNEL_BINS = ReductionSchedule(kept=(), reduced=("j",))
+
+
 @CPP.register("SignalFilterBank", family="reduction",
               types=takes("uint32", "int16", "int16", "int16", "int16", "int16", out="uint64", acc="uint64"))
 def filter_bank(graph, node_id, cluster_id, args, attrs):
-    """Per channel (its bins and weights known at build time): weighted bins plus the previous
-    channel's unweighted ones, in uint64."""
+    """Per channel (a segment of the bins, its weights known at build time): weighted bins plus the
+    previous channel's unweighted ones, in uint64; the next channel's sum is carried along."""
     x, weights, unweights = (a.name for a in args.inputs[:3])
-    starts, wstarts, widths = (graph.constants[a.name].data.astype(int) for a in args.inputs[3:6])
+    weight_starts = args.prepared["weight_starts"]
     y = args.outputs[0].name
-    stmts: list[Stmt] = [Local("acc", c(0, "uint64"), "uint64"), Local("next_acc", c(0, "uint64"), "uint64")]
-    for ch, (s, ws, wd) in enumerate(zip(starts, wstarts, widths)):
-        if wd > 0:
-            v = Cast("uint64", Load(x, at(Var("j"), int(s))))
-            stmts.append(For("j", int(wd), (
-                Assign("acc", add(Var("acc"), mul(Cast("uint64", Load(weights, at(Var("j"), int(ws)))), v))),
-                Assign("next_acc", add(Var("next_acc"), mul(Cast("uint64", Load(unweights, at(Var("j"), int(ws)))), v))))))
-        if ch > 0:
+
+    def channel(row: Row) -> list[Stmt]:
+        ch = row.position
+        stmts: list[Stmt] = []
+        if row.count > 0:
+            v = Cast("uint64", Load(x, row.at()))
+            w_at = at(row.reduced[0], weight_starts[ch])
+            stmts.append(row.sweep(Assign("acc", add(Var("acc"), mul(Cast("uint64", Load(weights, w_at)), v))),
+                                   Assign("next_acc", add(Var("next_acc"), mul(Cast("uint64", Load(unweights, w_at)), v)))))
+        if ch > 0:  # table channel 0 only starts the first output's sum
             stmts.append(Store(y, index(ch - 1), Var("acc")))
-        stmts += [Assign("acc", Var("next_acc")), Assign("next_acc", c(0, "uint64"))]
-    return stmts
+        return stmts + [Assign("acc", Var("next_acc")), Assign("next_acc", c(0, "uint64"))]
+    carried = (Local("acc", c(0, "uint64"), "uint64"), Local("next_acc", c(0, "uint64"), "uint64"))
+    return reduction_nest.reduction(ReductionNest.of(args), CHANNEL_BINS, Passes((channel,), carried))
 
 
 # --- SignalFilterBankSquareRoot --------------------------------------------------------------
@@ -356,7 +371,6 @@ def filter_bank(graph, node_id, cluster_id, args, attrs):
 def filter_bank_square_root(graph, node_id, cluster_id, args, attrs):
     """Bit-by-bit square root from bit 62 down, rounded up where the remainder exceeds the root
     (capped as the library's 32- and 64-bit paths cap it), shifted right by the scale bits."""
-    x, shift, y = args.inputs[0].name, args.inputs[1].name, args.outputs[0].name
     u64 = "uint64"
     trial = add(Var("res"), Var("bit"))
     fits = Var("fits")  # decided before num changes
@@ -364,13 +378,15 @@ def filter_bank_square_root(graph, node_id, cluster_id, args, attrs):
             Assign("num", sel(fits, b("-", Var("num"), Var("trial")), Var("num"))),
             Assign("res", sel(fits, add(b(">>", Var("res"), c(1, u64)), Var("bit")), b(">>", Var("res"), c(1, u64)))),
             Assign("bit", b(">>", Var("bit"), c(2, u64))))
-    cap = sel(b("==", b(">>", Load(x, Var("i")), c(32, u64)), c(0, u64)), c(0xFFFF, u64), c(0xFFFFFFFF, u64))
-    up = b("&&", b(">", Var("num"), Var("res")), b("!=", Var("res"), cap))
-    return [For("i", args.outputs[0].type.size, (
-        Local("num", Load(x, Var("i")), u64), Local("res", c(0, u64), u64), Local("bit", c(1 << 62, u64), u64),
-        For("t", 32, step),
-        Assign("res", add(Var("res"), sel(up, c(1, u64), c(0, u64)))),
-        Store(y, Var("i"), Cast("uint32", b(">>", Var("res"), Cast(u64, Load(shift, index(0))))))))]
+
+    def root(xs, idx):
+        x, shift = xs
+        cap = sel(b("==", b(">>", x, c(32, u64)), c(0, u64)), c(0xFFFF, u64), c(0xFFFFFFFF, u64))
+        up = b("&&", b(">", Var("num"), Var("res")), b("!=", Var("res"), cap))
+        return [Local("num", x, u64), Local("res", c(0, u64), u64), Local("bit", c(1 << 62, u64), u64),
+                For("t", 32, step), Assign("res", add(Var("res"), sel(up, c(1, u64), c(0, u64))))], \
+            Cast("uint32", b(">>", Var("res"), Cast(u64, shift)))
+    return elementwise_nest.elementwise(ElementwiseNest.of(args), AXES, root)
 
 
 # --- SignalFilterBankLog ---------------------------------------------------------------------
@@ -378,10 +394,9 @@ def filter_bank_square_root(graph, node_id, cluster_id, args, attrs):
 def filter_bank_log(graph, node_id, cluster_id, args, attrs):
     """ln of each channel scaled by output_scale: log2 from the bit length and a table-corrected
     fraction, times ln 2 in Q16, each step rounded; 0 for inputs of at most 1, capped at 32767."""
-    x, table, y = args.inputs[0].name, args.inputs[1].name, args.outputs[0].name
+    table = args.inputs[1].name
     seg_bits = sig.LOG_SCALE_LOG2 - sig.LOG_SEGMENTS_LOG2
     u32, i32 = "uint32", "int32"
-    scaled = b("<<", Load(x, Var("i")), c(attrs["input_correction_bits"], u32))
     integer = b("-", Var("bits"), c(1, i32))
     below = b("<", integer, c(16, i32))
     frac0 = Cast(i32, b("-", Var("v"), b("<<", c(1, u32), Cast(u32, integer))))
@@ -395,14 +410,15 @@ def filter_bank_log(graph, node_id, cluster_id, args, attrs):
     loge = Cast(u32, b(">>", add(mul(c(sig.LOG_COEFF, "uint64"), Cast("uint64", Var("log2"))), c(32768, "uint64")),
                           c(16, "uint64")))
     out = b(">>", add(mul(c(attrs["output_scale"] & 0xFFFFFFFF, u32), Var("loge")), c(32768, u32)), c(16, u32))
-    return [For("i", args.outputs[0].type.size, (
-        Local("s", scaled, u32),
-        Local("v", sel(b(">", Var("s"), c(1, u32)), Var("s"), c(2, u32)), u32),  # in range for the unused side
-        *bit_length(Var("v", u32), "bits"),
-        Local("frac", frac, i32), Local("log2", log2, u32), Local("loge", loge, u32), Local("out", out, u32),
-        Store(y, Var("i"), Cast("int16", sel(b(">", Var("s"), c(1, u32)),
-                                              sel(b("<", Var("out"), c(32767, u32)), Var("out"), c(32767, u32)),
-                                              c(0, u32))))))]
+
+    def log(xs, idx):
+        return [Local("s", b("<<", xs[0], c(attrs["input_correction_bits"], u32)), u32),
+                Local("v", sel(b(">", Var("s"), c(1, u32)), Var("s"), c(2, u32)), u32),  # in range for the unused side
+                *bit_length(Var("v", u32), "bits"),
+                Local("frac", frac, i32), Local("log2", log2, u32), Local("loge", loge, u32), Local("out", out, u32)], \
+            Cast("int16", sel(b(">", Var("s"), c(1, u32)), sel(b("<", Var("out"), c(32767, u32)), Var("out"), c(32767, u32)),
+                              c(0, u32)))
+    return elementwise_nest.elementwise(ElementwiseNest.of(args), AXES, log)
 
 
 # --- SignalPCAN ------------------------------------------------------------------------------
@@ -410,8 +426,7 @@ def filter_bank_log(graph, node_id, cluster_id, args, attrs):
 def pcan(graph, node_id, cluster_id, args, attrs):
     """Per channel: the gain of its noise estimate (a table entry below 3, else a quadratic in the
     10 bits below the top bit from the segment of its bit length), the snr, then the shrink."""
-    x, noise, lut = (a.name for a in args.inputs)
-    y = args.outputs[0].name
+    lut = args.inputs[2].name
     u32, i32, i64 = "uint32", "int32", "int64"
     n_raw = Var("n_raw", u32)
     small = b("<=", n_raw, c(2, u32))
@@ -428,20 +443,20 @@ def pcan(graph, node_id, cluster_id, args, attrs):
     r = Cast(i32, b(">>", add(Cast(i64, r), c(1 << 14, i64)), c(15, i64)))
     curve = Cast("int16", add(r, lut_at(0)))
     table = Cast("int16", Load(lut, Cast(INDEX, sel(small, n_raw, c(0, u32)))))
-    snr = Cast(u32, b(">>", mul(Cast("uint64", Load(x, Var("i"))), Cast("uint64", Var("gain"))),
-                      c(attrs["snr_shift"], "uint64")))
     snr_bits, out_bits = sig.PCAN_SNR_BITS, sig.PCAN_OUTPUT_BITS
     shrink = sel(b("<", Var("snr"), c(2 << snr_bits, u32)),
                  b(">>", mul(Var("snr"), Var("snr")), c(2 + 2 * snr_bits - out_bits, u32)),
                  b("-", b(">>", Var("snr"), c(snr_bits - out_bits, u32)), c(1 << out_bits, u32)))
-    return [For("i", args.outputs[0].type.size, (
-        Local("n_raw", Load(noise, Var("i")), u32),
-        Local("n", sel(small, c(4, u32), n_raw), u32),  # the curve's side kept in the table's range
-        *bit_length(Var("n", u32), "bits"),
-        Local("frac", Cast(i32, frac), i32),
-        Local("gain", Cast(u32, Cast(i32, sel(small, table, curve))), u32),  # an int16 gain, sign-extended
-        Local("snr", snr, u32),
-        Store(y, Var("i"), Cast(u32, shrink))))]
+
+    def gained(xs, idx):
+        snr = Cast(u32, b(">>", mul(Cast("uint64", xs[0]), Cast("uint64", Var("gain"))), c(attrs["snr_shift"], "uint64")))
+        return [Local("n_raw", xs[1], u32),
+                Local("n", sel(small, c(4, u32), n_raw), u32),  # the curve's side kept in the table's range
+                *bit_length(Var("n", u32), "bits"),
+                Local("frac", Cast(i32, frac), i32),
+                Local("gain", Cast(u32, Cast(i32, sel(small, table, curve))), u32),  # an int16 gain, sign-extended
+                Local("snr", snr, u32)], Cast(u32, shrink)
+    return elementwise_nest.elementwise(ElementwiseNest.of(args), AXES, gained)
 
 
 # --- SignalFilterBankSpectralSubtraction -----------------------------------------------------
@@ -456,29 +471,32 @@ def _noise_state(prepared, caps):
               scratch=_noise_state)
 def spectral_subtraction(graph, node_id, cluster_id, args, attrs):
     """Per channel: the noise estimate (state) smoothed toward the frame, kept below it, the frame
-    less the estimate floored at min_signal_remaining of it; the estimate is the second output."""
-    x, (y, noise) = args.inputs[0].name, args.outputs
+    less the estimate floored at min_signal_remaining of it; the estimate is the second output.
+    Elementwise: channel i reads and writes only element i of the state (a further operand)."""
+    noise = args.outputs[1].name
     u32, u64 = "uint32", "uint64"
-    i = Var("i")
-    odd = b("==", b("&", i, index(1)), index(1))
-
-    def coefficient(even: str, alternate: str) -> Expr:
-        return sel(odd, c(attrs[alternate], u64), c(attrs[even], u64))
     bits, sbits = c(attrs["smoothing_bits"], u32), c(attrs["spectral_subtraction_bits"], u64)
-    estimate = Cast(u32, b(">>", add(mul(Cast(u64, Var("up")), coefficient("smoothing", "alternate_smoothing")),
-                                     mul(Cast(u64, Load(NOISE_STATE, i)),
-                                         coefficient("one_minus_smoothing", "alternate_one_minus_smoothing"))), sbits))
-    kept = sel(b(">", Var("estimate"), Var("up")), Var("up"), Var("estimate"))
-    floor = Cast(u32, b(">>", mul(Cast(u64, Load(x, i)), c(attrs["min_signal_remaining"], u64)), sbits))
-    return [For("i", y.type.size, (
-        Local("up", b("<<", Load(x, i), bits), u32),
-        Local("estimate", estimate, u32),
-        Local("kept", kept, u32),
-        Store(NOISE_STATE, i, Var("kept") if attrs["clamping"] else Var("estimate")),
-        Local("floor", floor, u32),
-        Local("subtracted", b(">>", b("-", Var("up"), Var("kept")), bits), u32),
-        Store(y.name, i, sel(b(">", Var("subtracted"), Var("floor")), Var("subtracted"), Var("floor"))),
-        Store(noise.name, i, Load(NOISE_STATE, i))))]
+    nest = ElementwiseNest.of(args)
+    nest = replace(nest, operands=(*nest.operands, Operand(NOISE_STATE, u32, nest.operands[0].strides)))
+
+    def subtracted(xs, idx):
+        x, state = xs
+        odd = b("==", b("&", idx[0], index(1)), index(1))
+
+        def coefficient(even: str, alternate: str) -> Expr:
+            return sel(odd, c(attrs[alternate], u64), c(attrs[even], u64))
+        estimate = Cast(u32, b(">>", add(mul(Cast(u64, Var("up")), coefficient("smoothing", "alternate_smoothing")),
+                                         mul(Cast(u64, state),
+                                             coefficient("one_minus_smoothing", "alternate_one_minus_smoothing"))), sbits))
+        floor = Cast(u32, b(">>", mul(Cast(u64, x), c(attrs["min_signal_remaining"], u64)), sbits))
+        return [Local("up", b("<<", x, bits), u32), Local("estimate", estimate, u32),
+                Local("kept", sel(b(">", Var("estimate"), Var("up")), Var("up"), Var("estimate")), u32),
+                Store(state.buffer, state.index, Var("kept") if attrs["clamping"] else Var("estimate")),
+                Local("floor", floor, u32),
+                Local("subtracted", b(">>", b("-", Var("up"), Var("kept")), bits), u32),
+                Store(noise, state.index, state)], \
+            sel(b(">", Var("subtracted"), Var("floor")), Var("subtracted"), Var("floor"))
+    return elementwise_nest.elementwise(nest, AXES, subtracted)
 
 
 # --- stateful stream operators ---------------------------------------------------------------

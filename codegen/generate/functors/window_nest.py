@@ -1,7 +1,7 @@
 """The window family's one loop nest: every pool kernel (MaxPool, AveragePool, LpPool, their
 Global* forms, MaxPoolIndices, the channels-last AveragePoolNHWC and MaxPoolNHWC, TFLite's QAvgPool
-and QMaxPool, ONNX's QLinearAveragePool and QLinearGlobalAveragePool) is `window(nest, schedule,
-micro)`.
+and QMaxPool, ONNX's QLinearAveragePool and QLinearGlobalAveragePool) and LRN (a window across the
+channels, seen as the one spatial axis of a channels-last nest) is `window(nest, schedule, micro)`.
 
 The nest, outermost first:
 
@@ -15,7 +15,7 @@ The nest, outermost first:
                    tap's test handed to the micro-kernel (TFLite's and ONNX Runtime's form)
         "whole"    one window over every position of a plane (the Global pools)
           the channels, for "inner": vectors of `schedule.lanes` channels (conv_nest's
-          channel_vectors), or a loop over them (`lanes` 0)
+          channel_vectors), or a loop over them ("clamped", or "tiles" with `channel_loop`)
             the micro-kernel: `start` its accumulator, `step` it at each tap, `finish` (store)
 
 Geometry (windows, pads, strides, dilations, output sizes, the layout and the count rule) is what
@@ -79,6 +79,7 @@ class WindowSchedule:
     tap_vars: tuple[str, ...] | None = None
     channel_var: str = "c"
     position_var: str = "j"
+    channel_loop: bool = False  # "tiles" with channels "inner": a loop over single channels, not vectors
 
 
 @dataclass(frozen=True)
@@ -160,15 +161,18 @@ def _channel_windows(nest: WindowNest, schedule: WindowSchedule, micro: WindowMi
     n, c = Affine.var("n"), nest.channels
     in_size, out_size = math.prod(nest.in_spatial), math.prod(nest.out_spatial)
     out_strides = row_major_strides(nest.out_spatial)
+    blocks = [(Affine.var(schedule.channel_var), 1)] if schedule.channel_loop else \
+        [(Affine((), off), width) for off, width in channel_vectors(c, schedule.lanes)]
     stmts: list[Stmt] = []
-    for i, (off, width) in enumerate(channel_vectors(c, schedule.lanes)):
+    for i, (off, width) in enumerate(blocks):
         out_at = n * (out_size * c) + dot(tl.out_pos, out_strides) * c + off
-        out = WindowOutput(nest.y, out_at.expr(), (n.expr(), *(p.expr() for p in tl.out_pos), Affine((), off).expr()),
+        out = WindowOutput(nest.y, out_at.expr(), (n.expr(), *(p.expr() for p in tl.out_pos), off.expr()),
                            tl.counted, width)
         tap = WindowTap(nest.x, lambda strides, off=off: (n * (in_size * c) + dot(tl.in_pos, strides) * c + off).expr(),
                         row_major_strides(nest.in_spatial), tl.in_bounds, width)
-        stmts += _reduce(micro, f"{t}_{i}", tl.taps, tap, out, tl.empty)
-    return stmts
+        scope = "" if schedule.channel_loop else f"{t}_{i}"  # a window in a loop of its own shares no scope
+        stmts += _reduce(micro, scope, tl.taps, tap, out, tl.empty)
+    return list(loops(((schedule.channel_var, c),), stmts)) if schedule.channel_loop else stmts
 
 
 def _tiled(nest: WindowNest, schedule: WindowSchedule, micro: WindowMicroKernel) -> list[Stmt]:
