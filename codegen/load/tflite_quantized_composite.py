@@ -211,7 +211,7 @@ def prelu(r: Reader, op, inputs, outputs) -> None:
     double from the float32 scales, as TFLite Micro's Prepare computes them); alpha broadcasts."""
     x, alpha, y = int(inputs[0]), int(inputs[1]), int(outputs[0])
     if r.dtype(alpha) != "int8" or r.dtype(y) != r.dtype(x):
-        raise Unsupported(f"{r.dtype(x)} PRELU with {r.dtype(alpha)} alpha and a {r.dtype(y)} output (TFLite Micro "
+        raise Unsupported(f"{r.dtype(x)} PRELU with {r.dtype(alpha)} alpha to {r.dtype(y)} (TFLite Micro "
                           f"takes int8 alpha and an output of the input's type)")
     (x_s, x_zp), (a_s, a_zp), y_s = r.scale_zp(x), r.scale_zp(alpha), r.scale_zp(y)[0]
     name = r.names[y]
