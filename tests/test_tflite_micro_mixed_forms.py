@@ -1,6 +1,6 @@
 """The element types TFLite Micro runs for DIV (int8), PRELU (int16 data, int8 alpha), CUMSUM (int8),
-FILL (a constant or a run-time value) and EMBEDDING_LOOKUP (an int8 table, to int8 or, dequantized,
-to float32): models written by tests/tflite_writer.py, imported, compiled and run on the host and
+FILL (a constant or a run-time value), EMBEDDING_LOOKUP (an int8 table, to int8 or, dequantized,
+to float32) and QUANTIZE (int32 requantized to int8 or int16): models written by tests/tflite_writer.py, imported, compiled and run on the host and
 the emulated Cortex-M4, every output bit-exact with the TFLite Micro interpreter; the int8 DIV table
 checked on every pair of inputs; the forms TFLite Micro refuses refused by name."""
 from __future__ import annotations
@@ -27,6 +27,8 @@ def tflm_model() -> tuple[bytes, list[np.ndarray]]:
     ids = m.input("ids", "int32", (4,))
     m.feeds[-1] = np.int32([4, 0, 2, 4])
     value = m.input("value", "float32", ())
+    acc = m.input("acc", "int32", (2, 3, 8), (0.0004, 7))
+    m.feeds[-1] = m.rng.integers(-300000, 300000, (2, 3, 8)).astype(np.int32)
     m.op("DIV", [a8, b8], "div_int8", "int8", (2, 3, 8), (0.1, 2), ("DivOptions", {}))
     m.op("DIV", [a8, a8], "div_same_relu_int8", "int8", (2, 3, 8), (0.04, -128),
          ("DivOptions", {"FusedActivationFunction": 1}))
@@ -42,6 +44,8 @@ def tflm_model() -> tuple[bytes, list[np.ndarray]]:
     table = m.add("table", "int8", [5, 6], m.rng.integers(-128, 128, (5, 6)).astype(np.int8), (0.0213, 0))
     m.op("EMBEDDING_LOOKUP", [ids, table], "embedding_hybrid", "float32", (4, 6))
     m.op("EMBEDDING_LOOKUP", [ids, table], "embedding_int8", "int8", (4, 6), (0.0213, 0))
+    m.op("QUANTIZE", [acc], "quantize_int32_to_int8", "int8", (2, 3, 8), (0.5, -3))
+    m.op("QUANTIZE", [acc], "quantize_int32_to_int16", "int16", (2, 3, 8), (0.0007, 0))
     return m.write(), m.feeds
 
 

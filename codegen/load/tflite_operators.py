@@ -112,7 +112,7 @@ OPERATORS: dict[str, Rule] = {
     "IF": Rule({ANY: ctl.if_}, 1, None),
     "WHILE": Rule({ANY: ctl.while_}, 1, None),
     # --- quantization -------------------------------------------------------------------------
-    "QUANTIZE": Rule(each(q.quantize, ("float32", "int8", "uint8", "int16"))),
+    "QUANTIZE": Rule(each(q.quantize, ("float32", "int8", "uint8", "int16", "int32"))),
     "DEQUANTIZE": Rule(each(q.dequantize, ("int8", "uint8", "int16"))),
     # --- reductions ---------------------------------------------------------------------------
     "MEAN": Rule({"float32": t.reduce("ReduceMean"), **each(q.mean, Q_ELEMENTWISE)}, 2),

@@ -983,6 +983,19 @@ _requantize_case("quantize_int8_to_int16", "int8", (0.05, -3), "int16", (0.0004,
 _requantize_case("quantize_requantize_int16", "int16", (0.0004, 0), "int16", (0.0007, 0))
 
 
+def _requantize_int32(name, y_dtype, x_quant, y_quant):
+    """int32 data (a bias-scaled accumulator) requantized, over a range that reaches both saturations."""
+    def build(c: Case):
+        x = c.input("x", "int32", (4, 16), quant=x_quant)
+        c.feeds["x"] = c.rng.integers(-300000, 300000, (4, 16)).astype(np.int32)
+        c.op("QUANTIZE", [x], [c.output("y", y_dtype, (4, 16), quant=y_quant)])
+    CASES[name] = build
+
+
+_requantize_int32("quantize_int32_to_int8", "int8", (0.0004, 7), (0.5, -3))
+_requantize_int32("quantize_int32_to_int16", "int16", (0.0001, 0), (0.0007, 0))
+
+
 @case("mean_int16")
 def _mean_16x8(c: Case):
     x = c.input("x", "int16", (1, 5, 6, 4), quant=Q16)
