@@ -1,6 +1,7 @@
 """The element types TFLite Micro runs for DIV (int8), PRELU (int16 data, int8 alpha), CUMSUM (int8),
 FILL (a constant or a run-time value), EMBEDDING_LOOKUP (an int8 table, to int8 or, dequantized,
-to float32) and QUANTIZE (int32 requantized to int8 or int16): models written by tests/tflite_writer.py, imported, compiled and run on the host and
+to float32), QUANTIZE (int32 requantized to int8 or int16) and MEAN over axes other than H and W
+(int8, int16): models written by tests/tflite_writer.py, imported, compiled and run on the host and
 the emulated Cortex-M4, every output bit-exact with the TFLite Micro interpreter; the int8 DIV table
 checked on every pair of inputs; the forms TFLite Micro refuses refused by name."""
 from __future__ import annotations
@@ -46,6 +47,9 @@ def tflm_model() -> tuple[bytes, list[np.ndarray]]:
     m.op("EMBEDDING_LOOKUP", [ids, table], "embedding_int8", "int8", (4, 6), (0.0213, 0))
     m.op("QUANTIZE", [acc], "quantize_int32_to_int8", "int8", (2, 3, 8), (0.5, -3))
     m.op("QUANTIZE", [acc], "quantize_int32_to_int16", "int16", (2, 3, 8), (0.0007, 0))
+    reducer = ("ReducerOptions", {"KeepDims": True})
+    m.op("MEAN", [a8, m.axes("mean_axes", [0, 2])], "mean_int8", "int8", (1, 3, 1), (0.03, -5), reducer)
+    m.op("MEAN", [x16, m.axes("mean_axis", [-1])], "mean_int16", "int16", (2, 3, 1), (0.0007, 0), reducer)
     return m.write(), m.feeds
 
 

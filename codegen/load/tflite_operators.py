@@ -115,7 +115,7 @@ OPERATORS: dict[str, Rule] = {
     "QUANTIZE": Rule(each(q.quantize, ("float32", "int8", "uint8", "int16", "int32"))),
     "DEQUANTIZE": Rule(each(q.dequantize, ("int8", "uint8", "int16"))),
     # --- reductions ---------------------------------------------------------------------------
-    "MEAN": Rule({"float32": t.reduce("ReduceMean"), **each(q.mean, Q_ELEMENTWISE)}, 2),
+    "MEAN": Rule({"float32": t.reduce("ReduceMean"), **each(qc.mean, Q_ELEMENTWISE)}, 2),
     "SUM": Rule({**each(t.reduce("ReduceSum"), ("float32", "int32")), **each(qc.sum_, Q_ELEMENTWISE)}, 2),
     "REDUCE_PROD": Rule(each(t.reduce("ReduceProd"), ("float32", "int32")), 2),
     "REDUCE_MAX": Rule(each(t.reduce("ReduceMax", picks=True), COMPARABLE), 2),

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinsmith.load import tflite_quantized as q
 from tinsmith.load import tflite_tables as tables
 from tinsmith.load.tflite_float import batch_matmul_operands
 from tinsmith.load.tflite_quantized import requant_constants
 from tinsmith.load.tflite_reader import Reader, Unsupported, options
 from tinsmith.load.tflite_tensor_ops import same_quantization
+from tinsmith.quant import fixed_point as fp
 
 
 def transpose_conv(r: Reader, op, inputs, outputs) -> None:
@@ -178,6 +180,33 @@ def sum_(r: Reader, op, inputs, outputs) -> None:
            {"keepdims": int(bool(options(op, "ReducerOptions").KeepDims())),
             "noop_with_empty_axes": int(not axes)})  # (no axes: every element requantized alone)
     _rescale(r, sums, y, _ratio(r, (x,), y))
+
+
+def mean(r: Reader, op, inputs, outputs) -> None:
+    """int8 and int16 MEAN: over H and W of NHWC data TFLite Micro's integer Mean kernel (QMean,
+    tflite_quantized.mean); over other axes its QuantizedMeanOrSum: the int32 sums of x less its zero
+    point (`ReduceSum`), requantized by x_scale / y_scale's multiplier divided in integers by the
+    element count n (the multiplier shifted up by floor(log2 n) bits, at most 32, divided by n with
+    the shift lowered as much), plus y's zero point."""
+    x, y = int(inputs[0]), int(outputs[0])
+    rank = max(len(r.shape(x)), 1)
+    axes = sorted({int(a) % rank for a in np.atleast_1d(r.constant_data(inputs[1], "MEAN's axes"))})
+    if rank == 4 and axes == [1, 2]:
+        q.mean(r, op, inputs, outputs)
+        return
+    if r.dtype(y) != r.dtype(x):
+        raise Unsupported(f"{r.dtype(x)} MEAN with a {r.dtype(y)} output (TFLite's is the input's type)")
+    count = int(np.prod([r.shape(x)[a] for a in axes], dtype=np.int64)) if axes else 1
+    multiplier, shift = fp.quantize_multiplier(_ratio(r, (x,), y))
+    headroom = min(count.bit_length() - 1, 32)
+    name = r.names[y]
+    sums = r.fresh(f"{name}_sums")
+    r.emit("ReduceSum", [_offset_int32(r, x, r.scale_zp(x)[1], f"{name}_x"), r.int64(f"{name}_axes", axes)], [sums],
+           {"keepdims": int(bool(options(op, "ReducerOptions").KeepDims())), "noop_with_empty_axes": int(not axes)})
+    y_s, y_zp = r.scale_zp(y)
+    r.emit("Requantize", [sums], [name], {"x_scale": 1.0, "x_zero_point": 0, "y_scale": y_s, "y_zero_point": y_zp,
+                                         "dtype": r.dtype(y), "multiplier": (multiplier << headroom) // count,
+                                         "shift": shift - headroom})
 
 
 ADD_N_HEADROOM = 20  # TFLite's left shift of quantized additions: inputs rescaled to twice their scale

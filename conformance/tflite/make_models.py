@@ -1005,10 +1005,10 @@ def _mean_16x8(c: Case):
 
 
 # --- SUM, ADD_N, GELU, BATCH_MATMUL on integer data; MIRROR_PAD in SYMMETRIC mode ------------------
-def _sum_quantized(name, dtype, x_shape, axes, keep, y_shape, x_quant, y_quant):
+def _sum_quantized(name, dtype, x_shape, axes, keep, y_shape, x_quant, y_quant, code="SUM"):
     def build(c: Case):
         x = c.input("x", dtype, x_shape, quant=x_quant)
-        c.op("SUM", [x, c.const("axes", np.int32(axes))], [c.output("y", dtype, y_shape, quant=y_quant)],
+        c.op(code, [x, c.const("axes", np.int32(axes))], [c.output("y", dtype, y_shape, quant=y_quant)],
              ("ReducerOptions", {"KeepDims": keep}))
     CASES[name] = build
 
@@ -1017,6 +1017,11 @@ _sum_quantized("sum_int8", "int8", (2, 3, 4, 5), [1, 2], False, (2, 5), (0.05, 3
 _sum_quantized("sum_keep_dims_last_axis_int8", "int8", (2, 3, 6), [-1], True, (2, 3, 1), Q, Q)
 _sum_quantized("sum_int16", "int16", (2, 3, 8), [1], False, (2, 8), (0.0004, 0), (0.002, 0))
 _sum_quantized("sum_keep_dims_two_axes_int16", "int16", (3, 4, 5), [0, 2], True, (1, 4, 1), Q16, (0.003, 0))
+# MEAN over axes other than H and W: TFLite Micro's QuantizedMeanOrSum, not its Mean kernel
+_sum_quantized("mean_last_axis_int8", "int8", (2, 3, 7), [-1], False, (2, 3), (0.05, 3), (0.03, -5), "MEAN")
+_sum_quantized("mean_keep_dims_two_axes_int8", "int8", (3, 20, 6), [0, 2], True, (1, 20, 1), (0.1, -128), (0.02, 10),
+               "MEAN")
+_sum_quantized("mean_axis_1_int16", "int16", (3, 50, 6), [1], False, (3, 6), Q16, (0.0007, 0), "MEAN")
 
 
 def _add_n_int8(name, count, y_quant):
