@@ -69,7 +69,7 @@ OPERATORS: dict[str, Rule] = {
                  **each(q.binary("mul"), Q_ELEMENTWISE)}, 2),
     "SUB": Rule({**each(flt.binary("Sub", "SubOptions"), ("float32", "int32")),
                  **each(q.binary("sub"), Q_ELEMENTWISE)}, 2),
-    "DIV": Rule(each(flt.binary("Div", "DivOptions"), ("float32", "int32")), 2),  # int32: truncating
+    "DIV": Rule({**each(flt.binary("Div", "DivOptions"), ("float32", "int32")), "int8": qc.div_int8}, 2),  # int32: truncating
     "FLOOR_DIV": Rule({"float32": flt.floor_div, "int32": flt.floor_div_int}, 2),
     "FLOOR_MOD": Rule({"float32": flt.floor_mod, "int32": flt.binary("Mod", None)}, 2),
     "POW": Rule(each(flt.binary("Pow", None), FLOAT), 2),
@@ -87,7 +87,7 @@ OPERATORS: dict[str, Rule] = {
                       "int16": t16.activation("sigmoid")}),
     "TANH": Rule({"float32": flt.unary("Tanh"), "int8": q.table_function("tanh"), "int16": t16.activation("tanh")}),
     "LEAKY_RELU": Rule({"float32": flt.leaky_relu, "int8": q.leaky_relu, "int16": q.leaky_relu_int16}),
-    "PRELU": Rule({"float32": flt.binary("PRelu", None), "int8": qc.prelu}, 2),
+    "PRELU": Rule({"float32": flt.binary("PRelu", None), **each(qc.prelu, Q_ELEMENTWISE)}, 2),
     "HARD_SWISH": Rule({"float32": flt.unary("HardSwish"), "int8": q.hard_swish, "int16": t16.hard_swish}),
     "ELU": Rule({"float32": flt.unary("Elu", alpha=1.0), "int8": q.elu}),
     "GELU": Rule({"float32": flt.gelu, "int8": q.gelu, "int16": t16.gelu}),
@@ -112,10 +112,10 @@ OPERATORS: dict[str, Rule] = {
     "IF": Rule({ANY: ctl.if_}, 1, None),
     "WHILE": Rule({ANY: ctl.while_}, 1, None),
     # --- quantization -------------------------------------------------------------------------
-    "QUANTIZE": Rule(each(q.quantize, ("float32", "int8", "uint8", "int16"))),
+    "QUANTIZE": Rule(each(q.quantize, ("float32", "int8", "uint8", "int16", "int32"))),
     "DEQUANTIZE": Rule(each(q.dequantize, ("int8", "uint8", "int16"))),
     # --- reductions ---------------------------------------------------------------------------
-    "MEAN": Rule({"float32": t.reduce("ReduceMean"), **each(q.mean, Q_ELEMENTWISE)}, 2),
+    "MEAN": Rule({"float32": t.reduce("ReduceMean"), **each(qc.mean, Q_ELEMENTWISE)}, 2),
     "SUM": Rule({**each(t.reduce("ReduceSum"), ("float32", "int32")), **each(qc.sum_, Q_ELEMENTWISE)}, 2),
     "REDUCE_PROD": Rule(each(t.reduce("ReduceProd"), ("float32", "int32")), 2),
     "REDUCE_MAX": Rule(each(t.reduce("ReduceMax", picks=True), COMPARABLE), 2),
@@ -124,7 +124,7 @@ OPERATORS: dict[str, Rule] = {
     "REDUCE_ALL": Rule(each(t.reduce("ReduceMin"), ("bool",)), 2),
     "ARG_MAX": Rule(each(t.arg("ArgMax"), COMPARABLE), 2),
     "ARG_MIN": Rule(each(t.arg("ArgMin"), COMPARABLE), 2),
-    "CUMSUM": Rule(each(t.cumsum, ("float32", "int32")), 2),
+    "CUMSUM": Rule({**each(t.cumsum, ("float32", "int32")), "int8": qc.cumsum_int8}, 2),
     # --- comparisons and logic ----------------------------------------------------------------
     "EQUAL": Rule(each(t.compare("Equal"), EVERY), 2),
     "NOT_EQUAL": Rule(each(t.compare("Equal", negate=True), EVERY), 2),
@@ -149,7 +149,7 @@ OPERATORS: dict[str, Rule] = {
     "SPLIT_V": Rule(each(t.split_v), 3),
     "GATHER": Rule(each(t.gather), 2),
     "GATHER_ND": Rule(each(t.gather_nd), 2),
-    "EMBEDDING_LOOKUP": Rule(each(t.embedding_lookup, FLOAT), 2, typed_by=1),
+    "EMBEDDING_LOOKUP": Rule({"float32": t.embedding_lookup, "int8": qc.embedding_lookup_int8}, 2, typed_by=1),
     "PAD": Rule({**each(flt.pad, ("float32", "int32")), **each(q.pad, Q_ELEMENTWISE)}, 2),
     "PADV2": Rule(each(flt.pad, ("float32", "int32") + Q_ELEMENTWISE), 3),  # int8, int16: the value as stored
     "MIRROR_PAD": Rule(each(t.mirror_pad, ("float32", "int32", "int8")), 2),
@@ -166,7 +166,7 @@ OPERATORS: dict[str, Rule] = {
     # --- shapes, folded at build time ----------------------------------------------------------
     "SHAPE": Rule(each(t.shape)), "RANK": Rule(each(t.rank)),
     "ZEROS_LIKE": Rule(each(t.zeros_like)),
-    "FILL": Rule(each(t.fill, ("int32", "int64")), 2),
+    "FILL": Rule(each(t.fill), 2, typed_by=1),  # typed by the value
     "RANGE": Rule(each(t.range_, ("float32", "int32", "int64")), 3),
 }
 

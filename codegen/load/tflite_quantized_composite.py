@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinsmith.load import tflite_quantized as q
+from tinsmith.load import tflite_tables as tables
 from tinsmith.load.tflite_float import batch_matmul_operands
 from tinsmith.load.tflite_quantized import requant_constants
 from tinsmith.load.tflite_reader import Reader, Unsupported, options
 from tinsmith.load.tflite_tensor_ops import same_quantization
+from tinsmith.quant import fixed_point as fp
 
 
 def transpose_conv(r: Reader, op, inputs, outputs) -> None:
@@ -179,6 +182,33 @@ def sum_(r: Reader, op, inputs, outputs) -> None:
     _rescale(r, sums, y, _ratio(r, (x,), y))
 
 
+def mean(r: Reader, op, inputs, outputs) -> None:
+    """int8 and int16 MEAN: over H and W of NHWC data TFLite Micro's integer Mean kernel (QMean,
+    tflite_quantized.mean); over other axes its QuantizedMeanOrSum: the int32 sums of x less its zero
+    point (`ReduceSum`), requantized by x_scale / y_scale's multiplier divided in integers by the
+    element count n (the multiplier shifted up by floor(log2 n) bits, at most 32, divided by n with
+    the shift lowered as much), plus y's zero point."""
+    x, y = int(inputs[0]), int(outputs[0])
+    rank = max(len(r.shape(x)), 1)
+    axes = sorted({int(a) % rank for a in np.atleast_1d(r.constant_data(inputs[1], "MEAN's axes"))})
+    if rank == 4 and axes == [1, 2]:
+        q.mean(r, op, inputs, outputs)
+        return
+    if r.dtype(y) != r.dtype(x):
+        raise Unsupported(f"{r.dtype(x)} MEAN with a {r.dtype(y)} output (TFLite's is the input's type)")
+    count = int(np.prod([r.shape(x)[a] for a in axes], dtype=np.int64)) if axes else 1
+    multiplier, shift = fp.quantize_multiplier(_ratio(r, (x,), y))
+    headroom = min(count.bit_length() - 1, 32)
+    name = r.names[y]
+    sums = r.fresh(f"{name}_sums")
+    r.emit("ReduceSum", [_offset_int32(r, x, r.scale_zp(x)[1], f"{name}_x"), r.int64(f"{name}_axes", axes)], [sums],
+           {"keepdims": int(bool(options(op, "ReducerOptions").KeepDims())), "noop_with_empty_axes": int(not axes)})
+    y_s, y_zp = r.scale_zp(y)
+    r.emit("Requantize", [sums], [name], {"x_scale": 1.0, "x_zero_point": 0, "y_scale": y_s, "y_zero_point": y_zp,
+                                         "dtype": r.dtype(y), "multiplier": (multiplier << headroom) // count,
+                                         "shift": shift - headroom})
+
+
 ADD_N_HEADROOM = 20  # TFLite's left shift of quantized additions: inputs rescaled to twice their scale
 
 
@@ -205,10 +235,13 @@ def add_n(r: Reader, op, inputs, outputs) -> None:
 
 
 def prelu(r: Reader, op, inputs, outputs) -> None:
-    """int8 PRELU: d = x - x's zero point in int32; where d >= 0, d requantized by x_scale / y_scale,
+    """int8 PRELU, and int16 PRELU with int8 alpha (TFLite Micro's pair, same arithmetic): d = x - x's zero point in int32; where d >= 0, d requantized by x_scale / y_scale,
     elsewhere d · (alpha - alpha's zero point) by x_scale · alpha_scale / y_scale (both ratios in
     double from the float32 scales, as TFLite Micro's Prepare computes them); alpha broadcasts."""
     x, alpha, y = int(inputs[0]), int(inputs[1]), int(outputs[0])
+    if r.dtype(alpha) != "int8" or r.dtype(y) != r.dtype(x):
+        raise Unsupported(f"{r.dtype(x)} PRELU with {r.dtype(alpha)} alpha to {r.dtype(y)} (TFLite Micro "
+                          f"takes int8 alpha and an output of the input's type)")
     (x_s, x_zp), (a_s, a_zp), y_s = r.scale_zp(x), r.scale_zp(alpha), r.scale_zp(y)[0]
     name = r.names[y]
     d, slope = (_offset_int32(r, v, zp, f"{name}_{what}") for v, zp, what in ((x, x_zp, "x"), (alpha, a_zp, "alpha")))
@@ -310,3 +343,61 @@ def abs_int16(r: Reader, op, inputs, outputs) -> None:
     magnitude = r.fresh(f"{name}_magnitude")
     r.emit("Abs", [_offset_int32(r, x, r.scale_zp(x)[1], f"{name}_x")], [magnitude], {})
     _rescale(r, magnitude, y, _ratio(r, (x,), y))
+
+
+def div_int8(r: Reader, op, inputs, outputs) -> None:
+    """int8 DIV as TFLite Micro computes it (the offset dividend times the divisor's fixed-point
+    reciprocal, rescaled; codegen/quant/fixed_point_functions.py), for each of the 65,536 pairs at
+    import: a `Gather` of that 64 KB table (flash) at (a + 128) * 256 + b + 128, the inputs broadcast
+    as DIV's do. The fused activation is the table's clamp."""
+    a, b, y = int(inputs[0]), int(inputs[1]), int(outputs[0])
+    if r.dtype(y) != "int8" or r.dtype(b) != "int8":
+        raise Unsupported(f"int8 DIV by {r.dtype(b)} to {r.dtype(y)} (TFLite Micro takes int8 throughout)")
+    (y_s, y_zp), name = r.scale_zp(y), r.names[y]
+    clamp = r.act(y, options(op, "DivOptions").FusedActivationFunction())
+    table = tables.div(*r.scale_zp(a), *r.scale_zp(b), y_s, y_zp, clamp["act_min"], clamp["act_max"])
+    rows, index = r.fresh(f"{name}_row"), r.fresh(f"{name}_index")
+    r.emit("Mul", [_offset_int32(r, a, -128, f"{name}_a"), r.add_constant(f"{name}_row_size", np.int32(256))], [rows],
+           {})
+    r.emit("Add", [rows, _offset_int32(r, b, -128, f"{name}_b")], [index], {})
+    r.emit("Gather", [r.add_constant(f"{name}_table", table.reshape(-1)), index], [name], {"axis": 0})
+
+
+def cumsum_int8(r: Reader, op, inputs, outputs) -> None:
+    """int8 CUMSUM as TFLite Micro computes it, the way its ADD_N rescales: the running int32 sums of
+    x less its zero point along the axis (exclusive and reverse as the options say), started, as its
+    kernel starts them, from the rescaled input offset, -zero point (so a nonzero zero point counts
+    once more); each shifted up 20 bits and halved (exactly a shift of 19; the sums wrap as its
+    kernel's do) and requantized by 2 * x_scale / (2^20 * y_scale) in double, plus y's zero point."""
+    x, y = int(inputs[0]), int(outputs[0])
+    if r.dtype(y) != "int8":
+        raise Unsupported(f"int8 CUMSUM with a {r.dtype(y)} output (TFLite Micro's is int8)")
+    opts = options(op, "CumsumOptions")
+    axis = int(np.asarray(r.constant_data(inputs[1], "CUMSUM axis")).reshape(-1)[0])
+    (x_s, zp), name = r.scale_zp(x), r.names[y]
+    sums, started, shifted = r.fresh(f"{name}_sums"), r.fresh(f"{name}_started"), r.fresh(f"{name}_shifted")
+    r.emit("CumSum", [_offset_int32(r, x, zp, f"{name}_x"), r.int64(f"{name}_axis", axis)], [sums],
+           {"exclusive": int(opts.Exclusive()), "reverse": int(opts.Reverse())})
+    r.emit("Sub", [sums, r.add_constant(f"{name}_start", np.int32(zp))], [started], {})
+    r.emit("Mul", [started, r.add_constant(f"{name}_headroom", np.int32(1 << (ADD_N_HEADROOM - 1)))], [shifted], {})
+    _rescale(r, shifted, y, 2.0 * float(np.float32(x_s)) / ((1 << ADD_N_HEADROOM) * float(np.float32(r.scale_zp(y)[0]))))
+
+
+def embedding_lookup_int8(r: Reader, op, inputs, outputs) -> None:
+    """EMBEDDING_LOOKUP of an int8 table: its rows (`Gather`), to an int8 output as stored, or to a
+    float32 output dequantized by the table's scale (TFLite Micro's hybrid form: zero point 0 and one
+    scale; the float32 product of an int8 and a float32 scale is exact in double, so `Dequantize`'s
+    one rounding equals its float multiply)."""
+    ids, table, y = int(inputs[0]), int(inputs[1]), int(outputs[0])
+    scale, zp = r.required_quant(table).scale, r.scale_zp(table)[1]
+    if np.size(scale) != 1 or zp != 0:
+        raise Unsupported(f"an int8 EMBEDDING_LOOKUP table quantized with {np.size(scale)} scales and zero point "
+                          f"{zp} (TFLite Micro applies one scale, the first, and requires zero point 0)")
+    if r.dtype(y) == "int8":
+        r.emit("Gather", [r.value(table), r.value(ids)], [r.names[y]], {"axis": 0})
+        return
+    if r.dtype(y) != "float32":
+        raise Unsupported(f"an int8 EMBEDDING_LOOKUP table with a {r.dtype(y)} output (TFLite Micro: int8 or float32)")
+    rows = r.fresh(f"{r.names[y]}_rows")
+    r.emit("Gather", [r.value(table), r.value(ids)], [rows], {"axis": 0})
+    r.emit("Dequantize", [rows], [r.names[y]], {"x_scale": r.scale_zp(table)[0], "x_zero_point": 0})

@@ -328,7 +328,16 @@ def _fold(compute):
 shape = _fold(lambda r, inputs, y: r.shape(int(inputs[0])))
 rank = _fold(lambda r, inputs, y: len(r.shape(int(inputs[0]))))
 zeros_like = _fold(lambda r, inputs, y: np.zeros(r.shape(y)))
-fill = _fold(lambda r, inputs, y: np.full(r.shape(y), r.constant_data(inputs[1], "FILL value")))
+_fill_constant = _fold(lambda r, inputs, y: np.full(r.shape(y), r.constant_data(inputs[1], "FILL value")))
+
+
+def fill(r: Reader, op, inputs, outputs) -> None:
+    """FILL(dims, value): a constant folded at build time, or, for a value computed at run time (which
+    TFLite Micro takes too), the value broadcast to the output's static shape."""
+    if r.data(int(inputs[1])) is not None:
+        _fill_constant(r, op, inputs, outputs)
+        return
+    r.emit("Expand", [r.value(inputs[1]), _shape_constant(r, outputs)], [_y(r, outputs)], {})
 range_ = _fold(lambda r, inputs, y: np.arange(*(np.asarray(r.constant_data(i, "RANGE operand")).item()
                                                  for i in inputs[:3])))
 

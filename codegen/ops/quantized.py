@@ -522,8 +522,12 @@ define("Dequantize", inputs=1, infer=_infer_dequantize, pattern=Pattern.ELEMENTW
 
 
 def requantize_params(attrs) -> tuple[int, int]:
-    """The multiplier and shift: of x_scale / y_scale, or of `effective_scale` where the operator
-    computes its ratio otherwise (TFLite's SVDF multiplies and divides its scales in float32)."""
+    """The multiplier and shift: `multiplier` and `shift` as given where the operator derives them in
+    integers (TFLite's MEAN divides its multiplier by the element count), else of `effective_scale`
+    where it computes its ratio otherwise (TFLite's SVDF multiplies and divides its scales in
+    float32), else of x_scale / y_scale."""
+    if attrs.get("multiplier") is not None:
+        return int(attrs["multiplier"]), int(attrs.get("shift") or 0)
     if attrs.get("effective_scale") is not None:
         return fp.quantize_multiplier(attrs["effective_scale"])
     return fp.quantize_multiplier(fp.as_float32(attrs["x_scale"]) / fp.as_float32(attrs["y_scale"]))
@@ -559,7 +563,7 @@ define("Requantize", inputs=1, infer=_infer_requantize, reference=_requantize_re
               Attr("y_zero_point", "int", 0), OUT_DTYPE,
               # TFLite's RELU and RELU6 are a requantization clamped to the activation's range
               Attr("act_min", "int", None), Attr("act_max", "int", None),
-              Attr("effective_scale", "float", None)])
+              Attr("effective_scale", "float", None), Attr("multiplier", "int", None), Attr("shift", "int", None)])
 
 
 # --- QLeakyRelu (TFLite's quantized LEAKY_RELU: two requantizations, by the input's sign) -------

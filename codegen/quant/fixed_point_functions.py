@@ -197,3 +197,46 @@ def squared_difference_multipliers(a_scale: float, b_scale: float, y_scale: floa
     denominator = float(np.float32(np.float32(1 << (2 * left_shift)) * np.float32(y_scale)))
     y_multiplier, y_shift = fp.quantize_multiplier(twice_max * twice_max / denominator)
     return {**p, "y_multiplier": y_multiplier, "y_shift": y_shift}
+
+
+def count_leading_sign_bits(x) -> np.ndarray:
+    """The bits after the sign bit that repeat it, of int32 values (31 for 0 and -1, 0 for INT32_MIN)."""
+    x = np.asarray(x, np.int64)
+    return fp.count_leading_zeros(np.where(x < 0, ~x, x)) - 1
+
+
+def reciprocal(x) -> tuple[np.ndarray, np.ndarray]:
+    """TFLite's GetReciprocal with 31 integer digits, for int32 x > 0: (raw, bits over unit) with
+    1 / x = raw / 2^31 / 2^bits, raw from x normalised to [1, 2) by its leading zeros and
+    one_over_one_plus_x_for_x_in_0_1 of that less one."""
+    x = np.asarray(x, np.int64)
+    headroom = fp.count_leading_zeros(x)
+    shifted_minus_one = fp.wrap_int32(((x << headroom) & 0xFFFFFFFF) - (1 << 31))
+    return fp.one_over_one_plus_x_for_x_in_0_1(shifted_minus_one), 31 - headroom
+
+
+def rounding_divide_by_pot_as_built(x, exponent) -> np.ndarray:
+    """gemmlowp's RoundingDivideByPOT of int32 x as the host's TFLite Micro computes it for any
+    exponent: below 32 a rounding shift; from 32 on (outside its contract, undefined in C++) its mask
+    (1 << exponent) - 1 truncates to all ones and x86 takes the shift count modulo 32, so the result
+    is x >> (exponent - 32), plus one unless x < 0."""
+    x, exponent = np.asarray(x, np.int64), np.asarray(exponent, np.int64)
+    wide = (x >> np.maximum(exponent - 32, 0)) + (x >= 0)
+    return np.where(exponent < 32, fp.rounding_divide_by_pot(x, np.minimum(exponent, 31)), wide)
+
+
+def divide_int8(a, b, multiplier: int, shift: int, y_zero_point: int, lo: int, hi: int) -> np.ndarray:
+    """TFLite's quantized DIV of offset inputs a / b (int32, b != 0; y = y_zp + M a / b with M =
+    a_scale / (b_scale y_scale) as (multiplier, shift)): the signs moved so b > 0; a normalised
+    by its leading sign bits times b's fixed-point reciprocal (a rounding doubling high multiply);
+    that quotient times M, shifted right by the reciprocal's and a's exponents less M's with one
+    rounding; plus the zero point, clamped to [lo, hi]. Where that shift reaches 32 (a quotient
+    that rounds to 0 with a large divisor, 0 / b among them) TFLite's arithmetic is undefined in C++
+    and this follows the host interpreter (rounding_divide_by_pot_as_built)."""
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    a, b = np.where(b < 0, -a, a), np.abs(b)
+    inverse, bits_over_unit = reciprocal(b)
+    headroom = count_leading_sign_bits(a)
+    quotient = fp.srdhm(fp.wrap_int32(a << headroom), inverse)
+    right = bits_over_unit + headroom - shift  # >= 0 for int8 offsets (headroom >= 22) while shift <= 22
+    return np.clip(rounding_divide_by_pot_as_built(fp.srdhm(quotient, multiplier), right) + y_zero_point, lo, hi)

@@ -983,6 +983,19 @@ _requantize_case("quantize_int8_to_int16", "int8", (0.05, -3), "int16", (0.0004,
 _requantize_case("quantize_requantize_int16", "int16", (0.0004, 0), "int16", (0.0007, 0))
 
 
+def _requantize_int32(name, y_dtype, x_quant, y_quant):
+    """int32 data (a bias-scaled accumulator) requantized, over a range that reaches both saturations."""
+    def build(c: Case):
+        x = c.input("x", "int32", (4, 16), quant=x_quant)
+        c.feeds["x"] = c.rng.integers(-300000, 300000, (4, 16)).astype(np.int32)
+        c.op("QUANTIZE", [x], [c.output("y", y_dtype, (4, 16), quant=y_quant)])
+    CASES[name] = build
+
+
+_requantize_int32("quantize_int32_to_int8", "int8", (0.0004, 7), (0.5, -3))
+_requantize_int32("quantize_int32_to_int16", "int16", (0.0001, 0), (0.0007, 0))
+
+
 @case("mean_int16")
 def _mean_16x8(c: Case):
     x = c.input("x", "int16", (1, 5, 6, 4), quant=Q16)
@@ -992,10 +1005,10 @@ def _mean_16x8(c: Case):
 
 
 # --- SUM, ADD_N, GELU, BATCH_MATMUL on integer data; MIRROR_PAD in SYMMETRIC mode ------------------
-def _sum_quantized(name, dtype, x_shape, axes, keep, y_shape, x_quant, y_quant):
+def _sum_quantized(name, dtype, x_shape, axes, keep, y_shape, x_quant, y_quant, code="SUM"):
     def build(c: Case):
         x = c.input("x", dtype, x_shape, quant=x_quant)
-        c.op("SUM", [x, c.const("axes", np.int32(axes))], [c.output("y", dtype, y_shape, quant=y_quant)],
+        c.op(code, [x, c.const("axes", np.int32(axes))], [c.output("y", dtype, y_shape, quant=y_quant)],
              ("ReducerOptions", {"KeepDims": keep}))
     CASES[name] = build
 
@@ -1004,6 +1017,11 @@ _sum_quantized("sum_int8", "int8", (2, 3, 4, 5), [1, 2], False, (2, 5), (0.05, 3
 _sum_quantized("sum_keep_dims_last_axis_int8", "int8", (2, 3, 6), [-1], True, (2, 3, 1), Q, Q)
 _sum_quantized("sum_int16", "int16", (2, 3, 8), [1], False, (2, 8), (0.0004, 0), (0.002, 0))
 _sum_quantized("sum_keep_dims_two_axes_int16", "int16", (3, 4, 5), [0, 2], True, (1, 4, 1), Q16, (0.003, 0))
+# MEAN over axes other than H and W: TFLite Micro's QuantizedMeanOrSum, not its Mean kernel
+_sum_quantized("mean_last_axis_int8", "int8", (2, 3, 7), [-1], False, (2, 3), (0.05, 3), (0.03, -5), "MEAN")
+_sum_quantized("mean_keep_dims_two_axes_int8", "int8", (3, 20, 6), [0, 2], True, (1, 20, 1), (0.1, -128), (0.02, 10),
+               "MEAN")
+_sum_quantized("mean_axis_1_int16", "int16", (3, 50, 6), [1], False, (3, 6), Q16, (0.0007, 0), "MEAN")
 
 
 def _add_n_int8(name, count, y_quant):
@@ -1037,6 +1055,66 @@ _batch_matmul_int16("batch_matmul_16x8_int16", "int8", (2, 3, 6), (2, 6, 5), (2,
 for _dtype, _quant in (("float32", None), ("int8", Q), ("int32", None)):
     shaped(f"mirror_pad_symmetric_{_dtype}", "MIRROR_PAD", (2, 3, 4), (2, 8, 5), [[[0, 0], [2, 3], [1, 0]]],
            ("MirrorPadOptions", {"Mode": 1}), dtype=_dtype, quant=_quant)
+
+
+def _div_int8(name, b_shape, quants, act=0):
+    def build(c: Case):
+        (a_quant, b_quant, y_quant) = quants
+        a = c.input("a", "int8", (2, 3, 4), quant=a_quant)
+        b = c.input("b", "int8", b_shape, quant=b_quant)
+        c.feeds["b"][c.feeds["b"] == b_quant[1]] += 1  # (no division by zero, which TFLite leaves undefined)
+        c.op("DIV", [a, b], [c.output("y", "int8", (2, 3, 4), quant=y_quant)],
+             ("DivOptions", {"FusedActivationFunction": act}))
+    CASES[name] = build
+
+
+_div_int8("div_int8", (2, 3, 4), ((0.05, 3), (0.02, -10), (0.1, 2)))
+_div_int8("div_broadcast_relu6_int8", (3, 1), ((0.1, -128), (0.003, 0), (0.05, -5)), act=3)
+
+
+def _prelu_int16(name, alpha_shape, x_zero_point):
+    def build(c: Case):
+        x = c.input("x", "int16", (1, 4, 5, 3), quant=(0.0005, x_zero_point))
+        alpha = c.const("alpha", c.rng.integers(-128, 128, alpha_shape).astype(np.int8), quant=(0.004, -20))
+        c.op("PRELU", [x, alpha], [c.output("y", "int16", (1, 4, 5, 3), quant=(0.0007, -x_zero_point))])
+    CASES[name] = build
+
+
+_prelu_int16("prelu_per_channel_int16", (1, 1, 3), 0)
+_prelu_int16("prelu_elementwise_zero_points_int16", (4, 5, 3), 300)
+shaped("cumsum_int8", "CUMSUM", (3, 40), (3, 40), [[1]], ("CumsumOptions", {}), dtype="int8", quant=(0.05, 3))
+shaped("cumsum_exclusive_reverse_int8", "CUMSUM", (6, 5), (6, 5), [[0]],
+       ("CumsumOptions", {"Exclusive": True, "Reverse": True}), dtype="int8", quant=(0.02, -128))
+
+
+@case("fill_float32")
+def _fill_float32(c: Case):
+    """The value a graph input (computed at run time), broadcast to the constant dimensions."""
+    c.op("FILL", [c.const("dims", np.int32([2, 3])), c.input("value", "float32", ())],
+         [c.output("y", "float32", (2, 3))])
+
+
+@case("fill_int8")
+def _fill_int8(c: Case):
+    """A constant value, folded at build time, beside the value a graph input."""
+    c.op("FILL", [c.const("dims", np.int32([4])), c.const("value", np.int8(-7), quant=Q)],
+         [c.output("folded", "int8", (4,), quant=Q)])
+    c.op("FILL", [c.const("dims", np.int32([3, 2])), c.input("value", "int8", (), quant=Q)],
+         [c.output("y", "int8", (3, 2), quant=Q)])
+
+
+def _embedding_int8(name, out_dtype):
+    def build(c: Case):
+        ids = c.input("ids", "int32", (3,), lo=0, hi=4)
+        table = c.const("table", c.rng.integers(-128, 128, (5, 4)).astype(np.int8), quant=(0.0213, 0))
+        c.op("EMBEDDING_LOOKUP", [ids, table],
+             [c.output("y", out_dtype, (3, 4), quant=(0.0213, 0) if out_dtype == "int8" else None)])
+    CASES[name] = build
+
+
+_embedding_int8("embedding_lookup_hybrid_int8", "float32")
+_embedding_int8("embedding_lookup_int8", "int8")
+
 
 def write_all(folder: Path = MODELS, select: str | None = None) -> list[str]:
     """Write every case (or those whose name contains `select`); returns their names."""
