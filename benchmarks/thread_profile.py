@@ -177,7 +177,7 @@ def main() -> int:
                       f"{a / b if b else float('nan'):>8.2f}")
             print(f"{'total':28} {'':16} {sum(n['macs'] for n in nodes):>10,} {total1:>9,.0f} {totaln:>10,.0f} "
                   f"{total1 / totaln:>8.2f}")
-            print(f"empty pool run of {args.threads * 4} parts: {statistics.median(empty):,.0f} ns "
+            print(f"empty pool run of parts_for({args.threads}) parts: {statistics.median(empty):,.0f} ns "
                   f"(min {min(empty):,} ns)")
             runs = []
             for _ in range(args.rounds):

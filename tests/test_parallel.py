@@ -66,16 +66,16 @@ def test_outputs_are_bit_identical_for_every_thread_count(builds, name, tmp_path
 def test_the_big_kernels_are_split_and_the_pool_only_where_threads_are_asked_for(builds):
     cpp = (builds[3] / "ic_resnet8" / "ic_resnet8.cpp").read_text()
     assert '#include "tinsmith/thread_pool.hpp"' in cpp
-    # the seven 3x3 convolutions and their clusters' tasks (the 1x1 shortcuts have too little work
-    # and run whole in their clusters' tasks; the classifier after the pool runs on the caller)
-    assert cpp.count("int tinsmith_part, int tinsmith_parts) noexcept {") == 7 + 7
+    # the seven 3x3 convolutions, the two 1x1 shortcuts (less than ALONE_WORK, between split kernels)
+    # and the seven clusters' tasks; the classifier after the pool runs on the caller
+    assert cpp.count("int tinsmith_part, int tinsmith_parts) noexcept {") == 9 + 7
     assert cpp.count("tinsmith::pool::run(") == 7
     header = (builds[3] / "ic_resnet8" / "ic_resnet8.h").read_text()
     assert "#define IC_RESNET8_MAX_THREADS 3" in header and "int ic_resnet8_set_threads(int threads);" in header
     linear = (builds[1] / "ic_resnet8" / "ic_resnet8.cpp").read_text()
     assert "thread" not in linear and "tinsmith_part" not in linear
-    # kws's layers have under ALONE_WORK each, and its depthwise layers too little to split at all, so
-    # no layer has split neighbours on both sides: everything runs on the caller's thread
+    # kws's layers have under ALONE_WORK each, and its depthwise layers under SPLIT_WORK, so no layer
+    # has split neighbours on both sides: everything runs on the caller's thread
     kws = (builds[3] / "kws_dscnn" / "kws_dscnn.cpp").read_text()
     assert "tinsmith_part" not in kws and "tinsmith::pool::run(" not in kws
     assert "int kws_dscnn_set_threads(int threads);" in (builds[3] / "kws_dscnn" / "kws_dscnn.h").read_text()

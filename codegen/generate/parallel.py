@@ -24,10 +24,12 @@ from tinsmith.generate.loop_ir import (Assign, Binary, Comment, Const, Expr, For
 
 PART, PARTS = "tinsmith_part", "tinsmith_parts"  # the extra parameters of a split kernel
 # Work (MACs plus elements stored) below which a kernel stays on the calling thread: a pool run
-# costs about a microsecond, and more where the system is busy and a worker must be woken or waited
-# for, while this much work takes some microseconds with AVX-512 (measured: splitting the 80,000-MAC
-# layers of the autoencoder and kws's depthwise layers made them slower on two threads).
-SPLIT_WORK = 200_000
+# costs about half a microsecond, and more where the system is busy and a worker must be woken or
+# waited for, while this much work takes about a microsecond with AVX-512 (measured: splitting the
+# 80,000-MAC layers of the autoencoder and kws's depthwise layers made them slower on two threads).
+# Kernels under ALONE_WORK split only between split neighbours (below): ic's 131,072-MAC shortcuts,
+# which run in the cluster of a split convolution, do, and evened out its parts (ic 1 to 2% faster).
+SPLIT_WORK = 100_000
 # Work from which a kernel is split whatever its neighbours do. Below it a kernel is split only when
 # every kernel that makes one of its inputs, and every kernel that reads one of its outputs, is split
 # too (`split_chains`): a split kernel's parts and its neighbours' cut the tensors between them the
