@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from tinsmith.generate.loop_ir import Binary, Const, For, Kernel, Load, Param, Store, Var
-from tinsmith.generate.parallel import split_groups
-from tinsmith.pipeline import compile_graph, lower
+from tinsmith.generate import parallel
+from tinsmith.generate.parallel import ALONE_WORK, SPLIT_WORK, split_chains, split_groups
+from tinsmith.pipeline import compile_graph, lower, write_files
 from tinsmith.reference import evaluate
 from tinsmith.targets import TargetError, load_target, with_threads
 from tinsmith.tolerance import summation_lengths, within_tolerance
@@ -63,15 +64,63 @@ def test_outputs_are_bit_identical_for_every_thread_count(builds, name, tmp_path
 
 
 def test_the_big_kernels_are_split_and_the_pool_only_where_threads_are_asked_for(builds):
-    cpp = (builds[3] / "kws_dscnn" / "kws_dscnn.cpp").read_text()
+    cpp = (builds[3] / "ic_resnet8" / "ic_resnet8.cpp").read_text()
     assert '#include "tinsmith/thread_pool.hpp"' in cpp
-    # conv1 and pw1..pw4 (the depthwise layers have too little work) and their clusters' tasks
-    assert cpp.count("int tinsmith_part, int tinsmith_parts) noexcept {") == 5 + 5
-    assert "tinsmith::pool::run(" in cpp
-    header = (builds[3] / "kws_dscnn" / "kws_dscnn.h").read_text()
-    assert "#define KWS_DSCNN_MAX_THREADS 3" in header and "int kws_dscnn_set_threads(int threads);" in header
-    linear = (builds[1] / "kws_dscnn" / "kws_dscnn.cpp").read_text()
+    # the seven 3x3 convolutions, the two 1x1 shortcuts (less than ALONE_WORK, between split kernels)
+    # and the seven clusters' tasks; the classifier after the pool runs on the caller
+    assert cpp.count("int tinsmith_part, int tinsmith_parts) noexcept {") == 9 + 7
+    assert cpp.count("tinsmith::pool::run(") == 7
+    header = (builds[3] / "ic_resnet8" / "ic_resnet8.h").read_text()
+    assert "#define IC_RESNET8_MAX_THREADS 3" in header and "int ic_resnet8_set_threads(int threads);" in header
+    linear = (builds[1] / "ic_resnet8" / "ic_resnet8.cpp").read_text()
     assert "thread" not in linear and "tinsmith_part" not in linear
+    # kws's layers have under ALONE_WORK each, and its depthwise layers under SPLIT_WORK, so no layer
+    # has split neighbours on both sides: everything runs on the caller's thread
+    kws = (builds[3] / "kws_dscnn" / "kws_dscnn.cpp").read_text()
+    assert "tinsmith_part" not in kws and "tinsmith::pool::run(" not in kws
+    assert "int kws_dscnn_set_threads(int threads);" in (builds[3] / "kws_dscnn" / "kws_dscnn.h").read_text()
+
+
+@pytest.mark.parametrize("name", ["kws_dscnn", "vww_mobilenet"])
+def test_split_chains_of_small_kernels_are_bit_identical_too(builds, name, tmp_path, monkeypatch):
+    """The layers the chain rule keeps whole, split as if they had work enough alone (depthwise and
+    pointwise layers cut by channel blocks, vww's outputs over their inputs): still the linear
+    build's bytes."""
+    monkeypatch.setattr(parallel, "ALONE_WORK", 0)
+    compiled = compile_graph(ROOT / "graphs" / f"{name}.yaml", target="host-native", threads=3)
+    assert compiled.files[f"{name}.cpp"].count("tinsmith::pool::run(") >= 5
+    write_files(compiled.files, tmp_path)
+    runner = tmp_path / "runner"
+    subprocess.run(["g++", "-march=native", "-O2", "-std=c++17", "-fno-exceptions", "-fno-rtti", f"-I{tmp_path}",
+                    f"-I{RUNTIME_INCLUDE}", str(tmp_path / f"{name}.cpp"), str(tmp_path / f"{name}_runner.cpp"),
+                    str(RUNTIME_INCLUDE.parent / "src" / "host_io.cpp"), "-o", str(runner), "-pthread"], check=True)
+    graph = lower(ROOT / "graphs" / f"{name}.yaml")
+    rng = np.random.default_rng(6)
+    data = b"".join(rng.standard_normal(graph.types[n].shape).astype("<f4").tobytes() for n in graph.inputs)
+    linear = run(builds[1] / name / f"{name}_runner", data, tmp_path)
+    for threads in ("1", "2", "3"):
+        assert run(runner, data, tmp_path, threads) == linear, f"{threads} threads changed a result"
+
+
+def test_a_kernel_under_alone_work_is_split_only_between_split_neighbours():
+    big, small = ALONE_WORK, SPLIT_WORK
+    # image -> a -> b -> c -> d and c -> e -> f: a and c have work enough alone; b sits between split
+    # kernels, d writes a graph output (read by no kernel); e's reader f cannot be split, so e runs whole
+    kernels = [("a", big, True, {"image", "wa"}, {"t1"}),
+               ("b", small, True, {"t1", "wb"}, {"t2"}),
+               ("c", big, True, {"t2"}, {"t3"}),
+               ("d", small, True, {"t3"}, {"out"}),
+               ("e", small, True, {"t3"}, {"t4"}),
+               ("f", 10, False, {"t4"}, {"t5"})]
+    assert split_chains(kernels) == {"a", "b", "c", "d"}
+    # kws's pattern: pointwise layers between depthwise layers that cannot be split, and the first
+    # layer feeding one: none is split, and dropping one drops the next (g needs h, h needs g and i)
+    kernels = [("conv", small, True, {"x"}, {"u1"}), ("dw", 10, False, {"u1"}, {"u2"}),
+               ("g", small, True, {"u2"}, {"u3"}), ("h", small, True, {"u3"}, {"u4"}),
+               ("i", 10, False, {"u4"}, {"y"})]
+    assert split_chains(kernels) == set()
+    # a kernel that cannot be split is never in the answer, however big
+    assert split_chains([("k", big, False, {"x"}, {"y"})]) == set()
 
 
 def test_microcontroller_targets_keep_the_linear_executor():
@@ -131,7 +180,7 @@ def test_loops_that_store_an_element_twice_or_read_their_output_run_whole():
 
 
 NO_ALLOCATION = r"""
-#include "kws_dscnn.h"
+#include "ic_resnet8.h"
 #include <cstdio>
 #include <cstdlib>
 #include <dlfcn.h>
@@ -151,22 +200,22 @@ void* operator new(size_t n) { if (counting) allocations = allocations + 1; retu
 void operator delete(void* p) noexcept { __libc_free(p); }
 void operator delete(void* p, size_t) noexcept { __libc_free(p); }
 
-alignas(16) static unsigned char ws[KWS_DSCNN_WORKSPACE_BYTES];
-static float in[KWS_DSCNN_SIZE_mfcc], out[KWS_DSCNN_SIZE_probs];
+alignas(16) static unsigned char ws[IC_RESNET8_WORKSPACE_BYTES];
+static float in[IC_RESNET8_SIZE_image], out[IC_RESNET8_SIZE_probs];
 
 int main() {
-  for (unsigned i = 0; i < KWS_DSCNN_SIZE_mfcc; ++i) in[i] = static_cast<float>(i % 13) / 13.0f;
+  for (unsigned i = 0; i < IC_RESNET8_SIZE_image; ++i) in[i] = static_cast<float>(i % 13) / 13.0f;
   void* probe = malloc(16);  // the counter works: this one is not counted, the next is
   counting = 1;
   free(probe);
   counting = 0;
   if (allocations != 1) return 3;
   allocations = 0;
-  kws_dscnn_init_ws(ws);
+  ic_resnet8_init_ws(ws);
   for (int threads = 3; threads >= 1; --threads) {
-    kws_dscnn_set_threads(threads);
+    ic_resnet8_set_threads(threads);
     counting = 1;
-    for (int i = 0; i < 50; ++i) kws_dscnn_call(in, out, ws);
+    for (int i = 0; i < 50; ++i) ic_resnet8_call(in, out, ws);
     counting = 0;
   }
   std::printf("%d\n", allocations);
@@ -176,11 +225,11 @@ int main() {
 
 
 def test_call_allocates_nothing_on_the_pool(builds, tmp_path):
-    folder = builds[3] / "kws_dscnn"
+    folder = builds[3] / "ic_resnet8"  # whose clusters run on the pool
     (tmp_path / "main.cpp").write_text(textwrap.dedent(NO_ALLOCATION))
     exe = tmp_path / "count"
     subprocess.run(["g++", "-march=native", "-O2", "-std=c++17", "-fno-exceptions", "-fno-rtti", f"-I{folder}",
-                    f"-I{RUNTIME_INCLUDE}", str(folder / "kws_dscnn.cpp"), str(tmp_path / "main.cpp"), "-o", str(exe)],
+                    f"-I{RUNTIME_INCLUDE}", str(folder / "ic_resnet8.cpp"), str(tmp_path / "main.cpp"), "-o", str(exe)],
                    check=True)
     proc = subprocess.run([str(exe)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.returncode

@@ -22,7 +22,7 @@ from tinsmith.generate.functors import inplace  # noqa: F401  (registers its var
 from tinsmith.generate.functors.variants import applicable_variants, variant_functor
 from tinsmith.generate.functors.row_pipeline import Pipeline, pipeline_kernel
 from tinsmith.generate.loop_ir import Comment, For, Kernel, Load, Param, Scratch, Stmt, Store, annotate
-from tinsmith.generate.parallel import SPLIT_WORK, render_parts, split_groups
+from tinsmith.generate.parallel import SPLIT_WORK, render_parts, split_chains, split_groups
 from tinsmith.generate.render import STORAGE_NAMES, TYPE_NAMES
 from tinsmith.generate.simplify import simplify
 from tinsmith.ir import Constant, Graph, Node
@@ -412,6 +412,10 @@ def render_model(kernels: Kernels, sched: Schedule, plan: MemoryPlan, constants_
                          frozenset(h for h, v in chosen.items() if v))
     codes = tuple(_render_kernel(kernels, graph, plan, node, cluster, kernels.kernel(sched, node.name, chosen[node.name]))
                   for node, cluster in sched.kernel_heads())
+    if kernels.caps.threads > 1:
+        split = split_chains([(k.kernel.name, k.work, bool(k.parts_source), {p.buffer for p in k.kernel.params if not p.writes},
+                               {p.buffer for p in k.kernel.params if p.writes}) for k in codes])
+        codes = tuple(k if k.kernel.name in split else replace(k, parts_source="") for k in codes)
     read = {p.buffer for k in codes for p in k.kernel.params}
     load = backend.loader()
     constants = tuple(ConstantCode(c.name, c.data.nbytes, load(c, constants_in_ram))

@@ -24,10 +24,21 @@ from tinsmith.generate.loop_ir import (Assign, Binary, Comment, Const, Expr, For
 
 PART, PARTS = "tinsmith_part", "tinsmith_parts"  # the extra parameters of a split kernel
 # Work (MACs plus elements stored) below which a kernel stays on the calling thread: a pool run
-# costs about a microsecond, and more where the system is busy and a worker must be woken or waited
-# for, while this much work takes some microseconds with AVX-512 (measured: splitting the 80,000-MAC
-# layers of the autoencoder and kws's depthwise layers made them slower on two threads).
-SPLIT_WORK = 200_000
+# costs about half a microsecond, and more where the system is busy and a worker must be woken or
+# waited for, while this much work takes about a microsecond with AVX-512 (measured: splitting the
+# 80,000-MAC layers of the autoencoder and kws's depthwise layers made them slower on two threads).
+# Kernels under ALONE_WORK split only between split neighbours (below): ic's 131,072-MAC shortcuts,
+# which run in the cluster of a split convolution, do, and evened out its parts (ic 1 to 2% faster).
+SPLIT_WORK = 100_000
+# Work from which a kernel is split whatever its neighbours do. Below it a kernel is split only when
+# every kernel that makes one of its inputs, and every kernel that reads one of its outputs, is split
+# too (`split_chains`): a split kernel's parts and its neighbours' cut the tensors between them the
+# same way (rows or pixels first) and the pool gives each thread the same share of every run, so each
+# reads what it wrote itself; next to a kernel on one thread, half of every tensor crosses between
+# cores instead, and on the benchmark machine that cost more than the split saved (measured with
+# benchmarks/thread_profile.py: the 300,000 to 600,000-MAC pointwise layers of kws and vww took 0.7 to
+# 1.1 times their one-thread time, and the depthwise layers between them twice theirs).
+ALONE_WORK = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -238,3 +249,28 @@ def render_parts(renderer, kernel: Kernel, groups: list[Group], aliased: frozens
             whole += 1
     lines.append("}")
     return "\n".join(lines)
+
+
+def split_chains(kernels: list[tuple[str, int, bool, set[str], set[str]]]) -> set[str]:
+    """Which kernels run split, of kernels given as (name, work, can be split, tensors read, tensors
+    written): those that can with work of at least ALONE_WORK, and the largest set of the others that
+    can such that every kernel on either side of a tensor one of them reads or writes is in it too."""
+    split = {name for name, _, can, _, _ in kernels if can}
+    writers: dict[str, set[str]] = {}
+    readers: dict[str, set[str]] = {}
+    for name, _, _, reads, writes in kernels:
+        for v in reads:
+            readers.setdefault(v, set()).add(name)
+        for v in writes:
+            writers.setdefault(v, set()).add(name)
+    changed = True
+    while changed:
+        changed = False
+        for name, work, _, reads, writes in kernels:
+            if name in split and work < ALONE_WORK:
+                neighbours = set().union(*(writers.get(v, set()) for v in reads),
+                                         *(readers.get(v, set()) for v in writes)) - {name}
+                if not neighbours <= split:
+                    split.discard(name)
+                    changed = True
+    return split

@@ -3,11 +3,20 @@
 // One pool per process, shared by every model: up to kMaxWorkers threads in static storage,
 // started once (by a model's init_ws() or set_threads(), never by call()) and kept until the
 // process ends. run(task, context, n) calls task(context, part, n) once for every part 0..n-1 and
-// returns when all have returned: the barrier between a model's clusters. Parts are claimed one at
-// a time by the calling thread and by the workers, whichever comes first, so a worker the system
-// has not scheduled yet never holds the caller up; which thread runs a part never changes a result
-// (generated code gives every output element to exactly one part and computes it the same way for
-// any thread count). Nothing here allocates after the threads exist, throws or uses RTTI.
+// returns when all have returned: the barrier between a model's clusters. Which thread runs a part
+// never changes a result (generated code gives every output element to exactly one part and
+// computes it the same way for any thread count). Nothing here allocates after the threads exist,
+// throws or uses RTTI.
+//
+// Who runs which part: the parts are cut into one range of consecutive parts per thread, the
+// caller's first, and each thread runs its own range front to back; a thread that has finished
+// takes parts from the back of the others' ranges. Generated code cuts every kernel's outputs in
+// the same order (rows, or pixels, first), so with the threads on time each computes the same
+// share of every layer, and reads what it wrote the layer before from its own cache: moving those
+// lines between cores cost more than the split saved (docs/KERNELS.md, section 9). A worker the
+// system has not scheduled yet never holds the caller up: its range is taken over. Each range's
+// claims are compare-and-swaps on a word of its own, so threads on time never share a written
+// cache line while they work, and each adds its finished parts to the count once per run.
 //
 // Waiting: a worker spins for a while after a run (a model's next cluster comes within
 // microseconds), then sleeps on a condition variable until a run wakes it. A run started while
@@ -34,14 +43,19 @@ inline int parts_for(int threads) noexcept { return threads > 1 ? 4 * threads : 
 
 namespace detail {
 
-// The current run as one word: its number (32 bits), its parts (16) and the next part to claim
-// (16). Claiming a part is a compare-and-swap on it, which fails once a newer run has begun.
-inline std::uint64_t ticket(std::uint32_t run, int parts, int next) noexcept {
-  return (std::uint64_t{run} << 32) | (static_cast<std::uint64_t>(parts) << 16) | static_cast<std::uint64_t>(next);
+// A thread's range of the current run's parts as one word: the run's number (32 bits), the next
+// part to claim from the front (16) and one past the last unclaimed part (16). Claiming a part is a
+// compare-and-swap on it, which fails once a newer run has begun.
+inline std::uint64_t range(std::uint32_t run, int next, int end) noexcept {
+  return (std::uint64_t{run} << 32) | (static_cast<std::uint64_t>(next) << 16) | static_cast<std::uint64_t>(end);
 }
-inline std::uint32_t run_of(std::uint64_t t) noexcept { return static_cast<std::uint32_t>(t >> 32); }
-inline int parts_of(std::uint64_t t) noexcept { return static_cast<int>((t >> 16) & 0xffff); }
-inline int next_of(std::uint64_t t) noexcept { return static_cast<int>(t & 0xffff); }
+inline std::uint32_t run_of(std::uint64_t r) noexcept { return static_cast<std::uint32_t>(r >> 32); }
+inline int next_of(std::uint64_t r) noexcept { return static_cast<int>((r >> 16) & 0xffff); }
+inline int end_of(std::uint64_t r) noexcept { return static_cast<int>(r & 0xffff); }
+
+struct alignas(64) Range {
+  std::atomic<std::uint64_t> word{0};
+};
 
 struct State {
   pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -51,12 +65,15 @@ struct State {
   std::atomic<bool> busy{false};  // a run() is in progress
   std::atomic<int> sleepers{0};
   std::uint32_t runs = 0;         // runs begun (written by the thread holding `busy`)
-  // Written by run() before it publishes the ticket, and only while no part is claimed or running:
-  // a claim (a successful compare-and-swap) orders them before the claimer's reads.
+  // Written by run() before it publishes the run's number, and only while no part is claimed or
+  // running: a worker reads them after it has seen the number.
   Task task = nullptr;
   void* context = nullptr;
-  alignas(64) std::atomic<std::uint64_t> ticket{0};
-  alignas(64) std::atomic<int> done{0};  // parts of the current run finished
+  int parts = 0;
+  std::atomic<int> ranges{0};  // read by workers still looking for parts of an older run, too
+  alignas(64) std::atomic<std::uint32_t> current{0};  // the number of the latest run
+  alignas(64) std::atomic<int> done{0};               // parts of the current run finished
+  Range range[kMaxWorkers + 1];                       // the caller's, then worker i's at i
 };
 
 inline State& state() noexcept {
@@ -72,40 +89,51 @@ inline void relax() noexcept {
 #endif
 }
 
-// Pauses before a worker sleeps (some hundred microseconds), and before a caller waiting for the
-// last parts yields its core to them (some microseconds: they may be waiting for it).
+// Pauses before a worker sleeps (some hundred microseconds: waking a sleeping thread took 6 to 12
+// microseconds on the benchmark machine), and before a caller waiting for the last parts yields its
+// core to them (some microseconds: they may be waiting for it).
 constexpr int kSpins = 4000;
 constexpr int kWaitSpins = 100;
 
-// Runs parts of run `run` until none is left to claim.
-inline void work(State& s, std::uint32_t run) noexcept {
-  std::uint64_t t = s.ticket.load(std::memory_order_acquire);
-  while (run_of(t) == run && next_of(t) < parts_of(t)) {
-    if (!s.ticket.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
-    s.task(s.context, next_of(t), parts_of(t));
-    s.done.fetch_add(1, std::memory_order_release);
-    t = s.ticket.load(std::memory_order_acquire);
+// Runs parts of run `run` until none is left to claim: thread `self`'s own range from the front,
+// then the others' from the back.
+inline void work(State& s, std::uint32_t run, int self) noexcept {
+  const int ranges = s.ranges.load(std::memory_order_relaxed);
+  int finished = 0;
+  for (int k = 0; k < ranges; ++k) {
+    const bool own = k == 0 && self < ranges;
+    Range& r = s.range[(self + k) % ranges];
+    std::uint64_t w = r.word.load(std::memory_order_acquire);
+    while (run_of(w) == run && next_of(w) < end_of(w)) {
+      const std::uint64_t claimed = own ? w + (std::uint64_t{1} << 16) : w - 1;
+      if (!r.word.compare_exchange_weak(w, claimed, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+      s.task(s.context, own ? next_of(w) : end_of(w) - 1, s.parts);
+      ++finished;
+      w = r.word.load(std::memory_order_acquire);
+    }
   }
+  if (finished) s.done.fetch_add(finished, std::memory_order_release);
 }
 
-inline void* worker(void*) noexcept {
+inline void* worker(void* index) noexcept {
   State& s = state();
-  std::uint32_t seen = run_of(s.ticket.load(std::memory_order_acquire));
+  const int self = static_cast<int>(reinterpret_cast<std::intptr_t>(index));
+  std::uint32_t seen = s.current.load(std::memory_order_acquire);
   for (;;) {
-    std::uint32_t now = run_of(s.ticket.load(std::memory_order_acquire));
+    std::uint32_t now = s.current.load(std::memory_order_acquire);
     for (int i = 0; now == seen && i < kSpins; ++i) {
       relax();
-      now = run_of(s.ticket.load(std::memory_order_acquire));
+      now = s.current.load(std::memory_order_acquire);
     }
     if (now == seen) {
       pthread_mutex_lock(&s.mutex);
       s.sleepers.fetch_add(1, std::memory_order_seq_cst);
-      while ((now = run_of(s.ticket.load(std::memory_order_seq_cst))) == seen) pthread_cond_wait(&s.wake, &s.mutex);
+      while ((now = s.current.load(std::memory_order_seq_cst)) == seen) pthread_cond_wait(&s.wake, &s.mutex);
       s.sleepers.fetch_sub(1, std::memory_order_relaxed);
       pthread_mutex_unlock(&s.mutex);
     }
     seen = now;
-    work(s, now);
+    work(s, now, self);
   }
   return nullptr;
 }
@@ -120,7 +148,8 @@ inline int reserve(int threads) noexcept {
   pthread_mutex_lock(&s.mutex);
   int started = s.started.load(std::memory_order_relaxed);
   while (started + 1 < threads) {
-    if (pthread_create(&s.threads[started], nullptr, detail::worker, nullptr) != 0) break;
+    void* index = reinterpret_cast<void*>(static_cast<std::intptr_t>(started + 1));
+    if (pthread_create(&s.threads[started], nullptr, detail::worker, index) != 0) break;
     pthread_detach(s.threads[started]);
     s.started.store(++started, std::memory_order_release);
   }
@@ -138,16 +167,23 @@ inline void run(Task task, void* context, int parts) noexcept {
     return;
   }
   const std::uint32_t run = ++s.runs;
+  const int workers = s.started.load(std::memory_order_acquire);
+  const int ranges = workers + 1 < parts ? workers + 1 : parts;
   s.task = task;
   s.context = context;
+  s.parts = parts;
+  s.ranges.store(ranges, std::memory_order_relaxed);
+  for (int t = 0; t < ranges; ++t) {
+    s.range[t].word.store(detail::range(run, parts * t / ranges, parts * (t + 1) / ranges), std::memory_order_relaxed);
+  }
   s.done.store(0, std::memory_order_relaxed);
-  s.ticket.store(detail::ticket(run, parts, 0), std::memory_order_seq_cst);  // publishes task and context
+  s.current.store(run, std::memory_order_seq_cst);  // publishes the run's fields and ranges
   if (s.sleepers.load(std::memory_order_seq_cst) > 0) {
     pthread_mutex_lock(&s.mutex);
     pthread_cond_broadcast(&s.wake);
     pthread_mutex_unlock(&s.mutex);
   }
-  detail::work(s, run);
+  detail::work(s, run, 0);
   for (int i = 0; s.done.load(std::memory_order_acquire) < parts; ++i) {
     if (i < detail::kWaitSpins) detail::relax();
     else sched_yield();
