@@ -265,6 +265,9 @@ AVX512_INTRINSICS = {
     "requantize_i32x8": "avx512_requantize<tinsmith_i8x8>({0}, &{1}, &{2}, {3}, {4}, {5}, {6})",
     # TFLite's int8 ADD of sixteen values of each input (constants as quantized.add_params gives them)
     "qadd_x16": "avx512_qadd(&{0}, &{1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13})",
+    # the same ADD as one linear form of the raw inputs that reproduces it (codegen/quant/linear_add.py):
+    # floor((a * {2} + b * {3} + {4}) / 2^{5}) clamped to {6}..{7}
+    "qadd_linear_x16": "avx512_qadd_linear(&{0}, &{1}, {2}, {3}, {4}, {5}, {6}, {7})",
     # sixteen int8 values widened to int32 lanes
     "widen_i8x16": "avx512_load_widen(&{0}, tinsmith_i8x16{{}})",
     # sixteen channels' sums of a mean, plus {1} (-count * zero point), rescaled as QMean's
@@ -394,6 +397,11 @@ AVX512_HELPERS = (
     "std::int32_t ys, std::int32_t zy, std::int32_t lo, std::int32_t hi) noexcept {",
     "  const tinsmith_i32x16 sum = avx512_add_input(a, za, left, am, as) + avx512_add_input(b, zb, left, bm, bs);",
     "  return avx512_narrow<tinsmith_i8x16>(avx512_scale(sum, ym, ys), zy, lo, hi);",
+    "}",
+    "AVX512_INLINE tinsmith_i8x16 avx512_qadd_linear(const std::int8_t* a, const std::int8_t* b, std::int32_t ma, "
+    "std::int32_t mb, std::int32_t offset, std::int32_t shift, std::int32_t lo, std::int32_t hi) noexcept {",
+    "  const tinsmith_i32x16 sum = avx512_load_widen(a, tinsmith_i8x16{}) * ma + avx512_load_widen(b, tinsmith_i8x16{}) * mb;",
+    "  return avx512_narrow<tinsmith_i8x16>((sum + offset) >> shift, 0, lo, hi);",
     "}",
     "AVX512_INLINE tinsmith_i8x16 avx512_qmean(tinsmith_i32x16 sums, std::int32_t offset, std::int32_t mult, std::int32_t shift, "
     "std::int32_t zero_point, std::int32_t lo, std::int32_t hi) noexcept "

@@ -39,13 +39,16 @@ from tinsmith.generate.functors.quantized import INT8_CONV
 from tinsmith.generate.functors.quantized_driver import (Pixel, TileGeometry, conv_nest, copy_values, depthwise_nest,
                                                         fc_nest, is_pointwise, padding_runs, plus, pointwise_nest,
                                                         window_tiles)
-from tinsmith.generate.functors import reduction_nest
+from tinsmith.generate.functors import elementwise_nest, reduction_nest
+from tinsmith.generate.functors.elementwise_nest import ElementwiseNest, LaneCall, flat
 from tinsmith.generate.functors.quantized_math import i32, qadd_steps
 from tinsmith.generate.functors.reduction_nest import Passes, ReductionNest, ReductionSchedule
 from tinsmith.generate.kernel_sets import AVX512_INT8
 from tinsmith.generate.loop_ir import (Assign, Binary, Call, Const, Expr, For, Lane, Load, Local, Scratch, Stmt, Store,
                                       Var, index)
 from tinsmith.ops import quantized as q
+from tinsmith.ops.registry import PRIMITIVES
+from tinsmith.quant.linear_add import find_linear_add
 
 LANES = 16  # int32 lanes of a 512-bit vector: output channels per vector
 GROUP = 4  # int8 values per lane that one VPDPBUSD multiplies and adds
@@ -346,9 +349,21 @@ def _qadd_takes(args, attrs) -> bool:
 
 @AVX512_INT8.register("QAdd", types=same("int8", 2, acc="int32"), when=_qadd_takes, priority=1)
 def qadd_avx512(graph, node_id, cluster_id, args, attrs):
-    """QAdd of two inputs of the output's shape, sixteen values a step: widened to int32 lanes,
-    rescaled, added and requantized as TFLite's int8 ADD (the portable kernel's arithmetic)."""
-    return qadd_steps(args, attrs, LANES, by_address=True)
+    """QAdd of two inputs of the output's shape, sixteen values a step: widened to int32 lanes, then
+    the linear form that reproduces TFLite's int8 ADD on every input pair (codegen/quant/linear_add.py),
+    or, where there is none, rescaled, added and requantized as TFLite does (the portable kernel's
+    arithmetic)."""
+    lo, hi = q.output_clamp(attrs, "int8")
+    form = find_linear_add({**attrs, "act_min": lo, "act_max": hi}, _add_reference)
+    if form is None:
+        return qadd_steps(args, attrs, LANES, by_address=True)
+    consts = (form.a_mult, form.b_mult, form.offset, form.shift, lo, hi)
+    return elementwise_nest.elementwise(ElementwiseNest.of(args), flat(LANES), LaneCall(
+        "qadd_linear_x16", tuple(i32(v) for v in consts), "int8", LANES, by_address=True))
+
+
+def _add_reference(a: np.ndarray, b: np.ndarray, attrs) -> np.ndarray:
+    return PRIMITIVES["QAdd"].reference([a, b], attrs)[0]
 
 
 # QMean: sixteen channels a step (the last kept axis in blocks of 16), the positions as one loop
