@@ -338,6 +338,25 @@ def pool_spec(x, k, strides, pads, op):
     return out
 
 
+@pytest.mark.parametrize("target", ("host-native", "host-x86-64-v4"))
+def test_average_pools_over_channel_vectors_match_the_specification(tmp_path, tinsmith_cmd, target):
+    """The AVX-512 QAvgPool (32 channels, no padding: sixteen channels a vector): a whole-input
+    window, overlapping windows, a clamped one; negative sums round away from zero too."""
+    _skip_unless_runs_here(target)
+    rng = np.random.default_rng(6)
+    case = Case()
+    x = draw(rng, (2, 7, 6, 32))
+    case.inputs["x"] = q_input(x.shape, 0.037, -128)
+    case.feeds["x"] = x
+    for i, (k, strides, clamp) in enumerate([((7, 6), (1, 1), (-128, 127)), ((3, 3), (2, 1), (-128, 127)),
+                                             ((2, 4), (2, 2), (-10, 12))]):
+        attrs = {"kernel_shape": list(k), "strides": list(strides), "pads": [0, 0, 0, 0], "act_min": clamp[0],
+                 "act_max": clamp[1]}
+        case.nodes.append({"op": "QAvgPool", "inputs": ["x"], "outputs": [f"avg{i}"], "attrs": attrs})
+        case.expected[f"avg{i}"] = np.clip(pool_spec(x, k, strides, (0, 0, 0, 0), "avg"), *clamp).astype(np.int8)
+    case.build(tmp_path, tinsmith_cmd, target=target)
+
+
 def test_pools_pad_concat_mean_and_conversions_match_the_specification(tmp_path, tinsmith_cmd):
     rng = np.random.default_rng(5)
     case = Case()

@@ -268,6 +268,9 @@ AVX512_INTRINSICS = {
     # the same ADD as one linear form of the raw inputs that reproduces it (codegen/quant/linear_add.py):
     # floor((a * {2} + b * {3} + {4}) / 2^{5}) clamped to {6}..{7}
     "qadd_linear_x16": "avx512_qadd_linear(&{0}, &{1}, {2}, {3}, {4}, {5}, {6}, {7})",
+    # sixteen channels' window sums divided by the window's {1} taps as TFLite's average pool rounds
+    # (ties away from zero), clamped to {2}..{3}
+    "average_x16": "avx512_average({0}, {1}, {2}, {3})",
     # sixteen int8 values widened to int32 lanes
     "widen_i8x16": "avx512_load_widen(&{0}, tinsmith_i8x16{{}})",
     # sixteen channels' sums of a mean, plus {1} (-count * zero point), rescaled as QMean's
@@ -402,6 +405,12 @@ AVX512_HELPERS = (
     "std::int32_t mb, std::int32_t offset, std::int32_t shift, std::int32_t lo, std::int32_t hi) noexcept {",
     "  const tinsmith_i32x16 sum = avx512_load_widen(a, tinsmith_i8x16{}) * ma + avx512_load_widen(b, tinsmith_i8x16{}) * mb;",
     "  return avx512_narrow<tinsmith_i8x16>((sum + offset) >> shift, 0, lo, hi);",
+    "}",
+    # (a constant count after inlining: GCC divides the lanes by a multiply and shifts)
+    "AVX512_INLINE tinsmith_i8x16 avx512_average(tinsmith_i32x16 sums, std::int32_t count, std::int32_t lo, "
+    "std::int32_t hi) noexcept {",
+    "  const tinsmith_i32x16 half = tinsmith_i32x16{} + count / 2;",
+    "  return avx512_narrow<tinsmith_i8x16>((sums + (sums > 0 ? half : -half)) / count, 0, lo, hi);",
     "}",
     "AVX512_INLINE tinsmith_i8x16 avx512_qmean(tinsmith_i32x16 sums, std::int32_t offset, std::int32_t mult, std::int32_t shift, "
     "std::int32_t zero_point, std::int32_t lo, std::int32_t hi) noexcept "

@@ -29,7 +29,7 @@ tile, written from XNNPACK's design (its code is not used):
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -39,10 +39,11 @@ from tinsmith.generate.functors.quantized import INT8_CONV
 from tinsmith.generate.functors.quantized_driver import (Pixel, TileGeometry, conv_nest, copy_values, depthwise_nest,
                                                         fc_nest, is_pointwise, padding_runs, plus, pointwise_nest,
                                                         window_tiles)
-from tinsmith.generate.functors import elementwise_nest, reduction_nest
+from tinsmith.generate.functors import elementwise_nest, reduction_nest, window_nest
 from tinsmith.generate.functors.elementwise_nest import ElementwiseNest, LaneCall, flat
 from tinsmith.generate.functors.quantized_math import i32, qadd_steps
 from tinsmith.generate.functors.reduction_nest import Passes, ReductionNest, ReductionSchedule
+from tinsmith.generate.functors.window_nest import WindowNest, WindowOutput, WindowSchedule, WindowTap
 from tinsmith.generate.kernel_sets import AVX512_INT8
 from tinsmith.generate.loop_ir import (Assign, Binary, Call, Const, Expr, For, Lane, Load, Local, Scratch, Stmt, Store,
                                       Var, index)
@@ -364,6 +365,43 @@ def qadd_avx512(graph, node_id, cluster_id, args, attrs):
 
 def _add_reference(a: np.ndarray, b: np.ndarray, attrs) -> np.ndarray:
     return PRIMITIVES["QAdd"].reference([a, b], attrs)[0]
+
+
+@dataclass(frozen=True)
+class LaneAverage:
+    """The window nest's micro-kernel for TFLite's int8 average pool on sixteen channels: int32 lane
+    sums of the taps, divided by the tile's count (every tap inside the input) as TFLite rounds."""
+
+    act_min: int
+    act_max: int
+
+    def start(self, scope: str, out: WindowOutput) -> list[Stmt]:
+        return [Local(f"sums{scope}", Const(0, "int32", LANES), "int32", LANES)]
+
+    def step(self, scope: str, tap: WindowTap) -> list[Stmt]:
+        value = Call("widen_i8x16", (Load(tap.x, tap.at(tap.strides)),), "int32", LANES)
+        return [Assign(f"sums{scope}", Binary("+", Var(f"sums{scope}", "int32", LANES), value))]
+
+    def finish(self, scope: str, out: WindowOutput) -> list[Stmt]:
+        average = Call("average_x16", (Var(f"sums{scope}", "int32", LANES), i32(out.counted), i32(self.act_min),
+                                       i32(self.act_max)), "int8", LANES)
+        return [Store(out.y, out.at, average, out.coords)]
+
+    def empty(self, scope: str, out: WindowOutput) -> list[Stmt]:
+        raise AssertionError("no padding, so no window lies wholly in it")  # _average_takes
+
+
+def _average_takes(args, attrs) -> bool:
+    """Channels a multiple of sixteen, no padding (every tile's taps counted at build time)."""
+    return args.inputs[0].type.shape[3] % LANES == 0 and not any(attrs["pads"])
+
+
+@AVX512_INT8.register("QAvgPool", family="window", types=same("int8", acc="int32"), layout="nhwc",
+                      when=_average_takes, priority=1)
+def qavgpool_avx512(graph, node_id, cluster_id, args, attrs):
+    """QAvgPool: sixteen channels a step (the window nest, channels inner in vectors of 16)."""
+    schedule = WindowSchedule(exact=True, channels="inner", lanes=LANES)
+    return window_nest.window(WindowNest.of(args), schedule, LaneAverage(*q.output_clamp(attrs, "int8")))
 
 
 # QMean: sixteen channels a step (the last kept axis in blocks of 16), the positions as one loop
