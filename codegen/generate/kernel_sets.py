@@ -271,6 +271,9 @@ AVX512_INTRINSICS = {
     # sixteen channels' window sums divided by the window's {1} taps as TFLite's average pool rounds
     # (ties away from zero), clamped to {2}..{3}
     "average_x16": "avx512_average({0}, {1}, {2}, {3})",
+    # a window of {1} rows of {2} values, {3} apart from {0}, in one vector, sign bits flipped (the
+    # bytes past the window meet zero weights): a whole window, every tap inside the input, stored at once
+    "window_rows_x64": "avx512_window_rows<{1}, {2}>(&{0}, {3})",
     # sixteen int8 values widened to int32 lanes
     "widen_i8x16": "avx512_load_widen(&{0}, tinsmith_i8x16{{}})",
     # sixteen channels' sums of a mean, plus {1} (-count * zero point), rescaled as QMean's
@@ -309,6 +312,18 @@ AVX512_HELPERS = (
     "  const tinsmith_i32x16 odd = __builtin_ia32_pmaddwd512_mask((xs >> 8) & 0xff, ws >> 8, tinsmith_i32x16{}, 0xffff);",
     "  return acc + even + odd;",
     "#endif",
+    "}",
+    # masked byte loads (VMOVDQU8 with a mask: the bytes left out are not read, so no load leaves the
+    # input), row r into bytes r * Run.. of one vector
+    "typedef char tinsmith_c8x64 __attribute__((vector_size(64)));",
+    "typedef std::int8_t tinsmith_i8x64 __attribute__((vector_size(64)));",
+    "template <int Rows, int Run> AVX512_INLINE tinsmith_i8x64 avx512_window_rows(const std::int8_t* x, int stride) "
+    "noexcept {",
+    "  tinsmith_c8x64 v = tinsmith_c8x64{};",
+    "  for (int r = 0; r < Rows; ++r)",
+    "    v = __builtin_ia32_loaddquqi512_mask(reinterpret_cast<const char*>(x) + r * (stride - Run), v, "
+    "((1ULL << Run) - 1) << (r * Run));",
+    "  return (tinsmith_i8x64)(v ^ (char)-128);",
     "}",
     # sixteen (eight) int8 values sign-extended to int32 lanes by VPMOVSXBD (GCC 12 lowers
     # __builtin_convertvector of int8 to int32 lanes to scalar code)
