@@ -274,6 +274,10 @@ AVX512_INTRINSICS = {
     # a window of {1} rows of {2} values, {3} apart from {0}, in one vector, sign bits flipped (the
     # bytes past the window meet zero weights): a whole window, every tap inside the input, stored at once
     "window_rows_x64": "avx512_window_rows<{1}, {2}>(&{0}, {3})",
+    # lanes {1}.. of sixteen int8 lanes as a vector of 8, 4 or 2 (a last vector's real channels)
+    "part_i8x8": "avx512_part<tinsmith_i8x8>({0}, {1})",
+    "part_i8x4": "avx512_part<tinsmith_i8x4>({0}, {1})",
+    "part_i8x2": "avx512_part<tinsmith_i8x2>({0}, {1})",
     # sixteen int8 values widened to int32 lanes
     "widen_i8x16": "avx512_load_widen(&{0}, tinsmith_i8x16{{}})",
     # sixteen channels' sums of a mean, plus {1} (-count * zero point), rescaled as QMean's
@@ -313,6 +317,10 @@ AVX512_HELPERS = (
     "  return acc + even + odd;",
     "#endif",
     "}",
+    "typedef std::int8_t tinsmith_i8x4 __attribute__((vector_size(4)));",
+    "typedef std::int8_t tinsmith_i8x2 __attribute__((vector_size(2)));",
+    "template <class V> AVX512_INLINE V avx512_part(tinsmith_i8x16 v, int at) noexcept "
+    "{ V part; std::memcpy(&part, reinterpret_cast<const char*>(&v) + at, sizeof part); return part; }",
     # masked byte loads (VMOVDQU8 with a mask: the bytes left out are not read, so no load leaves the
     # input), row r into bytes r * Run.. of one vector
     "typedef char tinsmith_c8x64 __attribute__((vector_size(64)));",

@@ -60,6 +60,7 @@ COLS = "cols"  # the scratch rows a block's windows are gathered into
 PIXELS = {1: 8, 2: 6, 4: 4}
 FC_VECTORS = 8  # a fully connected row (one pixel): up to 8 vectors of sums
 REGISTER = 64  # int8 values of one vector: the largest window assembled in a register
+PARTS = (8, 4, 2, 1)  # pieces a vector's first real lanes are stored in
 
 
 def _up(n: int, m: int) -> int:
@@ -203,8 +204,14 @@ def _store(graph, args, attrs, name: str, acc: Expr, out_at: Expr, channel: Expr
     if valid == lanes:
         return [Store(y, Binary("+", out_at, channel), _requantized(graph, args, attrs, acc, channel, lanes))]
     q = Var(name, "int8", lanes)
-    return [Local(name, _requantized(graph, args, attrs, acc, channel, lanes), "int8", lanes),
-            *(Store(y, plus(Binary("+", out_at, channel), c), Lane(q, index(c))) for c in range(valid))]
+    stmts: list[Stmt] = [Local(name, _requantized(graph, args, attrs, acc, channel, lanes), "int8", lanes)]
+    done = 0
+    for width in PARTS:  # the real lanes in pieces of 8, 4, 2 and 1 (a lane by lane store: two micro-ops each)
+        if valid - done >= width:
+            part = Lane(q, index(done)) if width == 1 else Call(f"part_i8x{width}", (q, index(done)), "int8", width)
+            stmts.append(Store(y, plus(Binary("+", out_at, channel), done), part))
+            done += width
+    return stmts
 
 
 def channel_vectors(graph, args, attrs, pixels: list[Pixel], xs: list[tuple[str, Expr]], k: int, per: int) -> list[Stmt]:
