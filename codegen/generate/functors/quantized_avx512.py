@@ -55,9 +55,11 @@ from tinsmith.quant.linear_add import find_linear_add
 LANES = 16  # int32 lanes of a 512-bit vector: output channels per vector
 GROUP = 4  # int8 values per lane that one VPDPBUSD multiplies and adds
 COLS = "cols"  # the scratch rows a block's windows are gathered into
-# pixels per block by vectors of channels per block: MR * NB sums, NB weight vectors and MR
-# broadcast inputs within the 32 vector registers
-PIXELS = {1: 8, 2: 6, 4: 4}
+# pixels per block by vectors of channels per block: MR * NB = 16 sums (VPDPBUSD's latency of about
+# five cycles needs some ten independent sums in flight for two a cycle: 8 x 1 and 6 x 2 blocks ran
+# ic's 16- and 32-channel convolutions at 1.1 and 1.25 per cycle, 16 x 1 and 8 x 2 at 1.3 and 1.4),
+# NB weight vectors and the broadcast inputs within the 32 vector registers
+PIXELS = {1: 16, 2: 8, 4: 4}
 FC_VECTORS = 8  # a fully connected row (one pixel): up to 8 vectors of sums
 REGISTER = 64  # int8 values of one vector: the largest window assembled in a register
 PARTS = (8, 4, 2, 1)  # pieces a vector's first real lanes are stored in
