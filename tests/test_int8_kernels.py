@@ -283,6 +283,44 @@ def test_fully_connected_add_mul_match_the_specification(tmp_path, tinsmith_cmd,
     case.build(tmp_path, tinsmith_cmd, target=target)
 
 
+# (a_scale, a_zero_point, b_scale, b_zero_point, y_scale, y_zero_point, act_min): ic_resnet8's first
+# residual ADD, and scales 100x apart with zero points at both ends and a clamp above -128 (both with a
+# linear form); scales whose ties no linear form rounds as TFLite does (the fixed-point kernel)
+EVERY_PAIR_ADDS = [(0.06722422689199448, -27, 0.02639394998550415, -128, 0.040482666343450546, -128, -128),
+                   (0.5, -128, 0.004, 127, 0.3, -7, -120), (0.3, 0, 0.0625, 0, 0.1, 0, -128)]
+
+
+@pytest.mark.parametrize("target", ("host-native", "host-x86-64-v4"))
+def test_add_of_every_int8_pair_matches_the_specification(tmp_path, tinsmith_cmd, target):
+    """The AVX-512 QAdd computes a linear form of the raw inputs where one reproduces TFLite's ADD
+    (codegen/quant/linear_add.py): every one of the 65,536 input pairs against the specification."""
+    _skip_unless_runs_here(target)
+    from tinsmith.ops.registry import PRIMITIVES
+    from tinsmith.quant.linear_add import find_linear_add
+    forms = [find_linear_add(dict(zip(("a_scale", "a_zero_point", "b_scale", "b_zero_point", "y_scale", "y_zero_point",
+                                       "act_min"), add), act_max=127),
+                             lambda a, b, attrs: PRIMITIVES["QAdd"].reference([a, b], attrs)[0])
+             for add in EVERY_PAIR_ADDS]
+    assert [f is not None for f in forms] == [True, True, False]  # both kernels run
+    case = Case()
+    a, b = (v.reshape(1, 256, 256, 1).astype(np.int8) for v in np.meshgrid(np.arange(-128, 128), np.arange(-128, 128),
+                                                                            indexing="ij"))
+    for i, (sa, za, sb, zb, sy, zy, lo) in enumerate(EVERY_PAIR_ADDS):
+        case.inputs[f"a{i}"], case.inputs[f"b{i}"] = q_input(a.shape, sa, za), q_input(b.shape, sb, zb)
+        case.feeds.update({f"a{i}": a, f"b{i}": b})
+        case.nodes.append({"op": "QAdd", "inputs": [f"a{i}", f"b{i}"], "outputs": [f"sum{i}"],
+                           "attrs": {"a_scale": sa, "a_zero_point": za, "b_scale": sb, "b_zero_point": zb,
+                                     "y_scale": sy, "y_zero_point": zy, "act_min": lo}})
+        twice = 2 * max(fp.as_float32(sa), fp.as_float32(sb))
+        qa, qb = spec_multiplier(fp.as_float32(sa) / twice), spec_multiplier(fp.as_float32(sb) / twice)
+        qy = spec_multiplier(twice / (2 ** 20 * fp.as_float32(sy)))
+        rescaled_a = {u: spec_scale((u - za) << 20, *qa) for u in range(-128, 128)}
+        rescaled_b = {v: spec_scale((v - zb) << 20, *qb) for v in range(-128, 128)}
+        want = [spec_scale(rescaled_a[u] + rescaled_b[v], *qy) + zy for u in range(-128, 128) for v in range(-128, 128)]
+        case.expected[f"sum{i}"] = np.clip(np.reshape(want, a.shape), lo, 127).astype(np.int8)
+    case.build(tmp_path, tinsmith_cmd, target=target)
+
+
 def pool_spec(x, k, strides, pads, op):
     n, h, w, c = x.shape
     oh = (h + pads[0] + pads[2] - k[0]) // strides[0] + 1
@@ -298,6 +336,25 @@ def pool_spec(x, k, strides, pads, op):
             out[b, y, x_, ch] = int(Fraction(sum(vals), len(vals)) + Fraction(1, 2) * (1 if sum(vals) > 0 else -1)) \
                 if sum(vals) else 0
     return out
+
+
+@pytest.mark.parametrize("target", ("host-native", "host-x86-64-v4"))
+def test_average_pools_over_channel_vectors_match_the_specification(tmp_path, tinsmith_cmd, target):
+    """The AVX-512 QAvgPool (32 channels, no padding: sixteen channels a vector): a whole-input
+    window, overlapping windows, a clamped one; negative sums round away from zero too."""
+    _skip_unless_runs_here(target)
+    rng = np.random.default_rng(6)
+    case = Case()
+    x = draw(rng, (2, 7, 6, 32))
+    case.inputs["x"] = q_input(x.shape, 0.037, -128)
+    case.feeds["x"] = x
+    for i, (k, strides, clamp) in enumerate([((7, 6), (1, 1), (-128, 127)), ((3, 3), (2, 1), (-128, 127)),
+                                             ((2, 4), (2, 2), (-10, 12))]):
+        attrs = {"kernel_shape": list(k), "strides": list(strides), "pads": [0, 0, 0, 0], "act_min": clamp[0],
+                 "act_max": clamp[1]}
+        case.nodes.append({"op": "QAvgPool", "inputs": ["x"], "outputs": [f"avg{i}"], "attrs": attrs})
+        case.expected[f"avg{i}"] = np.clip(pool_spec(x, k, strides, (0, 0, 0, 0), "avg"), *clamp).astype(np.int8)
+    case.build(tmp_path, tinsmith_cmd, target=target)
 
 
 def test_pools_pad_concat_mean_and_conversions_match_the_specification(tmp_path, tinsmith_cmd):

@@ -265,6 +265,19 @@ AVX512_INTRINSICS = {
     "requantize_i32x8": "avx512_requantize<tinsmith_i8x8>({0}, &{1}, &{2}, {3}, {4}, {5}, {6})",
     # TFLite's int8 ADD of sixteen values of each input (constants as quantized.add_params gives them)
     "qadd_x16": "avx512_qadd(&{0}, &{1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13})",
+    # the same ADD as one linear form of the raw inputs that reproduces it (codegen/quant/linear_add.py):
+    # floor((a * {2} + b * {3} + {4}) / 2^{5}) clamped to {6}..{7}
+    "qadd_linear_x16": "avx512_qadd_linear(&{0}, &{1}, {2}, {3}, {4}, {5}, {6}, {7})",
+    # sixteen channels' window sums divided by the window's {1} taps as TFLite's average pool rounds
+    # (ties away from zero), clamped to {2}..{3}
+    "average_x16": "avx512_average({0}, {1}, {2}, {3})",
+    # a window of {1} rows of {2} values, {3} apart from {0}, in one vector, sign bits flipped (the
+    # bytes past the window meet zero weights): a whole window, every tap inside the input, stored at once
+    "window_rows_x64": "avx512_window_rows<{1}, {2}>(&{0}, {3})",
+    # lanes {1}.. of sixteen int8 lanes as a vector of 8, 4 or 2 (a last vector's real channels)
+    "part_i8x8": "avx512_part<tinsmith_i8x8>({0}, {1})",
+    "part_i8x4": "avx512_part<tinsmith_i8x4>({0}, {1})",
+    "part_i8x2": "avx512_part<tinsmith_i8x2>({0}, {1})",
     # sixteen int8 values widened to int32 lanes
     "widen_i8x16": "avx512_load_widen(&{0}, tinsmith_i8x16{{}})",
     # sixteen channels' sums of a mean, plus {1} (-count * zero point), rescaled as QMean's
@@ -303,6 +316,22 @@ AVX512_HELPERS = (
     "  const tinsmith_i32x16 odd = __builtin_ia32_pmaddwd512_mask((xs >> 8) & 0xff, ws >> 8, tinsmith_i32x16{}, 0xffff);",
     "  return acc + even + odd;",
     "#endif",
+    "}",
+    "typedef std::int8_t tinsmith_i8x4 __attribute__((vector_size(4)));",
+    "typedef std::int8_t tinsmith_i8x2 __attribute__((vector_size(2)));",
+    "template <class V> AVX512_INLINE V avx512_part(tinsmith_i8x16 v, int at) noexcept "
+    "{ V part; std::memcpy(&part, reinterpret_cast<const char*>(&v) + at, sizeof part); return part; }",
+    # masked byte loads (VMOVDQU8 with a mask: the bytes left out are not read, so no load leaves the
+    # input), row r into bytes r * Run.. of one vector
+    "typedef char tinsmith_c8x64 __attribute__((vector_size(64)));",
+    "typedef std::int8_t tinsmith_i8x64 __attribute__((vector_size(64)));",
+    "template <int Rows, int Run> AVX512_INLINE tinsmith_i8x64 avx512_window_rows(const std::int8_t* x, int stride) "
+    "noexcept {",
+    "  tinsmith_c8x64 v = tinsmith_c8x64{};",
+    "  for (int r = 0; r < Rows; ++r)",
+    "    v = __builtin_ia32_loaddquqi512_mask(reinterpret_cast<const char*>(x) + r * (stride - Run), v, "
+    "((1ULL << Run) - 1) << (r * Run));",
+    "  return (tinsmith_i8x64)(v ^ (char)-128);",
     "}",
     # sixteen (eight) int8 values sign-extended to int32 lanes by VPMOVSXBD (GCC 12 lowers
     # __builtin_convertvector of int8 to int32 lanes to scalar code)
@@ -394,6 +423,17 @@ AVX512_HELPERS = (
     "std::int32_t ys, std::int32_t zy, std::int32_t lo, std::int32_t hi) noexcept {",
     "  const tinsmith_i32x16 sum = avx512_add_input(a, za, left, am, as) + avx512_add_input(b, zb, left, bm, bs);",
     "  return avx512_narrow<tinsmith_i8x16>(avx512_scale(sum, ym, ys), zy, lo, hi);",
+    "}",
+    "AVX512_INLINE tinsmith_i8x16 avx512_qadd_linear(const std::int8_t* a, const std::int8_t* b, std::int32_t ma, "
+    "std::int32_t mb, std::int32_t offset, std::int32_t shift, std::int32_t lo, std::int32_t hi) noexcept {",
+    "  const tinsmith_i32x16 sum = avx512_load_widen(a, tinsmith_i8x16{}) * ma + avx512_load_widen(b, tinsmith_i8x16{}) * mb;",
+    "  return avx512_narrow<tinsmith_i8x16>((sum + offset) >> shift, 0, lo, hi);",
+    "}",
+    # (a constant count after inlining: GCC divides the lanes by a multiply and shifts)
+    "AVX512_INLINE tinsmith_i8x16 avx512_average(tinsmith_i32x16 sums, std::int32_t count, std::int32_t lo, "
+    "std::int32_t hi) noexcept {",
+    "  const tinsmith_i32x16 half = tinsmith_i32x16{} + count / 2;",
+    "  return avx512_narrow<tinsmith_i8x16>((sums + (sums > 0 ? half : -half)) / count, 0, lo, hi);",
     "}",
     "AVX512_INLINE tinsmith_i8x16 avx512_qmean(tinsmith_i32x16 sums, std::int32_t offset, std::int32_t mult, std::int32_t shift, "
     "std::int32_t zero_point, std::int32_t lo, std::int32_t hi) noexcept "

@@ -29,7 +29,7 @@ tile, written from XNNPACK's design (its code is not used):
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -39,21 +39,30 @@ from tinsmith.generate.functors.quantized import INT8_CONV
 from tinsmith.generate.functors.quantized_driver import (Pixel, TileGeometry, conv_nest, copy_values, depthwise_nest,
                                                         fc_nest, is_pointwise, padding_runs, plus, pointwise_nest,
                                                         window_tiles)
-from tinsmith.generate.functors import reduction_nest
+from tinsmith.generate.functors import elementwise_nest, reduction_nest, window_nest
+from tinsmith.generate.functors.elementwise_nest import ElementwiseNest, LaneCall, flat
 from tinsmith.generate.functors.quantized_math import i32, qadd_steps
 from tinsmith.generate.functors.reduction_nest import Passes, ReductionNest, ReductionSchedule
+from tinsmith.generate.functors.window_nest import WindowNest, WindowOutput, WindowSchedule, WindowTap
 from tinsmith.generate.kernel_sets import AVX512_INT8
 from tinsmith.generate.loop_ir import (Assign, Binary, Call, Const, Expr, For, Lane, Load, Local, Scratch, Stmt, Store,
                                       Var, index)
+from tinsmith.generate.simplify import substitute
 from tinsmith.ops import quantized as q
+from tinsmith.ops.registry import PRIMITIVES
+from tinsmith.quant.linear_add import find_linear_add
 
 LANES = 16  # int32 lanes of a 512-bit vector: output channels per vector
 GROUP = 4  # int8 values per lane that one VPDPBUSD multiplies and adds
 COLS = "cols"  # the scratch rows a block's windows are gathered into
-# pixels per block by vectors of channels per block: MR * NB sums, NB weight vectors and MR
-# broadcast inputs within the 32 vector registers
-PIXELS = {1: 8, 2: 6, 4: 4}
+# pixels per block by vectors of channels per block: MR * NB = 16 sums (VPDPBUSD's latency of about
+# five cycles needs some ten independent sums in flight for two a cycle: 8 x 1 and 6 x 2 blocks ran
+# ic's 16- and 32-channel convolutions at 1.1 and 1.25 per cycle, 16 x 1 and 8 x 2 at 1.3 and 1.4),
+# NB weight vectors and the broadcast inputs within the 32 vector registers
+PIXELS = {1: 16, 2: 8, 4: 4}
 FC_VECTORS = 8  # a fully connected row (one pixel): up to 8 vectors of sums
+REGISTER = 64  # int8 values of one vector: the largest window assembled in a register
+PARTS = (8, 4, 2, 1)  # pieces a vector's first real lanes are stored in
 
 
 def _up(n: int, m: int) -> int:
@@ -77,9 +86,17 @@ def _pixels(w_shape) -> int:
     return 1 if len(w_shape) == 2 else PIXELS[_vectors_per_block(w_shape)]
 
 
+def _rows_in_register(w_shape) -> bool:
+    """A convolution whose window fits one 64-byte vector and whose window rows (KW * C values) end
+    inside a group of four: its inside windows are assembled in a register (Avx512MicroKernel)."""
+    return len(w_shape) == 4 and _window(w_shape) <= REGISTER and (w_shape[2] * w_shape[3]) % GROUP != 0
+
+
 def _cols_scratch(prepared, caps) -> list[Scratch]:
     w = prepared.inputs[1].shape
-    return [Scratch(COLS, "int8", _pixels(w) * _up(_window(w), GROUP))]
+    k = _up(_window(w), GROUP)
+    # a window assembled in a register is stored whole: 64 bytes from the last pixel's offset
+    return [Scratch(COLS, "int8", _pixels(w) * k + (REGISTER - k if _rows_in_register(w) else 0))]
 
 
 def _constants_packed(args, attrs) -> bool:
@@ -189,8 +206,14 @@ def _store(graph, args, attrs, name: str, acc: Expr, out_at: Expr, channel: Expr
     if valid == lanes:
         return [Store(y, Binary("+", out_at, channel), _requantized(graph, args, attrs, acc, channel, lanes))]
     q = Var(name, "int8", lanes)
-    return [Local(name, _requantized(graph, args, attrs, acc, channel, lanes), "int8", lanes),
-            *(Store(y, plus(Binary("+", out_at, channel), c), Lane(q, index(c))) for c in range(valid))]
+    stmts: list[Stmt] = [Local(name, _requantized(graph, args, attrs, acc, channel, lanes), "int8", lanes)]
+    done = 0
+    for width in PARTS:  # the real lanes in pieces of 8, 4, 2 and 1 (a lane by lane store: two micro-ops each)
+        if valid - done >= width:
+            part = Lane(q, index(done)) if width == 1 else Call(f"part_i8x{width}", (q, index(done)), "int8", width)
+            stmts.append(Store(y, plus(Binary("+", out_at, channel), done), part))
+            done += width
+    return stmts
 
 
 def channel_vectors(graph, args, attrs, pixels: list[Pixel], xs: list[tuple[str, Expr]], k: int, per: int) -> list[Stmt]:
@@ -246,8 +269,27 @@ class Avx512MicroKernel:
         cols = [(COLS, index(p * self.k)) for p in range(len(pixels))]
         return channel_vectors(graph, args, attrs, pixels, cols, self.k, self.vectors)
 
+    def _rows(self, args, attrs, geometry: TileGeometry, pixels: list[Pixel]) -> list[Stmt] | None:
+        """Each pixel's window, every tap inside the input, as one store of a vector assembled from
+        its KH rows by masked loads, sign bits flipped; None where the window is not such rows.
+        Copied row by row, a window of runs that end inside a group of four (3 x 3 x 3: runs of 9)
+        has groups that straddle two stores, which the store buffer cannot forward to the group's
+        load (measured: ic's first convolution 17k -> 12k cycles)."""
+        kh, kw, c = geometry.kernel
+        w_shape = (1, kh, kw, c)
+        if not (_rows_in_register(w_shape) and tuple(attrs["dilations"]) == (1, 1) and not padding_runs(geometry)
+                and geometry.tap_loops == (("k0", kh),) and geometry.count == kw * c):
+            return None
+        x, row = args.inputs[0], args.inputs[0].type.shape[2] * c
+        return [Store(COLS, index(p * self.k), Call("window_rows_x64", (
+            Load(x.name, substitute(x_at, {"k0": index(0)})), index(kh), index(kw * c), index(row)), "int8", REGISTER))
+                for p, (x_at, _, _) in enumerate(pixels)]
+
     def conv_pixels(self, graph, args, attrs, geometry: TileGeometry, pixels: list[Pixel]) -> list[Stmt]:
         x = args.inputs[0].name
+        rows = self._rows(args, attrs, geometry, pixels)
+        if rows is not None:
+            return [*rows, *self._blocks(graph, args, attrs, pixels)]
         stmts: list[Stmt] = []
         copies: list[Stmt] = []
         for p, (x_at, _, _) in enumerate(pixels):
@@ -346,9 +388,58 @@ def _qadd_takes(args, attrs) -> bool:
 
 @AVX512_INT8.register("QAdd", types=same("int8", 2, acc="int32"), when=_qadd_takes, priority=1)
 def qadd_avx512(graph, node_id, cluster_id, args, attrs):
-    """QAdd of two inputs of the output's shape, sixteen values a step: widened to int32 lanes,
-    rescaled, added and requantized as TFLite's int8 ADD (the portable kernel's arithmetic)."""
-    return qadd_steps(args, attrs, LANES, by_address=True)
+    """QAdd of two inputs of the output's shape, sixteen values a step: widened to int32 lanes, then
+    the linear form that reproduces TFLite's int8 ADD on every input pair (codegen/quant/linear_add.py),
+    or, where there is none, rescaled, added and requantized as TFLite does (the portable kernel's
+    arithmetic)."""
+    lo, hi = q.output_clamp(attrs, "int8")
+    form = find_linear_add({**attrs, "act_min": lo, "act_max": hi}, _add_reference)
+    if form is None:
+        return qadd_steps(args, attrs, LANES, by_address=True)
+    consts = (form.a_mult, form.b_mult, form.offset, form.shift, lo, hi)
+    return elementwise_nest.elementwise(ElementwiseNest.of(args), flat(LANES), LaneCall(
+        "qadd_linear_x16", tuple(i32(v) for v in consts), "int8", LANES, by_address=True))
+
+
+def _add_reference(a: np.ndarray, b: np.ndarray, attrs) -> np.ndarray:
+    return PRIMITIVES["QAdd"].reference([a, b], attrs)[0]
+
+
+@dataclass(frozen=True)
+class LaneAverage:
+    """The window nest's micro-kernel for TFLite's int8 average pool on sixteen channels: int32 lane
+    sums of the taps, divided by the tile's count (every tap inside the input) as TFLite rounds."""
+
+    act_min: int
+    act_max: int
+
+    def start(self, scope: str, out: WindowOutput) -> list[Stmt]:
+        return [Local(f"sums{scope}", Const(0, "int32", LANES), "int32", LANES)]
+
+    def step(self, scope: str, tap: WindowTap) -> list[Stmt]:
+        value = Call("widen_i8x16", (Load(tap.x, tap.at(tap.strides)),), "int32", LANES)
+        return [Assign(f"sums{scope}", Binary("+", Var(f"sums{scope}", "int32", LANES), value))]
+
+    def finish(self, scope: str, out: WindowOutput) -> list[Stmt]:
+        average = Call("average_x16", (Var(f"sums{scope}", "int32", LANES), i32(out.counted), i32(self.act_min),
+                                       i32(self.act_max)), "int8", LANES)
+        return [Store(out.y, out.at, average, out.coords)]
+
+    def empty(self, scope: str, out: WindowOutput) -> list[Stmt]:
+        raise AssertionError("no padding, so no window lies wholly in it")  # _average_takes
+
+
+def _average_takes(args, attrs) -> bool:
+    """Channels a multiple of sixteen, no padding (every tile's taps counted at build time)."""
+    return args.inputs[0].type.shape[3] % LANES == 0 and not any(attrs["pads"])
+
+
+@AVX512_INT8.register("QAvgPool", family="window", types=same("int8", acc="int32"), layout="nhwc",
+                      when=_average_takes, priority=1)
+def qavgpool_avx512(graph, node_id, cluster_id, args, attrs):
+    """QAvgPool: sixteen channels a step (the window nest, channels inner in vectors of 16)."""
+    schedule = WindowSchedule(exact=True, channels="inner", lanes=LANES)
+    return window_nest.window(WindowNest.of(args), schedule, LaneAverage(*q.output_clamp(attrs, "int8")))
 
 
 # QMean: sixteen channels a step (the last kept axis in blocks of 16), the positions as one loop
