@@ -368,9 +368,7 @@ DRIVERS = {
 # the int8 convolution and matrix kernels that still write their own loops (docs/KERNELS.md, section 3):
 # the portable QDepthwise (any depth multiplier), the host's accumulator rows (host_int8.py) and ONNX's
 # integer and QLinear products
-OWN_LOOPS = {("cpp", "QDepthwise"), ("cpp", "ConvInteger"), ("cpp", "MatMulInteger"),
-             ("cpp", "QLinearConv"), ("cpp", "QLinearMatMul"),
-             ("vectors", "QConv2D"), ("vectors", "QDepthwise"), ("vectors", "QFullyConnected")}
+OWN_LOOPS = {("vectors", "QConv2D"), ("vectors", "QDepthwise"), ("vectors", "QFullyConnected")}
 
 
 def _codes(code: types.CodeType):

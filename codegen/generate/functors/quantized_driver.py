@@ -246,12 +246,13 @@ DepthwiseChannels = Callable[..., list[Stmt]]
 
 def depthwise_nest(graph, args, attrs, channels: DepthwiseChannels,
                    constant_at: Callable[[Expr], Expr] = lambda oc: oc) -> list[Stmt]:
-    """QDepthwise (depth multiplier 1, NHWC): per tile and output pixel, its taps' offsets handed to
-    the micro-kernel's `channels`; a window wholly in the padding gives the bias alone (output
-    channel oc's bias and requantization constants at constant_at(oc): a kernel may pack them)."""
+    """QDepthwise (NHWC): per tile and output pixel, its taps' offsets handed to the micro-kernel's
+    `channels`; a window wholly in the padding gives the bias alone (output channel oc's bias and
+    requantization constants at constant_at(oc): a kernel may pack them). A tap's input offset is
+    its pixel's first channel: with a depth multiplier m the micro-kernel reads channel oc / m there."""
     x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
     _, kh, kw, c = w.type.shape
-    n, h, wd, _ = x.type.shape
+    n, h, wd, ci = x.type.shape
     _, tile_list = window_tiles(args, attrs)
     batch = Affine.var("n")
     stmts: list[Stmt] = []
@@ -266,7 +267,7 @@ def depthwise_nest(graph, args, attrs, channels: DepthwiseChannels,
                                                   coords + (oc,))))]
         else:
             positions, tap_loops = tap_offsets(tl)
-            taps_at = [((batch * (h * wd * c) + dot(ip, (wd * c, c))).expr(), dot(tp, (kw * c, c)).expr())
+            taps_at = [((batch * (h * wd * ci) + dot(ip, (wd * ci, ci))).expr(), dot(tp, (kw * c, c)).expr())
                        for ip, tp in positions]
             body = channels(graph, args, attrs, taps_at, tap_loops, out_at, coords)
         stmts += loops(tl.outer, body)
