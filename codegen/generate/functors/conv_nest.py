@@ -30,7 +30,7 @@ A *micro-kernel* writes one register block: `block(tl, channel block, positions,
 accumulates and stores the block's channels x positions, `padding(tl, channel block)` stores what a
 window wholly in the padding gives (the bias), `prelude(channel block)` what a channel block
 computes once. The micro-kernels are conv_portable.ScalarDot (portable, bounds tested at the
-edges), fast.RegisterBlock (NCHW accumulators over positions: scalar, or GCC vectors along the
+edges; quantized_onnx.IntegerDot is it in int32 for ConvInteger and QLinearConv), fast.RegisterBlock (NCHW accumulators over positions: scalar, or GCC vectors along the
 row), fast.ChannelVectors (NCHW, vectors over output channels), host_conv.NhwcConv (channels
 last), inplace.PixelBlock (from a scratch copy of the positions) and row_pipeline.RowBlock (one
 row, in ring buffers). The schedules are chosen where each kernel is registered

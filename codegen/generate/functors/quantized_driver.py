@@ -13,9 +13,10 @@ requantized and stored (one by one, or four channels to a vector).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Protocol, Sequence
 
+from tinsmith.generate.backend import TensorArg
 from tinsmith.generate.functors import quantized as scalar
 from tinsmith.generate.functors.conv import Affine, Axis, Segment, TileLoops, dot, loops, tile_loops, tiles
 from tinsmith.generate.functors.quantized_windows import _windows, row_major
@@ -272,3 +273,10 @@ def depthwise_nest(graph, args, attrs, channels: DepthwiseChannels,
             body = channels(graph, args, attrs, taps_at, tap_loops, out_at, coords)
         stmts += loops(tl.outer, body)
     return [For("n", n, tuple(row_major(stmts)))]
+
+
+def model_layout(args):
+    """The arguments with the weights' model shape ([O, KH, KW, C] or [O, K]), which the nests'
+    geometry reads, for a kernel whose packed weights its micro-kernel addresses itself."""
+    w = args.inputs[1]
+    return replace(args, inputs=(args.inputs[0], TensorArg(w.name, args.prepared.inputs[1]), *args.inputs[2:]))

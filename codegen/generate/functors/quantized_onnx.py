@@ -1,7 +1,9 @@
-"""Functors of ONNX's quantized operators (codegen/ops/quantized_onnx.py): plain loops over NCHW
-data, int32 accumulators, and ONNX's float requantization: float32(acc) * scale, rounded to
-nearest with ties to even (float32 addition of 1.5 * 2^23, in the default rounding mode), plus
-the zero point, saturated. Per-axis scales and zero points are loaded from their constants,
+"""Functors of ONNX's quantized operators (codegen/ops/quantized_onnx.py): their families' nests
+(ConvInteger and QLinearConv the convolution nest, MatMulInteger and QLinearMatMul the matrix
+nest, the pools the window nest, QuantizeLinear and the like the elementwise nest) with int32
+micro-kernels whose zero points are their data, and ONNX's float requantization as the epilogue:
+float32(acc) * scale, rounded to nearest with ties to even (float32 addition of 1.5 * 2^23, in the
+default rounding mode), plus the zero point, saturated. Per-axis scales and zero points are loaded from their constants,
 so per-channel output scales are computed in the kernel exactly as ONNX Runtime does,
 (x_scale * w_scale[m]) / y_scale in float32."""
 from __future__ import annotations
@@ -262,7 +264,8 @@ def integer_dot(a_zp, b_zp, epilogue, bias=None) -> Block:
 def _matmul(graph, args, a_zp, b_zp, epilogue, bias=None) -> list[Stmt]:
     """The output [..., M, N] of a @ b (b at input 3 of a QLinearMatMul), one output per block."""
     ops = MatrixOperands.product(args.inputs[0], args.inputs[3 if len(args.inputs) >= 8 else 1], args.outputs[0])
-    return matrix_product(ops, MatrixSchedule(column_var=f"i{len(ops.shape) - 1}"), integer_dot(a_zp, b_zp, epilogue, bias))
+    schedule = MatrixSchedule(column_var=f"i{len(ops.shape) - 1}")
+    return matrix_product(ops, schedule, integer_dot(a_zp, b_zp, epilogue, bias))
 
 
 @CPP.register("QLinearMatMul", family="matrix", types=ONNX_QCONV)
