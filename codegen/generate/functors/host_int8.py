@@ -112,7 +112,8 @@ class AccumulatorRow:
     pixels, channels = 1, 1
 
     def _x_value(self, args, attrs, x_at: Expr):
-        return lambda i: Binary("-", widen(Load(args.inputs[0].name, Binary("+", x_at, i))), i32(attrs["x_zero_point"]))
+        x, zero_point = args.inputs[0].name, i32(attrs["x_zero_point"])
+        return lambda i: Binary("-", widen(Load(x, Binary("+", x_at, i))), zero_point)
 
     def conv_pixels(self, graph, args, attrs, geometry: TileGeometry, pixels) -> list[Stmt]:
         """Each run of taps: for each of its input values, that value times its weights of every
