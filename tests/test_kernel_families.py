@@ -355,6 +355,70 @@ def test_lrn_is_the_one_window_nest_across_the_channels(shape, size, target, tmp
     assert (nest.batch, nest.in_spatial, nest.channels) == (dims[0], (dims[1],), math.prod(dims[2:]))
 
 
+# --- the int8 kernels and ONNX's integer products on their drivers -----------------------------------
+def depthwise_yaml(multiplier: int) -> str:
+    """An int8 3x3 depthwise over 3 channels, `multiplier` outputs per channel, padded."""
+    oc = 3 * multiplier
+    w = [[[[(7 * i + 3 * j + k) % 11 - 5 for k in range(oc)] for j in range(3)] for i in range(3)]]
+    return (f"graph: g\ninputs:\n  x: {{dtype: int8, shape: [1, 6, 5, 3], quant: {{scale: 0.05, zero_point: 2}}}}\n"
+            f"outputs: [y]\nconstants:\n  w: {{value: {w}, dtype: int8}}\n"
+            f"  b: {{value: {list(range(oc))}, dtype: int32}}\n  m: {{value: {[1 << 30] * oc}, dtype: int32}}\n"
+            f"  s: {{value: {[-3] * oc}, dtype: int32}}\nnodes:\n  - {{op: QDepthwise, inputs: [x, w, b, m, s], "
+            f"outputs: [y], attrs: {{strides: [1, 1], dilations: [1, 1], pads: [1, 1, 1, 1], x_zero_point: 2, "
+            f"y_scale: 0.1, y_zero_point: -1, depth_multiplier: {multiplier}}}}}\n")
+
+
+@pytest.mark.parametrize("target,multiplier", [("cpp", 1), ("cpp", 2), ("cortex-m4", 2), ("host", 2),
+                                               ("cortex-m0plus", 1)])
+def test_a_depthwise_of_any_multiplier_is_the_int8_driver(target, multiplier, tmp_path, monkeypatch):
+    """The portable QDepthwise (every multiplier but 1 on every target) is depthwise_nest with the
+    scalar micro-kernel: one run of the nest, its taps' offsets from the nest for each inside tile."""
+    from tinsmith.generate.functors import quantized_scalar
+    path = tmp_path / "g.yaml"
+    path.write_text(depthwise_yaml(multiplier))
+    nests = counting(monkeypatch, quantized_driver, "window_tiles")
+    taps = counting(monkeypatch, quantized_driver, "tap_offsets")
+    channels = counting(monkeypatch, quantized_scalar, "depthwise_channels")
+    compile_graph(path, target=None if target == "cpp" else target)
+    assert len(nests) == 1 and len(taps) == 9 and len(channels) == 9  # 3 x 3 tiles, none wholly in the padding
+
+
+@pytest.mark.parametrize("op", ["ConvInteger", "QLinearConv"])
+def test_onnx_integer_convolutions_are_the_convolution_nest(op, tmp_path, monkeypatch):
+    path = probe_graph(tmp_path, op, **({"X": "int8", "W": "int8", "Z": "int32"} if op == "QLinearConv"
+                                        else {"X": "int8", "W": "int8"}))
+    spaces = counting(monkeypatch, conv_nest, "_space")
+    compile_graph(path, target="cortex-m4")
+    assert {type(args[1]).__name__ for args in spaces} == {"IntegerDot"}
+
+
+@pytest.mark.parametrize("op", ["MatMulInteger", "QLinearMatMul"])
+def test_onnx_integer_products_are_the_matrix_nest(op, tmp_path, monkeypatch):
+    from tinsmith.generate.functors import quantized_onnx
+    path = probe_graph(tmp_path, op, X="uint8", W="int8")
+    calls = counting(monkeypatch, quantized_onnx, "matrix_product")
+    compile_graph(path, target="cortex-m4")
+    assert [c[2].__qualname__.split(".")[0] for c in calls] == ["integer_dot"]
+
+
+@pytest.mark.parametrize("op,method", [("QConv2D", "conv_pixels"), ("QFullyConnected", "fc_rows")])
+def test_the_host_int8_kernels_are_the_driver_with_an_accumulator_row(op, method, tmp_path, monkeypatch):
+    from tinsmith.generate.functors import host_int8
+    path = probe_graph(tmp_path, op, "const", X="int8", W="int8", Z="int32")  # constant weights: packed
+    blocks = counting(monkeypatch, host_int8.AccumulatorRow, method)
+    compile_graph(path, target="host")
+    assert blocks
+
+
+def test_the_host_int8_depthwise_is_the_driver_with_an_accumulator_row(tmp_path, monkeypatch):
+    from tinsmith.generate.functors import host_int8
+    path = tmp_path / "g.yaml"
+    path.write_text(depthwise_yaml(1))
+    channels = counting(monkeypatch, host_int8, "depthwise_row")
+    compile_graph(path, target="host")
+    assert len(channels) == 9
+
+
 # --- every registration of the six families reaches its driver ---------------------------------------
 DRIVERS = {
     "convolution": {conv_nest.convolution, quantized_driver.conv_nest, quantized_driver.pointwise_nest,
@@ -365,12 +429,8 @@ DRIVERS = {
     "table": {elementwise_nest.elementwise},
     "reduction": {reduction_nest.reduction},
 }
-# the int8 convolution and matrix kernels that still write their own loops (docs/KERNELS.md, section 3):
-# the portable QDepthwise (any depth multiplier), the host's accumulator rows (host_int8.py) and ONNX's
-# integer and QLinear products
-OWN_LOOPS = {("cpp", "QDepthwise"), ("cpp", "ConvInteger"), ("cpp", "MatMulInteger"),
-             ("cpp", "QLinearConv"), ("cpp", "QLinearMatMul"),
-             ("vectors", "QConv2D"), ("vectors", "QDepthwise"), ("vectors", "QFullyConnected")}
+# the kernels of the six families that still write their own loops (docs/KERNELS.md, section 3): none
+OWN_LOOPS: set[tuple[str, str]] = set()
 
 
 def _codes(code: types.CodeType):
@@ -399,7 +459,7 @@ def reached(fn, seen: set) -> set:
 
 def test_every_registration_of_the_six_families_reaches_its_driver():
     """No kernel of the convolution, matrix, window, elementwise, reduction or table family writes
-    its loops past its family's driver, but the int8 kernels named in OWN_LOOPS (which do)."""
+    its loops past its family's driver (but those named in OWN_LOOPS, which do)."""
     import tinsmith.generate.backends  # noqa: F401  (every kernel set's functors registered)
     from tinsmith.generate.kernel_sets import KERNEL_SETS
     bypassing = {(name, op) for name, kernel_set in KERNEL_SETS.items() for op, rows in kernel_set.traits.items()

@@ -239,6 +239,43 @@ def test_qlinear_matmul(tmp_path, dtype, b_dtype, a_zp, a_shape, b_shape, per_co
     check(tmp_path, path, {"a": ints(rng, dtype, a_shape)})
 
 
+def _wide_conv_integer(tmp_path, w_zp) -> tuple[Path, np.ndarray, np.ndarray]:
+    """A grouped, padded uint8 ConvInteger whose sums reach 360 products of about 255 * 255 (past
+    2^24, where a float32 sum would round): the model, its input and its weights."""
+    rng = np.random.default_rng(11)
+    x = rng.integers(240, 256, (1, 80, 5, 6)).astype(np.uint8)
+    w = rng.integers(0, 256, (6, 40, 3, 3)).astype(np.uint8)
+    w[::2] = rng.integers(250, 256, (3, 40, 3, 3))
+    path = save(tmp_path, [helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], pads=[1, 1, 0, 1], group=2)],
+                [value("x", "uint8", x.shape)], [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
+                [tensor("w", w), tensor("xz", np.uint8(0)), tensor("wz", np.asarray(w_zp, np.uint8))])
+    assert "ConvInteger" in _folded_ops(path)
+    return path, x, w
+
+
+def test_conv_integer_sums_past_float32(tmp_path):
+    path, x, _ = _wide_conv_integer(tmp_path, 7)
+    check(tmp_path, path, {"x": x}, lsb=0)
+
+
+def test_conv_integer_per_channel_weight_zero_points_against_numpy(tmp_path):
+    """A weight zero point per output channel (ONNX allows it; ONNX Runtime takes one value): the
+    compiled kernel against integer arithmetic written here."""
+    w_zp = np.array([0, 128, 3, 255, 0, 9], np.int64)
+    path, x, w = _wide_conv_integer(tmp_path, w_zp)
+    xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (1, 0), (1, 1)))
+    wz = w.astype(np.int64) - w_zp.reshape(6, 1, 1, 1)
+    want = np.zeros((1, 6, 4, 6), np.int64)
+    for m in range(6):
+        g = m // 3
+        for oy in range(4):
+            for ox in range(6):
+                want[0, m, oy, ox] = (xp[0, 40 * g:40 * g + 40, oy:oy + 3, ox:ox + 3] * wz[m]).sum()
+    assert want.max() > 2 ** 24
+    (got,) = tinsmith_outputs(path, {"x": x}, tmp_path / "build")
+    np.testing.assert_array_equal(got, want.astype(np.int32))
+
+
 @pytest.mark.parametrize("dtype,b_dtype,a_zp,b_zp,runs_as", [("uint8", "uint8", 0, [255, 0, 17], "MatMulInteger"),
                                                             ("uint8", "uint8", 255, [0, 128, 255], "MatMulInteger"),
                                                             ("int8", "int8", -128, [127, -128, 0], "MatMulInteger"),

@@ -24,7 +24,7 @@ import numpy as np
 from tinsmith.ir import TensorType
 from tinsmith.ir.graph import Quant
 from tinsmith.ops.common import broadcast_shapes
-from tinsmith.ops.conv import _WINDOW_ATTRS, gather_taps, kernel_from, windows
+from tinsmith.ops.conv import _WINDOW_ATTRS, ConvGeometry, gather_taps, kernel_from, windows
 from tinsmith.ops.pooling import global_windows, pool_facts
 from tinsmith.ops.registry import Attr, InferArgs, OpError, Pattern, define
 from tinsmith.quant.fixed_point import DTYPE_RANGES
@@ -311,13 +311,23 @@ def _infer_qlinear_conv(args: InferArgs) -> list[TensorType]:
     return [qlinear_conv_params(args)[4]]
 
 
+def _prepare_conv(w_at: int, op: str):
+    """The geometry the convolution nest reads (the float Conv's, ops/conv.py), from the weights at `w_at`."""
+    def prepare(args: InferArgs, outs) -> dict:
+        group, wins = _conv_geometry(args, w_at, op)
+        x, w = args.types[0], args.types[w_at]
+        return {"geometry": ConvGeometry(x.shape[0], x.shape[1], w.shape[0], group, tuple(wins))}
+    return prepare
+
+
 def _conv_macs(w_at: int):
     return lambda args, outs: outs[0].size * int(np.prod(args.types[w_at].shape[1:]))
 
 
 CONV_ATTRS = _WINDOW_ATTRS + [Attr("group", "int", 1)]
 define("QLinearConv", inputs=(8, 9), infer=_infer_qlinear_conv, reference=_qlinear_conv_reference,
-       macs=_conv_macs(3), constant_inputs=(1, 2, 4, 5, 6, 7), attrs=CONV_ATTRS + ACT_ATTRS)
+       macs=_conv_macs(3), constant_inputs=(1, 2, 4, 5, 6, 7), attrs=CONV_ATTRS + ACT_ATTRS,
+       prepare=_prepare_conv(3, "QLinearConv"))
 
 
 def _infer_conv_integer(args: InferArgs) -> list[TensorType]:
@@ -337,7 +347,7 @@ def _conv_integer_reference(xs, attrs):
 
 
 define("ConvInteger", inputs=(2, 4), infer=_infer_conv_integer, reference=_conv_integer_reference,
-       macs=_conv_macs(1), constant_inputs=(2, 3), attrs=CONV_ATTRS)
+       macs=_conv_macs(1), constant_inputs=(2, 3), attrs=CONV_ATTRS, prepare=_prepare_conv(1, "ConvInteger"))
 
 
 # --- QLinearMatMul, MatMulInteger --------------------------------------------------------------

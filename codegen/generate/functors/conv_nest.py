@@ -29,12 +29,13 @@ blocks inward:
 A *micro-kernel* writes one register block: `block(tl, channel block, positions, width, scope)`
 accumulates and stores the block's channels x positions, `padding(tl, channel block)` stores what a
 window wholly in the padding gives (the bias), `prelude(channel block)` what a channel block
-computes once. The micro-kernels are conv_portable.ScalarDot (portable, bounds tested at the
-edges), fast.RegisterBlock (NCHW accumulators over positions: scalar, or GCC vectors along the
-row), fast.ChannelVectors (NCHW, vectors over output channels), host_conv.NhwcConv (channels
-last), inplace.PixelBlock (from a scratch copy of the positions) and row_pipeline.RowBlock (one
-row, in ring buffers). The schedules are chosen where each kernel is registered
-(conv_portable.py, fast.py, cortex_m.py, host_conv.py, inplace.py, row_pipeline.py).
+computes once. The micro-kernels are conv_portable.ScalarDot (portable, bounds tested at the edges;
+quantized_onnx.IntegerDot is it in int32 for ConvInteger and QLinearConv), fast.RegisterBlock (NCHW
+accumulators over positions: scalar, or GCC vectors along the row), fast.ChannelVectors (NCHW,
+vectors over output channels), host_conv.NhwcConv (channels last), inplace.PixelBlock (from a
+scratch copy of the positions) and row_pipeline.RowBlock (one row, in ring buffers). The schedules
+are chosen where each kernel is registered (conv_portable.py, fast.py, cortex_m.py, host_conv.py,
+inplace.py, row_pipeline.py).
 """
 from __future__ import annotations
 

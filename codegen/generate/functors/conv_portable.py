@@ -45,11 +45,12 @@ class ScalarDot:
     out_strides: tuple[int, ...]
     channels: int  # input channels per group
     coords: bool = True
+    accumulator = "float32"  # the sums' and the bias's element type (a class attribute, not a field)
 
     def prelude(self, block: ChannelBlock) -> list[Stmt]:
         """The bias of the block's channel, loaded once."""
         oc = G * self.per_group + block.first
-        return [Local("bias", Load(self.bias, oc.expr()))] if self.bias is not None else []
+        return [Local("bias", Load(self.bias, oc.expr()), self.accumulator)] if self.bias is not None else []
 
     def _init(self) -> Expr:
         return Var("bias") if self.bias is not None else const(0)
@@ -63,16 +64,39 @@ class ScalarDot:
     def padding(self, tl: TileLoops, block: ChannelBlock) -> list[Stmt]:
         return [self._store(tl, block, self._init())]
 
+    def _input(self, load: Expr) -> Expr:
+        """A tap's input value as the product takes it, and the value a tap in the padding adds."""
+        return load
+
+    def _weight(self, load: Expr) -> Expr:
+        """A tap's weight as the product takes it."""
+        return load
+
     def block(self, tl: TileLoops, block: ChannelBlock, positions, width: int, scope: str) -> list[Stmt]:
         acc = f"acc{scope}"
         x_at = N * self.in_batch + G * self.in_group + C * self.in_channel + dot(tl.in_pos, self.in_strides)
         w_at = G * self.w_group + block.first * self.w_out + C * self.w_channel + dot(tl.tap, self.tap_strides)
-        value: Expr = Load(self.x, x_at.expr())
+        value = self._input(Load(self.x, x_at.expr()))
         if tl.in_bounds is not None:
-            value = Select(tl.in_bounds, value, const(0))
-        product = Binary("*", value, Load(self.w, w_at.expr()))
+            value = Select(tl.in_bounds, value, self._padding_value())
+        product = Binary("*", value, self._weight(Load(self.w, w_at.expr())))
         reduce = loops((("c", self.channels),) + tl.taps, [accumulate(acc, product)])
-        return [Local(acc, self._init()), *reduce, self._store(tl, block, Var(acc))]
+        return [Local(acc, self._init(), self.accumulator), *reduce, self._store(tl, block, Var(acc))]
+
+    def _padding_value(self) -> Expr:
+        return const(0)
+
+
+def scalar_dot_of(ops: ConvOperands, micro: type = ScalarDot, **extra) -> ScalarDot:
+    """The portable micro-kernel (ScalarDot, or a subclass with its `extra` fields) of a convolution
+    whose operands and geometry are `ops` (NCHW, groups)."""
+    geo, space = ops.geometry, ops.space
+    cg, mg, k = geo.in_per_group, geo.out_per_group, geo.kernel_size
+    return micro(ops.x, ops.w, ops.y, ops.bias, per_group=mg, in_batch=geo.channels * geo.in_size,
+                 in_group=cg * geo.in_size, in_channel=geo.in_size, in_strides=space.in_strides,
+                 w_group=mg * cg * k, w_out=cg * k, w_channel=k, tap_strides=space.tap_strides,
+                 out_batch=geo.out_channels * geo.out_size, out_channel=geo.out_size,
+                 out_strides=space.out_strides, channels=cg, **extra)
 
 
 @CPP.register("Conv", family="convolution", types=same("float32", 3, acc="float32"), layout="nchw",
@@ -81,14 +105,7 @@ def conv(graph, node_id, cluster_id, args, attrs):
     """Direct convolution: per output channel and position, a dot product over the group's input
     channels and the kernel taps."""
     ops = ConvOperands.of(args)
-    geo, space = ops.geometry, ops.space
-    cg, mg, k = geo.in_per_group, geo.out_per_group, geo.kernel_size
-    micro = ScalarDot(ops.x, ops.w, ops.y, ops.bias, per_group=mg, in_batch=geo.channels * geo.in_size,
-                      in_group=cg * geo.in_size, in_channel=geo.in_size, in_strides=space.in_strides,
-                      w_group=mg * cg * k, w_out=cg * k, w_channel=k, tap_strides=space.tap_strides,
-                      out_batch=geo.out_channels * geo.out_size, out_channel=geo.out_size,
-                      out_strides=space.out_strides, channels=cg)
-    return convolution(ConvNest.of(ops), PORTABLE, micro)
+    return convolution(ConvNest.of(ops), PORTABLE, scalar_dot_of(ops))
 
 
 @CPP.register("ConvTranspose", family="convolution", types=same("float32", 3, acc="float32"), layout="nchw")

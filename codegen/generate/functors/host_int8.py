@@ -2,16 +2,17 @@
 
 The portable kernels compute one output channel at a time, a dot product over the window's taps
 and input channels. Here the innermost loop runs over output channels instead: an int32
-accumulator row (a scratch buffer of one element per output channel) gets
-`(x - x_zero_point) * w[tap, c, oc]` for consecutive oc, one input value broadcast against a
-contiguous run of weights (the convolution and fully connected weights are packed at build
-time so that a tap's weights for consecutive output channels are consecutive; the depthwise
-weights already are), four input channels per pass. That loop has a constant trip count, no reduction and no dependence
-between its iterations, so GCC vectorizes it at -O2 (its 'very cheap' cost model) as wide as
-the target's vector unit: int8 loads widened to int32 lanes, multiplied and added. Each
-accumulator still adds exactly the terms the reference adds (integer sums are exact), and the
-requantization afterwards is the portable kernels' (quantized_math), so outputs are bit-exact.
-Tiles and raster order are the portable kernels' (quantized_windows)."""
+accumulator row (a scratch buffer of one element per output channel) gets `(x - x_zero_point) *
+w[tap, c, oc]` for consecutive oc, one input value broadcast against a contiguous run of weights
+(the convolution and fully connected weights are packed at build time so that a tap's weights for
+consecutive output channels are consecutive; the depthwise weights already are), four inputs of a
+run of taps per pass (a depthwise pixel: all its taps in one pass). That loop has a constant trip
+count, no reduction and no dependence between its iterations, so GCC vectorizes it at -O2 (its
+'very cheap' cost model) as wide as the target's vector unit: int8 loads widened to int32 lanes,
+multiplied and added. Each accumulator still adds exactly the terms the reference adds (integer
+sums are exact), and the requantization afterwards is the portable kernels' (quantized_math), so
+outputs are bit-exact. The loop nests are the int8 driver's (quantized_driver.py: conv_nest,
+depthwise_nest, fc_nest) with the micro-kernel `AccumulatorRow`."""
 from __future__ import annotations
 
 import numpy as np
@@ -19,9 +20,10 @@ import numpy as np
 from tinsmith.generate.kernel_sets import VECTORS
 from tinsmith.generate.functors.quantized import INT8_CONV
 from tinsmith.generate.functors import quantized as q
-from tinsmith.generate.functors.conv import Affine, Axis, dot, loops, tiles, window_nests
+from tinsmith.generate.functors.conv import loops
+from tinsmith.generate.functors.quantized_driver import (TileGeometry, bias_only, conv_nest, depthwise_nest, fc_nest,
+                                                         model_layout)
 from tinsmith.generate.functors.quantized_math import i32, widen
-from tinsmith.generate.functors.quantized_windows import _windows, row_major
 from tinsmith.generate.loop_ir import Binary, Cast, Expr, For, Load, Local, Scratch, Stmt, Store, Var, index
 
 ACC = "acc_row"  # the scratch row of int32 accumulators, one per output channel
@@ -59,15 +61,22 @@ def _int16_product(x_value: Expr, weight: Expr) -> Expr:
     return Cast("int32", Cast("int16", Binary("*", x_value, weight)))
 
 
-def _add_products(channels: int, terms: list[tuple[Expr, str, Expr]]) -> Stmt:
-    """acc_row[oc] += the sum over `terms` (x_value, weights, w_at) of x_value * w[w_at + oc], for
-    every oc: the loop GCC vectorizes. Several terms per pass (consecutive input channels) load and
-    store the accumulator row once for all of them."""
+def _accumulate_row(channels: int, products: list[Expr]) -> Stmt:
+    """acc_row[oc] += the sum of `products` (each reading channel oc), for every oc: the loop GCC
+    vectorizes. Several products per pass load and store the accumulator row once for all of them."""
     oc = Var("oc")
     total: Expr = Load(ACC, oc)
-    for x_value, w_name, w_at in terms:
-        total = Binary("+", total, _int16_product(x_value, widen(Load(w_name, Binary("+", w_at, oc)))))
+    for product in products:
+        total = Binary("+", total, product)
     return For("oc", channels, (Store(ACC, oc, total),))
+
+
+def _add_products(channels: int, terms: list[tuple[Expr, str, Expr]]) -> Stmt:
+    """acc_row[oc] += the sum over `terms` (x_value, weights, w_at) of x_value * w[w_at + oc]
+    (consecutive input channels)."""
+    oc = Var("oc")
+    return _accumulate_row(channels, [_int16_product(x_value, widen(Load(w_name, Binary("+", w_at, oc))))
+                                      for x_value, w_name, w_at in terms])
 
 
 UNROLL = 4  # input channels per pass over the accumulator row
@@ -96,73 +105,65 @@ def _finish_row(graph, args, attrs, channels: int, out_at: Expr, coords: tuple[E
                                 *q._finish(graph, args, attrs, oc, Binary("+", out_at, oc), (*coords, oc))))
 
 
-def _window_kernel(graph, args, attrs, kh: int, kw: int, accumulate) -> list[Stmt]:
-    """Per tile and output position: the accumulator row from the bias, `accumulate(tile)`'s
-    statements, then each channel requantized and stored."""
-    x, y = args.inputs[0], args.outputs[0]
-    n = x.type.shape[0]
-    o = y.type.shape[3]
-    wins = _windows(args, attrs, kh, kw)
-    batch = Affine.var("n")
+class AccumulatorRow:
+    """The int8 driver's micro-kernel on the host (quantized_driver.py): one pixel (or fully connected
+    row) at a time, every output channel in the accumulator row; the weights packed [..., O]."""
 
-    def body(tl, suffix: str) -> list[Stmt]:
-        out_at = (batch * (y.type.size // n) + dot(tl.out_pos, (y.type.shape[2] * o, o))).expr()
-        coords = tuple(p.expr() for p in (batch, *tl.out_pos))
-        middle = [] if tl.empty else accumulate(tl, batch)
-        return [_start(args, o), *middle, _finish_row(graph, args, attrs, o, out_at, coords)]
-    nests = window_nests([Axis(win) for win in wins], tiles(wins, exact_only=True), body)
-    return [For("n", n, tuple(row_major(nests)))]
+    pixels, channels = 1, 1
+
+    def _x_value(self, args, attrs, x_at: Expr):
+        x, zero_point = args.inputs[0].name, i32(attrs["x_zero_point"])
+        return lambda i: Binary("-", widen(Load(x, Binary("+", x_at, i))), zero_point)
+
+    def conv_pixels(self, graph, args, attrs, geometry: TileGeometry, pixels) -> list[Stmt]:
+        """Each run of taps: for each of its input values, that value times its weights of every
+        output channel (at (run offset + i) * O), added to the row."""
+        (x_at, out_at, coords), = pixels
+        o = args.inputs[1].type.shape[0]
+        passes = _channel_passes(geometry.count, "ic", self._x_value(args, attrs, x_at), lambda ic: Binary(
+            "*", Binary("+", geometry.w_tap, ic), index(o)), args.inputs[1].name, o)
+        return [_start(args, o), *loops(geometry.tap_loops, passes), _finish_row(graph, args, attrs, o, out_at, coords)]
+
+    def empty(self, graph, args, attrs, out_at: Expr, coords) -> list[Stmt]:
+        return bias_only(graph, args, attrs, out_at, coords)
+
+    def fc_rows(self, graph, args, attrs, rows, k: int) -> list[Stmt]:
+        """For each of the row's K inputs, that input times its weights of every output."""
+        (x_at, out_at, coords), = rows
+        o = args.inputs[1].type.shape[0]
+        passes = _channel_passes(k, "k", self._x_value(args, attrs, x_at), lambda i: Binary("*", i, index(o)),
+                                 args.inputs[1].name, o)
+        return [_start(args, o), *passes, _finish_row(graph, args, attrs, o, out_at, coords)]
+
+
+def depthwise_row(graph, args, attrs, taps_at, tap_loops, out_at: Expr, coords) -> list[Stmt]:
+    """depthwise_nest's `channels` on the host: each pass adds the taps' products of every channel
+    to the row (depth multiplier 1: output channel oc reads input channel oc)."""
+    x, w = args.inputs[0], args.inputs[1]
+    c, oc = w.type.shape[3], Var("oc")
+    products = [_int16_product(Binary("-", widen(Load(x.name, Binary("+", x_at, oc))), i32(attrs["x_zero_point"])),
+                               widen(Load(w.name, Binary("+", w_at, oc)))) for x_at, w_at in taps_at]
+    return [_start(args, c), *loops(tap_loops, [_accumulate_row(c, products)]),
+            _finish_row(graph, args, attrs, c, out_at, coords)]
 
 
 @VECTORS.register("QConv2D", family="convolution", types=INT8_CONV, layout="nhwc", when=_vectors, pack=_pack, scratch=_acc_row)
 def qconv2d_host(graph, node_id, cluster_id, args, attrs):
     """For each tap and input channel, one input value times the tap's weights of every output
-    channel, added to the accumulator row."""
-    x, w = args.inputs[0], args.inputs[1]
-    kh, kw, c, o = w.type.shape  # packed: [KH, KW, C, O]
-    _, h, wd, _ = x.type.shape
-
-    def accumulate(tl, batch: Affine) -> list[Stmt]:
-        x_at = (batch * (h * wd * c) + dot(tl.in_pos, (wd * c, c))).expr()
-        tap_at = dot(tl.tap, (kw * c * o, c * o)).expr()
-
-        def x_value(ic: Expr) -> Expr:
-            return Binary("-", widen(Load(x.name, Binary("+", x_at, ic))), i32(attrs["x_zero_point"]))
-        return list(loops(tl.taps, _channel_passes(c, "ic", x_value, lambda ic: Binary(
-            "+", tap_at, Binary("*", ic, index(o))), w.name, o)))
-    return _window_kernel(graph, args, attrs, kh, kw, accumulate)
+    channel, added to the accumulator row: the int8 driver's conv_nest."""
+    return conv_nest(graph, model_layout(args), attrs, AccumulatorRow())
 
 
 @VECTORS.register("QDepthwise", family="convolution", types=INT8_CONV, layout="nhwc",
                   when=lambda args, attrs: _vectors(args, attrs) and attrs["depth_multiplier"] == 1,
-               scratch=_acc_row)
+                  scratch=_acc_row)
 def qdepthwise_host(graph, node_id, cluster_id, args, attrs):
-    """For each tap, the input's channels times the tap's weights, channel by channel, added to the
-    accumulator row (depth multiplier 1: output channel oc reads input channel oc)."""
-    x, w = args.inputs[0], args.inputs[1]
-    _, kh, kw, c = w.type.shape
-    _, h, wd, _ = x.type.shape
-
-    def accumulate(tl, batch: Affine) -> list[Stmt]:
-        oc = Var("oc")
-        x_at = Binary("+", (batch * (h * wd * c) + dot(tl.in_pos, (wd * c, c))).expr(), oc)
-        w_at = Binary("+", dot(tl.tap, (kw * c, c)).expr(), oc)
-        xv = Binary("-", widen(Load(x.name, x_at)), i32(attrs["x_zero_point"]))
-        mac = Store(ACC, oc, Binary("+", Load(ACC, oc), _int16_product(xv, widen(Load(w.name, w_at)))))
-        return list(loops(tl.taps, [For("oc", c, (mac,))]))
-    return _window_kernel(graph, args, attrs, kh, kw, accumulate)
+    """For each pixel, its taps' inputs times their weights, channel by channel, added to the
+    accumulator row: the int8 driver's depthwise_nest."""
+    return depthwise_nest(graph, args, attrs, depthwise_row)
 
 
 @VECTORS.register("QFullyConnected", family="matrix", types=INT8_CONV, when=_vectors, pack=_pack, scratch=_acc_row)
 def qfully_connected_host(graph, node_id, cluster_id, args, attrs):
     """Per row: for each of the K inputs, that input times its weights of every output."""
-    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
-    k, o = w.type.shape  # packed: [K, O]
-    rows = y.type.shape[0]
-    def x_value(i: Expr) -> Expr:
-        return Binary("-", widen(Load(x.name, Binary("+", Binary("*", Var("r"), index(k)), i))),
-                      i32(attrs["x_zero_point"]))
-    at = Binary("*", Var("r"), index(o))
-    body = [_start(args, o), *_channel_passes(k, "k", x_value, lambda i: Binary("*", i, index(o)), w.name, o),
-            _finish_row(graph, args, attrs, o, at, (Var("r"),))]
-    return [For("r", rows, tuple(body))]
+    return fc_nest(graph, model_layout(args), attrs, AccumulatorRow())

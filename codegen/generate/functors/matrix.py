@@ -67,7 +67,11 @@ class MatrixOperands:
         """MatMul's operands: 1-D ones promoted as NumPy does (size-1 axes keep offsets), batch axes
         broadcast."""
         a, b = args.inputs
-        y = args.outputs[0]
+        return MatrixOperands.product(a, b, args.outputs[0])
+
+    @staticmethod
+    def product(a: TensorArg, b: TensorArg, y: TensorArg) -> MatrixOperands:
+        """The operands of y = a @ b (MatMul's, and the integer products' of any element types)."""
         a_shape = (1,) + a.type.shape if a.type.rank == 1 else a.type.shape
         b_shape = b.type.shape + (1,) if b.type.rank == 1 else b.type.shape
         batch = broadcast_shapes([a_shape[:-2], b_shape[:-2]])

@@ -13,9 +13,10 @@ requantized and stored (one by one, or four channels to a vector).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Protocol, Sequence
 
+from tinsmith.generate.backend import TensorArg
 from tinsmith.generate.functors import quantized as scalar
 from tinsmith.generate.functors.conv import Affine, Axis, Segment, TileLoops, dot, loops, tile_loops, tiles
 from tinsmith.generate.functors.quantized_windows import _windows, row_major
@@ -246,12 +247,13 @@ DepthwiseChannels = Callable[..., list[Stmt]]
 
 def depthwise_nest(graph, args, attrs, channels: DepthwiseChannels,
                    constant_at: Callable[[Expr], Expr] = lambda oc: oc) -> list[Stmt]:
-    """QDepthwise (depth multiplier 1, NHWC): per tile and output pixel, its taps' offsets handed to
-    the micro-kernel's `channels`; a window wholly in the padding gives the bias alone (output
-    channel oc's bias and requantization constants at constant_at(oc): a kernel may pack them)."""
+    """QDepthwise (NHWC): per tile and output pixel, its taps' offsets handed to the micro-kernel's
+    `channels`; a window wholly in the padding gives the bias alone (output channel oc's bias and
+    requantization constants at constant_at(oc): a kernel may pack them). A tap's input offset is
+    its pixel's first channel: with a depth multiplier m the micro-kernel reads channel oc / m there."""
     x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
     _, kh, kw, c = w.type.shape
-    n, h, wd, _ = x.type.shape
+    n, h, wd, ci = x.type.shape
     _, tile_list = window_tiles(args, attrs)
     batch = Affine.var("n")
     stmts: list[Stmt] = []
@@ -266,8 +268,15 @@ def depthwise_nest(graph, args, attrs, channels: DepthwiseChannels,
                                                   coords + (oc,))))]
         else:
             positions, tap_loops = tap_offsets(tl)
-            taps_at = [((batch * (h * wd * c) + dot(ip, (wd * c, c))).expr(), dot(tp, (kw * c, c)).expr())
+            taps_at = [((batch * (h * wd * ci) + dot(ip, (wd * ci, ci))).expr(), dot(tp, (kw * c, c)).expr())
                        for ip, tp in positions]
             body = channels(graph, args, attrs, taps_at, tap_loops, out_at, coords)
         stmts += loops(tl.outer, body)
     return [For("n", n, tuple(row_major(stmts)))]
+
+
+def model_layout(args):
+    """The arguments with the weights' model shape ([O, KH, KW, C] or [O, K]), which the nests'
+    geometry reads, for a kernel whose packed weights its micro-kernel addresses itself."""
+    w = args.inputs[1]
+    return replace(args, inputs=(args.inputs[0], TensorArg(w.name, args.prepared.inputs[1]), *args.inputs[2:]))

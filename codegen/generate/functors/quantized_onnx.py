@@ -1,28 +1,33 @@
-"""Functors of ONNX's quantized operators (codegen/ops/quantized_onnx.py): plain loops over NCHW
-data, int32 accumulators, and ONNX's float requantization: float32(acc) * scale, rounded to
-nearest with ties to even (float32 addition of 1.5 * 2^23, in the default rounding mode), plus
-the zero point, saturated. Per-axis scales and zero points are loaded from their constants,
+"""Functors of ONNX's quantized operators (codegen/ops/quantized_onnx.py): their families' nests
+(ConvInteger and QLinearConv the convolution nest, MatMulInteger and QLinearMatMul the matrix
+nest, the pools the window nest, QuantizeLinear and the like the elementwise nest) with int32
+micro-kernels whose zero points are their data, and ONNX's float requantization as the epilogue:
+float32(acc) * scale, rounded to nearest with ties to even (float32 addition of 1.5 * 2^23, in the
+default rounding mode), plus the zero point, saturated. Per-axis scales and zero points are loaded from their constants,
 so per-channel output scales are computed in the kernel exactly as ONNX Runtime does,
 (x_scale * w_scale[m]) / y_scale in float32."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable
 
 import numpy as np
 
 from tinsmith.generate.backend import CPP, takes
 from tinsmith.generate.functors import window_nest
+from tinsmith.generate.functors.conv import ConvAxes, ConvOperands
+from tinsmith.generate.functors.conv_nest import ConvNest, convolution
+from tinsmith.generate.functors.matrix import Block, MatrixOperands, MatrixSchedule, matrix_product
+from tinsmith.generate.functors.conv_portable import G, PORTABLE, ScalarDot, scalar_dot_of
 from tinsmith.generate.functors import elementwise_nest as nest_, reduction_nest
 from tinsmith.generate.functors.reduction_nest import Passes, ReductionNest, ReductionSchedule, local, sweep
 from tinsmith.generate.functors.elementwise_nest import AXES, ElementwiseNest, Rescale
 from tinsmith.generate.functors.quantized_math import i32, widen
 from tinsmith.generate.functors.window_nest import WindowOutput, WindowTap
 from tinsmith.generate.loop_ir import (Assign, Binary, Cast, Const, Expr, For, Load, Local, Select, Stmt, Store, Unary,
-                                      Var, broadcast_index, flat_index, index, nest)
+                                      Var, flat_index, index)
 from tinsmith.ops import quantized_onnx as qo
 from tinsmith.ops.quantized import output_clamp
-from tinsmith.ops.conv import windows
 from tinsmith.quant.fixed_point import DTYPE_RANGES
 
 # ONNX's quantized element types: x and w int8, uint8 or int16 each, scales float32, int32 bias.
@@ -147,67 +152,67 @@ def dynamic_quantize_linear(graph, node_id, cluster_id, args, attrs):
         sweep(quantize))))
 
 
-# --- convolutions --------------------------------------------------------------------------
-def _conv(graph, args, attrs, w_at: int, epilogue, per_channel: Sequence[Stmt] = ()):
-    """Loops over (n, m, output positions), summing (x - x_zp) * (w - w_zp[m]) over the group's
-    channels and the kernel taps; taps in the padding count as x_zp (a real 0)."""
+# --- convolutions: the convolution nest (conv_nest.py) with an integer micro-kernel ---------------
+@dataclass(frozen=True)
+class IntegerDot(ScalarDot):
+    """ScalarDot in int32 (ConvInteger, QLinearConv): acc = bias; acc += (x - x_zp) * (w - w_zp) over
+    the group's channels and the taps inside the input (a tap in the padding reads x_zp: it adds 0).
+    The stored value is finish(acc, output channel), after the channel's `constants` (locals that
+    w_zp or finish read, computed once per channel before its positions)."""
+
+    x_zp: Expr | None = None
+    w_zp: Expr | None = None
+    constants: Callable[[Expr], list[Stmt]] = lambda oc: []
+    finish: Callable[[Expr, Expr], Expr] = lambda acc, oc: acc
+    accumulator = "int32"
+
+    def _channel(self, block) -> Expr:
+        return (G * self.per_group + block.first).expr()
+
+    def prelude(self, block) -> list[Stmt]:
+        return [*super().prelude(block), *self.constants(self._channel(block))]
+
+    def _init(self) -> Expr:
+        return Var("bias") if self.bias is not None else i32(0)
+
+    def _input(self, load: Expr) -> Expr:
+        return _minus(widen(load), self.x_zp)
+
+    def _weight(self, load: Expr) -> Expr:
+        return _minus(widen(load), self.w_zp)
+
+    def _padding_value(self) -> Expr:
+        return i32(0)
+
+    def _store(self, tl, block, value: Expr) -> Store:
+        return super()._store(tl, block, self.finish(value, self._channel(block)))
+
+
+def _integer_conv(graph, args, w_at: int, zero_points: tuple[int, int], finish,
+                  constants: Callable[[Expr], list[Stmt]] = lambda oc: []) -> list[Stmt]:
+    """ConvInteger or QLinearConv (weights at `w_at`, zero points at `zero_points`): the portable
+    schedule of the convolution nest, one output channel and position per block; a per-channel
+    weight zero point is loaded once per channel."""
     x, w, y = args.inputs[0], args.inputs[w_at], args.outputs[0]
-    xs, ws, ys = x.type.shape, w.type.shape, y.type.shape
-    x_zp_v, w_zp_v = (args.inputs[2], args.inputs[5]) if w_at == 3 else \
-        (args.inputs[2] if len(args.inputs) > 2 else None, args.inputs[3] if len(args.inputs) > 3 else None)
-    wins = windows(xs[2:], ws[2:], attrs)
-    per_group = ws[0] // attrs["group"]
-    out_pos = [Var(f"o{k}") for k in range(len(wins))]
-    taps = [Var(f"k{k}") for k in range(len(wins))]
-    inside: Expr | None = None
-    at = []
-    for k, win in enumerate(wins):
-        pos = Binary("+", Binary("-", Binary("*", out_pos[k], index(win.stride)), index(win.pad_begin)),
-                     Binary("*", taps[k], index(win.dilation)))
-        if win.pad_begin or win.pad_end or (win.out_size - 1) * win.stride + (win.kernel - 1) * win.dilation \
-                - win.pad_begin >= win.in_size:
-            test = Binary("&&", Binary(">=", pos, index(0)), Binary("<", pos, index(win.in_size)))
-            inside = test if inside is None else Binary("&&", inside, test)
-            pos = Select(Binary("<", pos, index(0)), index(0),
-                         Select(Binary(">=", pos, index(win.in_size)), index(win.in_size - 1), pos))
-        at.append(pos)
-    channel = Binary("+", Binary("*", Binary("/", Var("m"), index(per_group)), index(ws[1])), Var("c"))
-    x_zp = _per_axis(graph, x_zp_v, index(0), False)
-    wv = _minus(widen(Load(w.name, flat_index([Var("m"), Var("c"), *taps], ws))),
-                _per_axis(graph, w_zp_v, Var("m"), False))
-
-    def over_taps(stmt: Stmt) -> Stmt:
-        for k in reversed(range(len(wins))):
-            stmt = For(taps[k].name, ws[2 + k], (stmt,))
-        return For("c", ws[1], (stmt,))
-
-    # sum((x - x_zp) * w) = sum(x' * w) - x_zp * sum(w), x' being x inside the input and x_zp in
-    # the padding: the channel's weight sum, once, takes the zero point out of the inner loop
-    xv = widen(Load(x.name, flat_index([Var("n"), channel, *at], xs)))
-    start = _bias(args, w_at)
-    if x_zp is not None:
-        per_channel = (*per_channel, Local("w_sum", i32(0), "int32"),
-                       over_taps(Assign("w_sum", Binary("+", Var("w_sum"), wv))))
-        start = Binary("-", start, Binary("*", x_zp, Var("w_sum")))
-        prod: Expr = Binary("*", xv if inside is None else Select(inside, xv, x_zp), wv)
-    else:
-        prod = Binary("*", xv, wv) if inside is None else Select(inside, Binary("*", xv, wv), i32(0))
-    coords = (Var("n"), Var("m"), *out_pos)
-    body: tuple[Stmt, ...] = (Local("acc", start, "int32"), over_taps(Assign("acc", Binary("+", Var("acc"), prod))),
-                              *epilogue(flat_index(coords, ys), coords))
-    for k in reversed(range(len(wins))):
-        body = (For(out_pos[k].name, ys[2 + k], body),)
-    return [For("n", ys[0], (For("m", ys[1], (*per_channel, *body)),))]
-
-
-def _bias(args, w_at: int) -> Expr:
     b = args.inputs[8] if w_at == 3 and len(args.inputs) > 8 else None
-    return Load(b.name, Var("m")) if b is not None else i32(0)
+    geo = args.prepared["geometry"]
+    ops = ConvOperands(x.name, w.name, y.name, b.name if b is not None else None, geo, ConvAxes.of(geo), False)
+    x_zp_v, w_zp_v = (args.inputs[i] if i < len(args.inputs) else None for i in zero_points)
+    w_zp = _per_axis(graph, w_zp_v, index(0), False)
+    if w_zp is not None and not isinstance(w_zp, Const):
+        w_zp, finish_constants = Var("w_zero"), constants
+
+        def constants(oc: Expr) -> list[Stmt]:
+            return [Local("w_zero", _per_axis(graph, w_zp_v, oc, False), "int32"), *finish_constants(oc)]
+    micro = scalar_dot_of(ops, IntegerDot, x_zp=_per_axis(graph, x_zp_v, index(0), False), w_zp=w_zp,
+                          constants=constants, finish=finish)
+    return convolution(ConvNest.of(ops), PORTABLE, micro)
 
 
 def _requantize(graph, args, attrs, a_scale_at: int, b_scale_at: int, channel: Expr, zp_at: int):
     """The channel's multiplier (a_scale * b_scale[channel]) / y_scale as a float32 expression,
-    and the epilogue: float32(acc) * multiplier, rounded, plus the output zero point, clamped."""
+    and requantized(acc, multiplier): float32(acc) * multiplier, rounded, plus the output zero point,
+    clamped."""
     y = args.outputs[0]
     a_s, b_s, y_s = (_data(graph, args.inputs[i]) for i in (a_scale_at, b_scale_at, 6))
     scales = qo.output_scales(a_s, b_s, y_s, b_s.size)
@@ -219,47 +224,48 @@ def _requantize(graph, args, attrs, a_scale_at: int, b_scale_at: int, channel: E
     zp = 0 if zp_data is None else int(zp_data[0])
     lo, hi = qo.act_range(attrs, y.type.dtype)
 
-    def epilogue(at, coords, multiplier: Expr = scale):
-        return [_round_store(y, at, coords, Binary("*", Cast("float32", Var("acc")), multiplier), zp, lo, hi)]
-    return scale, epilogue
+    def requantized(acc: Expr, multiplier: Expr = scale) -> Expr:
+        return _rounded(y.type.dtype, Binary("*", Cast("float32", acc), multiplier), zp, lo, hi)
+    return scale, requantized
 
 
 @CPP.register("QLinearConv", family="convolution", layout="nchw", types=ONNX_QCONV)
 def qlinear_conv(graph, node_id, cluster_id, args, attrs):
     """Integer convolution, then ONNX's float requantization per output channel (the channel's
     multiplier computed once, before its output positions)."""
-    scale, epilogue = _requantize(graph, args, attrs, 1, 4, Var("m"), 7)
+    scale, requantized = _requantize(graph, args, attrs, 1, 4, index(0), 7)
     if isinstance(scale, Const):
-        return _conv(graph, args, attrs, 3, epilogue)
-    return _conv(graph, args, attrs, 3, lambda at, coords: epilogue(at, coords, Var("multiplier")),
-                 [Local("multiplier", scale, "float32")])
+        return _integer_conv(graph, args, 3, (2, 5), lambda acc, oc: requantized(acc))
+    return _integer_conv(graph, args, 3, (2, 5), lambda acc, oc: requantized(acc, Var("multiplier")),
+                         lambda oc: [Local("multiplier", _requantize(graph, args, attrs, 1, 4, oc, 7)[0], "float32")])
 
 
 @CPP.register("ConvInteger", family="convolution", layout="nchw", types=takes(Q8, Q8, Q8, Q8, out="int32", acc="int32"))
 def conv_integer(graph, node_id, cluster_id, args, attrs):
     """Integer convolution; the int32 sums are the output."""
-    y = args.outputs[0]
-    return _conv(graph, args, attrs, 1, lambda at, coords: [Store(y.name, at, Var("acc"), coords)])
+    return _integer_conv(graph, args, 1, (2, 3), lambda acc, oc: acc)
 
 
-# --- matrix products -------------------------------------------------------------------------
-def _matmul(graph, args, a_zp: Expr | None, b_zp, epilogue, bias: Expr | None = None):
-    """Loops over the output [..., M, N], summing (a - a_zp) * (b - b_zp) over K."""
-    a, b_at = args.inputs[0], 3 if len(args.inputs) >= 8 else 1
-    b, y = args.inputs[b_at], args.outputs[0]
-    shape = y.type.shape
-    k = a.type.shape[-1]
-    batch = shape[:-2]
-
-    def body(idx):
-        lead, i, j = list(idx[:-2]), idx[-2], idx[-1]
-        av = widen(Load(a.name, broadcast_index(lead + [i, Var("k")], batch + (shape[-2], k), a.type.shape)))
-        bv = widen(Load(b.name, broadcast_index(lead + [Var("k"), j], batch + (k, shape[-1]), b.type.shape)))
-        prod = Binary("*", _minus(av, a_zp(i) if callable(a_zp) else a_zp), _minus(bv, b_zp(j)))
+# --- matrix products: the matrix nest (matrix.py) with an integer micro-kernel ---------------------
+def integer_dot(a_zp, b_zp, epilogue, bias=None) -> Block:
+    """One output of an integer product: acc = bias(j) (or 0); acc += (a - a_zp(i)) * (b - b_zp(j))
+    over K; then epilogue(offset, coordinates, j) (i, j: the output's row and column)."""
+    def block(ops: MatrixOperands, row, first: Expr, count: int, width: int, p: str) -> list[Stmt]:
+        idx = [*row, first]
+        i, j, k = idx[-2], idx[-1], Var("k")
+        av = _minus(widen(Load(ops.a, ops.a_at(idx, k))), a_zp(i))
+        bv = _minus(widen(Load(ops.b, ops.b_at(idx, k))), b_zp(j))
         return [Local("acc", bias(j) if bias else i32(0), "int32"),
-                For("k", k, (Assign("acc", Binary("+", Var("acc"), prod)),)),
-                *epilogue(flat_index(idx, shape), tuple(idx), j)]
-    return nest(shape, "i", body)[0]
+                For("k", ops.k, (Assign("acc", Binary("+", Var("acc"), Binary("*", av, bv))),)),
+                *epilogue(flat_index(idx, ops.shape), tuple(idx), j)]
+    return block
+
+
+def _matmul(graph, args, a_zp, b_zp, epilogue, bias=None) -> list[Stmt]:
+    """The output [..., M, N] of a @ b (b at input 3 of a QLinearMatMul), one output per block."""
+    ops = MatrixOperands.product(args.inputs[0], args.inputs[3 if len(args.inputs) >= 8 else 1], args.outputs[0])
+    schedule = MatrixSchedule(column_var=f"i{len(ops.shape) - 1}")
+    return matrix_product(ops, schedule, integer_dot(a_zp, b_zp, epilogue, bias))
 
 
 @CPP.register("QLinearMatMul", family="matrix", types=ONNX_QCONV)
@@ -269,8 +275,8 @@ def qlinear_matmul(graph, node_id, cluster_id, args, attrs):
     bias = args.inputs[8] if len(args.inputs) > 8 else None
 
     def epilogue(at, coords, j):
-        return _requantize(graph, args, attrs, 1, 4, j, 7)[1](at, coords)
-    return _matmul(graph, args, a_zp, lambda j: _per_axis(graph, args.inputs[5], j, False), epilogue,
+        return [Store(args.outputs[0].name, at, _requantize(graph, args, attrs, 1, 4, j, 7)[1](Var("acc")), coords)]
+    return _matmul(graph, args, lambda i: a_zp, lambda j: _per_axis(graph, args.inputs[5], j, False), epilogue,
                    (lambda j: Load(bias.name, j)) if bias is not None else None)
 
 

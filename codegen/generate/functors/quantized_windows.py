@@ -1,17 +1,13 @@
-"""The window loops of QDepthwise on NHWC data, split into tiles as the float convolutions are
-(codegen/generate/functors/conv.py: every tile's taps lie inside the input, so no tap tests a
-bound or reads padding at run time), and the window helpers the int8 kernels share. QConv2D's
-portable kernel is the int8 driver's with a scalar micro-kernel (quantized_scalar.py)."""
+"""The window helpers the int8 kernels share: the windows of a QConv2D or QDepthwise (NHWC), the
+tiles' nests in raster order, and the scalar dot product of a run of taps. The portable QConv2D,
+QDepthwise and QFullyConnected are the int8 driver's nests with a scalar micro-kernel
+(quantized_scalar.py)."""
 from __future__ import annotations
 
 from typing import Callable
 
-from tinsmith.generate.functors import quantized as q
-from tinsmith.generate.functors.conv import Affine, Axis, TileLoops, dot, loops, tiles, window_nests
 from tinsmith.generate.functors.quantized_math import i32, widen
-from tinsmith.generate.backend import CPP
-from tinsmith.generate.functors.quantized import INT16X8_CONV, QUANTIZED_CONV
-from tinsmith.generate.loop_ir import Assign, Binary, Comment, Expr, For, Load, Local, Stmt, Var, index
+from tinsmith.generate.loop_ir import Assign, Binary, Comment, Expr, For, Load, Stmt, Var
 from tinsmith.ops.conv import windows
 
 # dot(x, x_at, w, w_at, count, x_zero_point, var) -> statements adding to local `acc`
@@ -60,35 +56,3 @@ def row_major(tile_nests: list[Stmt]) -> list[Stmt]:
                 out.append(tile_nests[i])
                 i += 1
     return out
-
-
-def depthwise_nests(graph, args, attrs) -> list[Stmt]:
-    """QDepthwise: per tile, output position and channel, the sum over the window's taps."""
-    x, w, y = args.inputs[0], args.inputs[1], args.outputs[0]
-    _, kh, kw, oc_count = w.type.shape
-    n, h, wd, c = x.type.shape
-    m = attrs["depth_multiplier"]
-    wins = _windows(args, attrs, kh, kw)
-    batch = Affine.var("n")
-    ic = Var("oc") if m == 1 else Binary("/", Var("oc"), index(m))
-
-    def body(tl: TileLoops, suffix: str) -> list[Stmt]:
-        out_at = (batch * (y.type.size // n) + dot(tl.out_pos, (y.type.shape[2] * oc_count, oc_count))).expr()
-        coords = tuple(p.expr() for p in (batch, *tl.out_pos))
-        finish = q._finish(graph, args, attrs, Var("oc"), Binary("+", out_at, Var("oc")), (*coords, Var("oc")))
-        if tl.empty:
-            return [For("oc", oc_count, (q.start_sum(args, attrs, Var("oc")), *finish))]
-        x_at = Binary("+", (batch * (h * wd * c) + dot(tl.in_pos, (wd * c, c))).expr(), ic)
-        w_at = Binary("+", dot(tl.tap, (kw * oc_count, oc_count)).expr(), Var("oc"))
-        xv = Binary("-", widen(Load(x.name, x_at)), i32(attrs["x_zero_point"]))
-        mac = Assign("acc", Binary("+", Var("acc"), Binary("*", xv, widen(Load(w.name, w_at)))))
-        return [For("oc", oc_count, (q.start_sum(args, attrs, Var("oc")), *loops(tl.taps, [mac]),
-                                     *finish))]
-    return [For("n", n, tuple(row_major(window_nests([Axis(win) for win in wins], tiles(wins, exact_only=True), body))))]
-
-
-@CPP.register("QDepthwise", family="convolution", types=INT16X8_CONV, layout="nhwc")
-@CPP.register("QDepthwise", family="convolution", types=QUANTIZED_CONV, layout="nhwc")
-def qdepthwise(graph, node_id, cluster_id, args, attrs):
-    """Per output channel oc (input channel oc / depth_multiplier): a window sum, requantized."""
-    return depthwise_nests(graph, args, attrs)
