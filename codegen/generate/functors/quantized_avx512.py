@@ -29,16 +29,16 @@ tile, written from XNNPACK's design (its code is not used):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from tinsmith.generate.backend import TensorArg, same
+from tinsmith.generate.backend import same
 from tinsmith.generate.functors.conv import loops
 from tinsmith.generate.functors.quantized import INT8_CONV
 from tinsmith.generate.functors.quantized_driver import (Pixel, TileGeometry, conv_nest, copy_values, depthwise_nest,
-                                                        fc_nest, is_pointwise, padding_runs, plus, pointwise_nest,
-                                                        window_tiles)
+                                                        fc_nest, is_pointwise, model_layout, padding_runs, plus,
+                                                        pointwise_nest, window_tiles)
 from tinsmith.generate.functors import elementwise_nest, reduction_nest, window_nest
 from tinsmith.generate.functors.elementwise_nest import ElementwiseNest, LaneCall, flat
 from tinsmith.generate.functors.quantized_math import i32, qadd_steps
@@ -314,18 +314,11 @@ class Avx512MicroKernel:
         return copies + self._blocks(graph, args, attrs, rows)
 
 
-def _model_layout(args) -> object:
-    """The arguments with the weights' model shape ([O, KH, KW, C] or [O, K]): the driver's geometry
-    reads it; the micro-kernel addresses the packed weights itself."""
-    w = args.inputs[1]
-    return replace(args, inputs=(args.inputs[0], TensorArg(w.name, args.prepared.inputs[1]), *args.inputs[2:]))
-
-
 @AVX512_INT8.register("QConv2D", family="convolution", types=INT8_CONV, layout="nhwc", when=_takes, pack=_pack,
                       scratch=_cols_scratch, priority=1)
 def qconv2d_avx512(graph, node_id, cluster_id, args, attrs):
     """QConv2D: blocks of pixels x vectors of sixteen channels on four-byte dot products."""
-    model = _model_layout(args)
+    model = model_layout(args)
     kernel = Avx512MicroKernel(model.inputs[1].type.shape)
     if is_pointwise(model, attrs):  # the flattened pixels
         c = args.inputs[0].type.shape[3]
@@ -337,7 +330,7 @@ def qconv2d_avx512(graph, node_id, cluster_id, args, attrs):
                       scratch=_cols_scratch, priority=1)
 def qfully_connected_avx512(graph, node_id, cluster_id, args, attrs):
     """QFullyConnected: each row's outputs in up to eight vectors of sums."""
-    model = _model_layout(args)
+    model = model_layout(args)
     return fc_nest(graph, model, attrs, Avx512MicroKernel(model.inputs[1].type.shape))
 
 
