@@ -55,7 +55,8 @@ class Steps:
         every bit). Both are computed with counts in range and one is chosen: defined C++ on every
         target, whatever the exponent."""
         narrow_exponent = self.let(Select(Binary("<", exponent, i32(32)), exponent, i32(31)))
-        mask = self.let(Binary("-", Binary("<<", i64(1), Cast("int64", narrow_exponent)), i64(1)), "int64")
+        one = Cast("int64", i32(1))  # (an int64 operand: an int64 Const is written as a plain int literal)
+        mask = self.let(Binary("-", Binary("<<", one, Cast("int64", narrow_exponent)), one), "int64")
         threshold = Binary("+", Binary(">>", mask, i64(1)), Select(Binary("<", x, i32(0)), i64(1), i64(0)))
         above = Binary(">", Binary("&", Cast("int64", x), mask), threshold)
         narrow = self.let(Binary("+", Binary(">>", x, narrow_exponent), Select(above, i32(1), i32(0))))
@@ -76,7 +77,9 @@ class Steps:
         threshold = (1 << (31 - exponent)) - 1
         return self.let(Select(Binary(">", x, i32(threshold)), i32(fp.INT32_MAX),
                                Select(Binary("<", x, i32(-threshold)), i32(fp.INT32_MIN),
-                                      Cast("int32", Binary("<<", Cast("int64", x), i64(exponent))))))
+                                      # (a product, not a shift: x may be negative, whose left shift
+                                      # C++17 leaves undefined)
+                                      Cast("int32", Binary("*", Cast("int64", x), i64(1 << exponent))))))
 
     def shl_saturating_by(self, x: Expr, exponent: Expr) -> Var:
         """x * 2^exponent saturated to int32, for an exponent known at run time, 0..31: the product

@@ -8,7 +8,7 @@ from tinsmith.generate.backend import CPP, same, takes
 from tinsmith.generate.functors import elementwise_nest, reduction_nest
 from tinsmith.generate.functors.elementwise_nest import AXES, ElementwiseNest, Rescale
 from tinsmith.generate.functors.fixed_point_steps import Steps
-from tinsmith.generate.functors.quantized_math import clamp, i32, i64, select_max, widen
+from tinsmith.generate.functors.quantized_math import clamp, i32, select_max, widen
 from tinsmith.generate.functors.quantized_softmax import ROWS
 from tinsmith.generate.functors.reduction_nest import Passes, ReductionNest, Row
 from tinsmith.generate.loop_ir import Assign, Binary, Cast, Load, Local, Select, Stmt, Store, Var
@@ -62,7 +62,7 @@ def qdiv(graph, node_id, cluster_id, args, attrs):
                                                            Binary("-", i32(-1), dividend), dividend)), i32(1)))
         # (a multiplication, not a shift: the dividend may be negative; the product fits int32)
         normalised = s.let(Cast("int32", Binary("*", Cast("int64", dividend),
-                                                Binary("<<", i64(1), Cast("int64", headroom)))))
+                                                Binary("<<", Cast("int64", i32(1)), Cast("int64", headroom)))))
         scaled = s.srdhm(s.srdhm(normalised, inverse), multiplier)
         right = s.let(Binary("-", Binary("+", bits_over_unit, headroom), i32(shift)))
         quotient = clamp(Binary("+", s.rdbpot_as_built(scaled, right), i32(y_zp)), lo, hi)
