@@ -13,7 +13,6 @@ from tinsmith.load.tflite_quantized import requant_constants
 from tinsmith.load.tflite_reader import Reader, Unsupported, options
 from tinsmith.load.tflite_tensor_ops import same_quantization
 from tinsmith.quant import fixed_point as fp
-from tinsmith.quant import fixed_point_functions as ff
 
 
 def transpose_conv(r: Reader, op, inputs, outputs) -> None:
@@ -343,23 +342,6 @@ def abs_int16(r: Reader, op, inputs, outputs) -> None:
     magnitude = r.fresh(f"{name}_magnitude")
     r.emit("Abs", [_offset_int32(r, x, r.scale_zp(x)[1], f"{name}_x")], [magnitude], {})
     _rescale(r, magnitude, y, _ratio(r, (x,), y))
-
-
-def div_int8(r: Reader, op, inputs, outputs) -> None:
-    """int8 DIV as TFLite Micro computes it: a `QDiv` (the offset dividend times the offset divisor's
-    fixed-point reciprocal, rescaled per element at run time; codegen/quant/fixed_point_functions.py),
-    the inputs broadcast as DIV's do. The fused activation is its clamp."""
-    a, b, y = int(inputs[0]), int(inputs[1]), int(outputs[0])
-    if r.dtype(y) != "int8" or r.dtype(b) != "int8":
-        raise Unsupported(f"int8 DIV by {r.dtype(b)} to {r.dtype(y)} (TFLite Micro takes int8 throughout)")
-    (a_s, a_zp), (b_s, b_zp), (y_s, y_zp) = r.scale_zp(a), r.scale_zp(b), r.scale_zp(y)
-    _, shift, real = ff.div_multiplier(a_s, b_s, y_s)
-    if shift > ff.DIV_MAX_SHIFT:
-        raise Unsupported(f"int8 DIV with a scale ratio a_scale / (b_scale y_scale) of {real:g} (TFLite's kernel "
-                          f"shifts its quotient right only, which needs a ratio below 2^{ff.DIV_MAX_SHIFT})")
-    r.emit("QDiv", [r.value(a), r.value(b)], [r.names[y]],
-           {"a_scale": a_s, "a_zero_point": a_zp, "b_scale": b_s, "b_zero_point": b_zp, "y_scale": y_s,
-            "y_zero_point": y_zp, **r.act(y, options(op, "DivOptions").FusedActivationFunction())})
 
 
 def cumsum_int8(r: Reader, op, inputs, outputs) -> None:
