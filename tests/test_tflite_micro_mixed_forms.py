@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tinsmith.errors import GraphError
 from tinsmith.ops.quantized_fixed_point import div_values
+from tinsmith.pipeline import lower
 from tinsmith.quant import fixed_point as fp
 from tflite_writer import Op, Tensor, model
 
@@ -142,3 +144,20 @@ def test_forms_tflm_refuses_are_refused_by_name():
                                                                            (1e-4, 0))],
                   Tensor("y", "int8", [4], quant=(1e-4, 0)), ("DivOptions", {}))
     _refusal(wide, r"operator 0 \(DIV\): int8 DIV with a scale ratio a_scale / \(b_scale y_scale\) of 1e\+08")
+
+
+def test_a_qdiv_needing_a_left_shift_is_refused_in_a_graph_file(tmp_path):
+    """TFLite's int8 DIV only shifts its quotient right: a scale ratio of 2^22 or more is refused at
+    the node, with the file's line."""
+    (tmp_path / "g.yaml").write_text(
+        "graph: g\n"
+        "inputs:\n"
+        "  a: {dtype: int8, shape: [4], quant: {scale: 1.0, zero_point: 0}}\n"
+        "  b: {dtype: int8, shape: [4], quant: {scale: 0.0001, zero_point: 0}}\n"
+        "outputs: [y]\n"
+        "nodes:\n"
+        "  - {op: QDiv, inputs: [a, b], outputs: [y], attrs: {a_scale: 1.0, b_scale: 0.0001, y_scale: 0.0001}}\n")
+    with pytest.raises(GraphError, match=r"g.yaml:7:\d+: error: QDiv node 'qdiv_y': the scale ratio a_scale / "
+                                         r"\(b_scale y_scale\) is 1e\+08; TFLite's int8 DIV shifts its quotient right "
+                                         r"only, which needs a ratio below 2\^22"):
+        lower(tmp_path / "g.yaml")
