@@ -188,6 +188,7 @@ ELEMENTWISE_CASES = {
     "Clip": (("Clip", "inputs", {"T": "int8"}), "Clamp", "axes"),
     "Cast": (("Cast", "", {"T": "float32", "U": "int16"}), "Convert", "flat"),
     "QAdd": (("QAdd", "", {"X": "int8"}), "Rescale", "axes"),
+    "QDiv": (("QDiv", "", {"X": "int8"}), "Rescale", "axes"),
     "Requantize": (("Requantize", "", {"X": "int8", "W": "int16"}), "Rescale", "axes"),
     "QLookup": (("QLookup", "", {"X": "int8", "W": "int8"}), "Lookup", "axes"),
 }

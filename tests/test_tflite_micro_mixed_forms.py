@@ -2,14 +2,17 @@
 FILL (a constant or a run-time value), EMBEDDING_LOOKUP (an int8 table, to int8 or, dequantized,
 to float32), QUANTIZE (int32 requantized to int8 or int16) and MEAN over axes other than H and W
 (int8, int16): models written by tests/tflite_writer.py, imported, compiled and run on the host and
-the emulated Cortex-M4, every output bit-exact with the TFLite Micro interpreter; the int8 DIV table
-checked on every pair of inputs; the forms TFLite Micro refuses refused by name."""
+the emulated Cortex-M4, every output bit-exact with the TFLite Micro interpreter; the int8 DIV
+reference checked against it on every pair of inputs, and the compiled kernel against the reference;
+the forms TFLite Micro refuses refused by name."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from tinsmith.load import tflite_tables
+from tinsmith.errors import GraphError
+from tinsmith.ops.quantized_fixed_point import div_values
+from tinsmith.pipeline import lower
 from tinsmith.quant import fixed_point as fp
 from tflite_writer import Op, Tensor, model
 
@@ -72,22 +75,47 @@ DIV_QUANTS = [((0.05, 3), (0.02, -10), (0.1, 2), 0), ((0.1, -128), (0.003, 0), (
               ((0.02, 0), (0.02, 0), (0.02, 0), 0), ((0.3, 127), (0.01, -128), (1.5, 100), 3)]
 
 
+def _every_pair_reference(a_quant, b_quant, y_quant, activation) -> np.ndarray:
+    """The QDiv reference (NumPy) of every int8 pair, [256, 256] indexed by (a + 128, b + 128)."""
+    every = np.arange(-128, 128)
+    lo, hi = fp.activation_range({0: "none", 1: "relu", 3: "relu6"}[activation], *y_quant)
+    attrs = {"a_scale": a_quant[0], "a_zero_point": a_quant[1], "b_scale": b_quant[0], "b_zero_point": b_quant[1],
+             "y_scale": y_quant[0], "y_zero_point": y_quant[1], "act_min": lo, "act_max": hi}
+    return div_values(every[:, None], every[None, :], attrs)
+
+
+def _div_model(a_quant, b_quant, y_quant, activation, a_shape, b_shape) -> bytes:
+    tensors = [Tensor("a", "int8", list(a_shape), quant=a_quant), Tensor("b", "int8", list(b_shape), quant=b_quant),
+               Tensor("y", "int8", [256, 256], quant=y_quant)]
+    return model(tensors, [Op("DIV", [0, 1], [2], ("DivOptions", {"FusedActivationFunction": activation}))],
+                 [0, 1], [2])
+
+
 @pytest.mark.parametrize("a_quant,b_quant,y_quant,activation", DIV_QUANTS)
-def test_int8_div_table_matches_tflm_on_every_pair(a_quant, b_quant, y_quant, activation):
+def test_int8_div_reference_matches_tflm_on_every_pair(a_quant, b_quant, y_quant, activation):
     """All 65,536 pairs at once (those dividing by zero, undefined in TFLite, left out); the
     quantizations reach the pairs where TFLite's final shift passes 31 (0 / b among them)."""
     every = np.arange(-128, 128).astype(np.int8)
     a, b = np.meshgrid(every, every, indexing="ij")
-    tensors = [Tensor(n, "int8", [256, 256], quant=q) for n, q in (("a", a_quant), ("b", b_quant), ("y", y_quant))]
-    data = model(tensors, [Op("DIV", [0, 1], [2], ("DivOptions", {"FusedActivationFunction": activation}))],
-                 [0, 1], [2])
-    want = run_tflm(data, [a, b])[0]
-    lo, hi = fp.activation_range({0: "none", 1: "relu", 3: "relu6"}[activation], *y_quant)
-    got = tflite_tables.div(*a_quant, *b_quant, *y_quant, lo, hi)
+    want = run_tflm(_div_model(a_quant, b_quant, y_quant, activation, (256, 256), (256, 256)), [a, b])[0]
+    got = _every_pair_reference(a_quant, b_quant, y_quant, activation)
     defined = b.astype(int) != b_quant[1]
     np.testing.assert_array_equal(got[defined], want[defined])
     if (a_quant, b_quant) == ((0.02, 0), (0.02, 0)):  # 0 / -128: the shift passes 31, the result is not 0
         assert want[128, 0] == got[128, 0] == y_quant[1] + 1
+
+
+@pytest.mark.parametrize("a_quant,b_quant,y_quant,activation,target",
+                         [(*quants, "host") for quants in DIV_QUANTS] + [(*DIV_QUANTS[2], "cortex-m4")])
+def test_int8_div_kernel_matches_the_reference_on_every_pair(a_quant, b_quant, y_quant, activation, target,
+                                                             tmp_path):
+    """The compiled QDiv kernel on every pair (a column of dividends broadcast against a row of
+    divisors), division by zero included, bit-exact with the NumPy reference; (0.02, 0) throughout
+    reaches shifts of 32 and more, which C++ must compute without the undefined shift."""
+    want = _every_pair_reference(a_quant, b_quant, y_quant, activation)
+    every = np.arange(-128, 128).astype(np.int8)
+    data = _div_model(a_quant, b_quant, y_quant, activation, (256, 1), (1, 256))
+    compare(tmp_path, data, [every.reshape(256, 1), every.reshape(1, 256)], [want], target)
 
 
 def test_forms_tflm_refuses_are_refused_by_name():
@@ -116,3 +144,20 @@ def test_forms_tflm_refuses_are_refused_by_name():
                                                                            (1e-4, 0))],
                   Tensor("y", "int8", [4], quant=(1e-4, 0)), ("DivOptions", {}))
     _refusal(wide, r"operator 0 \(DIV\): int8 DIV with a scale ratio a_scale / \(b_scale y_scale\) of 1e\+08")
+
+
+def test_a_qdiv_needing_a_left_shift_is_refused_in_a_graph_file(tmp_path):
+    """TFLite's int8 DIV only shifts its quotient right: a scale ratio of 2^22 or more is refused at
+    the node, with the file's line."""
+    (tmp_path / "g.yaml").write_text(
+        "graph: g\n"
+        "inputs:\n"
+        "  a: {dtype: int8, shape: [4], quant: {scale: 1.0, zero_point: 0}}\n"
+        "  b: {dtype: int8, shape: [4], quant: {scale: 0.0001, zero_point: 0}}\n"
+        "outputs: [y]\n"
+        "nodes:\n"
+        "  - {op: QDiv, inputs: [a, b], outputs: [y], attrs: {a_scale: 1.0, b_scale: 0.0001, y_scale: 0.0001}}\n")
+    with pytest.raises(GraphError, match=r"g.yaml:7:\d+: error: QDiv node 'qdiv_y': the scale ratio a_scale / "
+                                         r"\(b_scale y_scale\) is 1e\+08; TFLite's int8 DIV shifts its quotient right "
+                                         r"only, which needs a ratio below 2\^22"):
+        lower(tmp_path / "g.yaml")

@@ -69,7 +69,7 @@ OPERATORS: dict[str, Rule] = {
                  **each(q.binary("mul"), Q_ELEMENTWISE)}, 2),
     "SUB": Rule({**each(flt.binary("Sub", "SubOptions"), ("float32", "int32")),
                  **each(q.binary("sub"), Q_ELEMENTWISE)}, 2),
-    "DIV": Rule({**each(flt.binary("Div", "DivOptions"), ("float32", "int32")), "int8": qc.div_int8}, 2),  # int32: truncating
+    "DIV": Rule({**each(flt.binary("Div", "DivOptions"), ("float32", "int32")), "int8": q.div_int8}, 2),  # int32: truncating
     "FLOOR_DIV": Rule({"float32": flt.floor_div, "int32": flt.floor_div_int}, 2),
     "FLOOR_MOD": Rule({"float32": flt.floor_mod, "int32": flt.binary("Mod", None)}, 2),
     "POW": Rule(each(flt.binary("Pow", None), FLOAT), 2),

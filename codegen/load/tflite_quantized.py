@@ -97,14 +97,33 @@ def binary(kind: str):
 
     def read(r: Reader, op, inputs, outputs) -> None:
         a, b, y = int(inputs[0]), int(inputs[1]), int(outputs[0])
-        activation = options(op, options_table).FusedActivationFunction() if options_table else 0
-        (a_s, a_zp), (b_s, b_zp), (y_s, y_zp) = r.scale_zp(a), r.scale_zp(b), r.scale_zp(y)
+        (_, a_zp), (_, b_zp), (_, y_zp) = r.scale_zp(a), r.scale_zp(b), r.scale_zp(y)
         if r.dtype(a) == "int16" and (a_zp, b_zp, y_zp) != (0, 0, 0):
             raise Unsupported(f"int16 data with zero points {a_zp}, {b_zp} and {y_zp} (TFLite requires 0)")
-        r.emit(primitive, [r.value(a), r.value(b)], [r.names[y]],
-               {"a_scale": a_s, "a_zero_point": a_zp, "b_scale": b_s, "b_zero_point": b_zp, "y_scale": y_s,
-                "y_zero_point": y_zp, **r.act(y, activation)})
+        activation = options(op, options_table).FusedActivationFunction() if options_table else 0
+        _emit_binary(r, primitive, a, b, y, activation)
     return read
+
+
+def _emit_binary(r: Reader, primitive: str, a: int, b: int, y: int, activation: int) -> None:
+    (a_s, a_zp), (b_s, b_zp), (y_s, y_zp) = r.scale_zp(a), r.scale_zp(b), r.scale_zp(y)
+    r.emit(primitive, [r.value(a), r.value(b)], [r.names[y]],
+           {"a_scale": a_s, "a_zero_point": a_zp, "b_scale": b_s, "b_zero_point": b_zp, "y_scale": y_s,
+            "y_zero_point": y_zp, **r.act(y, activation)})
+
+
+def div_int8(r: Reader, op, inputs, outputs) -> None:
+    """int8 DIV as TFLite Micro computes it: a `QDiv`, per element at run time (the offset dividend
+    times the offset divisor's fixed-point reciprocal, rescaled; codegen/quant/fixed_point_functions.py),
+    the inputs broadcast as DIV's do. The fused activation is its clamp."""
+    a, b, y = int(inputs[0]), int(inputs[1]), int(outputs[0])
+    if r.dtype(y) != "int8" or r.dtype(b) != "int8":
+        raise Unsupported(f"int8 DIV by {r.dtype(b)} to {r.dtype(y)} (TFLite Micro takes int8 throughout)")
+    _, shift, real = ff.div_multiplier(r.scale_zp(a)[0], r.scale_zp(b)[0], r.scale_zp(y)[0])
+    if shift > ff.DIV_MAX_SHIFT:
+        raise Unsupported(f"int8 DIV with a scale ratio a_scale / (b_scale y_scale) of {real:g} (TFLite's kernel "
+                          f"shifts its quotient right only, which needs a ratio below 2^{ff.DIV_MAX_SHIFT})")
+    _emit_binary(r, "QDiv", a, b, y, options(op, "DivOptions").FusedActivationFunction())
 
 
 def pool(kind: str):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 
 from tinsmith.load import tflite_quantized as q
-from tinsmith.load import tflite_tables as tables
 from tinsmith.load.tflite_float import batch_matmul_operands
 from tinsmith.load.tflite_quantized import requant_constants
 from tinsmith.load.tflite_reader import Reader, Unsupported, options
@@ -343,24 +342,6 @@ def abs_int16(r: Reader, op, inputs, outputs) -> None:
     magnitude = r.fresh(f"{name}_magnitude")
     r.emit("Abs", [_offset_int32(r, x, r.scale_zp(x)[1], f"{name}_x")], [magnitude], {})
     _rescale(r, magnitude, y, _ratio(r, (x,), y))
-
-
-def div_int8(r: Reader, op, inputs, outputs) -> None:
-    """int8 DIV as TFLite Micro computes it (the offset dividend times the divisor's fixed-point
-    reciprocal, rescaled; codegen/quant/fixed_point_functions.py), for each of the 65,536 pairs at
-    import: a `Gather` of that 64 KB table (flash) at (a + 128) * 256 + b + 128, the inputs broadcast
-    as DIV's do. The fused activation is the table's clamp."""
-    a, b, y = int(inputs[0]), int(inputs[1]), int(outputs[0])
-    if r.dtype(y) != "int8" or r.dtype(b) != "int8":
-        raise Unsupported(f"int8 DIV by {r.dtype(b)} to {r.dtype(y)} (TFLite Micro takes int8 throughout)")
-    (y_s, y_zp), name = r.scale_zp(y), r.names[y]
-    clamp = r.act(y, options(op, "DivOptions").FusedActivationFunction())
-    table = tables.div(*r.scale_zp(a), *r.scale_zp(b), y_s, y_zp, clamp["act_min"], clamp["act_max"])
-    rows, index = r.fresh(f"{name}_row"), r.fresh(f"{name}_index")
-    r.emit("Mul", [_offset_int32(r, a, -128, f"{name}_a"), r.add_constant(f"{name}_row_size", np.int32(256))], [rows],
-           {})
-    r.emit("Add", [rows, _offset_int32(r, b, -128, f"{name}_b")], [index], {})
-    r.emit("Gather", [r.add_constant(f"{name}_table", table.reshape(-1)), index], [name], {"axis": 0})
 
 
 def cumsum_int8(r: Reader, op, inputs, outputs) -> None:

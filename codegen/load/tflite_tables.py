@@ -7,11 +7,9 @@ import math
 
 import numpy as np
 
-from tinsmith.load.tflite_reader import Unsupported
 from tinsmith.ops.quantized import leaky_relu_values
 from tinsmith.ops.quantized_fixed_point import rsqrt_values
 from tinsmith.quant import fixed_point as fp
-from tinsmith.quant import fixed_point_functions as ff
 
 INPUTS = np.arange(-128, 128, dtype=np.int64)  # the table's index order
 INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
@@ -137,22 +135,3 @@ def rsqrt(x_scale: float, x_zp: int, y_scale: float, y_zp: int) -> np.ndarray:
     int16 data runs per element); inputs at or below the zero point give 127."""
     attrs = {"x_scale": x_scale, "x_zero_point": x_zp, "y_scale": y_scale, "y_zero_point": y_zp}
     return rsqrt_values(INPUTS, attrs, "int8")
-
-
-DIV_MAX_SHIFT = 22  # int8 offsets keep 22 leading sign bits: a larger ratio would need a left shift
-
-
-def div(a_scale: float, a_zp: int, b_scale: float, b_zp: int, y_scale: float, y_zp: int, lo: int, hi: int):
-    """TFLite's int8 DIV of every pair (a, b) as a 256 x 256 int8 table indexed by (a + 128, b + 128).
-    A divisor at b's zero point (division by zero, which TFLite's kernel leaves undefined) gives the
-    clamp bound of a's sign, zero point for 0 / 0."""
-    a, b = np.meshgrid(np.arange(-128, 128) - a_zp, np.arange(-128, 128) - b_zp, indexing="ij")
-    real = fp.as_float32(a_scale) / (fp.as_float32(b_scale) * fp.as_float32(y_scale))
-    multiplier, shift = fp.quantize_multiplier(real)
-    if shift > DIV_MAX_SHIFT:
-        raise Unsupported(f"int8 DIV with a scale ratio a_scale / (b_scale y_scale) of {real:g} (TFLite's kernel "
-                          f"shifts its quotient right only, which needs a ratio below 2^{DIV_MAX_SHIFT})")
-    safe = np.where(b == 0, 1, b)
-    quotient = ff.divide_int8(a, safe, multiplier, shift, y_zp, lo, hi)
-    by_zero = np.where(a > 0, hi, np.where(a < 0, lo, y_zp))
-    return np.where(b == 0, by_zero, quotient).astype(np.int8)

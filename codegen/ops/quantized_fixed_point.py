@@ -1,11 +1,12 @@
-"""Quantized primitives whose arithmetic is TFLite's fixed-point 1/sqrt or log
+"""Quantized primitives whose arithmetic is TFLite's fixed-point 1/sqrt, log or reciprocal
 (codegen/quant/fixed_point_functions.py, which is also their NumPy reference):
 
 - QRsqrt: TFLite's int8 and int16 RSQRT, per element (the importer makes int8 a QLookup table);
 - QL2Normalization: TFLite's int8 L2_NORMALIZATION over the last axis, output in Q0.7;
-- QLogSoftmax: TFLite's int8 LOG_SOFTMAX over the last axis, output scale 16/256, zero point 127.
+- QLogSoftmax: TFLite's int8 LOG_SOFTMAX over the last axis, output scale 16/256, zero point 127;
+- QDiv: TFLite's int8 DIV, a / b per element (broadcasting) by b's fixed-point reciprocal.
 
-Their `prepare` computes the multipliers once from the attributes' scales, as TFLite Micro's
+Their `prepare` computes the multipliers (QDiv: of the scale ratio) once from the attributes' scales, as TFLite Micro's
 Prepare does; the kernels read them from the facts."""
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import numpy as np
 
 from tinsmith.ir import TensorType
 from tinsmith.ir.graph import Quant
-from tinsmith.ops.quantized import ELEMENTWISE_INTS, _out_type, _quantized_input, rows_facts
+from tinsmith.ops.quantized import BINARY_ATTRS, ELEMENTWISE_INTS, _out_type, _quantized_input, output_clamp, rows_facts
+from tinsmith.ops.common import broadcast_shapes
 from tinsmith.ops.registry import Attr, InferArgs, OpError, Pattern, define, elementwise_facts
 from tinsmith.quant import fixed_point_functions as ff
 
@@ -79,3 +81,35 @@ def _log_softmax_facts(args: InferArgs, outputs) -> dict:
 
 define("QLogSoftmax", inputs=1, infer=_infer_log_softmax, pattern=Pattern.REDUCTION, prepare=_log_softmax_facts,
        reference=lambda xs, a: [ff.log_softmax_int8(xs[0], a["x_scale"])], attrs=[Attr("x_scale", "float")])
+
+
+# --- QDiv -------------------------------------------------------------------------------------
+def _infer_div(args: InferArgs) -> list[TensorType]:
+    a = _quantized_input(args, 0, "a_zero_point", "a_scale", ("int8",))
+    b = _quantized_input(args, 1, "b_zero_point", "b_scale", ("int8",))
+    multiplier, shift, real = ff.div_multiplier(args.attrs["a_scale"], args.attrs["b_scale"], args.attrs["y_scale"])
+    if shift > ff.DIV_MAX_SHIFT:
+        raise OpError(f"the scale ratio a_scale / (b_scale y_scale) is {real:g}; TFLite's int8 DIV shifts its "
+                      f"quotient right only, which needs a ratio below 2^{ff.DIV_MAX_SHIFT}", attr="a_scale")
+    return [_out_type(args, broadcast_shapes([a.shape, b.shape]), "int8")]
+
+
+def _div_facts(args: InferArgs, outputs) -> dict:
+    multiplier, shift, _ = ff.div_multiplier(args.attrs["a_scale"], args.attrs["b_scale"], args.attrs["y_scale"])
+    return {**elementwise_facts()(args, outputs), "multiplier": multiplier, "shift": shift}
+
+
+def div_values(a, b, attrs) -> np.ndarray:
+    """QDiv of int8 values a and b (broadcast), as TFLite Micro's int8 DIV computes them; a divisor
+    at b's zero point gives the clamp bound of a's sign (the zero point for 0 / 0)."""
+    multiplier, shift, _ = ff.div_multiplier(attrs["a_scale"], attrs["b_scale"], attrs["y_scale"])
+    lo, hi = output_clamp(attrs, "int8")
+    return ff.divide_int8_or_by_zero(np.asarray(a, np.int64) - attrs["a_zero_point"],
+                                     np.asarray(b, np.int64) - attrs["b_zero_point"],
+                                     multiplier, shift, attrs["y_zero_point"], lo, hi).astype(np.int8)
+
+
+# a / b: TFLite's int8 DIV, the offset dividend times the offset divisor's fixed-point reciprocal,
+# rescaled by a_scale / (b_scale y_scale) and clamped (the fused activation)
+define("QDiv", inputs=2, infer=_infer_div, pattern=Pattern.BROADCAST, prepare=_div_facts,
+       reference=lambda xs, a: [div_values(xs[0], xs[1], a)], attrs=BINARY_ATTRS)

@@ -225,6 +225,16 @@ def rounding_divide_by_pot_as_built(x, exponent) -> np.ndarray:
     return np.where(exponent < 32, fp.rounding_divide_by_pot(x, np.minimum(exponent, 31)), wide)
 
 
+DIV_MAX_SHIFT = 22  # int8 offsets keep 22 leading sign bits: a larger ratio would need a left shift
+
+
+def div_multiplier(a_scale: float, b_scale: float, y_scale: float) -> tuple[int, int, float]:
+    """TFLite's int8 DIV Prepare: (multiplier, shift) of a_scale / (b_scale y_scale) in float32
+    scales, and that ratio."""
+    real = fp.as_float32(a_scale) / (fp.as_float32(b_scale) * fp.as_float32(y_scale))
+    return (*fp.quantize_multiplier(real), real)
+
+
 def divide_int8(a, b, multiplier: int, shift: int, y_zero_point: int, lo: int, hi: int) -> np.ndarray:
     """TFLite's quantized DIV of offset inputs a / b (int32, b != 0; y = y_zp + M a / b with M =
     a_scale / (b_scale y_scale) as (multiplier, shift)): the signs moved so b > 0; a normalised
@@ -240,3 +250,12 @@ def divide_int8(a, b, multiplier: int, shift: int, y_zero_point: int, lo: int, h
     quotient = fp.srdhm(fp.wrap_int32(a << headroom), inverse)
     right = bits_over_unit + headroom - shift  # >= 0 for int8 offsets (headroom >= 22) while shift <= 22
     return np.clip(rounding_divide_by_pot_as_built(fp.srdhm(quotient, multiplier), right) + y_zero_point, lo, hi)
+
+
+def divide_int8_or_by_zero(a, b, multiplier: int, shift: int, y_zero_point: int, lo: int, hi: int) -> np.ndarray:
+    """divide_int8 for any offset divisor: one at 0 (division by zero, which TFLite's kernel leaves
+    undefined) gives the clamp bound of a's sign, the zero point for 0 / 0."""
+    a, b = np.broadcast_arrays(np.asarray(a, np.int64), np.asarray(b, np.int64))
+    quotient = divide_int8(a, np.where(b == 0, 1, b), multiplier, shift, y_zero_point, lo, hi)
+    by_zero = np.where(a > 0, hi, np.where(a < 0, lo, y_zero_point))
+    return np.where(b == 0, by_zero, quotient)

@@ -283,6 +283,8 @@ PROBES: tuple[Probe, ...] = (
           {"y_scale": 0.02, "y_zero_point": 0}),
     Probe("QSquaredDifference", (t(E, "X"), t((7,), "X")),
           {"a_scale": 0.05, "a_zero_point": 0, "b_scale": 0.1, "b_zero_point": 0, "y_scale": 0.3, "y_zero_point": 0}),
+    Probe("QDiv", (t(E, "X"), t((7,), "X")),
+          {"a_scale": 0.05, "a_zero_point": 2, "b_scale": 0.1, "b_zero_point": -3, "y_scale": 0.3, "y_zero_point": 1}),
     Probe("QRsqrt", (t(E, "X"),), {"x_scale": 0.05, "x_zero_point": 0, "y_scale": 0.02, "y_zero_point": 0}),
     Probe("QL2Normalization", (t((2, 10), "X"),), {"x_zero_point": 1}),
     Probe("QLogSoftmax", (t((2, 10), "X"),), {"x_scale": 0.1}),

@@ -5,7 +5,8 @@ NumPy side is codegen/quant/fixed_point.py and fixed_point_functions.py; each me
 that definition's steps."""
 from __future__ import annotations
 
-from tinsmith.generate.functors.quantized_math import i32, i64, multiply_by_quantized_multiplier
+from tinsmith.generate.functors.quantized_math import (i32, i64, multiply_by_quantized_multiplier, select_max,
+                                                      select_min)
 from tinsmith.generate.loop_ir import Assign, Binary, Cast, Const, Expr, For, Local, Select, Stmt, Var
 from tinsmith.quant import fixed_point as fp
 from tinsmith.quant import fixed_point_functions as ff
@@ -47,11 +48,38 @@ class Steps:
         return self.let(Binary("+", Binary(">>", x, e),
                                Select(Binary(">", Binary("&", x, mask), threshold), i32(1), i32(0))))
 
+    def rdbpot_as_built(self, x: Expr, exponent: Expr) -> Var:
+        """fixed_point_functions.rounding_divide_by_pot_as_built for an exponent >= 0 known at run
+        time: below 32 a rounding shift (its mask in int64, so 31 is defined too); from 32 on the
+        host interpreter's x >> (exponent - 32), plus one unless x < 0 (a count past 31 shifts out
+        every bit). Both are computed with counts in range and one is chosen: defined C++ on every
+        target, whatever the exponent."""
+        narrow_exponent = self.let(Select(Binary("<", exponent, i32(32)), exponent, i32(31)))
+        one = Cast("int64", i32(1))  # (an int64 operand: an int64 Const is written as a plain int literal)
+        mask = self.let(Binary("-", Binary("<<", one, Cast("int64", narrow_exponent)), one), "int64")
+        threshold = Binary("+", Binary(">>", mask, i64(1)), Select(Binary("<", x, i32(0)), i64(1), i64(0)))
+        above = Binary(">", Binary("&", Cast("int64", x), mask), threshold)
+        narrow = self.let(Binary("+", Binary(">>", x, narrow_exponent), Select(above, i32(1), i32(0))))
+        wide_exponent = self.let(select_min(select_max(Binary("-", exponent, i32(32)), i32(0)), i32(31)))
+        wide = Binary("+", Binary(">>", x, wide_exponent), Select(Binary(">=", x, i32(0)), i32(1), i32(0)))
+        return self.let(Select(Binary("<", exponent, i32(32)), narrow, wide))
+
+    def reciprocal(self, x: Expr) -> tuple[Var, Var]:
+        """fixed_point_functions.reciprocal of an int32 x > 0: (raw, bits over unit) with
+        1 / x = raw / 2^31 / 2^bits; x moved up by its leading zeros into [2^31, 2^32) (in int64),
+        less 2^31 a Q0.31 number in [0, 1) for one_over_one_plus_x."""
+        headroom = self.leading_zeros(x)
+        shifted = Binary("<<", Cast("int64", x), Cast("int64", headroom))
+        raw = self.one_over_one_plus_x(self.let(Cast("int32", Binary("-", shifted, i64(1 << 31)))))
+        return raw, self.let(Binary("-", i32(31), headroom))
+
     def shl_saturating(self, x: Expr, exponent: int) -> Var:
         threshold = (1 << (31 - exponent)) - 1
         return self.let(Select(Binary(">", x, i32(threshold)), i32(fp.INT32_MAX),
                                Select(Binary("<", x, i32(-threshold)), i32(fp.INT32_MIN),
-                                      Cast("int32", Binary("<<", Cast("int64", x), i64(exponent))))))
+                                      # (a product, not a shift: x may be negative, whose left shift
+                                      # C++17 leaves undefined)
+                                      Cast("int32", Binary("*", Cast("int64", x), i64(1 << exponent))))))
 
     def shl_saturating_by(self, x: Expr, exponent: Expr) -> Var:
         """x * 2^exponent saturated to int32, for an exponent known at run time, 0..31: the product

@@ -1,5 +1,5 @@
-"""Kernels of the primitives built on TFLite's fixed-point 1/sqrt and log
-(codegen/ops/quantized_fixed_point.py): QRsqrt on the elementwise nest, QL2Normalization and
+"""Kernels of the primitives built on TFLite's fixed-point 1/sqrt, log and reciprocal
+(codegen/ops/quantized_fixed_point.py): QRsqrt and QDiv on the elementwise nest, QL2Normalization and
 QLogSoftmax on the reduction nest's rows. The arithmetic is fixed_point_steps.Steps', step for step
 the NumPy definition's (codegen/quant/fixed_point_functions.py)."""
 from __future__ import annotations
@@ -12,6 +12,7 @@ from tinsmith.generate.functors.quantized_math import clamp, i32, select_max, wi
 from tinsmith.generate.functors.quantized_softmax import ROWS
 from tinsmith.generate.functors.reduction_nest import Passes, ReductionNest, Row
 from tinsmith.generate.loop_ir import Assign, Binary, Cast, Load, Local, Select, Stmt, Store, Var
+from tinsmith.ops import quantized as q
 from tinsmith.quant import fixed_point as fp
 from tinsmith.quant import fixed_point_functions as ff
 
@@ -33,6 +34,40 @@ def qrsqrt(graph, node_id, cluster_id, args, attrs):
         out = s.multiply(data, multiplier, shift - ff.RSQRT_SHIFT)
         value = Select(Binary(">", v, i32(0)), clamp(Binary("+", out, i32(attrs["y_zero_point"])), lo, hi), i32(hi))
         return s.stmts, Cast(dtype, value)
+    return elementwise_nest.elementwise(ElementwiseNest.of(args), AXES, Rescale(step))
+
+
+# (not inlined into a consumer: its body holds the leading zeros' counts and the Newton steps)
+@CPP.register("QDiv", types=same(("int8",), 2, acc="int32"), inlined=False)
+def qdiv(graph, node_id, cluster_id, args, attrs):
+    """a / b per element as fixed_point_functions.divide_int8: the signs moved so the offset divisor
+    is positive, the offset dividend normalised by its leading sign bits times the divisor's
+    fixed-point reciprocal, times prepare's multiplier, one rounding shift right (the host
+    interpreter's value where it reaches 32), plus the zero point, clamped to the fused activation.
+    A divisor at its zero point gives the clamp bound of the dividend's sign (the zero point for
+    0 / 0)."""
+    lo, hi = q.output_clamp(attrs, "int8")
+    multiplier, shift, y_zp = args.prepared["multiplier"], args.prepared["shift"], attrs["y_zero_point"]
+
+    def step(xs, idx):
+        s = Steps("d")
+        a = s.let(Binary("-", widen(xs[0]), i32(attrs["a_zero_point"])))
+        b = s.let(Binary("-", widen(xs[1]), i32(attrs["b_zero_point"])))
+        negative = Binary("<", b, i32(0))
+        dividend = s.let(Select(negative, Binary("-", i32(0), a), a))
+        divisor = s.let(Select(negative, Binary("-", i32(0), b), Select(Binary("==", b, i32(0)), i32(1), b)))
+        inverse, bits_over_unit = s.reciprocal(divisor)
+        # leading sign bits: the leading zeros of the dividend, or of its complement when negative, less one
+        headroom = s.let(Binary("-", s.leading_zeros(Select(Binary("<", dividend, i32(0)),
+                                                           Binary("-", i32(-1), dividend), dividend)), i32(1)))
+        # (a multiplication, not a shift: the dividend may be negative; the product fits int32)
+        normalised = s.let(Cast("int32", Binary("*", Cast("int64", dividend),
+                                                Binary("<<", Cast("int64", i32(1)), Cast("int64", headroom)))))
+        scaled = s.srdhm(s.srdhm(normalised, inverse), multiplier)
+        right = s.let(Binary("-", Binary("+", bits_over_unit, headroom), i32(shift)))
+        quotient = clamp(Binary("+", s.rdbpot_as_built(scaled, right), i32(y_zp)), lo, hi)
+        by_zero = Select(Binary(">", a, i32(0)), i32(hi), Select(Binary("<", a, i32(0)), i32(lo), i32(y_zp)))
+        return s.stmts, Cast("int8", Select(Binary("==", b, i32(0)), by_zero, quotient))
     return elementwise_nest.elementwise(ElementwiseNest.of(args), AXES, Rescale(step))
 
 
