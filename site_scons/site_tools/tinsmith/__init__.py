@@ -9,7 +9,7 @@ through site_scons/; a checkout also works as `toolpath=["<tinsmith>/site_scons/
 
     import tinsmith
     env = Environment(tools=["default", "tinsmith"], toolpath=[tinsmith.toolpath()])
-    env["TINSMITH_TARGET"] = "cortex-m4"              # or "host" (default), or your-board.yaml
+    env["TINSMITH_TARGET"] = "cortex-m4"              # or "host-dispatch" (default), or your-board.yaml
     lib = env.TinsmithModel("kws.yaml")              # [build/cortex-m4/kws/libkws.a]
     app = env.Clone()
     app.Append(CPPPATH=[lib[0].dir, "$TINSMITH_INCLUDE"])   # kws.hpp / kws.h and tinsmith/buffer.hpp
@@ -41,8 +41,8 @@ Builders and methods:
   env.TinsmithTargetInfo()              the Target (codegen/targets) that $TINSMITH_TARGET names
 
 Construction variables (defaults in brackets):
-  TINSMITH_TARGET        a built-in target (host, cortex-m4, cortex-m7, cortex-m0plus) or the
-                         path of a target YAML file (see codegen/targets/) [host]
+  TINSMITH_TARGET        a built-in target (host-dispatch, host, cortex-m4, cortex-m7, ...) or the
+                         path of a target YAML file (see codegen/targets/) [host-dispatch]
   TINSMITH_INCLUDE       the runtime headers code that includes NAME.hpp needs
                          [runtime_cpp/include of the checkout, or of the installed package]
   TINSMITH_PYTHON        Python that runs the generator [the one running SCons]
@@ -578,7 +578,7 @@ def _declare_runner(env, graph, folder, library, runtime):
 def generate(env):
     """Add Tinsmith's builders, methods and construction variables to `env`."""
     env.SetDefault(
-        TINSMITH_TARGET="host",
+        TINSMITH_TARGET="host-dispatch",
         TINSMITH_TARGET_FILE="$TINSMITH_TARGET",
         TINSMITH_INCLUDE=str(RUNTIME_INCLUDE),
         TINSMITH_PYTHON=sys.executable,
