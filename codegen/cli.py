@@ -673,7 +673,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--out-dir", required=True, help="folder to write ARENA.h and ARENA.arena.json into")
     p.add_argument("--name", help="the arena's name (an identifier), when made from reports")
     p.add_argument("--target", help="the target the models are built for, whose kernels decide their "
-                   "workspaces: host (the default for an arena file), cortex-m4, ..., or a target YAML file; "
+                   "workspaces: host-dispatch (the default for an arena file), host, cortex-m4, ..., or a target YAML file; "
                    "with reports, the target they name")
     p.add_argument("--target-label", help=argparse.SUPPRESS)  # shown in the summary line
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the summary line")
