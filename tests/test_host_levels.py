@@ -65,17 +65,23 @@ def _check_against_reference(name: str, folder: Path, tmp_path: Path, pin: str |
     return data
 
 
-def _functions_using_wide_registers(obj: Path) -> set[str]:
-    """The functions of `obj` (demangled) whose code uses AVX or AVX-512 registers (ymm, zmm, k)."""
+def _disassembly(obj: Path) -> dict[str, list[str]]:
+    """Each function of `obj` (demangled name) -> its instructions, without addresses and comments."""
     listing = subprocess.run(["objdump", "-d", "-C", "--no-show-raw-insn", str(obj)], capture_output=True, text=True,
                              check=True).stdout
-    found, function = set(), None
+    functions, function = {}, None
     for line in listing.splitlines():
         if (m := re.match(r"^[0-9a-f]+ <(.*)>:$", line)):
-            function = m.group(1)
-        elif function and re.search(r"%(ymm|zmm)\d|%k[1-7]\b|\{%k", line):
-            found.add(function)
-    return found
+            function = functions.setdefault(m.group(1), [])
+        elif function is not None and "\t" in line:
+            function.append(re.sub(r"[0-9a-f]+ <[^>]*>", "<address>", line.split("\t", 1)[1].split("#")[0]).strip())
+    return functions
+
+
+def _functions_using_wide_registers(obj: Path) -> set[str]:
+    """The functions of `obj` (demangled) whose code uses AVX or AVX-512 registers (ymm, zmm, k)."""
+    return {f for f, code in _disassembly(obj).items()
+            if any(re.search(r"%(ymm|zmm)\d|%k[1-7]\b|\{%k", instruction) for instruction in code)}
 
 
 def _check_only_the_further_levels_use_wide_registers(obj: Path, name: str) -> None:
@@ -232,6 +238,25 @@ def test_a_level_s_cpu_flags_are_its_pragma_and_the_one_source_compiles_warning_
         assert _level_run(name, tmp_path / "out") == "x86-64-v4"
     for level in DISPATCH_LEVELS:
         _check_against_reference(name, tmp_path / "out", tmp_path, pin=level)
+
+
+def test_a_level_s_pragma_compiles_its_kernels_to_the_instructions_of_its_own_target_s_build(tmp_path):
+    """GCC compiles the kernels under `#pragma GCC target("arch=x86-64-v4")` (NAME.cpp, no -march)
+    to exactly the instructions host-x86-64-v4's own build (-march=x86-64-v4) gives them."""
+    from tinsmith.paths import RUNTIME_INCLUDE
+    from tinsmith.pipeline import compile_graph, write_files
+    name = "encoder"  # (small and quick, with kernels not inlined; the benchmark models: docs/KERNELS.md, section 10)
+    kernels = {}
+    for target_name in (DISPATCH, "host-x86-64-v4"):
+        target, folder = load_target(target_name), tmp_path / target_name
+        write_files(compile_graph(ROOT / "graphs" / f"{name}.yaml", target=target_name).files, folder)
+        subprocess.run([target.toolchain.command("cxx"), *target.cpu_flags, target.optimize, *target.ccflags,
+                        *target.cxxflags, f"-I{folder}", f"-I{RUNTIME_INCLUDE}", "-c", str(folder / f"{name}.cpp"),
+                        "-o", str(folder / f"{name}.o")], check=True)
+        prefix = f"{name}::tinsmith_x86_64_v4::" if target_name == DISPATCH else f"{name}::"
+        kernels[target_name] = {f[len(prefix):]: code for f, code in _disassembly(folder / f"{name}.o").items()
+                                if f.startswith(prefix) and "::kernels::" in f}
+    assert kernels[DISPATCH] and kernels[DISPATCH] == kernels["host-x86-64-v4"]
 
 
 @pytest.mark.parametrize("flags, optimize, message", [
