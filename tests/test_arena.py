@@ -211,11 +211,11 @@ def test_bad_arena_files_are_located_errors(tmp_path, text, message):
     assert not (tmp_path / "out").exists()  # nothing half-written
 
 
-@pytest.mark.parametrize("target", ["host-dispatch", "cortex-m4"])
+@pytest.mark.parametrize("target", ["host", "cortex-m4"])
 def test_example_arena_file_plans_for_the_target(target, tmp_path, built_workspace):
     """examples/arena: kws_dscnn and ad_autoencoder share kws_dscnn's workspace, as large as
-    `tinsmith build --target` makes it for the same core (host-dispatch 64,000 B, Cortex-M4 33,120 B)."""
-    args = ["--target", target] if target != "host-dispatch" else []  # host-dispatch is the default
+    `tinsmith build --target` makes it for the same core (host 64,000 B, Cortex-M4 33,120 B)."""
+    args = ["--target", target]  # (the default target: test_arena_file_as_the_builder_source_and_on_the_command_line)
     proc = tinsmith("arena", str(ROOT / "examples" / "arena" / "kws_and_ad.yaml"), "-o", str(tmp_path), *args)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"kws_and_ad [{target}]: arena ")
