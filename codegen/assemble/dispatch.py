@@ -20,7 +20,7 @@ def _level_context(context: dict, model: GeneratedModel, level: Level, shared: s
              [f"{g.types[n].cpp_type}* {n}" for n in g.api_outputs] + ["unsigned char* ws"]
     every = [*g.inputs, *g.outputs]  # what run() takes: the API's values and the states' storage
     return {"name": level.name, "namespace": f"tinsmith_{level.identifier}",
-            "pragma_target": level.pragma_target, "params": ", ".join(params),
+            "params": ", ".join(params),
             "args": ", ".join([stored.get(n, n) for n in every] + ["ws"]),
             "forward": ", ".join([*api, "ws"]),
             "shared": sorted(shared),

@@ -8,7 +8,7 @@ import copy
 import tempfile
 from collections import defaultdict
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Mapping
 
 from tinsmith.measure.binutils import Binary, MeasureError, demangle, read_binary
 from tinsmith.measure.frames import (Frame, frames_by_symbol, qualified_name, read_callgraph_info,
