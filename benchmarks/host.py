@@ -39,7 +39,6 @@ sys.path.insert(0, str(ROOT))
 
 from tinsmith.pipeline import compile_graph, write_files  # noqa: E402
 from tinsmith.targets import load_target  # noqa: E402
-from tinsmith.targets.levels import library_sources  # noqa: E402
 from tinsmith.verify import RUNTIME_INCLUDE  # noqa: E402
 
 GRAPHS = ("kws_dscnn", "vww_mobilenet", "ic_resnet8", "ad_autoencoder")
@@ -88,11 +87,10 @@ def build_harness(graph: str, target_name: str, folder: Path, source: Path | Non
     target = load_target(target_name)
     exe = folder / "bench"
     objects = []
-    # each source with the flags of the target that compiles it (a dispatching target's levels: their own)
-    for source, compiler in [("bench.cpp", target), *library_sources(g.name, target)]:
+    for source in ("bench.cpp", f"{g.name}.cpp"):  # (a dispatching target's every level is in NAME.cpp)
         objects.append(folder / (Path(source).stem + ".o"))
-        subprocess.run([compiler.toolchain.command("cxx"), *compiler.cpu_flags, compiler.optimize, *compiler.ccflags,
-                        *compiler.cxxflags, f"-I{folder}", f"-I{RUNTIME_INCLUDE}", "-c", str(folder / source),
+        subprocess.run([target.toolchain.command("cxx"), *target.cpu_flags, target.optimize, *target.ccflags,
+                        *target.cxxflags, f"-I{folder}", f"-I{RUNTIME_INCLUDE}", "-c", str(folder / source),
                         "-o", str(objects[-1])], check=True)
     subprocess.run([target.toolchain.command("cxx"), *target.cpu_flags, target.optimize, *map(str, objects),
                     "-o", str(exe)], check=True)

@@ -20,17 +20,16 @@ def verify_step(plan: Path, include_dirs: Sequence[Path] = (), stamp: Path | Non
 
 def report_step(plan: Path, obj: Path, target: str | Path, output: Path, html: Path | None = None,
                 firmware: Path | None = None, ram_budget: int | None = None,
-                flash_budget: int | None = None, show: Callable[[dict], None] | None = None,
-                level_objects: Sequence[Path] = ()) -> dict:
+                flash_budget: int | None = None, show: Callable[[dict], None] | None = None) -> dict:
     """Measure the compiled model against its plan for `target` (a built-in target's name or a
     target file), show it (`show`, before budgets are checked, so a model over budget still shows
     its figures), fail (BudgetError) over a budget, write the report `output` and its page `html`;
-    returns the report. `level_objects`: a dispatching target's further ISA levels, in flash too."""
+    returns the report."""
     from tinsmith.escape import json_text
     from tinsmith.measure import check_budgets, measure_model
     from tinsmith.targets import load_target
     report = measure_model(json.loads(Path(plan).read_text(encoding="utf-8")), Path(obj), load_target(target),
-                           Path(firmware) if firmware else None, level_objects=level_objects)
+                           Path(firmware) if firmware else None)
     if show is not None:
         show(report)
     check_budgets(report, ram_budget, flash_budget)

@@ -18,6 +18,10 @@ from tinsmith.escape import one_line
 from tinsmith.paths import scons_toolpath
 from tinsmith.limits import Limits
 
+# What a build is for unless --target says otherwise: the portable host library, every x86-64 level's
+# kernels in one NAME.cpp, the widest the CPU has chosen when it runs (docs/KERNELS.md, section 10).
+DEFAULT_TARGET = "host-dispatch"
+
 
 def _build_dir(args) -> Path:
     """--build-dir, or build/TARGET under the current directory."""
@@ -539,8 +543,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add_target(p):
-        p.add_argument("--target", default="host",
-                       help="host (default), cortex-m4, cortex-m7, cortex-m0plus, or a target YAML file")
+        p.add_argument("--target", default=DEFAULT_TARGET,
+                       help=f"{DEFAULT_TARGET} (default), host, cortex-m4, cortex-m7, ..., or a target YAML file")
         p.add_argument("--build-dir", help="where to build [build/TARGET]")
 
     def command(name, fn, help, graph=True, description=None, graph_help="graph YAML file"):
@@ -624,8 +628,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--target", required=True)
     p = command("show", cmd_show, "print the expanded graph, clusters and memory plan, with each node's MACs and "
                 "parameters")
-    p.add_argument("--target", default="host",
-                   help="the target whose kernels, fusion and plan to show [host]")
+    p.add_argument("--target", default=DEFAULT_TARGET,
+                   help=f"the target whose kernels, fusion and plan to show [{DEFAULT_TARGET}]")
     p.add_argument("--html", nargs="?", const="", metavar="PAGE",
                    help="also write the report page of the plan (to PAGE, or NAME.html here) and open it in a browser")
     p.add_argument("--no-open", action="store_true", help="with --html: write the page, do not open it")
@@ -642,8 +646,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=1, help="size for a symbolic batch dimension of an ONNX model [1]")
     p = command("generate", cmd_generate, "write the generated sources (for the SCons tool, Make, CMake, ...)")
     p.add_argument("-o", "--out-dir", required=True)
-    p.add_argument("--target", default="host",
-                   help="target whose kernels to generate: a built-in target or a target file [host]")
+    p.add_argument("--target", default=DEFAULT_TARGET,
+                   help=f"target whose kernels to generate: a built-in target or a target file [{DEFAULT_TARGET}]")
     p.add_argument("--constants-in-ram", action="store_true",
                    help="let the startup code copy constants to RAM instead of reading them from flash")
     p.add_argument("--constants-section", metavar="SECTION",
@@ -669,7 +673,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--out-dir", required=True, help="folder to write ARENA.h and ARENA.arena.json into")
     p.add_argument("--name", help="the arena's name (an identifier), when made from reports")
     p.add_argument("--target", help="the target the models are built for, whose kernels decide their "
-                   "workspaces: host (the default for an arena file), cortex-m4, ..., or a target YAML file; "
+                   "workspaces: host-dispatch (the default for an arena file), host, cortex-m4, ..., or a target YAML file; "
                    "with reports, the target they name")
     p.add_argument("--target-label", help=argparse.SUPPRESS)  # shown in the summary line
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the summary line")

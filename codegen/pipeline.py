@@ -70,8 +70,7 @@ def _levels(target, backend: Backend | None) -> tuple:
     if target is None or backend is not None:
         return ()
     from tinsmith.targets import load_target
-    from tinsmith.targets.levels import build_levels
-    return build_levels(load_target(target))
+    return load_target(target).levels
 
 
 def _compile_levels(path, levels, constants_in_ram: bool, fusion: bool, constants_section: str | None,
@@ -157,11 +156,9 @@ SCons tool's runner, report and test firmware."""
 
 
 def library_files(files: dict[str, str], name: str) -> dict[str, str]:
-    """The generated files a project compiles into its own library (with a dispatching target's
-    further levels' sources, NAME_LEVEL.cpp)."""
-    listed = [name + suffix for suffix in LIBRARY_SUFFIXES]
-    listed += sorted(f for f in files if f.startswith(name + "_") and f.endswith(".cpp") and f != name + "_runner.cpp")
-    return {f: files[f] for f in listed}
+    """The generated files a project compiles into its own library (a dispatching target's every
+    level is in NAME.cpp)."""
+    return {name + suffix: files[name + suffix] for suffix in LIBRARY_SUFFIXES}
 
 
 def write_files(files: dict[str, str], out_dir: str | Path, stamp: str | Path | None = None,

@@ -78,7 +78,7 @@ def example_build(tmp_path_factory) -> Path:
     Holds build_dir/NAME/{NAME.hpp,.h,.cpp,.json,_runner.cpp,lib NAME.a,NAME_runner}."""
     build_dir = tmp_path_factory.mktemp("examples_build")
     graphs = ",".join(str(GRAPHS / f"{name}.yaml") for name in EXAMPLES)
-    scons("-Q", "-j2", f"graphs={graphs}", f"build_dir={build_dir}")
+    scons("-Q", "-j2", "target=host", f"graphs={graphs}", f"build_dir={build_dir}")  # (the single-level layout)
     return build_dir
 
 

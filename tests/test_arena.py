@@ -168,7 +168,7 @@ def test_reported_saving_is_what_the_models_reports_imply(built):
     assert [m["graph"] for m in report["models"]] == ["mlp", "encoder"]
     header = (built / "build" / "pair" / "pair.h").read_text()
     assert f"#define PAIR_ARENA_BYTES {shared}u" in header
-    assert f"pair [host]: arena {shared:,} B shared by mlp {workspaces['mlp']:,} B, encoder " in \
+    assert f"pair [host-dispatch]: arena {shared:,} B shared by mlp {workspaces['mlp']:,} B, encoder " in \
         (built / "scons.out").read_text()
 
 
@@ -186,7 +186,7 @@ def test_arena_file_as_the_builder_source_and_on_the_command_line(built, tmp_pat
             else got.split("\n", 1)[1] == want.split("\n", 1)[1]
     proc = tinsmith("arena", str(project / "pair.yaml"), "-o", str(tmp_path / "cli"))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("pair [host]: arena ")  # planned for the host, as the tool does
+    assert proc.stdout.startswith("pair [host-dispatch]: arena ")  # planned for the default target, as the tool does
     cli = json.loads((tmp_path / "cli" / "pair.arena.json").read_text())
     assert {k: v for k, v in cli.items() if k != "source"} == \
         {k: v for k, v in json.loads((built / "build" / "pair" / "pair.arena.json").read_text()).items()
@@ -215,7 +215,7 @@ def test_bad_arena_files_are_located_errors(tmp_path, text, message):
 def test_example_arena_file_plans_for_the_target(target, tmp_path, built_workspace):
     """examples/arena: kws_dscnn and ad_autoencoder share kws_dscnn's workspace, as large as
     `tinsmith build --target` makes it for the same core (host 64,000 B, Cortex-M4 33,120 B)."""
-    args = ["--target", target] if target != "host" else []  # the host is the default
+    args = ["--target", target]  # (the default target: test_arena_file_as_the_builder_source_and_on_the_command_line)
     proc = tinsmith("arena", str(ROOT / "examples" / "arena" / "kws_and_ad.yaml"), "-o", str(tmp_path), *args)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"kws_and_ad [{target}]: arena ")

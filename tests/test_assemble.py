@@ -101,7 +101,7 @@ def test_generation_is_deterministic(example_build, tmp_path):
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     for seed in ("1", "2"):
         for graph in EXAMPLES:
-            subprocess.run([sys.executable, "-m", "tinsmith", "generate", f"graphs/{graph}.yaml",
+            subprocess.run([sys.executable, "-m", "tinsmith", "generate", f"graphs/{graph}.yaml", "--target", "host",
                             "-o", str(tmp_path / seed / graph)], cwd=ROOT, check=True,
                            env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": path})
     for graph in EXAMPLES:

@@ -196,7 +196,7 @@ def test_build_instructions_needs_an_emulated_core(tinsmith_cmd, tmp_path):
     proc = tinsmith_cmd("build", str(GRAPHS / "mlp.yaml"), "--instructions", "--build-dir", str(tmp_path / "b"),
                         cwd=tmp_path)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert "error: --instructions counts instructions on an emulated core; target 'host' has no emulator" \
+    assert "error: --instructions counts instructions on an emulated core; target 'host-dispatch' has no emulator" \
         in proc.stderr
 
 

@@ -65,7 +65,7 @@ def test_installed_command_builds_and_checks_a_graph_from_another_folder(install
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     built = _run([bin_dir / "tinsmith", "build", graph], elsewhere, env)
-    runner = elsewhere / "build" / "host" / "tiny" / "tiny_runner"
+    runner = elsewhere / "build" / "host-dispatch" / "tiny" / "tiny_runner"  # (the default target)
     assert f"built {runner}" in built.stdout
     assert (runner.parent / "tiny.json").is_file() and (runner.parent / "libtiny.a").is_file()
     assert (runner.parent / "tiny.html").is_file()  # the page template is packaged

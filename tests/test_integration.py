@@ -10,6 +10,7 @@ example files verbatim; a test checks that it still does.
 from __future__ import annotations
 
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -127,14 +128,25 @@ def assert_make_does_nothing(project: Path, *args: str) -> None:
     assert snapshot(project / "build") == before
 
 
+def assert_holds_every_x86_level(compiled: Path) -> None:
+    """The default host build compiled from the one vibration.cpp holds each x86-64 level's kernels
+    (docs/KERNELS.md, section 10), where the compiler makes x86 code."""
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return
+    symbols = run(["nm", "-C", compiled], compiled.parent).stdout
+    for level in ("x86_64", "x86_64_v3", "x86_64_v4"):
+        assert f"vibration::tinsmith_{level}::call(" in symbols, level
+
+
 def test_make_host_program_builds_once_and_runs(tmp_path, built_workspace):
     project = copy_example("make", tmp_path)
     first = make(project)
     assert generator_runs(first.stdout) == 1, first.stdout
-    assert "--target host" in first.stdout
-    assert header_workspace(project / "build" / "host" / "model" / "vibration.h") == \
-        built_workspace(project / "vibration.yaml", "host")
-    program = project / "build" / "host" / "vibration_demo"
+    assert "--target host-dispatch" in first.stdout  # the default: the portable multi-level library
+    assert header_workspace(project / "build" / "host-dispatch" / "model" / "vibration.h") == \
+        built_workspace(project / "vibration.yaml", "host-dispatch")
+    assert_holds_every_x86_level(project / "build" / "host-dispatch" / "vibration.o")
+    program = project / "build" / "host-dispatch" / "vibration_demo"
     check_output(run([program], project).stdout, project / "vibration.npz")
 
     before = snapshot(project / "build")
@@ -146,7 +158,7 @@ def test_make_host_program_builds_once_and_runs(tmp_path, built_workspace):
     edited = make(project)
     assert generator_runs(edited.stdout) == 1 and "g++" not in edited.stdout, edited.stdout
     after = snapshot(project / "build")
-    del after["host/model/vibration.d"], before["host/model/vibration.d"]  # the record that it ran
+    del after["host-dispatch/model/vibration.d"], before["host-dispatch/model/vibration.d"]  # the record that it ran
     assert after == before
     assert_make_does_nothing(project)
 
@@ -155,7 +167,7 @@ def test_make_host_program_builds_once_and_runs(tmp_path, built_workspace):
     retrain(project / "vibration.npz")
     rebuilt = make(project)
     assert generator_runs(rebuilt.stdout) == 1, rebuilt.stdout
-    assert "vibration.cpp -o build/host/vibration.o" in rebuilt.stdout and "main.cpp" not in rebuilt.stdout
+    assert "vibration.cpp -o build/host-dispatch/vibration.o" in rebuilt.stdout and "main.cpp" not in rebuilt.stdout
     check_output(run([program], project).stdout, project / "vibration.npz")
     assert_make_does_nothing(project)
 
@@ -201,7 +213,8 @@ def test_cmake_program_builds_once_and_runs(tmp_path, generator, built_workspace
     first = cmake_build()
     assert first.count("Generating the vibration model") == 1, first
     assert header_workspace(build / "tinsmith" / "vibration" / "vibration.h") == \
-        built_workspace(project / "vibration.yaml", "host")
+        built_workspace(project / "vibration.yaml", "host-dispatch")
+    assert_holds_every_x86_level(build / "libvibration.a")
     check_output(run([build / "vibration_demo"], project).stdout, project / "vibration.npz")
 
     def products() -> dict[str, int]:  # not CMake's own bookkeeping, which it rewrites at will

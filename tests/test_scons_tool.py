@@ -18,7 +18,7 @@ import oracle
 from conftest import scons
 from test_e2e_scons import TINY, commands, make_project
 
-SUMMARY = re.compile(r"^mlp \[host\]: RAM [\d.]+ \w?i?B .*\| flash .* MACs$", re.M)
+SUMMARY = re.compile(r"^mlp \[host-dispatch\]: RAM [\d.]+ \w?i?B .*\| flash .* MACs$", re.M)  # (the default target)
 
 
 @pytest.fixture(scope="module")
@@ -177,13 +177,13 @@ other.TinsmithModel('src/models/mlp.yaml')
     ("TINSMITH_EXTRA_CCFLAGS='-Werror -ffast-math'", "TINSMITH_EXTRA_CCFLAGS"),
     ("TINSMITH_CONSTANTS_IN_RAM=True", "TINSMITH_CONSTANTS_IN_RAM"),
     ("TINSMITH_RAM_BUDGET='65536'", "TINSMITH_RAM_BUDGET"),
-    ("TINSMITH_TARGET='cortex-m4', TINSMITH_BUILD_DIR='#build/host'", "TINSMITH_TARGET"),
+    ("TINSMITH_TARGET='cortex-m4', TINSMITH_BUILD_DIR='#build/host-dispatch'", "TINSMITH_TARGET"),
 ])
 def test_two_environments_with_different_settings_never_share_a_folder(checkout, tmp_path, setting, name):
     project = tool_project(tmp_path, checkout, TWO_ENVIRONMENTS.format(setting=setting))
     proc = scons("-Q", cwd=project, check=False)
     assert proc.returncode == 2
-    assert "build/host/mlp: two environments build the model into this folder with different settings" \
+    assert "build/host-dispatch/mlp: two environments build the model into this folder with different settings" \
         in proc.stderr, proc.stderr
     assert re.search(rf"^  {name}: .* here, .* there$", proc.stderr, re.M), proc.stderr
     assert "SConstruct:5" in proc.stderr and "SConstruct:4" in proc.stderr  # both calls, where they are
@@ -197,12 +197,12 @@ def test_environments_with_equal_settings_share_the_folder(checkout, tmp_path):
                            "fast.TinsmithModel('src/models/mlp.yaml')\n")
     proc = scons("-Q", "-j2", cwd=project)
     assert "warning" not in proc.stderr.lower(), proc.stderr
-    assert (project / "build" / "host" / "mlp" / "mlp_runner").is_file()
+    assert (project / "build" / "host-dispatch" / "mlp" / "mlp_runner").is_file()
     assert (project / "build" / "fast" / "mlp" / "libmlp.a").is_file()
     # the two environments with equal settings declare the host folder's steps once
     compiles = [line for line in commands(proc) if line.startswith("g++ ") and "/mlp/mlp.o -c " in line]
     assert {line.split(" -o ")[1].split()[0]: "-O3" in line for line in compiles} == {
-        "build/host/mlp/mlp.o": False, "build/fast/mlp/mlp.o": True}
+        "build/host-dispatch/mlp/mlp.o": False, "build/fast/mlp/mlp.o": True}
     assert len(compiles) == 2
     assert len([line for line in commands(proc) if "codegen generate " in line]) == 2
 
@@ -217,7 +217,7 @@ def test_models_with_different_budgets_share_the_runtime(checkout, tmp_path):
     assert "warning" not in proc.stderr.lower(), proc.stderr
     assert len([line for line in commands(proc) if line.startswith("ar ") and "libtinsmith.a" in line]) == 1
     for name in ("mlp", "tiny"):
-        assert (project / "build" / "host" / name / f"{name}_runner").is_file()
+        assert (project / "build" / "host-dispatch" / name / f"{name}_runner").is_file()
 
 
 # --- the repository's SConstruct: Variables and Help -----------------------------------------
@@ -227,7 +227,7 @@ def test_help_lists_every_setting(project):
     for name in ("target", "graphs", "build_dir", "optimize", "ram_budget", "flash_budget",
                  "constants_in_ram", "threads", "verbose"):
         assert re.search(rf"^  {name} +\S", proc.stdout, re.M), f"{name}:\n{proc.stdout}"
-    assert "[host]" in proc.stdout  # defaults are shown
+    assert "[host-dispatch]" in proc.stdout  # defaults are shown
     assert not (project / "build").exists()
 
 
@@ -258,8 +258,8 @@ def test_summary_line_prints_on_cache_hits(checkout, tmp_path):
     assert files_under(project / "build") == []
 
     second = scons("-Q", cwd=project)
-    assert "Retrieved `build/host/mlp/mlp.json' from cache" in second.stdout
-    assert "Retrieved `build/host/mlp/libmlp.a' from cache" in second.stdout
+    assert "Retrieved `build/host-dispatch/mlp/mlp.json' from cache" in second.stdout
+    assert "Retrieved `build/host-dispatch/mlp/libmlp.a' from cache" in second.stdout
     assert not any("codegen " in line or "g++" in line for line in commands(second)), second.stdout
     assert SUMMARY.findall(second.stdout) == SUMMARY.findall(first.stdout)
 
@@ -271,7 +271,7 @@ def test_summary_line_prints_on_cache_hits(checkout, tmp_path):
 # --- the generator in the dependency tree ----------------------------------------------------
 
 def test_generator_files_are_one_node_of_the_tree(project):
-    settings = ["graphs=graphs/mlp.yaml,graphs/branches.yaml"]
+    settings = ["target=host", "graphs=graphs/mlp.yaml,graphs/branches.yaml"]  # (host: one target file)
     scons("-Q", "-j2", *settings, cwd=project)
     tree = scons("-Q", "--tree=prune", *settings, cwd=project).stdout
     generator_files = [p for p in (project / "codegen").rglob("*") if p.suffix in (".py", ".j2")]

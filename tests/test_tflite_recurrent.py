@@ -307,7 +307,7 @@ def test_a_state_that_is_no_input_is_a_located_error(tmp_path):
 def test_validate_starts_every_sample_from_the_starting_state(tmp_path, tinsmith_cmd):
     """The variable starts at 1.0 for each seeded sample in the interpreter and in the compiled model."""
     (tmp_path / "acc.tflite").write_bytes(accumulator(1.0, (2, 3), 0.5))
-    proc = tinsmith_cmd("validate", "acc.tflite", "--per-layer", cwd=tmp_path)
+    proc = tinsmith_cmd("validate", "acc.tflite", "--per-layer", "--target", "host", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "acc [host] agrees with the TFLite Micro interpreter within the tolerance" in proc.stdout
 

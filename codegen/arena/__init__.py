@@ -216,7 +216,7 @@ def arena_summary(report: Mapping, target: str | None = None) -> str:
 def write_arena(sources: Sequence[str | Path], out_dir: str | Path, name: str | None = None,
                 target: str | None = None) -> dict:
     """Write NAME.h and NAME.arena.json into `out_dir` from one arena file (its graphs planned for
-    `target`, the host by default), or from the models' reports (NAME.plan.json or NAME.json) and
+    `target`, host-dispatch by default as for the command line), or from the models' reports (NAME.plan.json or NAME.json) and
     `name`; returns the report."""
     import json
 
@@ -226,7 +226,7 @@ def write_arena(sources: Sequence[str | Path], out_dir: str | Path, name: str | 
         spec = load_arena_file(sources[0])
         if name is not None and name != spec.name:
             raise ArenaError(spec.name_loc, f"the arena file names arena '{spec.name}', the command line '{name}'")
-        members, locs, source = members_from_graphs(spec, target or "host"), spec.locs, str(sources[0])
+        members, locs, source = members_from_graphs(spec, target or "host-dispatch"), spec.locs, str(sources[0])
         target = members[0].target
         name = spec.name
     else:
@@ -278,5 +278,5 @@ def members_from_graphs(spec: ArenaSpec, target: str) -> list[Member]:
     members = []
     for graph in spec.graphs:
         compiled = compile_graph(graph, target=target)
-        members.append(Member(compiled.graph.name, compiled.plan.workspace_bytes, label))
+        members.append(Member(compiled.graph.name, compiled.workspace_bytes, label))  # (a dispatching target's: its largest level's)
     return members

@@ -249,9 +249,7 @@ def template_context(model: GeneratedModel, constants_section: str | None = None
                            for c in model.constants],
         "input_bytes": sum(v["bytes"] for v in inputs),
         "output_bytes": sum(v["bytes"] for v in outputs),
-        # a level of a dispatching library (tinsmith.assemble.dispatch): none, the model's own API
-        "level": None, "dispatch": None,
-        # the worker pool's functions: the runtime's, or (a further level of a dispatching library)
-        # the first level's copies, NAME::tinsmith_pool
-        "pool": "tinsmith::pool",
+        # a level of a dispatching library (tinsmith.assemble.dispatch): none, the model's own API;
+        # `embedded`: a further level's code, which the first level's file holds
+        "level": None, "dispatch": None, "embedded": False,
     }

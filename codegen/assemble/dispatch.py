@@ -1,13 +1,13 @@
 """Assemble a library that holds a model's kernels for several ISA levels (tinsmith.targets.levels)
 and runs the widest the CPU has: the model's own headers and runner, with the workspace the
-largest level's; GRAPH.cpp with the first level's kernels and the code that chooses; a
-GRAPH_LEVEL.cpp per further level, each compiled with its level's flags."""
+largest level's; one GRAPH.cpp with every level's kernels (each further level's inside a target
+pragma that compiles it for its level) and the code that chooses."""
 from __future__ import annotations
 
 from tinsmith.assemble import render, report, template_context
 from tinsmith.escape import json_text
 from tinsmith.generate import GeneratedModel
-from tinsmith.targets.levels import PIN_VARIABLE, Level, level_source
+from tinsmith.targets.levels import PIN_VARIABLE, Level
 
 
 def _level_context(context: dict, model: GeneratedModel, level: Level, shared: set[str]) -> dict:
@@ -20,7 +20,7 @@ def _level_context(context: dict, model: GeneratedModel, level: Level, shared: s
              [f"{g.types[n].cpp_type}* {n}" for n in g.api_outputs] + ["unsigned char* ws"]
     every = [*g.inputs, *g.outputs]  # what run() takes: the API's values and the states' storage
     return {"name": level.name, "namespace": f"tinsmith_{level.identifier}",
-            "flags": " ".join(level.target.cpu_flags), "params": ", ".join(params),
+            "params": ", ".join(params),
             "args": ", ".join([stored.get(n, n) for n in every] + ["ws"]),
             "forward": ", ".join([*api, "ws"]),
             "shared": sorted(shared),
@@ -46,27 +46,28 @@ def assemble_levels(models: list[tuple[Level, GeneratedModel]], constants_sectio
     workspace = max(m.plan.workspace_bytes for _, m in models)
     contexts = [(level, model, template_context(model, constants_section)) for level, model in models]
     levels = [{"name": level.name, "namespace": f"tinsmith_{level.identifier}", "requires": list(level.requires),
-               "index": i} for i, (level, _, _) in enumerate(contexts)]
+               "pragma_target": level.pragma_target, "index": i} for i, (level, _, _) in enumerate(contexts)]
     api = template_context(first, constants_section) | {"workspace_bytes": workspace}
     files = {f"{g.name}{suffix}": render(template, api)
              for suffix, template in ((".hpp", "model.hpp.j2"), (".h", "model.h.j2"))}
     files[f"{g.name}_runner.cpp"] = render("runner.cpp.j2", api | {"dispatch": True})  # it prints the level
     shared = _shared_constants(models) if share_constants else [set()] * len(models)
-    for i, (level, model, context) in enumerate(contexts):
-        context = context | {"level": _level_context(context, model, level, shared[i]), "dispatch": None,
-                             "pool": "tinsmith::pool" if i == 0 else "tinsmith_pool"}
-        if i == 0:
-            context["dispatch"] = {
-                "levels": levels, "pin_variable": PIN_VARIABLE, "workspace_bytes": workspace,
-                "args_cpp": ", ".join([f"{n}.data" for n in (*g.api_inputs, *g.api_outputs)] + ["ws.bytes"]),
-                "args_c": ", ".join([*g.api_inputs, *g.api_outputs, "static_cast<unsigned char*>(ws)"])}
-        files[level_source(g.name, level, i == 0)] = render("model.cpp.j2", context)
+    # The further levels' code first, each without the file's preamble (includes, the shared
+    # constants' one copy): GRAPH.cpp holds it between the first level's code and the dispatcher.
+    for i, (level, model, context) in enumerate(contexts[1:], 1):
+        levels[i]["source"] = render("model.cpp.j2", context | {
+            "level": _level_context(context, model, level, shared[i]), "dispatch": None, "embedded": True})
+    level, model, context = contexts[0]
+    files[f"{g.name}.cpp"] = render("model.cpp.j2", context | {
+        "level": _level_context(context, model, level, shared[0]), "embedded": False, "dispatch": {
+            "levels": levels, "pin_variable": PIN_VARIABLE, "workspace_bytes": workspace,
+            "args_cpp": ", ".join([f"{n}.data" for n in (*g.api_inputs, *g.api_outputs)] + ["ws.bytes"]),
+            "args_c": ", ".join([*g.api_inputs, *g.api_outputs, "static_cast<unsigned char*>(ws)"])}})
     plan = report(first)
     # The header's workspace is the largest level's (each level plans its own); the report keeps
     # the first level's plan and lists every level's workspace.
     plan["ram"]["workspace_bytes"] = workspace
-    plan["levels"] = [{"name": level.name, "target": level.target.name, "source": level_source(g.name, level, i == 0),
-                       "requires": list(level.requires), "workspace_bytes": model.plan.workspace_bytes}
-                      for i, (level, model) in enumerate(models)]
+    plan["levels"] = [{"name": level.name, "target": level.target.name, "requires": list(level.requires),
+                       "workspace_bytes": model.plan.workspace_bytes} for level, model in models]
     files[f"{g.name}.plan.json"] = json_text(plan)
     return files

@@ -8,7 +8,7 @@ import copy
 import tempfile
 from collections import defaultdict
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Mapping
 
 from tinsmith.measure.binutils import Binary, MeasureError, demangle, read_binary
 from tinsmith.measure.frames import (Frame, frames_by_symbol, qualified_name, read_callgraph_info,
@@ -119,15 +119,13 @@ def _stack(model: Binary, target: Target, entries: list[str], image: Binary | No
 
 def measure_model(plan_report: Mapping, model_object: str | Path, target: Target | str,
                   firmware: str | Path | None = None, *, stack_usage: str | Path | None = None,
-                  callgraph_info: str | Path | None = None, level_objects: Sequence[str | Path] = ()) -> dict:
+                  callgraph_info: str | Path | None = None) -> dict:
     """The final JSON report: `plan_report` (the generator's NAME.plan.json) with the flash,
     static RAM and worst-case stack measured from `model_object` (the model compiled for
     `target`, with -fstack-usage and preferably -fcallgraph-info=su, whose NAME.su and
     NAME.ci sit beside it unless given). Library functions the model calls are bounded
     from `firmware` (a linked image holding the model) or, on a bare-metal target without
-    one, from a probe image linked here. A dispatching target's further ISA levels
-    (`level_objects`, tinsmith.targets.levels) count in flash and static RAM; the stack is
-    `model_object`'s (the first level and the code that chooses)."""
+    one, from a probe image linked here."""
     target = load_target(target)
     model_object = Path(model_object)
     model = read_binary(target, model_object)
@@ -151,9 +149,6 @@ def measure_model(plan_report: Mapping, model_object: str | Path, target: Target
         stack = _stack(model, target, entries, image, image_label, frames, names, notes)
 
     sections = _section_bytes(model)
-    for level in level_objects:
-        for kind, size in _section_bytes(read_binary(target, Path(level))).items():
-            sections[kind] += size
     report = copy.deepcopy(dict(plan_report))
     report["target"] = target.name
     ram = dict(report.get("ram", {}))

@@ -1,6 +1,6 @@
 """ISA levels of a dispatching target: one library holds the model's kernels generated once per
-level (each as the level's own target file generates and compiles them), and the generated code
-runs the widest level the CPU has, chosen once at run time (docs/KERNELS.md, section 10).
+level (each as the level's own target file generates them), and the generated code runs the widest
+level the CPU has, chosen once at run time (docs/KERNELS.md, section 10).
 
 A target file lists them, narrowest first:
 
@@ -11,13 +11,14 @@ A target file lists them, narrowest first:
 
 `requires` names `__builtin_cpu_supports` features (GCC and Clang); a level runs when the CPU has
 its features and every earlier level's. `target` is a built-in target or a file relative to this
-one; its capabilities, CPU flags and compiler make the level's kernels and compile them.
+one; its capabilities make the level's kernels. Every level is in the one GRAPH.cpp, compiled with
+the first level's flags: a further level's CPU flags become the target pragma around its code
+(`-march=x86-64-v3` -> `#pragma GCC target("arch=x86-64-v3")`), so the flags a level may have are
+those GCC's and Clang's target pragmas take, and its other flags must be the first level's.
 """
 from __future__ import annotations
 
-import functools
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +28,9 @@ if TYPE_CHECKING:
 
 _LEVEL_NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 _FEATURE = re.compile(r"^[a-z][a-z0-9._-]*$")
+# The CPU flags a further level may have: those that GCC's `#pragma GCC target` and Clang's target
+# attribute take without the `-m` (an ISA extension, or arch=, tune=, prefer-vector-width=).
+_PRAGMA_FLAG = re.compile(r"^-m((arch|tune|prefer-vector-width)=[a-z0-9._-]+|(no-)?[a-z][a-z0-9.]*(-[a-z0-9.]+)*)$")
 # What the generated code reads to pin a level (tests, comparisons): a level's name.
 PIN_VARIABLE = "TINSMITH_HOST_LEVEL"
 
@@ -42,8 +46,13 @@ class Level:
 
     @property
     def identifier(self) -> str:
-        """The C++ namespace of the level's code and the suffix of its source file."""
+        """The C++ namespace of the level's code."""
         return self.name.replace("-", "_")
+
+    @property
+    def pragma_target(self) -> str:
+        """What the target pragma around the level's code says: its target's CPU flags without `-m`."""
+        return ",".join(flag[2:] for flag in self.target.cpu_flags)
 
 
 def parse_levels(fields, path: Path, owner: str) -> tuple[Level, ...]:
@@ -75,41 +84,28 @@ def parse_levels(fields, path: Path, owner: str) -> tuple[Level, ...]:
         if target.levels or target.baremetal or target.capabilities.backend != "host":
             raise TargetError(entry.at("target"), f"level '{name}' names target '{target.name}', which is not a "
                                                   f"hosted target of the host backend without levels of its own")
+        if i > 0:
+            _check_compiled_as_first(entry, name, target, levels[0].target)
         levels.append(Level(name, target, tuple(requires)))
     if len({lv.target.toolchain.command("cxx") for lv in levels}) > 1:
         raise TargetError(where, f"the levels of '{owner}' use different compilers", "one library, one compiler")
     return tuple(levels)
 
 
-@functools.lru_cache(maxsize=8)
-def compiler_targets_x86(cxx: str) -> bool:
-    """True when the compiler `cxx` makes x86 code (where __builtin_cpu_supports exists)."""
-    try:
-        macros = subprocess.run([cxx, "-dM", "-E", "-x", "c++", "/dev/null"], capture_output=True, text=True,
-                                check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return False
-    return "__x86_64__" in macros or "__i386__" in macros
+def _check_compiled_as_first(entry, name: str, target: "Target", first: "Target") -> None:
+    """A further level is compiled in the first level's translation unit, with its flags and a
+    target pragma made of its own CPU flags: those must be pragma options, the rest the first's."""
+    from tinsmith.targets import TargetError
+    bad = [f for f in target.cpu_flags if not _PRAGMA_FLAG.match(f)]
+    if bad:
+        raise TargetError(entry.at("target"), f"level '{name}': CPU flag '{bad[0]}' of target '{target.name}' has no "
+                                              f"target pragma to compile the level with",
+                          "a level's CPU flags are -march=, -mtune=, -mprefer-vector-width= or ISA extensions "
+                          "such as -mavx2")
+    for field in ("optimize", "ccflags", "cxxflags"):
+        if getattr(target, field) != getattr(first, field):
+            raise TargetError(entry.at("target"), f"level '{name}': target '{target.name}' has other {field} than "
+                                                  f"the first level's '{first.name}'",
+                              "every level is compiled in one GRAPH.cpp with the first level's flags; a level's "
+                              "own are its CPU flags")
 
-
-def build_levels(target: "Target") -> tuple[Level, ...]:
-    """The levels a build of `target` holds: all of them where its compiler makes x86 code, else only
-    the first (the portable one); none for a target without levels."""
-    if not target.levels:
-        return ()
-    if compiler_targets_x86(target.levels[0].target.toolchain.command("cxx")):
-        return target.levels
-    return target.levels[:1]
-
-
-def level_source(graph: str, level: Level, first: bool) -> str:
-    """The generated source file that holds `level`'s kernels: the first level's are in GRAPH.cpp
-    with the code that chooses, the others in GRAPH_LEVEL.cpp."""
-    return f"{graph}.cpp" if first else f"{graph}_{level.identifier}.cpp"
-
-
-def library_sources(graph: str, target: "Target") -> list[tuple[str, "Target"]]:
-    """The generated sources of `graph`'s library with the target that compiles each (its flags):
-    GRAPH.cpp by `target`, and a dispatching target's further levels by their own targets."""
-    return [(f"{graph}.cpp", target)] + [(level_source(graph, level, False), level.target)
-                                         for level in build_levels(target)[1:]]

@@ -39,8 +39,8 @@ from tests.sweep.combos import Combo, graph_yaml, output_names, reference_inputs
 REPO = Path(__file__).resolve().parents[2]
 HOST = "host"
 # The shipped targets the sweep compiles for. A dispatching target (host-dispatch) is left out: its
-# kernels are its levels' targets' (host, host-x86-64-v3, host-x86-64-v4), swept themselves, and
-# its sources need a compile per level with that level's flags, not one translation unit.
+# kernels are its levels' targets' (host, host-x86-64-v3, host-x86-64-v4), swept themselves
+# (tests/test_host_levels.py checks that its pragmas compile them to the same instructions).
 SWEPT_TARGETS = tuple(t for t in TARGETS if not load_target(TARGETS[t]).levels)
 BATCH = 32  # graphs per translation unit
 

@@ -9,7 +9,7 @@ through site_scons/; a checkout also works as `toolpath=["<tinsmith>/site_scons/
 
     import tinsmith
     env = Environment(tools=["default", "tinsmith"], toolpath=[tinsmith.toolpath()])
-    env["TINSMITH_TARGET"] = "cortex-m4"              # or "host" (default), or your-board.yaml
+    env["TINSMITH_TARGET"] = "cortex-m4"              # or "host-dispatch" (default), or your-board.yaml
     lib = env.TinsmithModel("kws.yaml")              # [build/cortex-m4/kws/libkws.a]
     app = env.Clone()
     app.Append(CPPPATH=[lib[0].dir, "$TINSMITH_INCLUDE"])   # kws.hpp / kws.h and tinsmith/buffer.hpp
@@ -21,9 +21,6 @@ program whose own sources are C with $CC, not $CXX), a C++ program as it is.
 
 Builders and methods:
   env.TinsmithSources(target, source)   graph -> NAME.hpp NAME.h NAME.cpp NAME_runner.cpp NAME.plan.json
-                                        (and NAME_LEVEL.cpp per further ISA level of a target
-                                        with levels, host-dispatch: each compiled with the level's
-                                        own target's flags into libNAME.a)
   env.TinsmithVerify(target, source)    NAME.plan.json -> NAME.verified (libclang checks of the headers)
   env.TinsmithReport(target, sources)   NAME.plan.json + the target's object -> NAME.json and
                                         NAME.html (the same report as a page to look at)
@@ -44,8 +41,8 @@ Builders and methods:
   env.TinsmithTargetInfo()              the Target (codegen/targets) that $TINSMITH_TARGET names
 
 Construction variables (defaults in brackets):
-  TINSMITH_TARGET        a built-in target (host, cortex-m4, cortex-m7, cortex-m0plus) or the
-                         path of a target YAML file (see codegen/targets/) [host]
+  TINSMITH_TARGET        a built-in target (host-dispatch, host, cortex-m4, cortex-m7, ...) or the
+                         path of a target YAML file (see codegen/targets/) [host-dispatch]
   TINSMITH_INCLUDE       the runtime headers code that includes NAME.hpp needs
                          [runtime_cpp/include of the checkout, or of the installed package]
   TINSMITH_PYTHON        Python that runs the generator [the one running SCons]
@@ -169,7 +166,6 @@ from tinsmith.load import graph_dependencies, graph_name  # noqa: E402
 from tinsmith.measure.summary import summary  # noqa: E402
 from tinsmith.targets import load_target, with_placement  # noqa: E402
 from tinsmith.targets.firmware import memory_script  # noqa: E402
-from tinsmith.targets.levels import build_levels, level_source  # noqa: E402
 from tinsmith.targets.firmware_scons import configure_toolchain, firmware_program  # noqa: E402
 
 
@@ -236,8 +232,7 @@ def _sources_emitter(target, source, env):
     """Declare every file the generator writes, named after the graph, in the target's folder."""
     name = _name_of(env, source[0])
     folder = target[0].dir
-    levels = [folder.File(level_source(name, level, False)) for level in build_levels(_target(env))[1:]]
-    return [folder.File(name + suffix) for suffix in GENERATED_SUFFIXES] + levels, source
+    return [folder.File(name + suffix) for suffix in GENERATED_SUFFIXES], source
 
 
 def _report_emitter(target, source, env):
@@ -396,8 +391,7 @@ def _report_in_process(target, source, env):
         report_step(Path(source[0].abspath), Path(source[1].abspath), _target_file(env), Path(target[0].abspath),
                     Path(target[1].abspath) if len(target) > 1 else None,
                     Path(source[2].abspath) if len(source) > 2 else None,
-                    _budget(env, "TINSMITH_RAM_BUDGET"), _budget(env, "TINSMITH_FLASH_BUDGET"),
-                    level_objects=[Path(node.abspath) for node in env.get("TINSMITH_LEVEL_OBJECTS", [])])
+                    _budget(env, "TINSMITH_RAM_BUDGET"), _budget(env, "TINSMITH_FLASH_BUDGET"))
     except TinsmithError as e:
         _print_error(e)
         return 1
@@ -435,33 +429,17 @@ def _declare_model(env, graph, folder):
         [folder.File(name + cross["OBJSUFFIX"]), folder.File(name + ".su"), folder.File(name + ".ci")],
         folder.File(name + ".cpp"), CCFLAGS=cross["CCFLAGS"] + ["-fstack-usage", "-fcallgraph-info=su"])
     env.Depends(obj, verified)  # nothing compiles from headers that failed verification
-    level_objects = _level_objects(env, folder, name)
-    env.Depends(level_objects, verified)
-    library = cross.StaticLibrary(folder.File(_library_file(cross, name)), [obj, *level_objects])
+    library = cross.StaticLibrary(folder.File(_library_file(cross, name)), [obj])
     # The target as a file node: SCons quotes a node's path in a command line, so a folder
     # name holding a space or a newline stays one argument instead of starting a command.
-    report = env.TinsmithReport(folder.File(name + ".json"), [plan, obj], TINSMITH_TARGET_FILE=target_file,
-                                TINSMITH_LEVEL_OBJECTS=level_objects)  # (their code counts in flash)
-    env.Depends(report, [stack_usage, call_graph, *level_objects, *target_files, generator])
+    report = env.TinsmithReport(folder.File(name + ".json"), [plan, obj], TINSMITH_TARGET_FILE=target_file)
+    env.Depends(report, [stack_usage, call_graph, *target_files, generator])
     # The summary line is printed by a step of its own that reads the report, so it shows
     # whenever the report is new, whether measured or retrieved from a CacheDir.
     line = env.Command(folder.File(name + ".summary"), report, _SUMMARY)
     env.NoCache(line)
     env.Depends(library, line)  # a model over budget fails the build
     return library
-
-
-def _level_objects(env, folder, name):
-    """A dispatching target's further ISA levels (tinsmith.targets.levels): NAME_LEVEL.cpp each
-    compiled by the level's own target, its -march flags included; none for other targets."""
-    objects = []
-    for level in build_levels(_target(env))[1:]:
-        cross = configure_toolchain(env, level.target, env.subst("$TINSMITH_OPTIMIZE") or None,
-                                    env.Split(env.subst("$TINSMITH_EXTRA_CCFLAGS")))
-        cross.Prepend(CPPPATH=[folder, "$TINSMITH_INCLUDE"])
-        source = folder.File(level_source(name, level, False))
-        objects += cross.StaticObject(folder.File(Path(source.name).stem + cross["OBJSUFFIX"]), source)
-    return objects
 
 
 def _arena_graphs(env, sources):
@@ -600,7 +578,7 @@ def _declare_runner(env, graph, folder, library, runtime):
 def generate(env):
     """Add Tinsmith's builders, methods and construction variables to `env`."""
     env.SetDefault(
-        TINSMITH_TARGET="host",
+        TINSMITH_TARGET="host-dispatch",
         TINSMITH_TARGET_FILE="$TINSMITH_TARGET",
         TINSMITH_INCLUDE=str(RUNTIME_INCLUDE),
         TINSMITH_PYTHON=sys.executable,

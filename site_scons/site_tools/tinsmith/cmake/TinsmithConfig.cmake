@@ -12,11 +12,11 @@
 # whose bytes change, so an edit that changes nothing recompiles nothing.
 #
 # TARGET is the core the model is generated for (its kernels, workspace and code size are that
-# core's); it defaults to the cache variable TINSMITH_TARGET (host).
+# core's); it defaults to the cache variable TINSMITH_TARGET (host-dispatch).
 include_guard(GLOBAL)
 cmake_minimum_required(VERSION 3.20)
 
-set(TINSMITH_TARGET host CACHE STRING "Tinsmith target models are generated for (host, cortex-m4, ...)")
+set(TINSMITH_TARGET host-dispatch CACHE STRING "Tinsmith target models are generated for (host-dispatch, host, cortex-m4, ...)")
 
 # The Python of the environment this file was installed into (<prefix>/share/cmake/Tinsmith),
 # else the one CMake finds.
