@@ -35,6 +35,7 @@ from tinsmith.ir import TensorType
 from tinsmith.ops import PRIMITIVES, InferArgs, OpError, check_attrs
 from tinsmith.pipeline import lower
 from tinsmith.reference import evaluate
+from tinsmith.tolerance import within_tolerance
 
 RTOL, ATOL = 1e-5, 1e-6
 FLOAT, INT64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
@@ -55,6 +56,9 @@ class Case:
     outputs: list[str] | None = None
     expected: Callable[[dict[str, np.ndarray]], list[np.ndarray]] | None = None
     onnx_reference: bool = False  # ONNX's own reference implementation, where ONNX Runtime differs from it
+    # Products each output element sums, where float32 rounding in a different order (FMA, vector
+    # lanes) may differ by more than RTOL near cancellation: compared by tinsmith.tolerance's bound
+    summed: int = 0
 
     def output_names(self) -> list[str]:
         return self.outputs or [o for o in self.nodes[-1][2] if o]
@@ -451,7 +455,7 @@ GROUPS = [
     ], opset=20),  # ReduceMax and ReduceMin of bool data
     Group("mo_resize", [
         *[Case(f"resize_{tag}", [n("Resize", ["x", "", "s"], "y", **attrs)], {"x": (shape, "normal")},
-               {"s": f32(*scales)})
+               {"s": f32(*scales)}, summed=16 if attrs["mode"] == "cubic" else 0)
           for tag, shape, scales, attrs in (
               ("up_nearest", (1, 1, 2, 2), (1, 1, 2, 3), {"mode": "nearest"}),
               ("down_nearest", (1, 1, 2, 4), (1, 1, 0.6, 0.6), {"mode": "nearest"}),
@@ -484,7 +488,7 @@ GROUPS = [
                                             coordinate_transformation_mode="align_corners")],
              {"x": ((1, 1, 2, 4), "normal")}, {"s": f32(1, 1, 0.6, 0.6)}, onnx_reference=True),
         *[Case(f"resize_sizes_{tag}", [n("Resize", ["x", "", "", "s"], "y", **attrs)], {"x": (shape, "normal")},
-               {"s": i64(*sizes)})
+               {"s": i64(*sizes)}, summed=16 if attrs["mode"] == "cubic" else 0)
           for tag, shape, sizes, attrs in (
               ("up_nearest", (1, 1, 2, 2), (1, 1, 7, 8), {"mode": "nearest"}),
               ("down_nearest", (1, 1, 2, 4), (1, 1, 1, 3), {"mode": "nearest"}),
@@ -567,7 +571,10 @@ def _compare(group: Group, case: Case, results: Results) -> None:
             pytest.fail(f"ONNX Runtime cannot run case {case.name}: {want}")
         assert got.shape == want.shape, f"{out}: shape {got.shape}, expected {want.shape}"
         assert got.dtype == want.dtype, f"{out}: dtype {got.dtype}, expected {want.dtype}"
-        if want.dtype == np.float32:
+        if want.dtype == np.float32 and case.summed:  # a cubic resize's 4 x 4 taps
+            ok, ratio = within_tolerance(got, want, case.summed, RTOL, ATOL)
+            assert ok, f"{out}: {ratio:.2f} times the tolerance of {case.summed} summed float32 products"
+        elif want.dtype == np.float32:
             np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL, err_msg=out)
         else:
             np.testing.assert_array_equal(got, want, err_msg=out)

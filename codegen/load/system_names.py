@@ -29,6 +29,7 @@ BAREMETAL = ROOT / "runtime_cpp" / "baremetal"
 # What the generated files include (codegen/assemble/templates, firmware_main.cpp.j2) and
 # what Tinsmith's runtime headers they include pull in.
 CXX_HEADERS = ("cmath", "cstdint", "cstring", "cstddef", "cstdio", "stddef.h", "stdint.h",
+               "atomic", "cstdlib",  # host-dispatch's level choice (codegen/assemble/dispatch.py)
                "tinsmith/buffer.hpp", "tinsmith/host_io.hpp", "measure.h", "semihost.h")
 C_HEADERS = ("stddef.h", "stdint.h", "stdbool.h", "measure.h", "semihost.h")
 
