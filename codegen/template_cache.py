@@ -12,12 +12,14 @@ as `python -m compileall` does for modules.
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import jinja2
 
-CACHE_DIR = Path(__file__).resolve().parent / "__pycache__" / "templates"
+PACKAGE_DIR = Path(__file__).resolve().parent
+CACHE_DIR = PACKAGE_DIR / "__pycache__" / "templates"
 # Every environment that keeps its compiled templates here, for compile_all().
 _ENVIRONMENTS: list[jinja2.Environment] = []
 
@@ -30,6 +32,12 @@ class _PackageCache(jinja2.FileSystemBytecodeCache):
 
     def __init__(self):
         super().__init__(str(CACHE_DIR), "%s.jinja2")
+
+    def get_cache_key(self, name: str, filename: str | None = None) -> str:
+        # The template's place relative to the package, not its absolute path: a copy of the
+        # package with its __pycache__ (as the tests make of the checkout) finds the same entries.
+        where = os.path.relpath(filename, PACKAGE_DIR) if filename else ""
+        return super().get_cache_key(name, where)
 
     def dump_bytecode(self, bucket) -> None:
         if sys.dont_write_bytecode and not self.force_write:
