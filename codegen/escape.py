@@ -202,4 +202,5 @@ def cpp_templates(folder: Path) -> "jinja2.Environment":
     env.filters["cstring"] = lambda v: Escaped(c_string(v))
     # Generated code: built by the generator from checked identifiers and numbers only.
     env.filters["code"] = lambda v: Escaped(v)
-    return env
+    from tinsmith.template_cache import cached
+    return cached(env)

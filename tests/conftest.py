@@ -152,6 +152,8 @@ def pytest_sessionstart(session):
     root = Path(__file__).resolve().parents[1]
     for folder in ("codegen", "site_scons", "tests"):
         compileall.compile_dir(root / folder, quiet=2, workers=1)
+    from tinsmith.template_cache import compile_all
+    compile_all()  # the Jinja2 templates' compiled code likewise (codegen/template_cache.py)
 
 
 def pytest_collection_modifyitems(session, config, items):

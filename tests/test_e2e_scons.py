@@ -23,8 +23,12 @@ GENERATED = (".hpp", ".h", ".cpp", "_runner.cpp", ".plan.json", ".json")
 
 
 def _other_graphs(folder: str, names: list[str]) -> list[str]:
-    """What a copy leaves out: caches, and in graphs/ the graphs (and their weights) not in EXAMPLES."""
-    skip = {n for n in names if n == "__pycache__"}
+    """What a copy leaves out: in graphs/, the graphs (and their weights) not in EXAMPLES. The
+    bytecode in __pycache__ stays (the generator's digest leaves it out; Python and Jinja2 check it
+    against the sources, so an edited copy compiles again): without it, every Python process a
+    copy's build starts compiles the generator from source (PYTHONDONTWRITEBYTECODE, see
+    conftest.py), which more than doubles the start-up of its generate step."""
+    skip = set()
     if Path(folder).name == "graphs":
         skip |= {n for n in names if n.endswith((".yaml", ".npz")) and n.rsplit(".", 1)[0] not in EXAMPLES}
     return sorted(skip)

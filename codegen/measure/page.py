@@ -20,10 +20,11 @@ from tinsmith.files import write_if_changed
 from tinsmith.measure.layer_details import attributes_text, kernel_code_bytes, scratch_label, weights
 from tinsmith.measure.page_layout import Box, layered_layout
 from tinsmith.measure.summary import size
+from tinsmith.template_cache import cached
 
-_TEMPLATES = jinja2.Environment(
+_TEMPLATES = cached(jinja2.Environment(
     loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
-    autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True))
 
 # Geometry of the drawing, in pixels.
 NODE_W, NODE_H = 210, 50          # one node: op and MACs, name, output shape

@@ -187,10 +187,41 @@ _DECLARED: dict = {}
 _GENERATOR_DIGEST: list = []
 
 
+# Files read while the SConscripts declare the build, by what decides their meaning: each
+# pseudo-builder, emitter and command asks for the target (and the graph's name) again, and
+# parsing a YAML file with locations costs more than the rest of declaring a graph. An entry
+# holds the (mtime, size) of the files it was read from, so an edited file is read again.
+_READ: dict = {}
+
+
+def _stamp(paths) -> tuple:
+    stamps = []
+    for path in paths:
+        try:
+            status = os.stat(path)
+            stamps.append((str(path), status.st_mtime_ns, status.st_size))
+        except OSError:
+            stamps.append((str(path), None, None))
+    return tuple(stamps)
+
+
+def _read_once(key, read, files_of):
+    """`read()`, or what it returned for `key` before while the files it read are unchanged."""
+    if key in _READ:
+        stamp, value = _READ[key]
+        if _stamp(path for path, _, _ in stamp) == stamp:
+            return value
+    value = read()
+    _READ[key] = (_stamp(files_of(value)), value)
+    return value
+
+
 def _target(env):
     """The Target that $TINSMITH_TARGET names, with $TINSMITH_PLACEMENT over its own placement."""
+    name, placement = env.subst("$TINSMITH_TARGET"), env.subst("$TINSMITH_PLACEMENT")
     try:
-        return with_placement(load_target(env.subst("$TINSMITH_TARGET")), env.subst("$TINSMITH_PLACEMENT"))
+        return _read_once(("target", name, placement, os.getcwd()),
+                          lambda: with_placement(load_target(name), placement), lambda target: target.files)
     except TinsmithError as e:
         raise SCons.Errors.UserError(str(e)) from None
 
@@ -222,10 +253,13 @@ def _name_of(env, source) -> str:
     """The graph's name; for a file whose name cannot be read, its stem, so that the generate
     step runs and reports the error at its line (and other graphs still build with -k)."""
     path = _graph_path(env.File(source))
-    try:
-        return graph_name(path)
-    except TinsmithError:
-        return Path(path).stem
+
+    def read():
+        try:
+            return graph_name(path)
+        except TinsmithError:
+            return Path(path).stem
+    return _read_once(("graph name", path), read, lambda _: [path])
 
 
 def _sources_emitter(target, source, env):
