@@ -63,8 +63,8 @@ def every_graph(basetemp: Path, target: str) -> Path:
     once per session: FOLDER/NAME/ holds NAME.json and the other outputs, and the host runner
     NAME_runner, or for a bare-metal target the test firmware firmware/NAME.elf."""
     def build(folder: Path) -> None:
-        if target == "host":  # the host's default build includes the runners
-            _scons(f"build_dir={folder}")
+        if target.startswith("host"):  # a host build's default targets include the runners
+            _scons(f"target={target}", f"build_dir={folder}")
         else:
             elfs = [str(folder / g.stem / "firmware" / f"{g.stem}.elf") for g in GRAPHS]
             _scons(f"target={target}", f"build_dir={folder}", *elfs)

@@ -133,7 +133,7 @@ def test_two_models_run_in_turn_on_one_arena(built, program, tmp_path):
 
 
 def test_each_model_alone_gives_the_same_outputs(built, tmp_path, graph_builds):
-    """The models' own runners (each with its own workspace, as `scons` builds them for the host)
+    """The models' own runners (each with its own workspace, as `scons` builds them by default)
     agree with the shared-arena runs."""
     from conftest import run_runner
     x = oracle.seeded_inputs("mlp", 1)["x"]
@@ -143,7 +143,7 @@ def test_each_model_alone_gives_the_same_outputs(built, tmp_path, graph_builds):
     shared = np.frombuffer((tmp_path / "out.bin").read_bytes(), dtype="<f4")
     alone = []
     for name, value, shape in (("mlp", x, (1, 10)), ("encoder", tokens, (8, 16))):
-        alone += run_runner(graph_builds("host") / name / f"{name}_runner", [value], [(shape, np.float32)], tmp_path)
+        alone += run_runner(graph_builds("host-dispatch") / name / f"{name}_runner", [value], [(shape, np.float32)], tmp_path)
     assert shared[:10].tobytes() == alone[0].reshape(-1).tobytes()
     assert shared[10:138].tobytes() == alone[1].reshape(-1).tobytes()
 

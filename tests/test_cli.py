@@ -32,7 +32,7 @@ def test_run_agrees_with_oracle(graph, example_build, tinsmith_cmd, tmp_path):
     np.savez(tmp_path / "in.npz", **inputs)
     out = tmp_path / "out.npz"
     proc = tinsmith_cmd("run", str(GRAPHS / f"{graph}.yaml"), "--inputs", str(tmp_path / "in.npz"),
-                        "--output", str(out), "--build-dir", str(example_build))
+                        "--output", str(out), "--build-dir", str(example_build), "--target", "host")
     assert proc.returncode == 0, proc.stderr
     want = oracle.evaluate(graph, inputs)
     with np.load(out) as got:
@@ -57,7 +57,8 @@ def test_numpy_reference_agrees_with_oracle(graph):
 
 @pytest.mark.parametrize("graph", EXAMPLES)
 def test_check_reports_each_output_and_exits_0(graph, example_build, tinsmith_cmd):
-    proc = tinsmith_cmd("check", str(GRAPHS / f"{graph}.yaml"), "--build-dir", str(example_build))
+    proc = tinsmith_cmd("check", str(GRAPHS / f"{graph}.yaml"), "--build-dir", str(example_build),
+                        "--target", "host")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert len(lines) == len(OUTPUTS[graph])
