@@ -57,7 +57,13 @@ def compile_graph(path: str | Path, backend: Backend | None = None, constants_in
     if levels:
         return _compile_levels(path, levels, constants_in_ram, fusion, constants_section, threads)
     backend, caps = _backend(backend, target, threads)
-    graph, sched = scheduled(path, backend, caps, fusion)
+    return _compile_lowered(lower(path), backend, caps, constants_in_ram, fusion, constants_section)
+
+
+def _compile_lowered(graph: Graph, backend: Backend, caps: Capabilities, constants_in_ram: bool, fusion: bool,
+                     constants_section: str | None) -> Compiled:
+    """compile_graph from the lowered graph on: every stage that depends on the backend."""
+    graph, sched = scheduled(graph, backend, caps, fusion)
     sched, plan, kernels = plan_and_generate(graph, sched, backend, caps)
     model = render_model(kernels, sched, plan, constants_in_ram)
     check_plan(model)  # every workspace byte against the kernels' access order
@@ -79,8 +85,9 @@ def _compile_levels(path, levels, constants_in_ram: bool, fusion: bool, constant
     library (tinsmith.assemble.dispatch); the first level's graph, schedule and plan, with
     `levels` holding each level's compile."""
     from tinsmith.assemble.dispatch import assemble_levels
-    compiled = [compile_graph(path, target=level.target, constants_in_ram=constants_in_ram, fusion=fusion,
-                              constants_section=constants_section, threads=threads) for level in levels]
+    graph = lower(path)  # what every level starts from: lowering does not depend on the target
+    compiled = [_compile_lowered(graph, *_backend(None, level.target, threads), constants_in_ram, fusion,
+                                 constants_section) for level in levels]
     files = assemble_levels([(level, c.model) for level, c in zip(levels, compiled)], constants_section,
                             share_constants=not constants_in_ram)
     first = compiled[0]
@@ -102,9 +109,11 @@ def _backend(backend: Backend | None, target: str | Path | None, threads: int | 
     return backend or chosen, caps
 
 
-def scheduled(path: str | Path, backend: Backend, caps: Capabilities, fusion: bool = True) -> tuple[Graph, Schedule]:
-    """The graph file lowered (in the target's layout) and scheduled, with the fusions the backend allows."""
-    graph = lower(path)
+def scheduled(source: str | Path | Graph, backend: Backend, caps: Capabilities, fusion: bool = True
+              ) -> tuple[Graph, Schedule]:
+    """The graph (a file, lowered first, or a lowered graph) in the target's layout, scheduled, with
+    the fusions the backend allows."""
+    graph = source if isinstance(source, Graph) else lower(source)
     if caps.channels_last:
         from tinsmith.layout import channels_last
         graph = channels_last(graph)

@@ -386,43 +386,63 @@ def nest(shape: Sequence[int], prefix: str, body) -> tuple[tuple[Stmt, ...], lis
 
 
 def map_expr(e: Expr, fn) -> Expr:
-    """Rebuild `e` bottom-up: children first, then `fn` on the node with its new children."""
+    """Rebuild `e` bottom-up: children first, then `fn` on the node with its new children. A node
+    whose children all come back unchanged is passed on as it is (the nodes are frozen values, so
+    it equals the copy), which spares most of the copying: most walks change a few nodes."""
     if isinstance(e, (Const, Var)):
         return fn(e)
     if isinstance(e, Load):
-        return fn(Load(e.buffer, map_expr(e.index, fn), e.width, e.dtype, e.stride))
+        index = map_expr(e.index, fn)
+        return fn(e if index is e.index else Load(e.buffer, index, e.width, e.dtype, e.stride))
     if isinstance(e, Binary):
-        return fn(Binary(e.op, map_expr(e.a, fn), map_expr(e.b, fn)))
+        a, b = map_expr(e.a, fn), map_expr(e.b, fn)
+        return fn(e if a is e.a and b is e.b else Binary(e.op, a, b))
     if isinstance(e, Unary):
-        return fn(Unary(e.op, map_expr(e.a, fn)))
+        a = map_expr(e.a, fn)
+        return fn(e if a is e.a else Unary(e.op, a))
     if isinstance(e, Select):
-        return fn(Select(map_expr(e.cond, fn), map_expr(e.a, fn), map_expr(e.b, fn)))
+        cond, a, b = map_expr(e.cond, fn), map_expr(e.a, fn), map_expr(e.b, fn)
+        return fn(e if cond is e.cond and a is e.a and b is e.b else Select(cond, a, b))
     if isinstance(e, Cast):
-        return fn(Cast(e.dtype, map_expr(e.a, fn)))
+        a = map_expr(e.a, fn)
+        return fn(e if a is e.a else Cast(e.dtype, a))
     if isinstance(e, Broadcast):
-        return fn(Broadcast(map_expr(e.a, fn), e.width))
+        a = map_expr(e.a, fn)
+        return fn(e if a is e.a else Broadcast(a, e.width))
     if isinstance(e, ReduceLanes):
-        return fn(ReduceLanes(e.op, map_expr(e.a, fn)))
+        a = map_expr(e.a, fn)
+        return fn(e if a is e.a else ReduceLanes(e.op, a))
     if isinstance(e, Call):
-        return fn(Call(e.fn, tuple(map_expr(a, fn) for a in e.args), e.dtype, e.width))
+        args = tuple(map_expr(a, fn) for a in e.args)
+        same = type(e.args) is tuple and all(new is old for new, old in zip(args, e.args))
+        return fn(e if same else Call(e.fn, args, e.dtype, e.width))
     if isinstance(e, Lane):
-        return fn(Lane(map_expr(e.a, fn), map_expr(e.lane, fn)))
+        a, lane = map_expr(e.a, fn), map_expr(e.lane, fn)
+        return fn(e if a is e.a and lane is e.lane else Lane(a, lane))
     raise TypeError(f"not a loop IR expression: {e!r}")
 
 
 def map_stmts(stmts: Sequence[Stmt], fn) -> tuple[Stmt, ...]:
-    """Every statement with `map_expr(., fn)` applied to each expression it holds."""
+    """Every statement with `map_expr(., fn)` applied to each expression it holds (a statement
+    whose expressions all come back unchanged is kept as it is)."""
     out: list[Stmt] = []
     for s in stmts:
         if isinstance(s, For):
-            out.append(For(s.var, s.extent, map_stmts(s.body, fn), s.step))
+            body = map_stmts(s.body, fn)
+            same = type(s.body) is tuple and len(body) == len(s.body) and all(n is o for n, o in zip(body, s.body))
+            out.append(s if same else For(s.var, s.extent, body, s.step))
         elif isinstance(s, Store):
-            out.append(Store(s.buffer, map_expr(s.index, fn), map_expr(s.value, fn),
-                             None if s.at is None else tuple(map_expr(a, fn) for a in s.at)))
+            index, value = map_expr(s.index, fn), map_expr(s.value, fn)
+            at = None if s.at is None else tuple(map_expr(a, fn) for a in s.at)
+            same = index is s.index and value is s.value and (
+                at is None or (type(s.at) is tuple and all(n is o for n, o in zip(at, s.at))))
+            out.append(s if same else Store(s.buffer, index, value, at))
         elif isinstance(s, Local):
-            out.append(Local(s.name, map_expr(s.init, fn), s.dtype, s.width))
+            init = map_expr(s.init, fn)
+            out.append(s if init is s.init else Local(s.name, init, s.dtype, s.width))
         elif isinstance(s, Assign):
-            out.append(Assign(s.name, map_expr(s.value, fn)))
+            value = map_expr(s.value, fn)
+            out.append(s if value is s.value else Assign(s.name, value))
         else:
             out.append(s)
     return tuple(out)
@@ -449,6 +469,43 @@ def walk_stmts(stmts: Sequence[Stmt]):
         yield s
         if isinstance(s, For):
             yield from walk_stmts(s.body)
+
+
+def _children(e: Expr) -> tuple:
+    if isinstance(e, (Const, Var)):
+        return ()
+    if isinstance(e, Load):
+        return (e.index,)
+    if isinstance(e, (Binary, Select, Lane)):
+        return (e.a, e.b) if isinstance(e, Binary) else (e.cond, e.a, e.b) if isinstance(e, Select) else (e.a, e.lane)
+    if isinstance(e, Call):
+        return tuple(e.args)
+    return (e.a,)  # Unary, Cast, Broadcast, ReduceLanes
+
+
+def walk_expr(e: Expr):
+    """Every node of expression `e`, each before its operands."""
+    pending = [e]
+    while pending:
+        node = pending.pop()
+        yield node
+        pending += _children(node)
+
+
+def walk_exprs(stmts: Sequence[Stmt]):
+    """Every expression node in `stmts` (loops' bodies included), each node before its operands:
+    for questions about what a body holds, without rebuilding it as map_stmts does."""
+    for s in walk_stmts(stmts):
+        if isinstance(s, Store):
+            roots = (s.index, s.value, *(s.at or ()))
+        elif isinstance(s, Local):
+            roots = (s.init,)
+        elif isinstance(s, Assign):
+            roots = (s.value,)
+        else:
+            continue
+        for root in roots:
+            yield from walk_expr(root)
 
 
 def annotate(kernel: Kernel) -> Kernel:

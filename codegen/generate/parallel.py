@@ -20,7 +20,7 @@ from typing import Mapping
 import numpy as np
 
 from tinsmith.generate.loop_ir import (Assign, Binary, Comment, Const, Expr, For, Kernel, Load, Local, Stmt, Store,
-                                       Var, map_stmts, walk_stmts)
+                                       Var, walk_exprs, walk_stmts)
 
 PART, PARTS = "tinsmith_part", "tinsmith_parts"  # the extra parameters of a split kernel
 # Work (MACs plus elements stored) below which a kernel stays on the calling thread: a pool run
@@ -148,15 +148,7 @@ def _one_owner_each(elements: np.ndarray, owners: np.ndarray) -> bool:
 
 def _found(stmts, pick) -> set[str]:
     """pick(e) of every expression in `stmts` for which it is not None."""
-    found: set[str] = set()
-
-    def note(e):
-        name = pick(e)
-        if name is not None:
-            found.add(name)
-        return e
-    map_stmts(tuple(stmts), note)
-    return found
+    return {name for e in walk_exprs(tuple(stmts)) if (name := pick(e)) is not None}
 
 
 def _names(stmts) -> set[str]:

@@ -66,6 +66,16 @@ def float_literal(v: float) -> str:
     return text + "f"
 
 
+def float_literals(values: np.ndarray) -> list[str]:
+    """float_literal of every element of a float32 array. NumPy's own conversion to text prints
+    the same shortest digits in positional notation for the values most weights hold, at a
+    fraction of a call per element; the others (scientific notation, NaN, infinities) take
+    float_literal's path."""
+    texts = values.astype(np.float32).astype(str)
+    return [t + "f" if "e" not in t and "n" not in t else float_literal(float(v))
+            for v, t in zip(values, texts)]
+
+
 def double_literal(v: float) -> str:
     """The shortest literal that reads back as the double `v`."""
     v = float(v)
@@ -122,20 +132,11 @@ class Renderer:
 
     def vector_types(self, kernels) -> list[tuple[str, int]]:
         """(dtype, width) of every vector type the kernels use, sorted."""
-        found: set[tuple[str, int]] = set()
-
-        def note(e):
-            w = getattr(e, "width", 1)
-            d = getattr(e, "dtype", None)
-            if w > 1 and d is not None:
-                found.add((d, w))
-            return e
-        from tinsmith.generate.loop_ir import map_stmts, walk_stmts
-        for k in kernels:
-            map_stmts(k.body, note)
-            for s in walk_stmts(k.body):
-                if isinstance(s, Local) and s.width > 1:
-                    found.add((s.dtype, s.width))
+        from tinsmith.generate.loop_ir import walk_exprs, walk_stmts
+        found = {(e.dtype, e.width) for k in kernels for e in walk_exprs(k.body)
+                 if getattr(e, "width", 1) > 1 and getattr(e, "dtype", None) is not None}
+        found |= {(s.dtype, s.width) for k in kernels for s in walk_stmts(k.body)
+                  if isinstance(s, Local) and s.width > 1}
         return sorted(found)
 
     def prelude(self, kernels) -> str:
@@ -332,30 +333,16 @@ class Renderer:
 
 def _storage_types_used(kernels) -> list[str]:
     """The storage types some kernel reads, writes or casts to, in STORAGE_TYPES' order."""
-    from tinsmith.generate.loop_ir import map_stmts
+    from tinsmith.generate.loop_ir import walk_exprs
     found = {p.dtype for k in kernels for p in (*k.params, *k.scratch)}
-
-    def note(e):
-        if isinstance(e, Cast):
-            found.add(e.dtype)
-        return e
-    for k in kernels:
-        map_stmts(k.body, note)
+    found |= {e.dtype for k in kernels for e in walk_exprs(k.body) if isinstance(e, Cast)}
     return [t for t in STORAGE_TYPES if t in found]
 
 
 def _calls_intrinsics(kernels) -> bool:
     """True when some kernel's body holds an intrinsic Call."""
-    from tinsmith.generate.loop_ir import map_stmts
-    found = []
-
-    def note(e):
-        if isinstance(e, Call):
-            found.append(e)
-        return e
-    for k in kernels:
-        map_stmts(k.body, note)
-    return bool(found)
+    from tinsmith.generate.loop_ir import walk_exprs
+    return any(isinstance(e, Call) for k in kernels for e in walk_exprs(k.body))
 
 
 PORTABLE = Renderer()

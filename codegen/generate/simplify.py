@@ -46,14 +46,21 @@ RULES: tuple[Rule, ...] = (
 
 def rewrite(e: Expr, rules: Sequence[Rule]) -> Expr:
     """`e` with every node rewritten by the first matching rule, repeatedly, children first."""
+    by_type: dict[type, list] = {}  # node type -> the rules for it, in the table's order
+
+    def rules_for(node: Expr) -> list:
+        kind = type(node)
+        if kind not in by_type:
+            by_type[kind] = [fn for cls, fn in rules if issubclass(kind, cls)]
+        return by_type[kind]
+
     def at_node(node: Expr) -> Expr:
         for _ in range(64):  # a rule table is a terminating system; the bound only guards mistakes
-            for cls, fn in rules:
-                if isinstance(node, cls):
-                    new = fn(node)
-                    if new is not None:
-                        node = new
-                        break
+            for fn in rules_for(node):
+                new = fn(node)
+                if new is not None:
+                    node = new
+                    break
             else:
                 return node
         return node

@@ -86,11 +86,13 @@ def _blocked_offsets(life: Lifetime, near: Sequence[Lifetime], offsets: dict[str
     """The offsets `life` (a group) cannot take, as (start, length) intervals: those where one of its
     members would share bytes with a placed member alive in a common cluster."""
     blocked = []
+    mine = life.pieces
     for p in near:
-        for po, pn, pf, pl in p.pieces():
-            for o, n, f, l in life.pieces():
+        base = offsets[p.value]
+        for po, pn, pf, pl in p.pieces:
+            for o, n, f, l in mine:
                 if pf <= l and f <= pl:
-                    blocked.append((offsets[p.value] + po - o - n + 1, pn + n - 1))
+                    blocked.append((base + po - o - n + 1, pn + n - 1))
     return sorted(blocked)
 
 
@@ -101,7 +103,8 @@ def greedy(order: Callable[[Sequence[Lifetime]], OrderKey],
         offsets: dict[str, int] = {}
         placed: list[Lifetime] = []
         for life in sorted(lives, key=order(lives)):
-            near = [p for p in placed if p.overlaps(life)]
+            first, last = life.first, life.last
+            near = [p for p in placed if p.first <= last and first <= p.last]  # p.overlaps(life), inlined
             if life.parts or any(p.parts for p in near):
                 offsets[life.value] = fit(1, _blocked_offsets(life, near, offsets))
             else:

@@ -7,7 +7,7 @@ import numpy as np
 
 from tinsmith.escape import c_comment
 from tinsmith.generate.backend import CPP
-from tinsmith.generate.render import double_literal, float_literal
+from tinsmith.generate.render import double_literal, float_literals
 from tinsmith.ir import Constant
 
 _PER_LINE = 8
@@ -19,7 +19,7 @@ def emit_constant(constant: Constant, in_ram: bool = False) -> str:
     t = constant.type
     flat = constant.data.reshape(-1)
     if flat.dtype == np.float32:
-        items = [float_literal(float(v)) for v in flat]
+        items = float_literals(flat)
     elif flat.dtype == np.float64:
         items = [double_literal(float(v)) for v in flat]
     elif flat.dtype.kind == "f" or flat.dtype.name == "bfloat16":  # float16, bfloat16: their bits
