@@ -188,21 +188,42 @@ def test_rounding_divide_as_built(tmp_path):
                       [divide_by_pot_half_away(x, e) for x, e in below], "rdbpot_as_built below 32")
 
 
-def test_multiply_by_a_run_time_quantized_multiplier(tmp_path):
+# (sign of every loaded shift as the caller knows it, the shifts, the largest right shift it states)
+MULTIPLY_FORMS = [(0, range(-31, 31), 31), (0, range(-30, 31), 30), (-1, range(-31, 1), 31), (-1, range(-30, 1), 30),
+                  (1, range(0, 31), 0)]
+
+
+@pytest.mark.parametrize("sign,shifts,right_at_most", MULTIPLY_FORMS)
+def test_multiply_by_a_run_time_quantized_multiplier(tmp_path, sign, shifts, right_at_most):
     """MultiplyByQuantizedMultiplier with a per-channel multiplier and shift (loaded at run time),
-    every shift from -31 to 30, against the big-integer definition (left shift wrapping as
+    in each form the caller may ask for, against the big-integer definition (left shift wrapping as
     TFLite's int32 shift, then the doubling high multiply, then the rounding right shift)."""
     multipliers = (0, 1 << 30, (1 << 30) + 12345, INT32_MAX)
-    rows = [(x, m, sh) for x in EDGES[::2] for m in multipliers for sh in range(-31, 31)]
+    rows = [(x, m, sh) for x in EDGES[::2] for m in multipliers for sh in shifts]
 
     def build(s, a):
-        stmts, result = multiply_by_quantized_multiplier("m", a[0], a[1], a[2])
+        stmts, result = multiply_by_quantized_multiplier("m", a[0], a[1], a[2], sign, right_at_most)
         s.stmts += stmts
         return [result]
     got = run_steps(tmp_path, build, rows)
     wrap = lambda v: (v + (1 << 31)) % (1 << 32) - (1 << 31)  # noqa: E731
     want = [divide_by_pot_half_away(doubling_high_mul(wrap(x << max(sh, 0)), m), max(-sh, 0)) for x, m, sh in rows]
     assert_rows_equal(rows, got, want, "multiply_by_quantized_multiplier")
+
+
+@pytest.mark.parametrize("shift", [-31, -12, 0, 5, 30])
+def test_multiply_by_a_build_time_quantized_multiplier(tmp_path, shift):
+    rows = [(x,) for x in EDGES]
+
+    def build(s, a):
+        stmts, result = multiply_by_quantized_multiplier("m", a[0], (1 << 30) + 777, shift)
+        s.stmts += stmts
+        return [result]
+    got = run_steps(tmp_path, build, rows)
+    wrap = lambda v: (v + (1 << 31)) % (1 << 32) - (1 << 31)  # noqa: E731
+    want = [divide_by_pot_half_away(doubling_high_mul(wrap(x << max(shift, 0)), (1 << 30) + 777), max(-shift, 0))
+            for (x,) in rows]
+    assert_rows_equal(rows, got, want, f"multiply_by_quantized_multiplier shift {shift}")
 
 
 # --- the composite functions, against their NumPy definitions -----------------------------------
@@ -336,3 +357,38 @@ def test_div_of_every_int8_pair(tmp_path, scales, zero_points):
             f"outputs: [y]\nnodes:\n  - {{op: QDiv, inputs: [a, b], outputs: [y], attrs: {attrs}}}\n")
     got = run_sanitized(tmp_path, text, {"a": a, "b": b})
     np.testing.assert_array_equal(got["y"], div_values(a, b, attrs))
+
+
+def test_a_softmax_whose_input_differences_need_a_right_shift_is_refused(tmp_path):
+    """The softmax scales its input differences up (TFLite asks beta * x_scale above 2^-26); below
+    2^-27 the shift would be negative: refused at the node, with the file's line."""
+    from tinsmith.errors import GraphError
+    from tinsmith.pipeline import lower
+    (tmp_path / "g.yaml").write_text(one_node("QSoftmax", (2, 8), "x_scale: 1.0e-9, beta: 1.0"))
+    with pytest.raises(GraphError, match=r"g.yaml:6:\d+: error: QSoftmax node '\w+': beta \* x_scale must be at least "
+                                         r"2\^-27"):
+        lower(tmp_path / "g.yaml")
+
+
+# --- the linear form of the AVX-512 ADD ----------------------------------------------------------
+@pytest.mark.parametrize("add", [(0.06722422689199448, -27, 0.02639394998550415, -128, 0.040482666343450546, -128),
+                                 (0.5, -128, 0.004, 127, 0.3, -7), (0.9, 127, 0.9, 127, 0.0079, -128),
+                                 (0.01, -128, 0.01, -128, 0.5, 127)])
+def test_linear_add_forms_stay_inside_int32(add):
+    """The int32 lanes of avx512_qadd_linear compute a * ma, then + b * mb, then + offset, then an
+    arithmetic shift: every partial sum of every int8 pair stays inside int32 (a lane overflow is
+    undefined), and the clamped result is the QAdd reference's on every pair."""
+    from tinsmith.ops.registry import PRIMITIVES
+    from tinsmith.quant.linear_add import find_linear_add
+    attrs = dict(zip(("a_scale", "a_zero_point", "b_scale", "b_zero_point", "y_scale", "y_zero_point"), add),
+                 act_min=-128, act_max=127)
+    form = find_linear_add(attrs, lambda a, b, at: PRIMITIVES["QAdd"].reference([a, b], at)[0])
+    if form is None:
+        pytest.skip("no linear form: the fixed-point kernel runs")
+    a, b = (v.reshape(-1) for v in np.meshgrid(np.arange(-128, 128), np.arange(-128, 128), indexing="ij"))
+    partial = [a * form.a_mult, a * form.a_mult + b * form.b_mult, a * form.a_mult + b * form.b_mult + form.offset]
+    for value in partial:
+        assert INT32_MIN <= value.min() and value.max() <= INT32_MAX
+    got = np.clip(partial[-1] >> form.shift, -128, 127)
+    want = PRIMITIVES["QAdd"].reference([a.astype(np.int8), b.astype(np.int8)], attrs)[0]
+    np.testing.assert_array_equal(got, want)

@@ -265,10 +265,21 @@ def count_leading_zeros(x) -> np.ndarray:
     return 32 - bits
 
 
+def _softmax_input_multiplier(beta: float, x_scale: float) -> tuple[int, int]:
+    real = min(float(beta) * as_float32(x_scale) * (1 << (31 - SOFTMAX_DIFF_INTEGER_BITS)), (1 << 31) - 1.0)
+    return quantize_multiplier(real)
+
+
+def softmax_scale_fits(beta: float, x_scale: float) -> bool:
+    """Whether the softmax's input differences are scaled up (beta * x_scale at least 2^-27), as
+    its steps take them: a left shift of 0 to 30 before the doubling high multiply."""
+    mult, shift = _softmax_input_multiplier(beta, x_scale)
+    return mult > 0 and shift >= 0
+
+
 def softmax_params(beta: float, x_scale: float) -> dict[str, int]:
     """TFLite's int8 SOFTMAX Prepare: the input multiplier, its left shift and diff_min."""
-    real = min(float(beta) * as_float32(x_scale) * (1 << (31 - SOFTMAX_DIFF_INTEGER_BITS)), (1 << 31) - 1.0)
-    mult, shift = quantize_multiplier(real)
+    mult, shift = _softmax_input_multiplier(beta, x_scale)
     radius = ((1 << SOFTMAX_DIFF_INTEGER_BITS) - 1) * (1 << (31 - SOFTMAX_DIFF_INTEGER_BITS)) / (1 << shift)
     return {"multiplier": mult, "left_shift": shift, "diff_min": -int(math.floor(radius))}
 
