@@ -266,18 +266,20 @@ def test_log(tmp_path):
 
 
 # --- whole kernels, compiled with the sanitizer, against their primitives' NumPy references ------
-def run_sanitized(tmp_path: Path, graph_yaml: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The graph generated for the host target, compiled with the host target's flags and the
-    undefined-behaviour sanitizer (stopping at the first finding), run on `inputs`."""
+def run_sanitized(tmp_path: Path, graph: str | Path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The graph (a file, or a graph YAML's text) generated for the host target, compiled with the
+    host target's flags and the undefined-behaviour sanitizer (stopping at the first finding), run
+    on `inputs`."""
     from conformance.batch import _host_command
     from tinsmith.cli import _input_bytes, _output_arrays
     from tinsmith.paths import RUNTIME_DIR, RUNTIME_INCLUDE
     from tinsmith.pipeline import compile_graph, lower, write_files
     tmp_path.mkdir(parents=True, exist_ok=True)
-    path = tmp_path / "g.yaml"
-    path.write_text(graph_yaml)
-    graph = lower(path)
-    compiled = compile_graph(path, target="host")
+    if isinstance(graph, str):
+        (tmp_path / "g.yaml").write_text(graph)
+        graph = tmp_path / "g.yaml"
+    lowered = lower(graph)
+    compiled = compile_graph(graph, target="host")
     name = compiled.graph.name
     out_dir = tmp_path / "gen"
     write_files(compiled.files, out_dir)
@@ -287,11 +289,11 @@ def run_sanitized(tmp_path: Path, graph_yaml: str, inputs: dict[str, np.ndarray]
            "-o", str(tmp_path / "run")]
     built = subprocess.run(cmd, capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
-    (tmp_path / "in.bin").write_bytes(_input_bytes(graph, inputs))
+    (tmp_path / "in.bin").write_bytes(_input_bytes(lowered, inputs))
     ran = subprocess.run([str(tmp_path / "run"), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")],
                          capture_output=True, text=True)
     assert ran.returncode == 0 and "runtime error" not in ran.stderr, f"undefined behaviour:\n{ran.stderr}"
-    return _output_arrays(graph, (tmp_path / "out.bin").read_bytes())
+    return _output_arrays(lowered, (tmp_path / "out.bin").read_bytes())
 
 
 def rows_of(length: int, seed: int) -> np.ndarray:
@@ -392,3 +394,34 @@ def test_linear_add_forms_stay_inside_int32(add):
     got = np.clip(partial[-1] >> form.shift, -128, 127)
     want = PRIMITIVES["QAdd"].reference([a.astype(np.int8), b.astype(np.int8)], attrs)[0]
     np.testing.assert_array_equal(got, want)
+
+
+# --- the shipped int8 models ---------------------------------------------------------------------
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ["models/kws_dscnn_int8.tflite", "models/ic_resnet8_int8.tflite", "models/ad_autoencoder_int8.tflite",
+           "tests/data/tflite/add_relu.tflite", "tests/data/tflite/softmax_beta.tflite", "tests/data/tflite/relu.tflite"]
+
+
+@pytest.mark.parametrize("model", SHIPPED, ids=lambda m: Path(m).stem)
+def test_shipped_int8_models_run_without_undefined_behaviour(tmp_path, model):
+    """Each model's host build under the sanitizer, on inputs at the type's bottom and two random
+    ones, against the TensorFlow Lite Micro interpreter: bit-exact."""
+    tflm = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
+    from tinsmith.pipeline import lower
+    path = ROOT / model
+    graph = lower(path)
+    rng = np.random.default_rng(11)
+    for trial in range(3):
+        feeds = []
+        for name in graph.api_inputs:
+            t = graph.types[name]
+            info = np.iinfo(t.numpy_dtype)
+            values = rng.integers(info.min, info.max, t.shape, endpoint=True) if trial else np.full(t.shape, info.min)
+            feeds.append(values.astype(t.numpy_dtype))
+        got = run_sanitized(tmp_path / str(trial), path, dict(zip(graph.api_inputs, feeds)))
+        interp = tflm.Interpreter.from_file(str(path), arena_size=1 << 22)
+        for i, x in enumerate(feeds):
+            interp.set_input(x, i)
+        interp.invoke()
+        for i, name in enumerate(graph.api_outputs):
+            np.testing.assert_array_equal(got[name], interp.get_output(i), err_msg=f"{model} output {name}, trial {trial}")

@@ -136,10 +136,13 @@ def _binary(op: str):
             bv = Binary("-", widen(xs[1]), i32(attrs["b_zero_point"]))
             if op in ("QAdd", "QSub", "QSquaredDifference"):
                 p = (q.squared_difference_params if op == "QSquaredDifference" else q.add_params)(attrs, a_type)
-                sa, ra = multiply_by_quantized_multiplier(
-                    "a_scaled", Binary("<<", av, i32(p["left_shift"])), p["a_multiplier"], p["a_shift"])
-                sb, rb = multiply_by_quantized_multiplier(
-                    "b_scaled", Binary("<<", bv, i32(p["left_shift"])), p["b_multiplier"], p["b_shift"])
+                # (times 2^left_shift, not shifted: the offset inputs may be negative, whose left
+                # shift C++17 leaves undefined; |x - zero point| < 2^16 keeps the product in int32)
+                raised = i32(1 << p["left_shift"])
+                sa, ra = multiply_by_quantized_multiplier("a_scaled", Binary("*", av, raised), p["a_multiplier"],
+                                                          p["a_shift"])
+                sb, rb = multiply_by_quantized_multiplier("b_scaled", Binary("*", bv, raised), p["b_multiplier"],
+                                                          p["b_shift"])
                 both = Binary("+" if op == "QAdd" else "-", ra, rb)
                 if op == "QSquaredDifference":  # (|a - b| < 2^15 after the rescaling: the square fits int32)
                     sb.append(Local("difference", both, "int32"))
