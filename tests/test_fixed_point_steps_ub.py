@@ -425,3 +425,34 @@ def test_shipped_int8_models_run_without_undefined_behaviour(tmp_path, model):
         interp.invoke()
         for i, name in enumerate(graph.api_outputs):
             np.testing.assert_array_equal(got[name], interp.get_output(i), err_msg=f"{model} output {name}, trial {trial}")
+
+
+# --- quantizations the steps cannot take, refused at the node ------------------------------------
+TWO_INPUTS = "graph: g\ninputs:\n  a: {dtype: int8, shape: [2, 4]}\n  b: {dtype: int8, shape: [2, 4]}\noutputs: [y]\nnodes:\n"
+ONE_INPUT = "graph: g\ninputs:\n  a: {dtype: int8, shape: [2, 4]}\noutputs: [y]\nnodes:\n"
+
+
+@pytest.mark.parametrize("graph,message", [
+    (TWO_INPUTS + "  - {op: QDiv, inputs: [a, b], outputs: [y], attrs: {a_scale: 1.0, b_scale: 0.0, y_scale: 0.1}}\n",
+     r"QDiv node 'qdiv_y': b_scale must be positive and finite, got 0.0"),
+    (TWO_INPUTS + "  - {op: QDiv, inputs: [a, b], outputs: [y], attrs: {a_scale: .nan, b_scale: 0.1, y_scale: 0.1}}\n",
+     r"QDiv node 'qdiv_y': a_scale must be positive and finite, got nan"),
+    (TWO_INPUTS + "  - {op: QDiv, inputs: [a, b], outputs: [y], attrs: {a_scale: .inf, b_scale: 0.1, y_scale: 0.1}}\n",
+     r"QDiv node 'qdiv_y': a_scale must be positive and finite, got inf"),
+    (TWO_INPUTS + "  - {op: QDiv, inputs: [a, b], outputs: [y], attrs: {a_scale: 1.0, b_scale: 0.1, y_scale: 0.1, "
+                  "b_zero_point: 300}}\n",
+     r"QDiv node 'qdiv_y': b_zero_point must lie in -128..127 \(int8 data\), got 300"),
+    (ONE_INPUT + "  - {op: QRsqrt, inputs: [a], outputs: [y], attrs: {x_scale: 0.1, y_scale: 0.1, x_zero_point: -129}}\n",
+     r"QRsqrt node 'qrsqrt_y': x_zero_point must lie in -128..127 \(int8 data\), got -129"),
+    (ONE_INPUT + "  - {op: QL2Normalization, inputs: [a], outputs: [y], attrs: {x_zero_point: 1000}}\n",
+     r"QL2Normalization node 'ql2normalization_y': x_zero_point must lie in -128..127 \(int8 data\), got 1000"),
+    (ONE_INPUT + "  - {op: QSoftmax, inputs: [a], outputs: [y], attrs: {x_scale: 0.1, beta: .nan}}\n",
+     r"QSoftmax node 'qsoftmax_y': beta \* x_scale must be at least 2\^-27"),
+], ids=["div_scale_0", "div_scale_nan", "div_scale_inf", "div_zero_point", "rsqrt_zero_point", "l2_zero_point",
+        "softmax_beta_nan"])
+def test_quantizations_outside_the_steps_ranges_are_refused_by_name(tmp_path, graph, message):
+    from tinsmith.errors import GraphError
+    from tinsmith.pipeline import lower
+    (tmp_path / "g.yaml").write_text(graph)
+    with pytest.raises(GraphError, match=r"g.yaml:\d+:\d+: error: " + message):
+        lower(tmp_path / "g.yaml")

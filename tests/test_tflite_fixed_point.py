@@ -211,3 +211,19 @@ def test_rows_at_the_ends_of_the_int32_sums_are_bit_exact_on_the_host(tmp_path):
     w = rng.integers(-128, 128, (2, 4095)).astype(np.int8)
     w[0] = -128
     compare(tmp_path, long_rows_model(), [[x, w]], "host")
+
+
+def test_l2_normalization_at_the_end_of_the_int32_sum_matches_tflite_micro():
+    """Rows of 33,025 values 255 from the zero point: the sum of squares 2,147,450,625, the largest
+    below 2^31 (1/sqrt's input normalised from its top bits), and rows of one value at either end."""
+    x = np.full((3, 33025), 127, np.int8)
+    x[1, ::3] = -128
+    x[2] = -128
+    for zp in (-128, 127, 0):
+        (want,) = tflm_outputs(unary("L2_NORMALIZATION", "int8", x.shape, (0.1, zp), (1 / 128, 0),
+                                     ("L2NormOptions", {})), [x])
+        np.testing.assert_array_equal(ff.l2_normalization_int8(x, zp), want, err_msg=f"zero point {zp}")
+    ends = np.array([[127], [-128], [0]], np.int8)
+    (want,) = tflm_outputs(unary("L2_NORMALIZATION", "int8", ends.shape, (0.1, -128), (1 / 128, 0),
+                                 ("L2NormOptions", {})), [ends])
+    np.testing.assert_array_equal(ff.l2_normalization_int8(ends, -128), want)

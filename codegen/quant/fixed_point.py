@@ -273,6 +273,8 @@ def _softmax_input_multiplier(beta: float, x_scale: float) -> tuple[int, int]:
 def softmax_scale_fits(beta: float, x_scale: float) -> bool:
     """Whether the softmax's input differences are scaled up (beta * x_scale at least 2^-27), as
     its steps take them: a left shift of 0 to 30 before the doubling high multiply."""
+    if not float(beta) * as_float32(x_scale) > 0:  # (NaN included)
+        return False
     mult, shift = _softmax_input_multiplier(beta, x_scale)
     return mult > 0 and shift >= 0
 
