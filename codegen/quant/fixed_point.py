@@ -5,7 +5,7 @@ q in [2^30, 2^31) and a power-of-two exponent: M = q / 2^31 * 2^shift. An int32 
 `acc` is then scaled in two roundings (the quantization paper, Jacob et al. 2018, section 2.2):
 
   1. the saturating rounding doubling high multiply: the high 32 bits of 2 * acc * q, rounded
-     to nearest with ties away from zero;
+     to nearest with ties up (TFLite's nudge: -1/2 rounds to 0);
   2. a rounding arithmetic right shift by -shift (ties away from zero).
 
 A left shift (shift > 0) is applied to acc before step 1. Everything here works on NumPy arrays
@@ -63,7 +63,8 @@ def _as_int64(x) -> np.ndarray:
 
 
 def saturating_rounding_doubling_high_mul(a, b) -> np.ndarray:
-    """High 32 bits of 2*a*b rounded to nearest, ties away from zero; INT32_MIN^2 saturates."""
+    """High 32 bits of 2*a*b rounded to nearest, ties up (TFLite's nudge of 2^30, or 1 - 2^30
+    below zero, before a division that truncates: -1/2 gives 0); INT32_MIN^2 saturates."""
     a, b = _as_int64(a), _as_int64(b)
     overflow = (a == INT32_MIN) & (b == INT32_MIN)
     ab = a * b
