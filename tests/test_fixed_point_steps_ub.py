@@ -112,7 +112,8 @@ int main() {{
 def assert_rows_equal(rows, got, want, what: str) -> None:
     want = np.asarray(want, np.int64).reshape(got.shape)
     bad = np.flatnonzero((got != want).any(axis=1))
-    assert bad.size == 0, f"{what}: {bad.size} rows differ, first {[(rows[i], got[i].tolist(), want[i].tolist()) for i in bad[:5]]}"
+    first = [(rows[i], got[i].tolist(), want[i].tolist()) for i in bad[:5]]
+    assert bad.size == 0, f"{what}: {bad.size} rows differ, first (arguments, got, want): {first}"
 
 
 # --- the primitive steps ------------------------------------------------------------------------

@@ -24,7 +24,8 @@ from tinsmith.quant import fixed_point_functions as ff
 from tinsmith.quant.fixed_point import DTYPE_RANGES
 
 
-def _check_quantization(args: InferArgs, scales: Sequence[str] = (), zero_points: Sequence[tuple[str, str]] = ()) -> None:
+def _check_quantization(args: InferArgs, scales: Sequence[str] = (),
+                        zero_points: Sequence[tuple[str, str]] = ()) -> None:
     """Scales positive and finite, zero points inside their tensor's type (TFLite's own bounds):
     the fixed-point steps' ranges (the int8 DIV's headroom, L2's sums of squares) assume both."""
     for attr in scales:

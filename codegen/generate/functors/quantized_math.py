@@ -42,6 +42,14 @@ def wrapping_shift_left(x: Expr, count: Expr) -> Expr:
     return Cast("int32", Binary("<<", Cast("uint32", x), count))
 
 
+def rounding_mask(right: Expr, right_at_most: int) -> Expr:
+    """2^right - 1 for a run-time count 0..right_at_most: (1 << right) - 1 up to 30, else
+    INT32_MAX >> (31 - right) (1 << 31 overflows int32)."""
+    if right_at_most <= 30:
+        return Binary("-", Binary("<<", i32(1), right), i32(1))
+    return Binary(">>", i32(fp.INT32_MAX), Binary("-", i32(31), right))
+
+
 def multiply_by_quantized_multiplier(name: str, acc: Expr, multiplier: Expr | int, shift: Expr | int,
                                      shift_sign: int = 0, right_at_most: int = 31) -> tuple[list[Stmt], Expr]:
     """Statements computing acc * (multiplier, shift) into local `name`, and the int32 result.
@@ -90,12 +98,7 @@ def multiply_by_quantized_multiplier(name: str, acc: Expr, multiplier: Expr | in
     if (static or shift_sign > 0) and right == 0:
         return stmts, high
     # rounding arithmetic right shift: ties away from zero
-    if static:
-        mask: Expr = i32((1 << right) - 1)
-    elif right_at_most <= 30:
-        mask = Binary("-", Binary("<<", i32(1), right_e), i32(1))
-    else:
-        mask = Binary(">>", i32(fp.INT32_MAX), Binary("-", i32(31), right_e))
+    mask = i32((1 << right) - 1) if static else rounding_mask(right_e, right_at_most)
     stmts.append(Local(f"{name}_mask", mask, "int32"))
     m = Var(f"{name}_mask")
     threshold = Binary("+", Binary(">>", m, i32(1)), Select(Binary("<", high, i32(0)), i32(1), i32(0)))

@@ -80,7 +80,8 @@ def _softmax_row(row: Row, args, attrs) -> list[Stmt]:
     stmts, valid, e = exp_of_element("s")
     acc = Steps("a")
     contribution = acc.rdbpot(e, fp.SOFTMAX_ACCUM_INTEGER_BITS)
-    body.append(row.sweep(*stmts, *acc.stmts, Assign("sum", add_to_sum(row_length(args), Select(valid, contribution, i32(0))))))
+    added = add_to_sum(row_length(args), Select(valid, contribution, i32(0)))
+    body.append(row.sweep(*stmts, *acc.stmts, Assign("sum", added)))
     r = Steps("n")
     if sum_may_wrap(row_length(args)):
         # the sum's leading zeros as a uint32 (0 where it wrapped negative, 32 at 0), as the NumPy
