@@ -190,3 +190,40 @@ def test_forms_tflite_micro_does_not_run_are_refused_by_name(tmp_path, data, mes
     path.write_bytes(data)
     with pytest.raises(GraphError, match=message):
         lower(path)
+
+
+def long_rows_model() -> bytes:
+    """SOFTMAX over rows of 300 (a row of equal values takes the last rounding shift to 31, where
+    a mask 2^31 - 1 in int32 would overflow) and LOG_SOFTMAX over rows of 4,095 (the longest whose
+    int32 sum of equal values stays below 2^31: log_x sees 4,095 * 2^19)."""
+    tensors = [Tensor("x", "int8", [3, 300], quant=(0.1, 3)), Tensor("w", "int8", [2, 4095], quant=(0.05, -7)),
+               Tensor("softmax", "int8", [3, 300], quant=(1 / 256, -128)),
+               Tensor("log_softmax", "int8", [2, 4095], quant=LOG_SOFTMAX_Q)]
+    ops = [Op("SOFTMAX", [0], [2], ("SoftmaxOptions", {"Beta": 1.0})), Op("LOG_SOFTMAX", [1], [3])]
+    return model(tensors, ops, [0, 1], [2, 3])
+
+
+def test_rows_at_the_ends_of_the_int32_sums_are_bit_exact_on_the_host(tmp_path):
+    rng = np.random.default_rng(5)
+    x = rng.integers(-128, 128, (3, 300)).astype(np.int8)
+    x[0] = 40
+    x[1, ::2] = 127
+    w = rng.integers(-128, 128, (2, 4095)).astype(np.int8)
+    w[0] = -128
+    compare(tmp_path, long_rows_model(), [[x, w]], "host")
+
+
+def test_l2_normalization_at_the_end_of_the_int32_sum_matches_tflite_micro():
+    """Rows of 33,025 values 255 from the zero point: the sum of squares 2,147,450,625, the largest
+    below 2^31 (1/sqrt's input normalised from its top bits), and rows of one value at either end."""
+    x = np.full((3, 33025), 127, np.int8)
+    x[1, ::3] = -128
+    x[2] = -128
+    for zp in (-128, 127, 0):
+        (want,) = tflm_outputs(unary("L2_NORMALIZATION", "int8", x.shape, (0.1, zp), (1 / 128, 0),
+                                     ("L2NormOptions", {})), [x])
+        np.testing.assert_array_equal(ff.l2_normalization_int8(x, zp), want, err_msg=f"zero point {zp}")
+    ends = np.array([[127], [-128], [0]], np.int8)
+    (want,) = tflm_outputs(unary("L2_NORMALIZATION", "int8", ends.shape, (0.1, -128), (1 / 128, 0),
+                                 ("L2NormOptions", {})), [ends])
+    np.testing.assert_array_equal(ff.l2_normalization_int8(ends, -128), want)

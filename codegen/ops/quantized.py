@@ -641,6 +641,9 @@ define("QConcat", inputs=(1, -1), infer=_infer_concat, pattern=Pattern.INJECTIVE
 # --- QSoftmax (TFLite's int8 softmax over the last axis) ---------------------------------------
 def _infer_softmax(args: InferArgs) -> list[TensorType]:
     x = _quantized_input(args, 0, None, "x_scale", ("int8",))
+    if not fp.softmax_scale_fits(args.attrs["beta"], args.attrs["x_scale"]):
+        raise OpError(f"beta * x_scale must be at least 2^-27 (the softmax scales the input differences up), got "
+                      f"beta {args.attrs['beta']} and x_scale {args.attrs['x_scale']}", attr="x_scale")
     a = {**args.attrs, "act_min": -128, "act_max": 127}
     return [_out_type(InferArgs(args.types, a, args.values), x.shape)]
 

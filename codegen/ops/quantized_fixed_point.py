@@ -10,6 +10,9 @@ Their `prepare` computes the multipliers (QDiv: of the scale ratio) once from th
 Prepare does; the kernels read them from the facts."""
 from __future__ import annotations
 
+import math
+from typing import Sequence
+
 import numpy as np
 
 from tinsmith.ir import TensorType
@@ -18,6 +21,21 @@ from tinsmith.ops.quantized import BINARY_ATTRS, ELEMENTWISE_INTS, _out_type, _q
 from tinsmith.ops.common import broadcast_shapes
 from tinsmith.ops.registry import Attr, InferArgs, OpError, Pattern, define, elementwise_facts
 from tinsmith.quant import fixed_point_functions as ff
+from tinsmith.quant.fixed_point import DTYPE_RANGES
+
+
+def _check_quantization(args: InferArgs, scales: Sequence[str] = (),
+                        zero_points: Sequence[tuple[str, str]] = ()) -> None:
+    """Scales positive and finite, zero points inside their tensor's type (TFLite's own bounds):
+    the fixed-point steps' ranges (the int8 DIV's headroom, L2's sums of squares) assume both."""
+    for attr in scales:
+        value = args.attrs[attr]
+        if not (value > 0 and math.isfinite(value)):
+            raise OpError(f"{attr} must be positive and finite, got {value}", attr=attr)
+    for attr, dtype in zero_points:
+        lo, hi = DTYPE_RANGES[dtype]
+        if not lo <= args.attrs[attr] <= hi:
+            raise OpError(f"{attr} must lie in {lo}..{hi} ({dtype} data), got {args.attrs[attr]}", attr=attr)
 
 
 # --- QRsqrt -----------------------------------------------------------------------------------
@@ -26,8 +44,7 @@ def _infer_rsqrt(args: InferArgs) -> list[TensorType]:
     if x.dtype == "int16" and (args.attrs["x_zero_point"], args.attrs["y_zero_point"]) != (0, 0):
         raise OpError("x_zero_point and y_zero_point must be 0 for int16 data (TFLite's int16 RSQRT)",
                       attr="x_zero_point")
-    if not args.attrs["x_scale"] > 0:
-        raise OpError(f"x_scale must be positive, got {args.attrs['x_scale']}", attr="x_scale")
+    _check_quantization(args, ("x_scale", "y_scale"), [("x_zero_point", x.dtype)])
     return [_out_type(args, x.shape, x.dtype)]
 
 
@@ -51,6 +68,7 @@ define("QRsqrt", inputs=1, infer=_infer_rsqrt, pattern=Pattern.ELEMENTWISE, prep
 # --- QL2Normalization -------------------------------------------------------------------------
 def _infer_l2(args: InferArgs) -> list[TensorType]:
     x = _quantized_input(args, 0, "x_zero_point", None, ("int8",))
+    _check_quantization(args, zero_points=[("x_zero_point", "int8")])
     if x.rank < 1:
         raise OpError(f"input 0 must have rank 1 or more, got {x}", input=0)
     return [_out_type(args, x.shape)]
@@ -87,6 +105,7 @@ define("QLogSoftmax", inputs=1, infer=_infer_log_softmax, pattern=Pattern.REDUCT
 def _infer_div(args: InferArgs) -> list[TensorType]:
     a = _quantized_input(args, 0, "a_zero_point", "a_scale", ("int8",))
     b = _quantized_input(args, 1, "b_zero_point", "b_scale", ("int8",))
+    _check_quantization(args, ("a_scale", "b_scale", "y_scale"), [("a_zero_point", "int8"), ("b_zero_point", "int8")])
     multiplier, shift, real = ff.div_multiplier(args.attrs["a_scale"], args.attrs["b_scale"], args.attrs["y_scale"])
     if shift > ff.DIV_MAX_SHIFT:
         raise OpError(f"the scale ratio a_scale / (b_scale y_scale) is {real:g}; TFLite's int8 DIV shifts its "

@@ -5,7 +5,7 @@ q in [2^30, 2^31) and a power-of-two exponent: M = q / 2^31 * 2^shift. An int32 
 `acc` is then scaled in two roundings (the quantization paper, Jacob et al. 2018, section 2.2):
 
   1. the saturating rounding doubling high multiply: the high 32 bits of 2 * acc * q, rounded
-     to nearest with ties away from zero;
+     to nearest with ties up (TFLite's nudge: -1/2 rounds to 0);
   2. a rounding arithmetic right shift by -shift (ties away from zero).
 
 A left shift (shift > 0) is applied to acc before step 1. Everything here works on NumPy arrays
@@ -63,7 +63,8 @@ def _as_int64(x) -> np.ndarray:
 
 
 def saturating_rounding_doubling_high_mul(a, b) -> np.ndarray:
-    """High 32 bits of 2*a*b rounded to nearest, ties away from zero; INT32_MIN^2 saturates."""
+    """High 32 bits of 2*a*b rounded to nearest, ties up (TFLite's nudge of 2^30, or 1 - 2^30
+    below zero, before a division that truncates: -1/2 gives 0); INT32_MIN^2 saturates."""
     a, b = _as_int64(a), _as_int64(b)
     overflow = (a == INT32_MIN) & (b == INT32_MIN)
     ab = a * b
@@ -265,10 +266,23 @@ def count_leading_zeros(x) -> np.ndarray:
     return 32 - bits
 
 
+def _softmax_input_multiplier(beta: float, x_scale: float) -> tuple[int, int]:
+    real = min(float(beta) * as_float32(x_scale) * (1 << (31 - SOFTMAX_DIFF_INTEGER_BITS)), (1 << 31) - 1.0)
+    return quantize_multiplier(real)
+
+
+def softmax_scale_fits(beta: float, x_scale: float) -> bool:
+    """Whether the softmax's input differences are scaled up (beta * x_scale at least 2^-27), as
+    its steps take them: a left shift of 0 to 30 before the doubling high multiply."""
+    if not float(beta) * as_float32(x_scale) > 0:  # (NaN included)
+        return False
+    mult, shift = _softmax_input_multiplier(beta, x_scale)
+    return mult > 0 and shift >= 0
+
+
 def softmax_params(beta: float, x_scale: float) -> dict[str, int]:
     """TFLite's int8 SOFTMAX Prepare: the input multiplier, its left shift and diff_min."""
-    real = min(float(beta) * as_float32(x_scale) * (1 << (31 - SOFTMAX_DIFF_INTEGER_BITS)), (1 << 31) - 1.0)
-    mult, shift = quantize_multiplier(real)
+    mult, shift = _softmax_input_multiplier(beta, x_scale)
     radius = ((1 << SOFTMAX_DIFF_INTEGER_BITS) - 1) * (1 << (31 - SOFTMAX_DIFF_INTEGER_BITS)) / (1 << shift)
     return {"multiplier": mult, "left_shift": shift, "diff_min": -int(math.floor(radius))}
 

@@ -31,8 +31,11 @@ INV_SQRT_START_SHIFT = 11  # the exponent of an input already in [2^27, 2^29)
 
 def shift_left_saturating(x, exponent) -> np.ndarray:
     """x * 2^exponent saturated to int32, for a per-element exponent >= 0 (gemmlowp's
-    SaturatingRoundingMultiplyByPOTParam: the product leaves int32 exactly when it saturates)."""
-    return np.clip(np.asarray(x, np.int64) << np.asarray(exponent, np.int64), fp.INT32_MIN, fp.INT32_MAX)
+    SaturatingRoundingMultiplyByPOTParam: the product leaves int32 exactly when it saturates). A
+    negative exponent counts as 0: log_x passes -1 for an x <= 0 (a LOG_SOFTMAX sum that wrapped),
+    which TFLite leaves undefined; the generated steps do the same."""
+    exponent = np.maximum(np.asarray(exponent, np.int64), 0)
+    return np.clip(np.asarray(x, np.int64) << exponent, fp.INT32_MIN, fp.INT32_MAX)
 
 
 def leading_zeros(x) -> np.ndarray:
@@ -219,9 +222,10 @@ def rounding_divide_by_pot_as_built(x, exponent) -> np.ndarray:
     """gemmlowp's RoundingDivideByPOT of int32 x as the host's TFLite Micro computes it for any
     exponent: below 32 a rounding shift; from 32 on (outside its contract, undefined in C++) its mask
     (1 << exponent) - 1 truncates to all ones and x86 takes the shift count modulo 32, so the result
-    is x >> (exponent - 32), plus one unless x < 0."""
+    is x >> (exponent - 32), plus one unless x < 0 (held at INT32_MAX: for x = INT32_MAX and 32
+    the interpreter's int32 sum overflows; QDiv's quotients stay below 2^31 - 2^24)."""
     x, exponent = np.asarray(x, np.int64), np.asarray(exponent, np.int64)
-    wide = (x >> np.maximum(exponent - 32, 0)) + (x >= 0)
+    wide = np.minimum((x >> np.maximum(exponent - 32, 0)) + (x >= 0), fp.INT32_MAX)
     return np.where(exponent < 32, fp.rounding_divide_by_pot(x, np.minimum(exponent, 31)), wide)
 
 

@@ -16,6 +16,13 @@ def _e(v: Expr | int) -> Expr:
     return i32(v) if isinstance(v, int) else v
 
 
+def _check_exponent(exponent: int, what: str) -> None:
+    """A build-time exponent must lie in 0..31: outside, the int32 steps would shift by a negative
+    count or by the width or more (undefined in C++), so a caller passing one is a Tinsmith bug."""
+    if not 0 <= exponent <= 31:
+        raise ValueError(f"{what} by a build-time exponent {exponent}: it must lie in 0 to 31")
+
+
 class Steps:
     """Statements under construction: each step a fresh int32 local, so nothing is computed twice."""
 
@@ -40,29 +47,48 @@ class Steps:
         nudge = Select(Binary(">=", ab, i64(0)), i64(1 << 30), i64(1 - (1 << 30)))
         return self.let(Cast("int32", Binary("/", Binary("+", ab, nudge), i64(1 << 31))))
 
-    def rdbpot(self, x: Expr, exponent: Expr | int) -> Var:
-        """Rounding arithmetic right shift, ties away from zero."""
+    def rdbpot(self, x: Expr, exponent: Expr | int, largest: int = 62) -> Var:
+        """Rounding arithmetic right shift, ties away from zero, for an exponent >= 0: a build-time
+        one up to 31, or one known at run time that is at most `largest` (any value: past 62 every
+        int32 rounds to 0). Up to 30 the mask (1 << e) - 1 is an int32; 31 takes INT32_MAX as the
+        mask (1 << 31 overflows int32); an exponent that may reach 31 or more at run time is
+        shifted in int64, clamped to 62, where 1 << e and x >> e are defined and exact."""
+        if isinstance(exponent, int):
+            _check_exponent(exponent, "a rounding right shift")
+            if exponent == 31:
+                return self._rdbpot_with_mask(x, i32(exponent), i32(fp.INT32_MAX))
+        elif largest > 30:
+            return self._rdbpot_wide(x, exponent)
         e = _e(exponent)
-        mask = self.let(Binary("-", Binary("<<", i32(1), e), i32(1)))
+        return self._rdbpot_with_mask(x, e, self.let(Binary("-", Binary("<<", i32(1), e), i32(1))))
+
+    def _rdbpot_with_mask(self, x: Expr, e: Expr, mask: Expr) -> Var:
         threshold = Binary("+", Binary(">>", mask, i32(1)), Select(Binary("<", x, i32(0)), i32(1), i32(0)))
         return self.let(Binary("+", Binary(">>", x, e),
                                Select(Binary(">", Binary("&", x, mask), threshold), i32(1), i32(0))))
 
+    def _rdbpot_wide(self, x: Expr, exponent: Expr) -> Var:
+        """rdbpot in int64 for a run-time exponent 0.. (counts past 62 act as 62: the result is 0)."""
+        e = self.let(Cast("int64", select_min(exponent, i32(62))), "int64")
+        wide = self.let(Cast("int64", x), "int64")
+        one = Cast("int64", i32(1))  # (an int64 operand: an int64 Const is written as a plain int literal)
+        mask = self.let(Binary("-", Binary("<<", one, e), one), "int64")
+        threshold = Binary("+", Binary(">>", mask, i64(1)), Select(Binary("<", x, i32(0)), i64(1), i64(0)))
+        return self.let(Cast("int32", Binary("+", Binary(">>", wide, e),
+                                             Select(Binary(">", Binary("&", wide, mask), threshold), i64(1), i64(0)))))
+
     def rdbpot_as_built(self, x: Expr, exponent: Expr) -> Var:
         """fixed_point_functions.rounding_divide_by_pot_as_built for an exponent >= 0 known at run
-        time: below 32 a rounding shift (its mask in int64, so 31 is defined too); from 32 on the
-        host interpreter's x >> (exponent - 32), plus one unless x < 0 (a count past 31 shifts out
-        every bit). Both are computed with counts in range and one is chosen: defined C++ on every
-        target, whatever the exponent."""
-        narrow_exponent = self.let(Select(Binary("<", exponent, i32(32)), exponent, i32(31)))
-        one = Cast("int64", i32(1))  # (an int64 operand: an int64 Const is written as a plain int literal)
-        mask = self.let(Binary("-", Binary("<<", one, Cast("int64", narrow_exponent)), one), "int64")
-        threshold = Binary("+", Binary(">>", mask, i64(1)), Select(Binary("<", x, i32(0)), i64(1), i64(0)))
-        above = Binary(">", Binary("&", Cast("int64", x), mask), threshold)
-        narrow = self.let(Binary("+", Binary(">>", x, narrow_exponent), Select(above, i32(1), i32(0))))
+        time: below 32 a rounding shift (in int64, so 31 is defined too); from 32 on the host
+        interpreter's x >> (exponent - 32), plus one unless x < 0 (a count past 31 shifts out every
+        bit), that sum in int64 and held at INT32_MAX. Both are computed with counts in range and
+        one is chosen: defined C++ on every target, whatever the exponent."""
+        narrow = self._rdbpot_wide(x, exponent)
         wide_exponent = self.let(select_min(select_max(Binary("-", exponent, i32(32)), i32(0)), i32(31)))
-        wide = Binary("+", Binary(">>", x, wide_exponent), Select(Binary(">=", x, i32(0)), i32(1), i32(0)))
-        return self.let(Select(Binary("<", exponent, i32(32)), narrow, wide))
+        wide = self.let(Binary("+", Cast("int64", Binary(">>", x, wide_exponent)),
+                               Select(Binary(">=", x, i32(0)), i64(1), i64(0))), "int64")
+        held = Cast("int32", select_min(wide, i64(fp.INT32_MAX)))
+        return self.let(Select(Binary("<", exponent, i32(32)), narrow, held))
 
     def reciprocal(self, x: Expr) -> tuple[Var, Var]:
         """fixed_point_functions.reciprocal of an int32 x > 0: (raw, bits over unit) with
@@ -74,6 +100,9 @@ class Steps:
         return raw, self.let(Binary("-", i32(31), headroom))
 
     def shl_saturating(self, x: Expr, exponent: int) -> Var:
+        """x * 2^exponent saturated to int32, for a build-time exponent 0..31 (gemmlowp's
+        SaturatingRoundingMultiplyByPOT): the limits tested before the product is formed."""
+        _check_exponent(exponent, "a saturating left shift")
         threshold = (1 << (31 - exponent)) - 1
         return self.let(Select(Binary(">", x, i32(threshold)), i32(fp.INT32_MAX),
                                Select(Binary("<", x, i32(-threshold)), i32(fp.INT32_MIN),
@@ -82,9 +111,13 @@ class Steps:
                                       Cast("int32", Binary("*", Cast("int64", x), i64(1 << exponent))))))
 
     def shl_saturating_by(self, x: Expr, exponent: Expr) -> Var:
-        """x * 2^exponent saturated to int32, for an exponent known at run time, 0..31: the product
-        in int64, clamped (it leaves int32 exactly when gemmlowp's threshold test saturates)."""
-        v = self.let(Binary("<<", Cast("int64", x), Cast("int64", exponent)), "int64")
+        """x * 2^exponent saturated to int32, for an exponent known at run time, at most 31: the
+        product in int64 (a product with 2^exponent, not a shift: x may be negative, whose left
+        shift C++17 leaves undefined), clamped (it leaves int32 exactly when gemmlowp's threshold
+        test saturates). A negative exponent counts as 0: log_x passes -1 for an x <= 0 (a
+        wrapped sum), where no result is defined and only defined C++ is asked for."""
+        power = Binary("<<", Cast("int64", i32(1)), Cast("int64", select_max(exponent, i32(0))))
+        v = self.let(Binary("*", Cast("int64", x), power), "int64")
         return self.let(Cast("int32", Select(Binary(">", v, i64(fp.INT32_MAX)), i64(fp.INT32_MAX),
                                              Select(Binary("<", v, i64(fp.INT32_MIN)), i64(fp.INT32_MIN), v))))
 
@@ -151,7 +184,9 @@ class Steps:
         five Newton steps on Q3.28, the exponent folded into the multiplier where negative."""
         v0 = self.let(value)
         big = Binary(">=", v0, i32(1 << 29))
-        v = self.let(Select(big, Binary(">>", v0, i32(2)), v0))
+        # (a value <= 1 gives (INT32_MAX, 0) whatever the steps compute; one below 0, a QL2Normalization
+        # sum that wrapped, is taken as 0 so that no negative value is shifted left)
+        v = self.let(Select(big, Binary(">>", v0, i32(2)), Select(Binary(">", v0, i32(0)), v0, i32(0))))
         start = self.let(Binary("+", i32(ff.INV_SQRT_START_SHIFT), Select(big, i32(1), i32(0))))
         clz = self.leading_zeros(Select(Binary(">", v, i32(0)), v, i32(1)))
         pairs = self.let(Binary("-", Binary("/", Binary("-", clz, i32(1)), i32(2)), i32(1)))

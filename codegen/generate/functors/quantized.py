@@ -52,6 +52,14 @@ def _requant_params(graph, args, channel: Expr) -> tuple[Expr | int, Expr | int,
     return Load(mult.name, channel), Load(shift.name, channel), sign
 
 
+def _largest_right_shift(graph, args) -> int:
+    """The largest right shift among the per-channel shifts (31 where they are not constants)."""
+    shift = args.inputs[4]
+    if shift.name not in graph.constants:
+        return 31
+    return max(0, -int(graph.constants[shift.name].data.min()))
+
+
 def _finish(graph, args, attrs, channel: Expr, out_at: Expr, coords, acc: str = "acc") -> list[Stmt]:
     """Requantize local `acc`, add the output zero point, clamp, and store."""
     if attrs.get("requantize") == "float":
@@ -67,7 +75,8 @@ def _finish(graph, args, attrs, channel: Expr, out_at: Expr, coords, acc: str = 
     elif accumulator(attrs) == "int64":
         stmts, scaled = multiply_by_quantized_multiplier_int64(f"{acc}_scaled", Var(acc), mult, shift)
     else:
-        stmts, scaled = multiply_by_quantized_multiplier(f"{acc}_scaled", Var(acc), mult, shift, sign)
+        stmts, scaled = multiply_by_quantized_multiplier(f"{acc}_scaled", Var(acc), mult, shift, sign,
+                                                         _largest_right_shift(graph, args))
     y = _saturate(args, Binary("+", scaled, i32(attrs["y_zero_point"])),
                   *q.output_clamp(attrs, args.outputs[0].type.dtype))
     return [*stmts, Store(args.outputs[0].name, out_at, Cast(args.outputs[0].type.dtype, y), coords)]
@@ -127,10 +136,13 @@ def _binary(op: str):
             bv = Binary("-", widen(xs[1]), i32(attrs["b_zero_point"]))
             if op in ("QAdd", "QSub", "QSquaredDifference"):
                 p = (q.squared_difference_params if op == "QSquaredDifference" else q.add_params)(attrs, a_type)
-                sa, ra = multiply_by_quantized_multiplier(
-                    "a_scaled", Binary("<<", av, i32(p["left_shift"])), p["a_multiplier"], p["a_shift"])
-                sb, rb = multiply_by_quantized_multiplier(
-                    "b_scaled", Binary("<<", bv, i32(p["left_shift"])), p["b_multiplier"], p["b_shift"])
+                # (times 2^left_shift, not shifted: the offset inputs may be negative, whose left
+                # shift C++17 leaves undefined; |x - zero point| < 2^16 keeps the product in int32)
+                raised = i32(1 << p["left_shift"])
+                sa, ra = multiply_by_quantized_multiplier("a_scaled", Binary("*", av, raised), p["a_multiplier"],
+                                                          p["a_shift"])
+                sb, rb = multiply_by_quantized_multiplier("b_scaled", Binary("*", bv, raised), p["b_multiplier"],
+                                                          p["b_shift"])
                 both = Binary("+" if op == "QAdd" else "-", ra, rb)
                 if op == "QSquaredDifference":  # (|a - b| < 2^15 after the rescaling: the square fits int32)
                     sb.append(Local("difference", both, "int32"))

@@ -9,7 +9,7 @@ from tinsmith.generate.functors import elementwise_nest, reduction_nest
 from tinsmith.generate.functors.elementwise_nest import AXES, ElementwiseNest, Rescale
 from tinsmith.generate.functors.fixed_point_steps import Steps
 from tinsmith.generate.functors.quantized_math import clamp, i32, select_max, widen
-from tinsmith.generate.functors.quantized_softmax import ROWS
+from tinsmith.generate.functors.quantized_softmax import ROWS, add_to_sum, row_length, scaled_up
 from tinsmith.generate.functors.reduction_nest import Passes, ReductionNest, Row
 from tinsmith.generate.loop_ir import Assign, Binary, Cast, Load, Local, Select, Stmt, Store, Var
 from tinsmith.ops import quantized as q
@@ -78,12 +78,16 @@ def ql2_normalization(graph, node_id, cluster_id, args, attrs):
     return reduction_nest.reduction(ReductionNest.of(args), ROWS, Passes((lambda row: _l2_row(row, args, attrs),)))
 
 
+MOST_SQUARE = 255 * 255  # the largest square of an int8 value less an int8 zero point
+
+
 def _l2_row(row: Row, args, attrs) -> list[Stmt]:
     x, y = args.inputs[0].name, args.outputs[0].name
     centered = Binary("-", widen(Load(x, row.at())), i32(attrs["x_zero_point"]))
     body: list[Stmt] = [Local("sum", i32(0), "int32"),
                         row.sweep(Local("v", centered, "int32"),
-                                  Assign("sum", Binary("+", Var("sum"), Binary("*", Var("v"), Var("v")))))]
+                                  Assign("sum", add_to_sum(row_length(args), Binary("*", Var("v"), Var("v")),
+                                                           MOST_SQUARE)))]
     n = Steps("n")
     multiplier, shift = n.inv_sqrt(Var("sum"))
     body += n.stmts
@@ -108,8 +112,7 @@ def _log_softmax_row(row: Row, args) -> list[Stmt]:
 
     def scaled_difference(s: Steps) -> tuple[Var, Var]:
         diff = s.let(Binary("-", widen(Load(x, row.at())), Var("row_max")))
-        shifted = Cast("int32", Binary("<<", Cast("int64", diff), Cast("int64", i32(p["left_shift"]))))
-        return diff, s.srdhm(shifted, p["multiplier"])
+        return diff, s.srdhm(scaled_up(diff, p["left_shift"]), p["multiplier"])
 
     body: list[Stmt] = [Local("row_max", i32(-128), "int32"),
                         row.sweep(Assign("row_max", select_max(Var("row_max"), widen(Load(x, row.at()))))),
@@ -118,7 +121,7 @@ def _log_softmax_row(row: Row, args) -> list[Stmt]:
     diff, scaled = scaled_difference(s)
     contribution = s.rdbpot(s.exp_on_negative_values(scaled), fp.SOFTMAX_ACCUM_INTEGER_BITS)
     valid = Binary(">=", diff, i32(p["diff_min"]))
-    body.append(row.sweep(*s.stmts, Assign("sum", Binary("+", Var("sum"), Select(valid, contribution, i32(0))))))
+    body.append(row.sweep(*s.stmts, Assign("sum", add_to_sum(row_length(args), Select(valid, contribution, i32(0))))))
     n = Steps("n")
     log_sum = n.log_x(Var("sum"), fp.SOFTMAX_ACCUM_INTEGER_BITS, fp.SOFTMAX_DIFF_INTEGER_BITS)
     reach = n.multiply(n.wrapping("+", log_sum, fp.INT32_MIN), p["reverse_multiplier"], p["reverse_shift"])

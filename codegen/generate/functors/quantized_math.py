@@ -36,15 +36,35 @@ def clamp(e: Expr, lo: int, hi: int) -> Expr:
     return select_min(select_max(e, i32(lo)), i32(hi))
 
 
-def multiply_by_quantized_multiplier(name: str, acc: Expr, multiplier: Expr | int,
-                                     shift: Expr | int, shift_sign: int = 0) -> tuple[list[Stmt], Expr]:
+def wrapping_shift_left(x: Expr, count: Expr) -> Expr:
+    """int32 x shifted left by 0..31 bits, wrapping as a two's-complement int32 shift: shifted as
+    uint32 (C++17 leaves a negative value's left shift undefined) and converted back."""
+    return Cast("int32", Binary("<<", Cast("uint32", x), count))
+
+
+def rounding_mask(right: Expr, right_at_most: int) -> Expr:
+    """2^right - 1 for a run-time count 0..right_at_most: (1 << right) - 1 up to 30, else
+    INT32_MAX >> (31 - right) (1 << 31 overflows int32)."""
+    if right_at_most <= 30:
+        return Binary("-", Binary("<<", i32(1), right), i32(1))
+    return Binary(">>", i32(fp.INT32_MAX), Binary("-", i32(31), right))
+
+
+def multiply_by_quantized_multiplier(name: str, acc: Expr, multiplier: Expr | int, shift: Expr | int,
+                                     shift_sign: int = 0, right_at_most: int = 31) -> tuple[list[Stmt], Expr]:
     """Statements computing acc * (multiplier, shift) into local `name`, and the int32 result.
 
     `multiplier` and `shift` are build-time ints (per tensor) or loaded int32 expressions (per
     channel). The multiplier is never INT32_MIN (it is 0 or at least 2^30), so the doubling high
     multiply's one saturating case cannot happen and is not tested for. `shift_sign` -1 (or 1)
     says a loaded shift is never positive (never negative), known at build time: the other
-    direction's shift and its test are left out."""
+    direction's shift and its test are left out. `right_at_most` bounds a loaded shift's right
+    count (31 unless the caller knows better): up to 30 the rounding mask is (1 << right) - 1,
+    else INT32_MAX >> (31 - right), as 1 << 31 overflows int32.
+
+    The left shift wraps as TFLite's int32 shift does, spelled on uint32: C++17 leaves the left
+    shift of a negative value undefined, and its conversion back is modular on every compiler
+    we build with (and in C++20)."""
     static = isinstance(shift, int)
     mult = i64(multiplier) if isinstance(multiplier, int) else Cast("int64", multiplier)
     stmts: list[Stmt] = []
@@ -52,19 +72,19 @@ def multiply_by_quantized_multiplier(name: str, acc: Expr, multiplier: Expr | in
     if static:
         left, right = max(shift, 0), max(-shift, 0)
         if left:
-            x = Cast("int32", Binary("<<", Cast("int64", acc), i64(left)))  # wraps as TFLite's int32 shift
+            x = wrapping_shift_left(acc, i32(left))
         right_e: Expr = i32(right)
     elif shift_sign < 0:  # a right shift only
         stmts.append(Local(f"{name}_shift", shift, "int32"))
         right_e, right = Binary("-", i32(0), Var(f"{name}_shift")), None
     elif shift_sign > 0:  # a left shift only
-        x = Cast("int32", Binary("<<", Cast("int64", acc), shift))
+        x = wrapping_shift_left(acc, shift)
         right_e, right = i32(0), 0
     else:
         stmts.append(Local(f"{name}_shift", shift, "int32"))
         s = Var(f"{name}_shift")
         positive = Binary(">", s, i32(0))
-        x = Cast("int32", Binary("<<", Cast("int64", acc), Select(positive, s, i32(0))))
+        x = wrapping_shift_left(acc, Select(positive, s, i32(0)))
         right_e = Select(positive, i32(0), Binary("-", i32(0), s))
         right = None
     # high 32 bits of 2 * x * multiplier, rounded to nearest (ties away from zero). TFLite adds
@@ -78,7 +98,7 @@ def multiply_by_quantized_multiplier(name: str, acc: Expr, multiplier: Expr | in
     if (static or shift_sign > 0) and right == 0:
         return stmts, high
     # rounding arithmetic right shift: ties away from zero
-    mask = Binary("-", Binary("<<", i32(1), right_e), i32(1)) if not static else i32((1 << right) - 1)
+    mask = i32((1 << right) - 1) if static else rounding_mask(right_e, right_at_most)
     stmts.append(Local(f"{name}_mask", mask, "int32"))
     m = Var(f"{name}_mask")
     threshold = Binary("+", Binary(">>", m, i32(1)), Select(Binary("<", high, i32(0)), i32(1), i32(0)))
