@@ -14,7 +14,7 @@ Several planners (tinsmith.planners) place the buffers; the smallest plan wins.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Collection, Mapping, Sequence
 
 from tinsmith.generate.functors.elementwise import BINARY_FORMULAS, UNARY_FORMULAS
 from tinsmith.ir import Graph
@@ -168,9 +168,10 @@ def _buffers(lives: list[Lifetime], links: Mapping[str, tuple[str, int]]
     return buffers, root, rel
 
 
-def _best(buffers: list[Lifetime]) -> tuple[int, str, dict[str, int]]:
-    """Size, planner name and offsets of the smallest placement; ties go to the earlier planner."""
-    floor = peak(buffers)
+def _best(buffers: list[Lifetime], floor: int | None = None) -> tuple[int, str, dict[str, int]]:
+    """Size, planner name and offsets of the smallest placement; ties go to the earlier planner.
+    `floor` is the buffers' peak, if the caller has it."""
+    floor = peak(buffers) if floor is None else floor
     best = None
     for name, planner in PLANNERS.items():
         offsets = planner(buffers)
@@ -185,9 +186,15 @@ def _best(buffers: list[Lifetime]) -> tuple[int, str, dict[str, int]]:
     return best
 
 
-def _plan(lives: list[Lifetime], links: Mapping[str, tuple[str, int]]):
+def _plan(lives: list[Lifetime], links: Mapping[str, tuple[str, int]],
+          hopeless: Callable[[int], bool] | None = None):
+    """Size, planner name, buffers and offsets of the best placement; None, without planning, when
+    `hopeless(peak)` says a plan of at least that size is of no use to the caller."""
     buffers, root, rel = _buffers(lives, links)
-    size, name, offsets = _best(buffers)
+    floor = peak(buffers)
+    if hopeless is not None and hopeless(floor):
+        return None
+    size, name, offsets = _best(buffers, floor)
     return size, name, buffers, {l.value: offsets[root[l.value]] + rel[l.value] for l in lives}
 
 
@@ -249,11 +256,16 @@ def choose_overlaps(lives: list[Lifetime], options, cluster_of):
         return (o.footprint(nbytes[o.input], nbytes[o.output]) + sum(align(n) for _, n in o.scratch),
                 bool(o.variant), o.shift)
 
-    def evaluate(choice: dict) -> tuple:
+    def evaluate(choice: dict, to_beat: tuple[int, int] | None = None) -> tuple | None:
+        """The plan with `choice`; None when it cannot rank below `to_beat`: no placement needs
+        less than the peak, so a peak (with as many variants) not below it settles the question
+        without running the planners (most of a large graph's trials end here)."""
         picked = [o for o in choice.values() if o is not None]
         lv = _with_variant_scratch(lives, picked, cluster_of)
-        size, name, buffers, offsets = _plan(lv, {o.output: (o.input, o.shift) for o in picked})
-        return size, name, buffers, offsets, (), tuple(picked)
+        variants = sum(1 for o in picked if o.variant)
+        planned = _plan(lv, {o.output: (o.input, o.shift) for o in picked},
+                        None if to_beat is None else lambda floor: (floor, variants) >= to_beat)
+        return None if planned is None else (*planned, (), tuple(picked))
 
     def rank(plan: tuple) -> tuple[int, int]:
         """Smaller first, then fewer variants: a variant is slower than the backend's kernel."""
@@ -266,7 +278,7 @@ def choose_overlaps(lives: list[Lifetime], options, cluster_of):
                             *sorted((o for o in opts if o.variant), key=cost)]:
             if alternative is choice[out]:
                 continue
-            trial = evaluate({**choice, out: alternative})
-            if rank(trial) < rank(best):
+            trial = evaluate({**choice, out: alternative}, rank(best))
+            if trial is not None and rank(trial) < rank(best):
                 best, choice = trial, {**choice, out: alternative}
     return best
