@@ -21,8 +21,8 @@ from tinsmith.generate.epilogue import NotFusable, elementwise_template, fuse_ep
 from tinsmith.generate.functors import inplace  # noqa: F401  (registers its variant)
 from tinsmith.generate.functors.variants import applicable_variants, variant_functor
 from tinsmith.generate.functors.row_pipeline import Pipeline, pipeline_kernel
-from tinsmith.generate.loop_ir import (Assign, Comment, For, Kernel, Load, Local, Param, Scratch, Stmt, Store, annotate,
-                                      walk_expr, walk_stmts)
+from tinsmith.generate.loop_ir import (Comment, For, Kernel, Load, Param, Scratch, Stmt, Store, annotate, walk_exprs,
+                                      walk_stmts)
 from tinsmith.generate.parallel import SPLIT_WORK, render_parts, split_chains, split_groups
 from tinsmith.generate.render import STORAGE_NAMES, TYPE_NAMES
 from tinsmith.generate.simplify import simplify
@@ -79,17 +79,8 @@ class GeneratedModel:
 
 
 def _touched(stmts: tuple[Stmt, ...], loads: set[str], stores: set[str]) -> None:
-    for s in walk_stmts(stmts):
-        if isinstance(s, Store):
-            stores.add(s.buffer)
-            roots = (s.value, s.index)
-        elif isinstance(s, Local):
-            roots = (s.init,)
-        elif isinstance(s, Assign):
-            roots = (s.value,)
-        else:
-            continue
-        loads.update(e.buffer for root in roots for e in walk_expr(root) if isinstance(e, Load))
+    stores.update(s.buffer for s in walk_stmts(stmts) if isinstance(s, Store))
+    loads.update(e.buffer for e in walk_exprs(stmts) if isinstance(e, Load))
 
 
 def _load_indices(e, buffer: str) -> list:

@@ -492,19 +492,22 @@ def walk_expr(e: Expr):
         pending += _children(node)
 
 
+def stmt_exprs(s: Stmt) -> tuple[Expr, ...]:
+    """The expressions statement `s` holds itself (a loop's body is statements, not its own)."""
+    if isinstance(s, Store):
+        return (s.index, s.value, *(s.at or ()))
+    if isinstance(s, Local):
+        return (s.init,)
+    if isinstance(s, Assign):
+        return (s.value,)
+    return ()
+
+
 def walk_exprs(stmts: Sequence[Stmt]):
     """Every expression node in `stmts` (loops' bodies included), each node before its operands:
     for questions about what a body holds, without rebuilding it as map_stmts does."""
     for s in walk_stmts(stmts):
-        if isinstance(s, Store):
-            roots = (s.index, s.value, *(s.at or ()))
-        elif isinstance(s, Local):
-            roots = (s.init,)
-        elif isinstance(s, Assign):
-            roots = (s.value,)
-        else:
-            continue
-        for root in roots:
+        for root in stmt_exprs(s):
             yield from walk_expr(root)
 
 
