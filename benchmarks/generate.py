@@ -48,11 +48,11 @@ def table(targets: list[str], rounds: int) -> str:
     return "\n".join(lines)
 
 
-def write_section(doc: Path, body: str) -> None:
+def write_section(doc: Path, body: str, rounds: int) -> None:
     text = doc.read_text()
     section = (f"{SECTION}\n\nWritten by `python benchmarks/generate.py --write docs/BENCHMARKS.md`: CPU seconds "
                "of the generator (`compile_graph`: every stage up to the generated files, no C++ compiler) per "
-               "model and target, in one process, the smallest of three runs. host-dispatch generates each "
+               f"model and target, in one process, the smallest of {rounds} runs. host-dispatch generates each "
                "of its three ISA levels from one lowered graph.\n\n" + body + "\n\n")
     if SECTION in text:
         start = text.index(SECTION)
@@ -73,7 +73,7 @@ def main() -> None:
     body = table(args.targets, args.rounds)
     print(body)
     if args.write:
-        write_section(args.write, body)
+        write_section(args.write, body, args.rounds)
 
 
 if __name__ == "__main__":
