@@ -69,3 +69,19 @@ def every_graph(basetemp: Path, target: str) -> Path:
             elfs = [str(folder / g.stem / "firmware" / f"{g.stem}.elf") for g in GRAPHS]
             _scons(f"target={target}", f"build_dir={folder}", *elfs)
     return shared_build(basetemp, f"graphs-{target}", build)
+
+
+def these_graphs(basetemp: Path, key: str, target: str, paths: list[Path]) -> Path:
+    """The graph (or model) files `paths` built for `target` by one SCons run of the repository's
+    SConstruct (its -j2 and one start of SCons for all of them), once per session for `key`:
+    FOLDER/NAME/ as every_graph lays it out, NAME being each graph's name."""
+    from tinsmith.load import graph_name
+
+    def build(folder: Path) -> None:
+        graphs = f"graphs={','.join(str(p) for p in paths)}"
+        if target.startswith("host"):
+            _scons(f"target={target}", graphs, f"build_dir={folder}")
+        else:
+            elfs = [str(folder / graph_name(p) / "firmware" / f"{graph_name(p)}.elf") for p in paths]
+            _scons(f"target={target}", graphs, f"build_dir={folder}", *elfs)
+    return shared_build(basetemp, key, build)
