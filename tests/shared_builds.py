@@ -85,3 +85,21 @@ def these_graphs(basetemp: Path, key: str, target: str, paths: list[Path]) -> Pa
             elfs = [str(folder / graph_name(p) / "firmware" / f"{graph_name(p)}.elf") for p in paths]
             _scons(f"target={target}", graphs, f"build_dir={folder}", *elfs)
     return shared_build(basetemp, key, build)
+
+
+def run_built(folder: Path, target: str, graph, inputs: dict) -> dict:
+    """The outputs of `graph` (lowered) on `inputs` (name -> array) from a build above: its host
+    runner, or its firmware on the target's emulator, fed and read as `tinsmith run` does."""
+    import tempfile
+    from tinsmith.cli import _input_bytes, _output_arrays
+    from tinsmith.targets import load_target
+    from tinsmith.targets.qemu import run_on_emulator
+    data = _input_bytes(graph, inputs)
+    if load_target(target).baremetal:
+        return _output_arrays(graph, run_on_emulator(target, folder / graph.name / "firmware" / f"{graph.name}.elf",
+                                                     data).output)
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "in.bin").write_bytes(data)
+        subprocess.run([str(folder / graph.name / f"{graph.name}_runner"), str(Path(tmp) / "in.bin"),
+                        str(Path(tmp) / "out.bin")], check=True)
+        return _output_arrays(graph, (Path(tmp) / "out.bin").read_bytes())

@@ -130,15 +130,12 @@ def int8_models():
 # cortex-m55-speed runs int8 with cortex-m55's kernels (its float vectors come later in the chain)
 @pytest.mark.parametrize("core", [c for c in CORES if c.values[0] != "cortex-m55-speed"])
 def test_int8_models_are_bit_exact(core, int8_models, tmp_path_factory):
-    from shared_builds import these_graphs
-    from tinsmith.cli import _input_bytes, _output_arrays
+    from shared_builds import run_built, these_graphs
     # the four models' firmware by one SCons run (as `run_compiled` builds each, the same tool)
     built = these_graphs(tmp_path_factory.getbasetemp(), f"int8-models-{core}", core,
                          [path for path, *_ in int8_models.values()])
     for name, (path, graph, x, want) in int8_models.items():
-        elf = built / graph.name / "firmware" / f"{graph.name}.elf"
-        run = run_on_emulator(core, elf, _input_bytes(graph, {graph.inputs[0]: x}))
-        got = _output_arrays(graph, run.output)[graph.outputs[0]]
+        got = run_built(built, core, graph, {graph.inputs[0]: x})[graph.outputs[0]]
         np.testing.assert_array_equal(got, want, err_msg=name)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from shared_builds import run_built
 from tinsmith.pipeline import lower
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,25 +45,6 @@ def built(tmp_path_factory):
     return lambda target: these_graphs(tmp_path_factory.getbasetemp(), f"int8-models-{target}", target, paths)
 
 
-def run_built(folder: Path, target: str, graph, x: np.ndarray) -> np.ndarray:
-    """The model's output for input x: its runner, or its firmware on the target's emulator,
-    from a build of `built` (what `run_compiled` runs after building the same with the same tool)."""
-    import subprocess
-    import tempfile
-    from tinsmith.cli import _input_bytes, _output_arrays
-    from tinsmith.targets.qemu import run_on_emulator
-    data = _input_bytes(graph, {graph.inputs[0]: x})
-    if target.startswith("host"):
-        with tempfile.TemporaryDirectory() as tmp:
-            (Path(tmp) / "in.bin").write_bytes(data)
-            subprocess.run([str(folder / graph.name / f"{graph.name}_runner"), str(Path(tmp) / "in.bin"),
-                            str(Path(tmp) / "out.bin")], check=True)
-            output = (Path(tmp) / "out.bin").read_bytes()
-    else:
-        output = run_on_emulator(target, folder / graph.name / "firmware" / f"{graph.name}.elf", data).output
-    return _output_arrays(graph, output)[graph.outputs[0]]
-
-
 @pytest.mark.parametrize("name", MODELS)
 def test_model_is_bit_exact_on_the_host(name, built):
     path = model_path(name)
@@ -70,7 +52,7 @@ def test_model_is_bit_exact_on_the_host(name, built):
     assert graph.types[graph.inputs[0]].dtype == "int8" and graph.types[graph.outputs[0]].dtype == "int8"
     for seed in range(3):
         x = inputs_for(path, seed)
-        got = run_built(built("host"), "host", graph, x)
+        got = run_built(built("host"), "host", graph, {graph.inputs[0]: x})[graph.outputs[0]]
         np.testing.assert_array_equal(got, oracle(path, x), err_msg=f"{name}, input seed {seed}")
 
 
@@ -79,7 +61,7 @@ def test_model_is_bit_exact_on_the_cortex_m4(name, built):
     path = model_path(name)
     graph = lower(path)
     x = inputs_for(path, 7)
-    got = run_built(built("cortex-m4"), "cortex-m4", graph, x)
+    got = run_built(built("cortex-m4"), "cortex-m4", graph, {graph.inputs[0]: x})[graph.outputs[0]]
     np.testing.assert_array_equal(got, oracle(path, x))
 
 

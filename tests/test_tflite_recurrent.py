@@ -159,17 +159,14 @@ def emulated_builds(tmp_path_factory):
 def test_integer_recurrent_operator_is_bit_exact_on_the_emulated_cortex_m4(operator, core, emulated_builds):
     """One call from the starting state, on the emulator as `tinsmith run` runs it (the firmware
     times a second call from the same state)."""
-    from tinsmith.cli import _input_bytes, _output_arrays
+    from shared_builds import run_built
     from tinsmith.pipeline import lower
-    from tinsmith.targets.qemu import run_on_emulator
     make, dtype = EMULATED[operator]
     model, shape = make()
     built, paths = emulated_builds
     graph = lower(paths[operator])
     (x,) = feeds(shape, 5, dtype)[:1]
-    elf = built / graph.name / "firmware" / f"{graph.name}.elf"
-    run = run_on_emulator(core, elf, _input_bytes(graph, {graph.api_inputs[0]: x}))
-    got = _output_arrays(graph, run.output)[graph.api_outputs[0]]
+    got = run_built(built, core, graph, {graph.api_inputs[0]: x})[graph.api_outputs[0]]
     np.testing.assert_array_equal(got, oracle(model, [x])[0])
 
 
