@@ -69,3 +69,37 @@ def every_graph(basetemp: Path, target: str) -> Path:
             elfs = [str(folder / g.stem / "firmware" / f"{g.stem}.elf") for g in GRAPHS]
             _scons(f"target={target}", f"build_dir={folder}", *elfs)
     return shared_build(basetemp, f"graphs-{target}", build)
+
+
+def these_graphs(basetemp: Path, key: str, target: str, paths: list[Path]) -> Path:
+    """The graph (or model) files `paths` built for `target` by one SCons run of the repository's
+    SConstruct (its -j2 and one start of SCons for all of them), once per session for `key`:
+    FOLDER/NAME/ as every_graph lays it out, NAME being each graph's name."""
+    from tinsmith.load import graph_name
+
+    def build(folder: Path) -> None:
+        graphs = f"graphs={','.join(str(p) for p in paths)}"
+        if target.startswith("host"):
+            _scons(f"target={target}", graphs, f"build_dir={folder}")
+        else:
+            elfs = [str(folder / graph_name(p) / "firmware" / f"{graph_name(p)}.elf") for p in paths]
+            _scons(f"target={target}", graphs, f"build_dir={folder}", *elfs)
+    return shared_build(basetemp, key, build)
+
+
+def run_built(folder: Path, target: str, graph, inputs: dict) -> dict:
+    """The outputs of `graph` (lowered) on `inputs` (name -> array) from a build above: its host
+    runner, or its firmware on the target's emulator, fed and read as `tinsmith run` does."""
+    import tempfile
+    from tinsmith.cli import _input_bytes, _output_arrays
+    from tinsmith.targets import load_target
+    from tinsmith.targets.qemu import run_on_emulator
+    data = _input_bytes(graph, inputs)
+    if load_target(target).baremetal:
+        return _output_arrays(graph, run_on_emulator(target, folder / graph.name / "firmware" / f"{graph.name}.elf",
+                                                     data).output)
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "in.bin").write_bytes(data)
+        subprocess.run([str(folder / graph.name / f"{graph.name}_runner"), str(Path(tmp) / "in.bin"),
+                        str(Path(tmp) / "out.bin")], check=True)
+        return _output_arrays(graph, (Path(tmp) / "out.bin").read_bytes())

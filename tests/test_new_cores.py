@@ -111,20 +111,32 @@ def test_riscv_millicode_and_register_moves_count_toward_the_frame():
 INT8_MODELS = ("kws_dscnn", "vww_mobilenet", "ic_resnet8", "ad_autoencoder")
 
 
-# cortex-m55-speed runs int8 with cortex-m55's kernels (its float vectors come later in the chain)
-@pytest.mark.parametrize("core", [c for c in CORES if c.values[0] != "cortex-m55-speed"])
-def test_int8_models_are_bit_exact(core, tmp_path):
+@pytest.fixture(scope="module")
+def int8_models():
+    """name -> (model path, lowered graph, seeded input, the TFLite Micro interpreter's output):
+    the same for every core, so worked out once."""
     tflm = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
-    from tinsmith.cli import run_compiled
+    models = {}
     for name in INT8_MODELS:
         path = ROOT / "models" / f"{name}_int8.tflite"
-        graph = lower(path)
         interp = tflm.Interpreter.from_file(str(path))
         x = np.random.default_rng(7).integers(-128, 128, interp.get_input_details(0)["shape"]).astype(np.int8)
         interp.set_input(x, 0)
         interp.invoke()
-        got = run_compiled(path, {graph.inputs[0]: x}, tmp_path / name, graph, core)[graph.outputs[0]]
-        np.testing.assert_array_equal(got, interp.get_output(0), err_msg=name)
+        models[name] = (path, lower(path), x, np.array(interp.get_output(0)))
+    return models
+
+
+# cortex-m55-speed runs int8 with cortex-m55's kernels (its float vectors come later in the chain)
+@pytest.mark.parametrize("core", [c for c in CORES if c.values[0] != "cortex-m55-speed"])
+def test_int8_models_are_bit_exact(core, int8_models, tmp_path_factory):
+    from shared_builds import run_built, these_graphs
+    # the four models' firmware by one SCons run (as `run_compiled` builds each, the same tool)
+    built = these_graphs(tmp_path_factory.getbasetemp(), f"int8-models-{core}", core,
+                         [path for path, *_ in int8_models.values()])
+    for name, (path, graph, x, want) in int8_models.items():
+        got = run_built(built, core, graph, {graph.inputs[0]: x})[graph.outputs[0]]
+        np.testing.assert_array_equal(got, want, err_msg=name)
 
 
 # A loop of known length between two counter reads: `li` and then 1000 times `addi`, `bnez`.

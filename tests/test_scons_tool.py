@@ -74,6 +74,7 @@ def test_clean_removes_every_file_the_build_made(project, target, graphs):
 # --- VariantDir ------------------------------------------------------------------------------
 
 VARIANT_SCONSTRUCT = """\
+env['TINSMITH_TARGET'] = 'host'  # (one level: where the outputs go does not depend on the target)
 env['TINSMITH_BUILD_DIR'] = '.'  # beside the SConscript: in the variant dir
 VariantDir('out', 'src', duplicate={duplicate})
 SConscript('out/SConscript', exports='env')
@@ -120,7 +121,8 @@ def test_verify_and_report_in_the_scons_process_write_what_the_commands_write(ch
     hold the same files, byte for byte, and only the command build runs the commands."""
     built = {}
     for how, extra in (("in-process", ""), ("commands", STEPS_AS_COMMANDS)):
-        project = tool_project(tmp_path / how, checkout, extra + "env['TINSMITH_BUILD_DIR'] = '#build'\n"
+        project = tool_project(tmp_path / how, checkout, extra + "env['TINSMITH_TARGET'] = 'host'\n"
+                               "env['TINSMITH_BUILD_DIR'] = '#build'\n"
                                "env.TinsmithModel('src/models/mlp.yaml')\n")
         ran = commands(scons("-Q", cwd=project))
         assert any(" verify " in line and "--stamp" in line for line in ran), ran

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from shared_builds import run_built
 from tinsmith.pipeline import lower
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,25 +36,32 @@ def inputs_for(path: Path, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(-128, 128, shape).astype(np.int8)
 
 
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """`built(target)`: the folder where one SCons run built the four models for the target
+    (runners on the host, firmware on a bare-metal target), once per session."""
+    from shared_builds import these_graphs
+    paths = [model_path(name) for name in MODELS]
+    return lambda target: these_graphs(tmp_path_factory.getbasetemp(), f"int8-models-{target}", target, paths)
+
+
 @pytest.mark.parametrize("name", MODELS)
-def test_model_is_bit_exact_on_the_host(name, tmp_path):
-    from tinsmith.cli import run_compiled
+def test_model_is_bit_exact_on_the_host(name, built):
     path = model_path(name)
     graph = lower(path)
     assert graph.types[graph.inputs[0]].dtype == "int8" and graph.types[graph.outputs[0]].dtype == "int8"
     for seed in range(3):
         x = inputs_for(path, seed)
-        got = run_compiled(path, {graph.inputs[0]: x}, tmp_path, graph)[graph.outputs[0]]
+        got = run_built(built("host"), "host", graph, {graph.inputs[0]: x})[graph.outputs[0]]
         np.testing.assert_array_equal(got, oracle(path, x), err_msg=f"{name}, input seed {seed}")
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_model_is_bit_exact_on_the_cortex_m4(name, tmp_path):
-    from tinsmith.cli import run_compiled
+def test_model_is_bit_exact_on_the_cortex_m4(name, built):
     path = model_path(name)
     graph = lower(path)
     x = inputs_for(path, 7)
-    got = run_compiled(path, {graph.inputs[0]: x}, tmp_path, graph, "cortex-m4")[graph.outputs[0]]
+    got = run_built(built("cortex-m4"), "cortex-m4", graph, {graph.inputs[0]: x})[graph.outputs[0]]
     np.testing.assert_array_equal(got, oracle(path, x))
 
 
@@ -61,7 +69,8 @@ def test_run_takes_inputs_by_original_tensor_names(tmp_path, tinsmith_cmd):
     path = model_path("kws_dscnn")
     x = inputs_for(path, 3)
     np.savez(tmp_path / "in.npz", **{"serving_default_mfcc:0": x})
-    proc = tinsmith_cmd("run", str(path), "--inputs", "in.npz", "--output", "out.npz", cwd=tmp_path)
+    proc = tinsmith_cmd("run", str(path), "--inputs", "in.npz", "--output", "out.npz", "--target", "host",
+                        cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = np.load(tmp_path / "out.npz")
     (got,) = out.values()
@@ -108,6 +117,7 @@ def test_import_writes_a_graph_file_that_computes_the_same(tmp_path, tinsmith_cm
     x = inputs_for(path, 5)
     graph = lower(tmp_path / "ic.yaml")
     np.savez(tmp_path / "in.npz", **{graph.inputs[0]: x})
-    proc = tinsmith_cmd("run", "ic.yaml", "--inputs", "in.npz", "--output", "out.npz", cwd=tmp_path)
+    proc = tinsmith_cmd("run", "ic.yaml", "--inputs", "in.npz", "--output", "out.npz", "--target", "host",
+                        cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     np.testing.assert_array_equal(np.load(tmp_path / "out.npz")[graph.outputs[0]], oracle(path, x))

@@ -141,20 +141,32 @@ EMULATED = {"svdf": (lambda: svdf_int8(5, batch=1, n_input=24, filters=16, memor
             "lstm_16x8": (lambda: lstm_16x8(5, batch=1, steps=4, n_input=6, n_cell=8), "int16")}
 
 
+@pytest.fixture(scope="module")
+def emulated_builds(tmp_path_factory):
+    """The EMULATED models' firmware for the Cortex-M4, built by one SCons run of the repository's
+    SConstruct (the tool `tinsmith run` builds with), once per session: (folder, model paths)."""
+    from shared_builds import these_graphs
+    folder = tmp_path_factory.mktemp("recurrent-models")
+    paths = {}
+    for operator, (make, _) in EMULATED.items():
+        paths[operator] = folder / f"{operator}.tflite"
+        paths[operator].write_bytes(make()[0])
+    return these_graphs(tmp_path_factory.getbasetemp(), "recurrent-cortex-m4", "cortex-m4", list(paths.values())), paths
+
+
 @pytest.mark.parametrize("core", [emulated_core("cortex-m4")])
 @pytest.mark.parametrize("operator", sorted(EMULATED))
-def test_integer_recurrent_operator_is_bit_exact_on_the_emulated_cortex_m4(operator, core, tmp_path):
-    """One call from the starting state, through `tinsmith`'s own emulation path (the firmware
+def test_integer_recurrent_operator_is_bit_exact_on_the_emulated_cortex_m4(operator, core, emulated_builds):
+    """One call from the starting state, on the emulator as `tinsmith run` runs it (the firmware
     times a second call from the same state)."""
-    from tinsmith.cli import run_compiled
+    from shared_builds import run_built
     from tinsmith.pipeline import lower
     make, dtype = EMULATED[operator]
     model, shape = make()
-    path = tmp_path / f"{operator}.tflite"
-    path.write_bytes(model)
-    graph = lower(path)
+    built, paths = emulated_builds
+    graph = lower(paths[operator])
     (x,) = feeds(shape, 5, dtype)[:1]
-    got = run_compiled(path, {graph.api_inputs[0]: x}, tmp_path / "build", graph, core)[graph.api_outputs[0]]
+    got = run_built(built, core, graph, {graph.api_inputs[0]: x})[graph.api_outputs[0]]
     np.testing.assert_array_equal(got, oracle(model, [x])[0])
 
 
