@@ -6,6 +6,7 @@ show are worked out here from the JSON, independently of the code that draws the
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from html.parser import HTMLParser
 from pathlib import Path
@@ -334,6 +335,13 @@ def test_without_graphviz_the_page_keeps_rows_and_says_so(monkeypatch, tmp_path)
 
 
 def _plan(model: Path, target: str) -> dict:
+    """The model's plan for the target, compiled once per module (several tests read vww's for
+    the Cortex-M4); each caller gets its own copy."""
+    return copy.deepcopy(_compiled_plan(model, target))
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_plan(model: Path, target: str) -> dict:
     from tinsmith.pipeline import compile_graph
     compiled = compile_graph(model, target=target)
     return json.loads(compiled.files[f"{compiled.graph.name}.plan.json"])
