@@ -69,3 +69,14 @@ def every_graph(basetemp: Path, target: str) -> Path:
             elfs = [str(folder / g.stem / "firmware" / f"{g.stem}.elf") for g in GRAPHS]
             _scons(f"target={target}", f"build_dir={folder}", *elfs)
     return shared_build(basetemp, f"graphs-{target}", build)
+
+
+def every_plan(basetemp: Path) -> Path:
+    """Every graph in graphs/ compiled in-process for the portable backend (compile_graph with
+    no target), once per session: FOLDER/NAME.plan.json, the plan the report pages draw."""
+    def build(folder: Path) -> None:
+        from tinsmith.pipeline import compile_graph
+        for graph in GRAPHS:
+            name = f"{graph.stem}.plan.json"
+            (folder / name).write_text(compile_graph(graph).files[name], encoding="utf-8")
+    return shared_build(basetemp, "plans-portable", build)
