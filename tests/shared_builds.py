@@ -103,3 +103,14 @@ def run_built(folder: Path, target: str, graph, inputs: dict) -> dict:
         subprocess.run([str(folder / graph.name / f"{graph.name}_runner"), str(Path(tmp) / "in.bin"),
                         str(Path(tmp) / "out.bin")], check=True)
         return _output_arrays(graph, (Path(tmp) / "out.bin").read_bytes())
+
+
+def every_plan(basetemp: Path) -> Path:
+    """Every graph in graphs/ compiled in-process for the portable backend (compile_graph with
+    no target), once per session: FOLDER/NAME.plan.json, the plan the report pages draw."""
+    def build(folder: Path) -> None:
+        from tinsmith.pipeline import compile_graph
+        for graph in GRAPHS:
+            name = f"{graph.stem}.plan.json"
+            (folder / name).write_text(compile_graph(graph).files[name], encoding="utf-8")
+    return shared_build(basetemp, "plans-portable", build)

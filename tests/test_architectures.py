@@ -192,8 +192,10 @@ class Build:
 
 
 def _build(graphs: dict[str, Path], build: Build) -> Build:
+    """The graphs built for the one-level host, as the shared build of graphs/ is: the models'
+    numbers are the question here, not the dispatching build's levels (tests/test_host_levels.py)."""
     if graphs:  # one SCons run for all of them; -k so that one broken model does not hide the rest
-        proc = scons("-Q", "-k", "-j2", f"graphs={','.join(str(p) for p in graphs.values())}",
+        proc = scons("-Q", "-k", "-j2", "target=host", f"graphs={','.join(str(p) for p in graphs.values())}",
                      f"build_dir={build.folder}", check=False)
         build.log = f"scons exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
     return build

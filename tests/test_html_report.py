@@ -6,6 +6,7 @@ show are worked out here from the JSON, independently of the code that draws the
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from html.parser import HTMLParser
 from pathlib import Path
@@ -280,13 +281,14 @@ def test_instructions_column_when_the_report_has_them():
     assert got == {n["name"]: n["instructions"] for n in r["nodes"]}
 
 
-def test_layout_keeps_boxes_apart_and_edges_downward():
+def test_layout_keeps_boxes_apart_and_edges_downward(tmp_path_factory):
     import re
 
+    from shared_builds import every_plan
     from tinsmith.measure.page import page_context
-    from tinsmith.pipeline import compile_graph
+    plans = every_plan(tmp_path_factory.getbasetemp())  # (the session's, shared with the browser's pages)
     for path in sorted(GRAPHS.glob("*.yaml")):
-        report = json.loads(compile_graph(path).files[f"{path.stem}.plan.json"])
+        report = json.loads((plans / f"{path.stem}.plan.json").read_text(encoding="utf-8"))
         drawing = page_context(report)["drawing"]
         boxes = [(b["x"], b["y"], b["w"], b["h"]) for b in drawing["ports"] + drawing["nodes"]]
         for i, (x, y, w, h) in enumerate(boxes):
@@ -334,6 +336,13 @@ def test_without_graphviz_the_page_keeps_rows_and_says_so(monkeypatch, tmp_path)
 
 
 def _plan(model: Path, target: str) -> dict:
+    """The model's plan for the target, compiled once per module (several tests read vww's for
+    the Cortex-M4); each caller gets its own copy."""
+    return copy.deepcopy(_compiled_plan(model, target))
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_plan(model: Path, target: str) -> dict:
     from tinsmith.pipeline import compile_graph
     compiled = compile_graph(model, target=target)
     return json.loads(compiled.files[f"{compiled.graph.name}.plan.json"])

@@ -15,7 +15,6 @@ import shutil
 import pytest
 
 from tinsmith.measure.page import write_page
-from tinsmith.pipeline import compile_graph
 from conftest import GRAPHS
 
 ALL_GRAPHS = sorted(p.stem for p in GRAPHS.glob("*.yaml"))
@@ -49,10 +48,13 @@ def browser():
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory) -> dict[str, tuple]:
+    """Each graph's page, drawn from its plan (the session's shared plans: tests/shared_builds.py)."""
+    from shared_builds import every_plan
+    plans = every_plan(tmp_path_factory.getbasetemp())
     folder = tmp_path_factory.mktemp("pages")
     result = {}
     for name in ALL_GRAPHS:
-        plan = json.loads(compile_graph(GRAPHS / f"{name}.yaml").files[f"{name}.plan.json"])
+        plan = json.loads((plans / f"{name}.plan.json").read_text(encoding="utf-8"))
         result[name] = (write_page(plan, folder / f"{name}.html"), plan)
     return result
 

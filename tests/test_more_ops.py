@@ -600,10 +600,12 @@ def sources(tmp_path_factory) -> dict[str, tuple]:
 
 @pytest.fixture(scope="module")
 def compiled(sources, tmp_path_factory, scons_cmd, runner_io) -> Results:
-    """All groups built by one SCons run (-k: a broken group fails only its own cases), each runner run once."""
+    """All groups built by one SCons run (-k: a broken group fails only its own cases), each runner run once.
+    Built for the one-level host: the operators are the question here, not the dispatching build's
+    levels (tests/test_host_levels.py)."""
     build = tmp_path_factory.mktemp("more_ops_build")
     paths = ",".join(str(path) for path, _, _ in sources.values())
-    proc = scons_cmd("-Q", "-k", "-j2", f"graphs={paths}", f"build_dir={build}", check=False)
+    proc = scons_cmd("-Q", "-k", "-j2", "target=host", f"graphs={paths}", f"build_dir={build}", check=False)
     got, expected = {}, {}
     for name, (path, inputs, want) in sources.items():
         expected[name] = want

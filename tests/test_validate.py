@@ -31,9 +31,17 @@ def kws_onnx(tmp_path_factory) -> Path:
     return make_models.write_models(tmp_path_factory.mktemp("models"), ("kws_dscnn",))["kws_dscnn"]
 
 
-def _validate(model: Path, tmp_path: Path, *args: str):
-    return tinsmith("validate", str(model), "--target", "host", "--build-dir", str(tmp_path / "build"), "--json",
-                    str(tmp_path / "metrics.json"), *args, cwd=tmp_path)  # (host: one level is what is validated)
+@pytest.fixture(scope="module")
+def kws_build(tmp_path_factory):
+    """`kws_build(target)`: one build folder per target for the tests that validate kws_onnx
+    itself, so that the model is generated and compiled once per target, not once per test."""
+    folder = tmp_path_factory.mktemp("kws_builds")
+    return lambda target: folder / target
+
+
+def _validate(model: Path, tmp_path: Path, *args: str, build: Path | None = None):
+    return tinsmith("validate", str(model), "--target", "host", "--build-dir", str(build or tmp_path / "build"),
+                    "--json", str(tmp_path / "metrics.json"), *args, cwd=tmp_path)  # (host: one level is validated)
 
 
 def _independent_metrics(got: np.ndarray, want: np.ndarray) -> dict:
@@ -44,8 +52,9 @@ def _independent_metrics(got: np.ndarray, want: np.ndarray) -> dict:
 
 
 @pytest.mark.parametrize("target", ["host", "cortex-m4"])
-def test_onnx_model_against_onnx_runtime(kws_onnx, tmp_path, target):
-    proc = _validate(kws_onnx, tmp_path, "--target", target, "--samples", "2")
+def test_onnx_model_against_onnx_runtime(kws_onnx, tmp_path, target, kws_build):
+    build = kws_build(target)
+    proc = _validate(kws_onnx, tmp_path, "--target", target, "--samples", "2", build=build)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith(f"kws_dscnn [{target}] against ONNX Runtime on 2 seeded random inputs (seed 0):")
     assert f"kws_dscnn [{target}] agrees with ONNX Runtime within the tolerance" in proc.stdout
@@ -62,20 +71,20 @@ def test_onnx_model_against_onnx_runtime(kws_onnx, tmp_path, target):
     x = seeded_inputs(graph, 0)
     np.savez(tmp_path / "in.npz", **x)
     run = tinsmith("run", str(kws_onnx), "--inputs", "in.npz", "--output", "out.npz", "--target", target,
-                   "--build-dir", str(tmp_path / "build"), cwd=tmp_path)
+                   "--build-dir", str(build), cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     got = np.load(tmp_path / "out.npz")["probs"]
     want = ort.InferenceSession(str(kws_onnx), providers=["CPUExecutionProvider"]).run(None, x)[0]
-    one = json.loads(tinsmith_json(kws_onnx, tmp_path, target, "--samples", "1"))["outputs"][0]
+    one = json.loads(tinsmith_json(kws_onnx, tmp_path, target, "--samples", "1", build=build))["outputs"][0]
     for key, value in _independent_metrics(got, want).items():
         assert one[key] == pytest.approx(value, rel=1e-9, abs=1e-15), key
     # and the build's report carries the latest validation
-    build_report = json.loads((tmp_path / "build" / "kws_dscnn" / "kws_dscnn.json").read_text())
+    build_report = json.loads((build / "kws_dscnn" / "kws_dscnn.json").read_text())
     assert build_report["validation"]["outputs"][0] == one
 
 
-def tinsmith_json(model: Path, tmp_path: Path, target: str, *args: str) -> str:
-    proc = _validate(model, tmp_path, "--target", target, *args)
+def tinsmith_json(model: Path, tmp_path: Path, target: str, *args: str, build: Path | None = None) -> str:
+    proc = _validate(model, tmp_path, "--target", target, *args, build=build)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return (tmp_path / "metrics.json").read_text()
 
@@ -140,7 +149,7 @@ def test_perturbed_tflite_model_fails_on_the_cortex_m4(tmp_path):
     assert "FAIL output " in proc.stdout and "differs from the TFLite Micro interpreter" in proc.stderr
 
 
-def test_user_data_as_a_batch_and_as_a_folder(kws_onnx, tmp_path):
+def test_user_data_as_a_batch_and_as_a_folder(kws_onnx, tmp_path, kws_build):
     """Three samples in one .npz (leading batch dimension) or as three .npy files: the same metrics."""
     from tinsmith.pipeline import lower
     graph = lower(kws_onnx)
@@ -153,20 +162,20 @@ def test_user_data_as_a_batch_and_as_a_folder(kws_onnx, tmp_path):
         np.save(folder / f"{k}.npy", batch[k])
     results = []
     for data in ("batch.npz", "samples"):
-        proc = _validate(kws_onnx, tmp_path, "--data", data)
+        proc = _validate(kws_onnx, tmp_path, "--data", data, build=kws_build("host"))
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert f"on 3 samples from {data}:" in proc.stdout
         results.append(json.loads((tmp_path / "metrics.json").read_text())["outputs"])
     assert results[0] == results[1]
 
 
-def test_bad_usage_is_a_clear_error(kws_onnx, tmp_path):
+def test_bad_usage_is_a_clear_error(kws_onnx, tmp_path, kws_build):
     graph = ROOT / "graphs" / "mlp.yaml"
     proc = _validate(graph, tmp_path)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "is a graph file: validate needs the original model to compare with" in proc.stderr
     np.savez(tmp_path / "wrong.npz", x=np.zeros((2, 3), np.float32))
-    proc = _validate(kws_onnx, tmp_path, "--data", "wrong.npz")
+    proc = _validate(kws_onnx, tmp_path, "--data", "wrong.npz", build=kws_build("host"))
     assert proc.returncode == 1 and "wrong.npz lacks input" in proc.stderr, proc.stderr
 
 
