@@ -426,3 +426,15 @@ def test_large_graphs_fold_and_scroll_in_their_own_box():
     assert root.find("input", id="search")
     small = Tree(render_page(unfused_plan("mlp"))).root
     assert "tall" not in small.find("details", id="graph-section").find("div", cls="scroll").classes
+
+
+def test_dot_runs_bounded_simplex_passes_on_large_graphs_only():
+    """A large graph's layout asks dot for a bounded number of network-simplex passes per node (an
+    LSTM's 622 boxes took 20 s of CPU unbounded, a landmark model minutes); small graphs keep
+    dot's full search, so their pages do not change."""
+    from tinsmith.measure.page_layout import BOUNDED_ABOVE, Box, _dot_source
+    for count in (BOUNDED_ABOVE, BOUNDED_ABOVE + 1):
+        boxes = [Box(i, i // 4, 40.0, 20.0) for i in range(count)]
+        edges = [(i, i + 4) for i in range(count - 4)]
+        source, _ = _dot_source(boxes, edges, 24, 34)
+        assert ("nslimit=" in source) == (count > BOUNDED_ABOVE)
