@@ -218,3 +218,30 @@ def test_damaged_sparsity_is_an_error_at_the_operator(damage, expected, tmp_path
                Tensor("w", "float32", [8, 3, 3, 4]), Tensor("b", "float32", [8], _normal([8], 19))]
     message = _refusal(_conv_model(weights, [Op("DENSIFY", [2], [3])], 3, 4), tmp_path)
     assert "operator 0 (DENSIFY): sparse tensor 'w_sparse'" in message and expected in message
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_damaged_sparse_float16_models_are_errors_never_tracebacks(seed, tmp_path):
+    """A sparse float16 model (DENSIFY, DEQUANTIZE, CONV_2D) with bytes overwritten at random: each
+    one imports or is an error located at the file."""
+    import random
+    dense = _pruned([8, 3, 3, 4], 20).astype(np.float16)
+    values, sparsity = _csr_last_axis(dense)
+    weights = [Tensor("w_sparse", "float16", [8, 3, 3, 4], values, sparsity=sparsity),
+               Tensor("w16", "float16", [8, 3, 3, 4]), Tensor("w", "float32", [8, 3, 3, 4]),
+               Tensor("b", "float32", [8], _normal([8], 21))]
+    source = _conv_model(weights, [Op("DENSIFY", [2], [3]), Op("DEQUANTIZE", [3], [4])], 4, 5)
+    rng = random.Random(seed)
+    path = tmp_path / "damaged.tflite"
+    refused = 0
+    for _ in range(150):
+        data = bytearray(source)
+        for _ in range(rng.choice((1, 3, 9))):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        path.write_bytes(bytes(data))
+        try:
+            lower(path)
+        except TinsmithError as e:
+            assert e.loc is not None and e.loc.path.endswith("damaged.tflite"), str(e)
+            refused += 1
+    assert refused > 0

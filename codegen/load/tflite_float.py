@@ -263,6 +263,8 @@ def dequantize_float16(r: Reader, op, inputs, outputs) -> None:
     """DEQUANTIZE of float16 weights (TensorFlow's float16 quantization): float32 constants at build
     time, as exact as TFLite's conversion (every float16 is a float32)."""
     values = r.constant_data(int(inputs[0]), "float16 tensor")
+    if r.dtype(int(outputs[0])) != "float32":
+        raise Unsupported(f"a float16 tensor dequantized to {r.dtype(int(outputs[0]))} (TFLite's is float32)")
     r.set_constant(int(outputs[0]), values.astype(np.float32))
 
 

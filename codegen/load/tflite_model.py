@@ -23,7 +23,7 @@ from tinsmith.ir import Constant, State, TensorType
 from tinsmith.load.graph_file import GraphSpec, ValueSpec, display_path
 from tinsmith.load.onnx_model import graph_name_of, unique_names
 from tinsmith.load.tflite_operators import ANY, CUSTOM_OPERATORS, OPERATORS, custom_operator_problem
-from tinsmith.load.tflite_reader import Reader, Unsupported, tflite_schema
+from tinsmith.load.tflite_reader import STORED_ONLY_TYPES, Reader, Unsupported, tflite_schema
 
 TFLITE_SUFFIXES = (".tflite",)
 # what a converter raises on operands that do not fit (wrong rank, missing constants)
@@ -160,6 +160,8 @@ def convert_operator(r: Reader, k: int, name: str, op) -> str | None:
     need = rule.min_inputs if rule.typed_by is None else max(rule.min_inputs, rule.typed_by + 1)
     inputs, outputs = _operands(r, k, name, op, need, rule.min_outputs)
     dtype = ANY if rule.typed_by is None else r.element_type(inputs[rule.typed_by])
+    if dtype not in rule.converters and dtype in STORED_ONLY_TYPES.values():
+        r.dtype(inputs[rule.typed_by])  # (float16 outside the operators that fold it: the type is named)
     if dtype not in rule.converters:
         return f"operator {k} ({name}) on {dtype} data (Tinsmith supports {name} on {', '.join(rule.types)})"
     r.operator = f"{name.partition(':')[2] or name}_{k}".lower()  # CUSTOM:SignalWindow -> signalwindow_k

@@ -116,7 +116,8 @@ class Reader:
         if t.Type() not in TENSOR_TYPES:
             kind = TENSOR_TYPE_NAMES.get(t.Type(), f"number {t.Type()}")
             raise GraphError(self.loc, f"tensor '{self.original(i)}' has TFLite type {kind}, which Tinsmith "
-                             f"does not support", f"supported: {', '.join(TENSOR_TYPES.values())}")
+                             f"does not support", f"supported: {', '.join(TENSOR_TYPES.values())}; float16 only as "
+                             f"constant weights read by DEQUANTIZE (or DENSIFY)")
         return TENSOR_TYPES[t.Type()]
 
     def element_type(self, i: int) -> str:

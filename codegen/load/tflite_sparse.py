@@ -68,6 +68,9 @@ def densify_values(r: Reader, i: int) -> np.ndarray:
     index = np.zeros((1, 0), np.int64)
     for level in levels:
         if isinstance(level, int):
+            if position.size * max(level, 0) > math.prod(shape):  # (a damaged size: do not expand it)
+                raise Unsupported(f"sparse tensor '{r.original(i)}' has a dense dimension of {level} that its "
+                                  f"shape {list(shape)} does not hold")
             position = (position[:, None] * level + np.arange(level)).reshape(-1)
             index = np.concatenate([np.repeat(index, level, axis=0),
                                     np.tile(np.arange(level), len(index))[:, None]], axis=1)

@@ -254,7 +254,8 @@ def check_model(model: Model, targets: Sequence[str], count: int, build_root: Pa
     try:
         graph = lower(model.path)
     except TinsmithError as e:
-        return everywhere(Outcome("refused", e.message))
+        more = f" (and {len(e.more)} more like it)" if e.more else ""
+        return everywhere(Outcome("refused", e.message + more))
     except Exception as e:  # noqa: BLE001  (a crash in the importer is a bug, not a limitation)
         return everywhere(Outcome("traceback", "".join(traceback.format_exception_only(e)).strip()
                                   + " at " + _where(e)))
