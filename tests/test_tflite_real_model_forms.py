@@ -114,14 +114,18 @@ def _pruned(shape, seed: int, kept: float = 0.3) -> np.ndarray:
     return (rng.normal(0.0, 1.0, shape) * (rng.random(shape) < kept)).astype(np.float32)
 
 
-def test_sparse_float16_weights_are_densified(tmp_path):
-    """DENSIFY of float16 weights (CSR along the input channels), then DEQUANTIZE: MediaPipe's form."""
-    dense = _pruned([8, 3, 3, 4], 7).astype(np.float16)
-    values, sparsity = _csr_last_axis(dense)
+def _sparse_float16_conv(seed: int) -> bytes:
+    """CONV_2D whose weights are DENSIFY of float16 values (CSR along the input channels), then
+    DEQUANTIZE: MediaPipe's form."""
+    values, sparsity = _csr_last_axis(_pruned([8, 3, 3, 4], seed).astype(np.float16))
     weights = [Tensor("w_sparse", "float16", [8, 3, 3, 4], values, sparsity=sparsity),
                Tensor("w16", "float16", [8, 3, 3, 4]), Tensor("w", "float32", [8, 3, 3, 4]),
-               Tensor("b", "float32", [8], _normal([8], 8))]
-    data = _conv_model(weights, [Op("DENSIFY", [2], [3]), Op("DEQUANTIZE", [3], [4])], 4, 5)
+               Tensor("b", "float32", [8], _normal([8], seed + 1))]
+    return _conv_model(weights, [Op("DENSIFY", [2], [3]), Op("DEQUANTIZE", [3], [4])], 4, 5)
+
+
+def test_sparse_float16_weights_are_densified(tmp_path):
+    data = _sparse_float16_conv(7)
     x = _normal([1, 6, 6, 4], 9)
     np.testing.assert_allclose(_compiled(data, x, tmp_path), _litert(data, x), rtol=RTOL, atol=ATOL)
 
@@ -225,12 +229,7 @@ def test_damaged_sparse_float16_models_are_errors_never_tracebacks(seed, tmp_pat
     """A sparse float16 model (DENSIFY, DEQUANTIZE, CONV_2D) with bytes overwritten at random: each
     one imports or is an error located at the file."""
     import random
-    dense = _pruned([8, 3, 3, 4], 20).astype(np.float16)
-    values, sparsity = _csr_last_axis(dense)
-    weights = [Tensor("w_sparse", "float16", [8, 3, 3, 4], values, sparsity=sparsity),
-               Tensor("w16", "float16", [8, 3, 3, 4]), Tensor("w", "float32", [8, 3, 3, 4]),
-               Tensor("b", "float32", [8], _normal([8], 21))]
-    source = _conv_model(weights, [Op("DENSIFY", [2], [3]), Op("DEQUANTIZE", [3], [4])], 4, 5)
+    source = _sparse_float16_conv(20)
     rng = random.Random(seed)
     path = tmp_path / "damaged.tflite"
     refused = 0

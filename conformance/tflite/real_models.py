@@ -75,6 +75,7 @@ class Model:
     wheel: Wheel
     member: str  # its path inside the wheel
     same_as: list[str] = field(default_factory=list)  # identical files elsewhere (not run again)
+    note: str = ""  # what a probe changed
 
 
 @dataclass
@@ -93,6 +94,7 @@ class Result:
     outcomes: dict[str, Outcome] = field(default_factory=dict)  # by target
     ram: int | None = None
     flash: int | None = None
+    stream: Outcome | None = None  # a model with state: its data sets as calls in a row (host)
 
 
 # --- fetching ---------------------------------------------------------------------------------
@@ -136,6 +138,41 @@ def unique(models: Sequence[Model]) -> list[Model]:
         else:
             first[digest] = m
     return list(first.values())
+
+
+# --- a probe: the last layer's raw output -------------------------------------------------------
+# An integer model's output is often a saturated probability (a wake-word model on random features
+# says 0 every time), which says little about the layers before it. The probe is the same file with
+# its first output moved to the output of its last layer of these kinds (the logits), written in
+# place (one tensor index in the subgraph's output vector); both compilers then compute up to there.
+LAYERS = ("FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D", "BATCH_MATMUL")
+
+
+def probe(model: Model, cache: Path) -> Model | None:
+    """The integer model with its first output moved to its last layer's output, or None."""
+    import struct
+
+    import flatbuffers
+    import tflite
+    from tflite.utils import opcode2name
+    data = bytearray(model.path.read_bytes())
+    m = tflite.Model.GetRootAsModel(data, 0)
+    graph = m.Subgraphs(0)
+    if not {graph.Tensors(i).Type() for i in range(graph.TensorsLength())} & {7, 9}:  # int16, int8
+        return None
+    layers = [graph.Operators(k) for k in range(graph.OperatorsLength())
+              if opcode2name(max(m.OperatorCodes(graph.Operators(k).OpcodeIndex()).BuiltinCode(),
+                                 m.OperatorCodes(graph.Operators(k).OpcodeIndex()).DeprecatedBuiltinCode())) in LAYERS]
+    if not layers or int(layers[-1].OutputsAsNumpy()[0]) == graph.Outputs(0):
+        return None
+    tensor = int(layers[-1].OutputsAsNumpy()[0])
+    vector = graph._tab.Vector(flatbuffers.number_types.UOffsetTFlags.py_type(graph._tab.Offset(8)))
+    struct.pack_into("<i", data, vector, tensor)
+    name = graph.Tensors(tensor).Name().decode("utf-8", "replace").split(";")[0]
+    out = cache / "probes" / f"{model.wheel.name}-{model.wheel.version}" / model.member
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(bytes(data))
+    return Model(out, model.wheel, model.member, note=f"probe: output moved to its last layer's, '{name}'")
 
 
 # --- describing -------------------------------------------------------------------------------
@@ -224,6 +261,70 @@ def compare(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> tuple[bool
     return ok, (f"max error {max(worst):.2g} of range" if floats else f"max error {int(max(worst))} LSB")
 
 
+# --- a model that keeps state: its calls in a row ------------------------------------------------
+_C_TYPES = {"float32": "float", "int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "int32": "int32_t",
+            "int64": "int64_t", "bool": "bool"}
+_STREAM_DRIVER = """// Calls {name}_call once per data set in IN.bin, in a row, its state kept from call to call.
+#include <cstdint>
+#include <cstdio>
+#include "{name}.h"
+alignas(16) static unsigned char ws[{ws} + 1];
+static unsigned char in[{in_bytes} + 1];
+static unsigned char out[{out_bytes} + 1];
+int main(int, char** argv) {{
+  std::FILE* f = std::fopen(argv[1], "rb");
+  std::FILE* g = std::fopen(argv[2], "wb");
+  if (!f || !g) return 1;
+  {name}_init_ws(ws);
+  while (std::fread(in, 1, {in_bytes}, f) == {in_bytes}) {{
+    {name}_call({args}ws);
+    if (std::fwrite(out, 1, {out_bytes}, g) != {out_bytes}) return 1;
+  }}
+  std::fclose(f);
+  return std::fclose(g) == 0 ? 0 : 1;
+}}
+"""
+
+
+def streamed(graph, data_sets: Sequence[dict], build_dir: Path) -> list[dict[str, np.ndarray]]:
+    """The host library of a graph with state (built by run_compiled in build_dir) called once per
+    data set in a row, as a stream feeds it; its outputs per call."""
+    report = _report(build_dir, graph.name)
+    folder = build_dir / graph.name
+    args, offset = [], 0
+    for buffer, values in (("in", report["inputs"]), ("out", report["outputs"])):
+        offset = 0
+        for v in values:
+            const = "const " if buffer == "in" else ""
+            args.append(f"reinterpret_cast<{const}{_C_TYPES[v['dtype']]}*>({buffer} + {offset}), ")
+            offset += v["bytes"]
+    in_bytes, out_bytes = (sum(v["bytes"] for v in report[k]) for k in ("inputs", "outputs"))
+    (folder / "stream_driver.cpp").write_text(_STREAM_DRIVER.format(
+        name=graph.name, ws=report["ram"]["workspace_bytes"], in_bytes=in_bytes, out_bytes=out_bytes,
+        args="".join(args)))
+    exe = folder / "stream_driver"
+    subprocess.run(["g++", "-std=c++17", "-O1", f"-I{folder}", str(folder / "stream_driver.cpp"),
+                    str(folder / f"lib{graph.name}.a"), "-o", str(exe)], check=True, capture_output=True)
+    from tinsmith.cli import _input_bytes, _output_arrays
+    (folder / "stream_in.bin").write_bytes(b"".join(_input_bytes(graph, xs) for xs in data_sets))
+    subprocess.run([str(exe), str(folder / "stream_in.bin"), str(folder / "stream_out.bin")], check=True)
+    raw = (folder / "stream_out.bin").read_bytes()
+    return [_output_arrays(graph, raw[k * out_bytes:(k + 1) * out_bytes]) for k in range(len(data_sets))]
+
+
+def stream_oracle(path: Path, inputs: Sequence[Sequence[np.ndarray]]) -> list[list[np.ndarray]]:
+    """TFLite Micro invoked once per data set in a row on one interpreter (its variables kept)."""
+    from tflite_micro.python.tflite_micro.runtime import Interpreter
+    interp = Interpreter.from_bytes(path.read_bytes(), arena_size=ARENA_BYTES)
+    results = []
+    for xs in inputs:
+        for i, x in enumerate(xs):
+            interp.set_input(x, i)
+        interp.invoke()
+        results.append([np.asarray(interp.get_output(i)).copy() for i in range(_output_count(path))])
+    return results
+
+
 # --- one model --------------------------------------------------------------------------------
 def _report(build_dir: Path, graph_name: str) -> dict:
     import json
@@ -239,8 +340,8 @@ def _fits_the_board(ram: int, flash: int) -> str | None:
     return None
 
 
-def check_model(model: Model, targets: Sequence[str], count: int, build_root: Path,
-                log: Callable[[str], None]) -> Result:
+def check_model(model: Model, targets: Sequence[str], count: int, build_root: Path) -> Result:
+    """Import, build, run and compare one model on every target."""
     from tinsmith.cli import run_compiled, seeded_inputs
     from tinsmith.errors import TinsmithError
     from tinsmith.pipeline import lower
@@ -280,6 +381,8 @@ def check_model(model: Model, targets: Sequence[str], count: int, build_root: Pa
         if target == "host":
             report = _report(build_dir, graph.name)
             result.ram, result.flash = report["ram"]["total_bytes"], report["flash"]["total_bytes"]
+            if graph.states and result.oracle == "TFLite Micro":
+                result.stream = _stream_outcome(model.path, graph, data_sets, build_dir)
         if isinstance(want, str):
             result.outcomes[target] = Outcome("no oracle", want)
             continue
@@ -287,6 +390,18 @@ def check_model(model: Model, targets: Sequence[str], count: int, build_root: Pa
         worst = max((v[1] for v in verdicts), key=lambda s: float(s.split()[2]))
         result.outcomes[target] = Outcome("ok" if all(v[0] for v in verdicts) else "mismatch", worst)
     return result
+
+
+def _stream_outcome(path: Path, graph, data_sets: Sequence[dict], build_dir: Path) -> Outcome:
+    """The data sets as one stream (calls in a row, state kept) against TFLite Micro's."""
+    try:
+        got = streamed(graph, data_sets, build_dir)
+    except (subprocess.CalledProcessError, OSError) as e:
+        return Outcome("build failed", _first_line(e))
+    want = stream_oracle(path, [[xs[n] for n in graph.api_inputs] for xs in data_sets])
+    verdicts = [compare([g[n] for n in graph.api_outputs], w) for g, w in zip(got, want)]
+    worst = max((v[1] for v in verdicts), key=lambda s: float(s.split()[2]))
+    return Outcome("ok" if all(v[0] for v in verdicts) else "mismatch", f"{len(data_sets)} calls, {worst}")
 
 
 def _where(e: BaseException) -> str:
@@ -307,12 +422,13 @@ def table(results: Sequence[Result], targets: Sequence[str]) -> str:
             return ""
         text = o.status + (f": {o.detail}" if o.detail else "")
         return text.replace("|", "/").replace("\n", " ")[:300]
-    head = ["package", "model", "operators", "types", "size", "oracle", *targets, "RAM", "flash"]
+    head = ["package", "model", "operators", "types", "size", "oracle", *targets, "calls in a row", "RAM", "flash"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
-        name = Path(r.model.member).name + (f" (also {', '.join(r.model.same_as)})" if r.model.same_as else "")
+        name = Path(r.model.member).name + (f" ({r.model.note})" if r.model.note else "") + \
+            (f" (also {', '.join(r.model.same_as)})" if r.model.same_as else "")
         row = [f"{r.model.wheel.name} {r.model.wheel.version}", name, r.operators, r.types, _size(r.size),
-               r.oracle, *(cell(r.outcomes.get(t)) for t in targets), _size(r.ram), _size(r.flash)]
+               r.oracle, *(cell(r.outcomes.get(t)) for t in targets), cell(r.stream), _size(r.ram), _size(r.flash)]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in row) + " |")
     tally: dict[str, int] = {}
     for r in results:
@@ -330,6 +446,14 @@ def write_doc(text: str, doc: Path = DOC) -> None:
     doc.write_text(f"{head}{TABLE_BEGIN}\n{text}\n{TABLE_END}{tail}", encoding="utf-8")
 
 
+def _checked(m: Model, targets: Sequence[str], count: int, build_root: Path) -> Result:
+    print(f"{m.wheel.name} {m.member}{' (' + m.note + ')' if m.note else ''}", flush=True)
+    r = check_model(m, targets, count, build_root)
+    for t, o in [*r.outcomes.items(), *([("calls in a row", r.stream)] if r.stream else [])]:
+        print(f"  {t}: {o.status}{': ' + o.detail if o.detail else ''}", flush=True)
+    return r
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m conformance.tflite.real_models", description=__doc__.splitlines()[0])
     parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "tinsmith-real-models"),
@@ -344,11 +468,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for m in models:
         if args.select and args.select not in m.member:
             continue
-        print(f"{m.wheel.name} {m.member}", flush=True)
-        r = check_model(m, targets, args.inputs, cache / "build" / m.wheel.name, print)
-        for t, o in r.outcomes.items():
-            print(f"  {t}: {o.status}{': ' + o.detail if o.detail else ''}", flush=True)
-        results.append(r)
+        results.append(_checked(m, targets, args.inputs, cache / "build" / m.wheel.name))
+        variant = probe(m, cache) if results[-1].oracle else None
+        if variant is not None:
+            results.append(_checked(variant, targets, args.inputs, cache / "build" / m.wheel.name / "probes"))
     text = table(results, targets)
     print(text)
     if not args.select:
