@@ -244,3 +244,20 @@ def test_damaged_sparse_float16_models_are_errors_never_tracebacks(seed, tmp_pat
             assert e.loc is not None and e.loc.path.endswith("damaged.tflite"), str(e)
             refused += 1
     assert refused > 0
+
+
+def test_channels_last_layers_count_their_window_and_channels_in_the_summation_bound(tmp_path):
+    """`check`'s float bound (n * eps, n the terms summed): a channels-last convolution sums kh * kw *
+    input channels per group, a depthwise one kh * kw, a pool its window (it used to count 1)."""
+    from tinsmith.tolerance import reduction_length
+    tensors = [Tensor("x", "float32", [1, 8, 8, 5]), Tensor("w", "float32", [6, 3, 3, 5], _normal([6, 3, 3, 5], 22)),
+               Tensor("c", "float32", [1, 8, 8, 6]), Tensor("d", "float32", [1, 3, 3, 6], _normal([1, 3, 3, 6], 23)),
+               Tensor("e", "float32", [1, 8, 8, 6]), Tensor("y", "float32", [1, 4, 4, 6])]
+    pool = ("Pool2DOptions", {"Padding": 1, "StrideH": 2, "StrideW": 2, "FilterHeight": 2, "FilterWidth": 2})
+    ops = [Op("CONV_2D", [0, 1], [2], conv_options(0)),
+           Op("DEPTHWISE_CONV_2D", [2, 3], [4], conv_options(0, depth_multiplier=1)), Op("MAX_POOL_2D", [4], [5], pool)]
+    (tmp_path / "m.tflite").write_bytes(model(tensors, ops, [0], [5]))
+    graph = lower(tmp_path / "m.tflite")
+    lengths = sorted((node.op, reduction_length(graph, node)) for node in graph.nodes
+                     if node.op in ("ConvNHWC", "MaxPoolNHWC"))
+    assert lengths == [("ConvNHWC", 9), ("ConvNHWC", 45), ("MaxPoolNHWC", 4)]

@@ -175,17 +175,18 @@ OPERATORS: dict[str, Rule] = {
 # Custom operators Tinsmith compiles (TFLite Micro's signal library), by the name the importer
 # gives a custom operator: CUSTOM:code
 CUSTOM_OPERATORS: dict[str, Rule] = {
-    **{f"CUSTOM:{code}": Rule(each(convert, types), need) for code, (types, convert, need) in sig.SIGNAL_OPERATORS.items()},
+    **{f"CUSTOM:{code}": Rule(each(convert, types), need)
+       for code, (types, convert, need) in sig.SIGNAL_OPERATORS.items()},
     # MediaPipe's transposed convolution with a bias (its segmentation models)
     "CUSTOM:Convolution2DTransposeBias": Rule({"float32": flt.transpose_conv_bias}, 3),
 }
 
 # Custom operators: what a model that holds one is told
 NPU_CODES = {"ethos-u": "an Arm Ethos-U NPU", "edgetpu-custom-op": "a Google Edge TPU"}
-SIGNAL_PREFIX = "Signal"
+SIGNAL_PREFIX = "Signal"  # TFLite Micro's signal library (Window, Rfft, FilterBank, ... as SignalWindow, ...)
 # MediaPipe's own custom operators (its op resolver registers them; TFLite's runtimes do not)
 MEDIAPIPE_CODES = ("Landmarks2TransformMatrix", "TransformTensorBilinear", "TransformLandmarks",
-                   "MaxPoolingWithArgmax2D", "MaxUnpooling2D")  # TFLite Micro's signal library (Window, Rfft, FilterBank, ... as SignalWindow, ...)
+                   "MaxPoolingWithArgmax2D", "MaxUnpooling2D")
 
 
 def custom_operator_problem(code: str) -> str:

@@ -504,7 +504,8 @@ def _checked(m: Model, targets: Sequence[str], count: int, build_root: Path) -> 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m conformance.tflite.real_models", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m conformance.tflite.real_models",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "tinsmith-real-models"),
                         help="where the wheels, the extracted models and the builds go")
     parser.add_argument("--targets", default="host,cortex-m4")
