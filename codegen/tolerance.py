@@ -37,6 +37,11 @@ def _conv(graph: Graph, node: Node) -> int:
     return math.prod(w[1:])
 
 
+def _conv_nhwc(graph: Graph, node: Node) -> int:
+    """Channels-last weights [kh, kw, channels per group, out]: each output sums all but the last."""
+    return math.prod(_shape(graph, node.inputs[1])[:-1])
+
+
 def _window(graph: Graph, node: Node) -> int:
     return math.prod(node.attrs.get("kernel_shape") or [1])
 
@@ -60,6 +65,7 @@ def _per_output(graph: Graph, node: Node) -> int:
 _LENGTH: dict[str, Callable[[Graph, Node], int]] = {
     "MatMul": _matmul, "Gemm": _matmul, "Conv": _conv, "ConvTranspose": _conv,
     "MaxPool": _window, "AveragePool": _window, "LpPool": _window,
+    "ConvNHWC": _conv_nhwc, "MaxPoolNHWC": _window, "AveragePoolNHWC": _window,
     "Softmax": _axis, "LogSoftmax": _axis, "Hardmax": _axis, "CumSum": _axis,
 }
 

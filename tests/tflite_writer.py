@@ -35,6 +35,10 @@ class Tensor:
     quant: tuple | None = None
     axis: int = 0  # the quantized dimension of per-channel scales
     variable: bool = False  # a variable tensor (state that persists between invocations)
+    # a sparse constant (`data`: the kept values in traversal order): (traversal order, block map,
+    # one entry per level: a dense size, or (array segments, array indices) of a SPARSE_CSR level)
+    sparsity: tuple | None = None
+    signature: Sequence[int] | None = None  # shape_signature: -1 for a size set at run time
 
 
 @dataclass(frozen=True)
@@ -81,11 +85,49 @@ def _quant(b: flatbuffers.Builder, quant, axis: int) -> int:
     return Q.End(b)
 
 
+def _int32_vector(b: flatbuffers.Builder, values) -> int:
+    V = _schema("Int32Vector")
+    vector = b.CreateNumpyVector(np.asarray(values, np.int32))
+    V.Start(b)
+    V.AddValues(b, vector)
+    return V.End(b)
+
+
+def _sparsity(b: flatbuffers.Builder, sparsity: tuple) -> int:
+    order, block_map, levels = sparsity
+    D, S = _schema("DimensionMetadata"), _schema("SparsityParameters")
+    metadata = []
+    for level in levels:
+        vectors = None if isinstance(level, int) else [_int32_vector(b, v) for v in level]
+        D.Start(b)
+        if vectors is None:
+            D.AddFormat(b, 0)
+            D.AddDenseSize(b, level)
+        else:
+            D.AddFormat(b, 1)
+            D.AddArraySegmentsType(b, 1)
+            D.AddArraySegments(b, vectors[0])
+            D.AddArrayIndicesType(b, 1)
+            D.AddArrayIndices(b, vectors[1])
+        metadata.append(D.End(b))
+    order_off = b.CreateNumpyVector(np.asarray(order, np.int32))
+    block_off = b.CreateNumpyVector(np.asarray(block_map, np.int32)) if block_map else None
+    metadata_off = _vector(b, metadata)
+    S.Start(b)
+    S.AddTraversalOrder(b, order_off)
+    if block_off is not None:
+        S.AddBlockMap(b, block_off)
+    S.AddDimMetadata(b, metadata_off)
+    return S.End(b)
+
+
 def _tensor(b: flatbuffers.Builder, t: Tensor, buffer: int) -> int:
     T = _schema("Tensor")
     name = b.CreateString(t.name) if t.name is not None else None
     shape = b.CreateNumpyVector(np.array(t.shape, np.int32))
     quant = _quant(b, t.quant, t.axis) if t.quant is not None else None
+    sparsity = _sparsity(b, t.sparsity) if t.sparsity is not None else None
+    signature = b.CreateNumpyVector(np.array(t.signature, np.int32)) if t.signature is not None else None
     T.Start(b)
     T.AddShape(b, shape)
     T.AddType(b, TYPES[t.dtype])
@@ -96,6 +138,10 @@ def _tensor(b: flatbuffers.Builder, t: Tensor, buffer: int) -> int:
         T.AddQuantization(b, quant)
     if t.variable:
         T.AddIsVariable(b, True)
+    if sparsity is not None:
+        T.AddSparsity(b, sparsity)
+    if signature is not None:
+        T.AddShapeSignature(b, signature)
     return T.End(b)
 
 

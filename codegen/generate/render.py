@@ -133,8 +133,10 @@ class Renderer:
     def vector_types(self, kernels) -> list[tuple[str, int]]:
         """(dtype, width) of every vector type the kernels use, sorted."""
         from tinsmith.generate.loop_ir import walk_exprs, walk_stmts
+        # (a comparison's lanes need no type of their own: GCC's vector compare gives the integer
+        # mask that a vector ?: takes)
         found = {(e.dtype, e.width) for k in kernels for e in walk_exprs(k.body)
-                 if getattr(e, "width", 1) > 1 and getattr(e, "dtype", None) is not None}
+                 if getattr(e, "width", 1) > 1 and getattr(e, "dtype", None) not in (None, "bool")}
         found |= {(s.dtype, s.width) for k in kernels for s in walk_stmts(k.body)
                   if isinstance(s, Local) and s.width > 1}
         return sorted(found)
@@ -178,7 +180,7 @@ class Renderer:
     def _vector_op(self, e: Binary) -> str | None:
         """A vector Binary through the kernel sets' own spelling of it, if they have one: a multiply
         added to an accumulator as one fused multiply-add, a max or min."""
-        if e.width == 1:
+        if e.width == 1 or e.op not in ("+", "max", "min"):  # (a comparison's bool lanes have no spelling)
             return None
         t = self.type_name(e.dtype or "float32", e.width)
         if e.op == "+" and f"fma_{t}" in self.intrinsics:

@@ -214,26 +214,58 @@ def batch_matmul_operands(r: Reader, op, inputs) -> list[str]:
 
 
 def transpose_conv(r: Reader, op, inputs, outputs) -> None:
-    """TRANSPOSE_CONV(output_shape, weights [O, kh, kw, I], x, bias): ONNX's ConvTranspose on NCHW,
-    the padding TFLite derives from the output shape (the odd extra row cut at the end)."""
-    w, x, y = int(inputs[1]), int(inputs[2]), int(outputs[0])
+    """TRANSPOSE_CONV(output_shape, weights [O, kh, kw, I], x, bias)."""
     opts = options(op, "TransposeConvOptions")
+    bias = int(inputs[3]) if len(inputs) > 3 and inputs[3] >= 0 else None
+    _transpose_conv(r, int(inputs[1]), int(inputs[2]), bias, int(outputs[0]), opts.Padding() == 0,
+                    (opts.StrideH(), opts.StrideW()), opts.FusedActivationFunction())
+
+
+# MediaPipe's custom operator Convolution2DTransposeBias: options are TFLite's C struct
+# TfLiteTransposeConvParams as raw bytes: padding (1 SAME, 2 VALID), stride_width, stride_height
+_MEDIAPIPE_PADDING = {1: True, 2: False}
+
+
+def transpose_conv_bias(r: Reader, op, inputs, outputs) -> None:
+    """Convolution2DTransposeBias(x, weights [O, kh, kw, I], bias): TRANSPOSE_CONV with a bias, the
+    output shape its tensor's (MediaPipe's kernel derives the same from the padding)."""
+    raw = op.CustomOptionsAsNumpy()
+    raw = raw.tobytes() if isinstance(raw, np.ndarray) else b""
+    padding, stride_w, stride_h = (np.frombuffer(raw[:12], "<i4").tolist() if len(raw) >= 12 else (0, 0, 0))
+    if padding not in _MEDIAPIPE_PADDING or stride_w < 1 or stride_h < 1:
+        raise Unsupported(f"its options (padding {padding}, strides {stride_h} x {stride_w}) are not MediaPipe's "
+                          f"TfLiteTransposeConvParams (12 bytes: padding SAME 1 or VALID 2, positive strides)")
+    _transpose_conv(r, int(inputs[1]), int(inputs[0]), int(inputs[2]), int(outputs[0]), _MEDIAPIPE_PADDING[padding],
+                    (stride_h, stride_w), 0)
+
+
+def _transpose_conv(r: Reader, w: int, x: int, bias: int | None, y: int, same: bool, strides, code: int) -> None:
+    """ONNX's ConvTranspose on NCHW, the padding TFLite derives from the output shape (the odd extra
+    row cut at the end)."""
     o, kh, kw, i = r.shape(w)
     _, h, wd, _ = r.shape(x)
     _, oh, ow, _ = r.shape(y)
-    strides = (opts.StrideH(), opts.StrideW())
     pads, extra = [], []
     for size, out, k, s in ((h, oh, kh, strides[0]), (wd, ow, kw, strides[1])):
-        total = max((size - 1) * s + k - out, 0) if opts.Padding() == 0 else 0
+        total = max((size - 1) * s + k - out, 0) if same else 0
         begin = total // 2
         end = (size - 1) * s + k - begin - out  # what ONNX's output size formula must cut at the end
         pads.append((begin, max(end, 0)))
         extra.append(max(-end, 0))
     weights = _weights(r, w, np.transpose(r.constant_data(w, "TRANSPOSE_CONV filter"), (3, 0, 1, 2)))
-    bias = [r.value(inputs[3])] if len(inputs) > 3 and inputs[3] >= 0 else []
     attrs = {"strides": list(strides), "kernel_shape": [kh, kw], "output_padding": extra,
              "pads": [pads[0][0], pads[1][0], pads[0][1], pads[1][1]]}
-    _via_nchw(r, r.value(x), y, "ConvTranspose", [weights, *bias], attrs, opts.FusedActivationFunction())
+    _via_nchw(r, r.value(x), y, "ConvTranspose", [weights, *([r.value(bias)] if bias is not None else [])], attrs,
+              code)
+
+
+def dequantize_float16(r: Reader, op, inputs, outputs) -> None:
+    """DEQUANTIZE of float16 weights (TensorFlow's float16 quantization): float32 constants at build
+    time, as exact as TFLite's conversion (every float16 is a float32)."""
+    values = r.constant_data(int(inputs[0]), "float16 tensor")
+    if r.dtype(int(outputs[0])) != "float32":
+        raise Unsupported(f"a float16 tensor dequantized to {r.dtype(int(outputs[0]))} (TFLite's is float32)")
+    r.set_constant(int(outputs[0]), values.astype(np.float32))
 
 
 def floor_mod(r: Reader, op, inputs, outputs) -> None:

@@ -23,7 +23,7 @@ from tinsmith.ir import Constant, State, TensorType
 from tinsmith.load.graph_file import GraphSpec, ValueSpec, display_path
 from tinsmith.load.onnx_model import graph_name_of, unique_names
 from tinsmith.load.tflite_operators import ANY, CUSTOM_OPERATORS, OPERATORS, custom_operator_problem
-from tinsmith.load.tflite_reader import Reader, Unsupported, tflite_schema
+from tinsmith.load.tflite_reader import STORED_ONLY_TYPES, Reader, Unsupported, tflite_schema
 
 TFLITE_SUFFIXES = (".tflite",)
 # what a converter raises on operands that do not fit (wrong rank, missing constants)
@@ -159,7 +159,9 @@ def convert_operator(r: Reader, k: int, name: str, op) -> str | None:
     rule = OPERATORS[name] if name in OPERATORS else CUSTOM_OPERATORS[name]
     need = rule.min_inputs if rule.typed_by is None else max(rule.min_inputs, rule.typed_by + 1)
     inputs, outputs = _operands(r, k, name, op, need, rule.min_outputs)
-    dtype = ANY if rule.typed_by is None else r.dtype(inputs[rule.typed_by])
+    dtype = ANY if rule.typed_by is None else r.element_type(inputs[rule.typed_by])
+    if dtype not in rule.converters and dtype in STORED_ONLY_TYPES.values():
+        r.dtype(inputs[rule.typed_by])  # (float16 outside the operators that fold it: the type is named)
     if dtype not in rule.converters:
         return f"operator {k} ({name}) on {dtype} data (Tinsmith supports {name} on {', '.join(rule.types)})"
     r.operator = f"{name.partition(':')[2] or name}_{k}".lower()  # CUSTOM:SignalWindow -> signalwindow_k
@@ -175,6 +177,21 @@ def convert_operator(r: Reader, k: int, name: str, op) -> str | None:
         raise GraphError(r.loc, f"operator {k} ({name}): its tensors do not fit the operator "
                          f"({type(e).__name__}: {e})") from None
     return None
+
+
+def _refuse_sizes_set_at_run_time(r: Reader, graph_inputs: list[int]) -> None:
+    """An input whose size past the batch dimension is left to run time (-1 in its shape signature)
+    stores a placeholder size (1) the model was not made for: refused by name. A batch dimension of
+    -1 is taken at the stored size, as TFLite Micro takes it."""
+    for i in graph_inputs:
+        signature = r.tensor(i).ShapeSignatureAsNumpy()
+        signature = [int(d) for d in signature] if isinstance(signature, np.ndarray) else []
+        if any(d < 0 for d in signature[1:]):
+            raise GraphError(r.loc, f"input '{r.original(i)}' has a size set at run time (shape signature "
+                             f"{signature}; the file stores {list(r.shape(i))} in its place), and Tinsmith compiles "
+                             f"static shapes",
+                             "convert the model with every input dimension but the batch fixed (e.g. "
+                             "tf.TensorSpec([1, 16000])), or resize the input before converting")
 
 
 def _compute_constant_output(r: Reader, i: int) -> None:
@@ -214,6 +231,7 @@ def _read_graph(path: Path, where: str, model, graph) -> TfliteModel:
     graph_inputs, graph_outputs = _indices(graph.InputsAsNumpy()), _indices(graph.OutputsAsNumpy())
     for i in graph_inputs + graph_outputs:
         r.tensor(i)
+    _refuse_sizes_set_at_run_time(r, graph_inputs)
     for i in graph_outputs:
         _compute_constant_output(r, i)
     kept = _kept_values(r)

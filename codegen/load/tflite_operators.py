@@ -14,6 +14,7 @@ from tinsmith.load import tflite_recurrent as rec
 from tinsmith.load import tflite_variables as var
 from tinsmith.load import tflite_control as ctl
 from tinsmith.load import tflite_signal as sig
+from tinsmith.load import tflite_sparse as sparse
 from tinsmith.load import tflite_tensor_ops as t
 
 Converter = Callable  # (reader, operator, input tensor indices, output tensor indices) -> None
@@ -113,7 +114,8 @@ OPERATORS: dict[str, Rule] = {
     "WHILE": Rule({ANY: ctl.while_}, 1, None),
     # --- quantization -------------------------------------------------------------------------
     "QUANTIZE": Rule(each(q.quantize, ("float32", "int8", "uint8", "int16", "int32"))),
-    "DEQUANTIZE": Rule(each(q.dequantize, ("int8", "uint8", "int16"))),
+    "DEQUANTIZE": Rule({**each(q.dequantize, ("int8", "uint8", "int16")), "float16": flt.dequantize_float16}),
+    "DENSIFY": Rule(each(sparse.densify, EVERY + ("float16",))),  # (a sparse constant, densified at build time)
     # --- reductions ---------------------------------------------------------------------------
     "MEAN": Rule({"float32": t.reduce("ReduceMean"), **each(qc.mean, Q_ELEMENTWISE)}, 2),
     "SUM": Rule({**each(t.reduce("ReduceSum"), ("float32", "int32")), **each(qc.sum_, Q_ELEMENTWISE)}, 2),
@@ -172,12 +174,19 @@ OPERATORS: dict[str, Rule] = {
 
 # Custom operators Tinsmith compiles (TFLite Micro's signal library), by the name the importer
 # gives a custom operator: CUSTOM:code
-CUSTOM_OPERATORS: dict[str, Rule] = {f"CUSTOM:{code}": Rule(each(convert, types), need)
-                                     for code, (types, convert, need) in sig.SIGNAL_OPERATORS.items()}
+CUSTOM_OPERATORS: dict[str, Rule] = {
+    **{f"CUSTOM:{code}": Rule(each(convert, types), need)
+       for code, (types, convert, need) in sig.SIGNAL_OPERATORS.items()},
+    # MediaPipe's transposed convolution with a bias (its segmentation models)
+    "CUSTOM:Convolution2DTransposeBias": Rule({"float32": flt.transpose_conv_bias}, 3),
+}
 
 # Custom operators: what a model that holds one is told
 NPU_CODES = {"ethos-u": "an Arm Ethos-U NPU", "edgetpu-custom-op": "a Google Edge TPU"}
 SIGNAL_PREFIX = "Signal"  # TFLite Micro's signal library (Window, Rfft, FilterBank, ... as SignalWindow, ...)
+# MediaPipe's own custom operators (its op resolver registers them; TFLite's runtimes do not)
+MEDIAPIPE_CODES = ("Landmarks2TransformMatrix", "TransformTensorBilinear", "TransformLandmarks",
+                   "MaxPoolingWithArgmax2D", "MaxUnpooling2D")
 
 
 def custom_operator_problem(code: str) -> str:
@@ -189,4 +198,7 @@ def custom_operator_problem(code: str) -> str:
     if code.startswith(SIGNAL_PREFIX):
         return (f"the custom operator '{code}' of TFLite Micro's signal library (audio front end) is not yet "
                 f"supported by Tinsmith (it compiles {', '.join(sig.SIGNAL_OPERATORS)})")
+    if code in MEDIAPIPE_CODES:
+        return (f"the custom operator '{code}' is one of MediaPipe's own (its op resolver registers it, TFLite's "
+                f"runtimes do not); Tinsmith compiles MediaPipe's Convolution2DTransposeBias, not this one")
     return f"the custom operator '{code}' is not a TFLite builtin; Tinsmith cannot compile it"

@@ -21,6 +21,9 @@ from tinsmith.quant import fixed_point as fp
 # TFLite TensorType numbers and the Tinsmith element type of each
 TENSOR_TYPES = {0: "float32", 2: "int32", 3: "uint8", 4: "int64", 6: "bool", 7: "int16", 9: "int8", 12: "uint64",
                 15: "uint32", 16: "uint16"}
+# Types stored in a file that no graph value takes: float16 weights, which a DEQUANTIZE (or a
+# DENSIFY, then a DEQUANTIZE) turns into float32 constants at build time
+STORED_ONLY_TYPES = {1: "float16"}
 TENSOR_TYPE_NAMES = {1: "float16", 5: "string", 8: "complex64", 10: "float64", 11: "complex128",
                      13: "resource", 14: "variant", 17: "int4"}
 ACTIVATIONS = {0: "none", 1: "relu", 2: "relu_n1_to_1", 3: "relu6"}
@@ -94,6 +97,8 @@ class Reader:
     handles: dict[int, str] = field(default_factory=dict)
     variables: dict[str, str] = field(default_factory=dict)
     initial: dict[str, np.ndarray] = field(default_factory=dict)
+    # tensors computed at build time (shapes, DENSIFY, DEQUANTIZE of float16 weights), by index
+    folded: dict[int, np.ndarray] = field(default_factory=dict)
 
     @property
     def loc(self) -> SourceLoc:
@@ -111,8 +116,14 @@ class Reader:
         if t.Type() not in TENSOR_TYPES:
             kind = TENSOR_TYPE_NAMES.get(t.Type(), f"number {t.Type()}")
             raise GraphError(self.loc, f"tensor '{self.original(i)}' has TFLite type {kind}, which Tinsmith "
-                             f"does not support", f"supported: {', '.join(TENSOR_TYPES.values())}")
+                             f"does not support", f"supported: {', '.join(TENSOR_TYPES.values())}; float16 only as "
+                             f"constant weights read by DEQUANTIZE (or DENSIFY)")
         return TENSOR_TYPES[t.Type()]
+
+    def element_type(self, i: int) -> str:
+        """The element type that picks an operator's converter: dtype(i), or a type only stored
+        (float16), which only the operators that fold it at build time take."""
+        return STORED_ONLY_TYPES.get(self.tensor(i).Type()) or self.dtype(i)
 
     def original(self, i: int) -> str:
         """Tensor i's name in the model; an unnamed tensor is named after its index."""
@@ -148,8 +159,8 @@ class Reader:
                              limits.hint("rank" if "'rank'" in problem else "tensor_elements"))
         return shape
 
-    def data(self, i: int) -> np.ndarray | None:
-        """A constant tensor's data, or None for a tensor computed at run time."""
+    def stored_values(self, i: int) -> np.ndarray | None:
+        """The values in tensor i's buffer, in order (one-dimensional), or None if it has none."""
         index = self.tensor(i).Buffer()
         if index >= self.model.BuffersLength():
             raise GraphError(self.loc, f"tensor '{self.original(i)}' refers to buffer {index}, but the model has "
@@ -158,11 +169,28 @@ class Reader:
         raw = buf.DataAsNumpy() if buf is not None else 0
         if not isinstance(raw, np.ndarray) or raw.size == 0:
             return None
-        dtype, shape = np.dtype(self.dtype(i)).newbyteorder("<"), self.shape(i)
-        if raw.size != dtype.itemsize * math.prod(shape):
-            raise GraphError(self.loc, f"tensor '{self.original(i)}' has shape {list(shape)} of {self.dtype(i)} "
-                             f"but its buffer holds {raw.size} bytes")
-        return np.frombuffer(raw.tobytes(), dtype=dtype).astype(self.dtype(i)).reshape(shape)
+        name = self.element_type(i)
+        dtype = np.dtype(name).newbyteorder("<")
+        if raw.size % dtype.itemsize:
+            raise GraphError(self.loc, f"tensor '{self.original(i)}' is {name} but its buffer holds {raw.size} bytes")
+        return np.frombuffer(raw.tobytes(), dtype=dtype).astype(name)
+
+    def data(self, i: int) -> np.ndarray | None:
+        """A constant tensor's data (stored, or computed at build time), or None for a tensor
+        computed at run time."""
+        if int(i) in self.folded:
+            return self.folded[int(i)]
+        values = self.stored_values(i)
+        if values is None:
+            return None
+        shape = self.shape(i)
+        if self.tensor(i).Sparsity() is not None:
+            raise GraphError(self.loc, f"tensor '{self.original(i)}' is stored sparse, but it is read by an operator "
+                             f"other than DENSIFY (which alone reads sparse tensors)")
+        if values.size != math.prod(shape):
+            raise GraphError(self.loc, f"tensor '{self.original(i)}' has shape {list(shape)} of "
+                             f"{self.element_type(i)} but its buffer holds {values.nbytes} bytes")
+        return values.reshape(shape)
 
     def constant_data(self, i: int, what: str) -> np.ndarray:
         """The data of tensor i, which the operator needs at build time (axes, shapes, permutations)."""
@@ -206,7 +234,11 @@ class Reader:
         return name
 
     def set_constant(self, i: int, data: np.ndarray) -> None:
-        """Tensor i computed at build time (a shape operator folded): a constant under its own name."""
+        """Tensor i computed at build time (a shape operator folded): a constant under its own name
+        (a float16 one only for the operators that read it at build time, not in the graph)."""
+        self.folded[int(i)] = data
+        if self.tensor(i).Type() in STORED_ONLY_TYPES:
+            return
         name = self.names[int(i)]
         self.constants[name] = Constant(name, np.array(data, order="C"), f"{self.where} tensor "
                                         f"'{self.original(i)}' (computed at build time)", self.loc)
