@@ -92,3 +92,15 @@ def test_no_accepted_graph_fails_in_the_cxx_compiler():
     """Issue 18's done-when: the last full sweep found no C++ compiler error or warning."""
     bad = [l for l in baseline() if f" | {run.CXX_ERROR} | " in l or f" | {run.WARNING} | " in l]
     assert not bad, f"{len(bad)} C++ compiler failures, e.g. {bad[0]}"
+
+
+@pytest.mark.skipif(shutil.which("riscv64-unknown-elf-g++") is None, reason="needs riscv64-unknown-elf-g++")
+def test_cmath_calls_pick_one_overload_on_every_target(tmp_path):
+    """std::pow of integers and std::fmax/fmin of a double and a float: glibc's C++ library promotes
+    them, the RISC-V toolchains' find them ambiguous (the full sweep found 16 errors and 2 warnings
+    there); the generated call says which overload it means, and the host still matches NumPy."""
+    combos = [c for c in select(ops=("Pow", "Clip"))
+              if c.probe.op == "Clip" and "float64" in c.label or c.probe.op == "Pow" and "float" not in c.label]
+    outcome = sweep(["host", "rv32imac", "cortex-m4"], combos=combos, jobs=2, work=tmp_path)
+    assert outcome.accepted >= 10
+    assert finding_lines(outcome.results) == []

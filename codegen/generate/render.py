@@ -19,8 +19,9 @@ from typing import Mapping
 import numpy as np
 
 from tinsmith.escape import c_comment
-from tinsmith.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Call, Cast, Comment, Const, Expr,
-                                      For, Kernel, Lane, Load, Local, ReduceLanes, Select, Stmt, Store, Unary, Var)
+from tinsmith.generate.loop_ir import (FLOAT_DTYPES, INDEX, Assign, Binary, Broadcast, Call, Cast, Comment, Const,
+                                      Expr, For, Kernel, Lane, Load, Local, ReduceLanes, Select, Stmt, Store, Unary, Var,
+                                      dtype_of)
 from tinsmith.generate.storage_types import STORAGE_TYPES
 
 # C++ spelling of each math function, float overloads from <cmath>. nearbyint rounds ties to even in
@@ -265,12 +266,25 @@ class Renderer:
                 if e.op in ("max", "min") and (e.width > 1 or (self.inline_minmax and e.dtype == "float32")):
                     t = self.type_name(e.dtype or "float32", e.width) if e.width > 1 else "f32"
                     return f"{e.op}_{t}({self.expr(e.a)}, {self.expr(e.b)})"
-                return f"{_CALL_CPP[e.op]}({self.expr(e.a)}, {self.expr(e.b)})"
+                return f"{_CALL_CPP[e.op]}({self._call_args(e)})"
             prec = _PRECEDENCE[e.op]
             # Left-associative: the right operand needs parentheses at equal precedence.
             text = f"{self._operand(e.a, e.op, prec)} {e.op} {self._operand(e.b, e.op, prec + 1)}"
             return f"({text})" if prec < context else text
         raise TypeError(f"not a loop IR expression: {e!r}")
+
+    def _call_args(self, e: Binary) -> str:
+        """The two arguments of a <cmath> call, each as its own type where that picks one overload.
+        Where it would not, as double: integers to std::pow, and a float next to a double (which
+        std::fmax(double, float) and friends promote anyway). Some C++ libraries (the RISC-V
+        toolchains') find those calls ambiguous, or warn that ISO C++ does."""
+        da, db = dtype_of(e.a), dtype_of(e.b)
+        integer = e.op == "pow" and da not in FLOAT_DTYPES and db not in FLOAT_DTYPES
+        mixed = {da, db} == {"float32", "float64"}
+        if not (integer or mixed):
+            return f"{self.expr(e.a)}, {self.expr(e.b)}"
+        return ", ".join(self.expr(x) if d == "float64" else f"static_cast<double>({self.expr(x)})"
+                         for x, d in ((e.a, da), (e.b, db)))
 
     # --- statements ---
     def stmts(self, stmts: tuple[Stmt, ...], indent: int, storage: Mapping[str, str] | None = None) -> list[str]:
