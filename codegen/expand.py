@@ -194,7 +194,7 @@ class GraphBuilder:
         try:
             args = InferArgs(tuple(self.types[n] if n else None for n in inputs), checked,
                              tuple(self.value_of(n) if n else None for n in inputs))
-            out_types = list(prim.infer(args))
+            out_types = list(self._infer(prim, args, inputs))
         except OpError as e:
             raise self._error(e, op, name, inputs, prim.attrs, prefix=True) from None
         self._check_limits(op, name, inputs, checked, out_types, prim.attrs)
@@ -208,6 +208,20 @@ class GraphBuilder:
         if not self._fold(node):
             self.nodes.append(node)
         return outputs
+
+    @staticmethod
+    def _infer(prim, args: InferArgs, inputs: Sequence[str]):
+        """The primitive's output types. An input left empty ('', ONNX's absent optional input) has
+        no type: a primitive that reads one anyway (a Concat of ['x', '']) fails on the None, which
+        is the graph's fault, not a bug, so it is named as such."""
+        try:
+            return prim.infer(args)
+        except (AttributeError, TypeError):
+            empty = [i for i, n in enumerate(inputs) if not n]
+            if not empty:
+                raise
+            raise OpError(f"input {empty[0]} is empty (''), but the operator needs a value there", input=empty[0]) \
+                from None
 
     def _check_limits(self, op: str, name: str, inputs: Sequence[str], attrs: Mapping[str, Any],
                       out_types: Sequence[TensorType], declared: Sequence[Attr]) -> None:

@@ -79,6 +79,7 @@ CAMPAIGN_FINDINGS = [
     (3, 12892, "is float32, but the output of a quantized operator must be an integer type"),  # RELU
     (4, 3270, "dimensions cannot be negative"),  # NumPy: array is too big (14 dimensions, some negative)
     (3002, 16594, "'scale' must be at most 3.402823e+38"),  # NumPy's uniform: high - low range exceeds bounds
+    (3601, 18310, "input 1 is empty (''), but the operator needs a value there"),  # Concat of [x, '']: AttributeError
     (3201, 37853, "must be a number within float32's range"),  # epsilon 1e308: NumPy's overflow warning
 ]
 
