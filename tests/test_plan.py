@@ -459,3 +459,39 @@ def test_in_place_kernels_compute_what_numpy_does(tmp_path, runner_io):
         want = evaluate(g, ins)
         for n in g.outputs:
             np.testing.assert_allclose(got[n], want[n], rtol=rtol, atol=atol, err_msg=f"{g.name}: {n}")
+
+
+def _peak_by_every_cluster(lives) -> int:
+    """The peak as its definition reads: in every cluster, the plain buffers alive there plus, for
+    each group, the bytes its members alive there span together."""
+    def spanned(group, c):
+        covered = set()
+        for o, n, f, e in group.parts:
+            if f <= c <= e:
+                covered.update(range(o, o + n))
+        return len(covered)
+    last = max((e for l in lives for _, _, _, e in l.pieces), default=-1)
+    return max((sum(spanned(l, c) if l.parts else l.nbytes * (l.first <= c <= l.last) for l in lives)
+                for c in range(last + 1)), default=0)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_peak_is_the_most_bytes_alive_in_any_cluster(seed):
+    """peak() sums only where buffers and group members start and end; the sum over every
+    cluster gives the same, for plain buffers, groups with gaps and overlapping members."""
+    from tinsmith.planners import peak
+    rng = random.Random(seed)
+    lives = []
+    for i in range(rng.randint(1, 12)):
+        first = rng.randint(0, 20)
+        if rng.random() < 0.4:
+            parts = []
+            for _ in range(rng.randint(1, 5)):
+                f = rng.randint(first, first + 10)
+                parts.append((rng.randint(0, 40), rng.randint(1, 30), f, rng.randint(f, f + 8)))
+            parts[0] = (parts[0][0], parts[0][1], first, parts[0][3])
+            lives.append(Lifetime(f"g{i}", max(o + n for o, n, _, _ in parts), first,
+                                  max(e for _, _, _, e in parts), tuple(sorted(parts))))
+        else:
+            lives.append(Lifetime(f"v{i}", rng.randint(1, 64), first, rng.randint(first, first + 10)))
+    assert peak(lives) == _peak_by_every_cluster(lives)

@@ -2,7 +2,7 @@
 every planner of this package shares."""
 from __future__ import annotations
 
-import bisect
+import functools
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Callable, Sequence
@@ -40,6 +40,19 @@ def _union_bytes(intervals: list[tuple[int, int]]) -> int:
     return total
 
 
+@functools.lru_cache(maxsize=4096)
+def _group_changes(parts: tuple[tuple[int, int, int, int], ...]) -> tuple[tuple[int, int], ...]:
+    """(cluster, change) of the bytes a group's members span together: a constant between the
+    clusters where members start or end. Kept for the groups the next candidate plan has too
+    (the overlap search's plans differ in a few groups)."""
+    changes, before = [], 0
+    for c in sorted({f for _, _, f, _ in parts} | {e + 1 for _, _, _, e in parts}):
+        spanned = _union_bytes([(o, o + n) for o, n, f, e in parts if f <= c <= e])
+        changes.append((c, spanned - before))
+        before = spanned
+    return tuple(changes)
+
+
 # lifetimes -> offset of every lifetime's value
 Planner = Callable[[Sequence[Lifetime]], dict[str, int]]
 
@@ -63,45 +76,27 @@ def top(lives: Sequence[Lifetime], offsets: dict[str, int]) -> int:
 
 def peak(lives: Sequence[Lifetime]) -> int:
     """The most bytes alive in any one cluster: no placement of these buffers needs less (a group
-    counts the bytes its members alive there span together). A plain buffer adds its bytes at
-    its first cluster and gives them back after its last, so one sweep over those points sums
-    them; the sum is highest at some buffer's first cluster or where a group's members change
-    (the planner asks this of every candidate plan: summing every buffer in every cluster was
-    most of a large graph's planning time)."""
-    change: dict[int, int] = {}  # cluster -> bytes plain buffers take (+) or give back (-) there
-    grouped: dict[int, int] = {}  # cluster -> bytes the groups' members alive there span
+    counts the bytes its members alive there span together). Bytes alive change only where a
+    buffer or a group's member starts or ends: one sweep over those points sums them (the planner
+    asks this of every candidate plan). A sum rises only where a buffer or member starts (a
+    member's end never widens its group's span), so the highest is at one of those points."""
+    change: dict[int, int] = {}  # cluster -> bytes taken (+) or given back (-) there
+    starts: set[int] = set()
     for l in lives:
-        change.setdefault(l.first, 0)
         if not l.parts:
-            change[l.first] += l.nbytes
+            change[l.first] = change.get(l.first, 0) + l.nbytes
             change[l.last + 1] = change.get(l.last + 1, 0) - l.nbytes
+            starts.add(l.first)
             continue
-        for c in range(min(p[2] for p in l.parts), max(p[3] for p in l.parts) + 1):
-            grouped[c] = grouped.get(c, 0) + _union_bytes([(o, o + n) for o, n, f, e in l.parts if f <= c <= e])
-    spans = _merged(sorted((l.first, l.last) for l in lives))
-    starts = [lo for lo, _ in spans]
-
-    def in_some_lifetime(c: int) -> bool:
-        i = bisect.bisect_right(starts, c) - 1
-        return i >= 0 and c <= spans[i][1]
-    candidates = {l.first for l in lives} | {c for c in grouped if in_some_lifetime(c)}
+        for c, delta in _group_changes(l.parts):
+            change[c] = change.get(c, 0) + delta
+        starts.update(f for _, _, f, _ in l.parts)
     most, alive = 0, 0
-    for c in sorted(change.keys() | candidates):
-        alive += change.get(c, 0)
-        if c in candidates:
-            most = max(most, alive + grouped.get(c, 0))
+    for c in sorted(change):
+        alive += change[c]
+        if c in starts:
+            most = max(most, alive)
     return most
-
-
-def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Sorted inclusive (first, last) spans merged where they overlap or touch."""
-    out: list[tuple[int, int]] = []
-    for lo, hi in spans:
-        if out and lo <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return out
 
 
 def scratch_name(kernel: str, buffer: str) -> str:
