@@ -43,6 +43,31 @@ def test_run_agrees_with_oracle(graph, example_build, tinsmith_cmd, tmp_path):
             np.testing.assert_allclose(got[name], want[name], rtol=RTOL, atol=ATOL, err_msg=name)
 
 
+def test_runner_calls_the_model_once_per_input_set_in_a_row(example_build, tmp_path):
+    """IN.bin holding three sets of inputs: three calls, OUT.bin their outputs in turn, each what
+    a run of its set alone gives (NumPy's reference, independently); a file of part of a set is
+    refused and OUT.bin is not written."""
+    from tinsmith.pipeline import lower
+    from tinsmith.reference import evaluate
+    graph = lower(GRAPHS / "encoder.yaml")
+    runner = example_build / "encoder" / "encoder_runner"
+    sets = [oracle.seeded_inputs("encoder", seed=s) for s in (3, 4, 5)]
+    data = b"".join(np.ascontiguousarray(inputs[n], "<f4").tobytes() for inputs in sets for n in graph.inputs)
+    (tmp_path / "in.bin").write_bytes(data)
+    subprocess.run([str(runner), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")], check=True)
+    got = np.frombuffer((tmp_path / "out.bin").read_bytes(), "<f4").reshape(3, -1)
+    for k, inputs in enumerate(sets):
+        want = np.concatenate([evaluate(graph, inputs)[n].reshape(-1) for n in graph.outputs])
+        np.testing.assert_allclose(got[k], want, rtol=RTOL, atol=ATOL, err_msg=f"set {k}")
+    (tmp_path / "part.bin").write_bytes(data[:len(data) // 3 + 4])
+    proc = subprocess.run([str(runner), str(tmp_path / "part.bin"), str(tmp_path / "none.bin")],
+                          capture_output=True, text=True)
+    per_call = len(data) // 3
+    assert proc.returncode == 1 and not (tmp_path / "none.bin").exists()
+    assert proc.stderr == (f"tinsmith: {tmp_path / 'part.bin'}: expected a multiple of {per_call} bytes "
+                           f"(the inputs of one call), file holds {per_call + 4} bytes\n")
+
+
 @pytest.mark.parametrize("graph", EXAMPLES)
 def test_numpy_reference_agrees_with_oracle(graph):
     """`check` compares with tinsmith.reference; that reference must itself be right."""

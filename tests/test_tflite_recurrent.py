@@ -32,34 +32,10 @@ def oracle(model: bytes, feeds: list[np.ndarray]) -> list[np.ndarray]:
     return outputs
 
 
-DRIVER = """// Calls the model once per set of inputs in IN.bin, in a row, and writes every output to OUT.bin.
-#include <cstdio>
-#include <cstring>
-#include "{name}.h"
-
-alignas(16) static unsigned char ws[{ws} + 1];
-static unsigned char in[{in_bytes}];
-static unsigned char out[{out_bytes}];
-
-int main(int, char** argv) {{
-  std::FILE* f = std::fopen(argv[1], "rb");
-  std::FILE* g = std::fopen(argv[2], "wb");
-  if (!f || !g) return 1;
-  {name}_init_ws(ws);
-  while (std::fread(in, 1, sizeof in, f) == sizeof in) {{
-    {name}_call(reinterpret_cast<const {in_type}*>(in), reinterpret_cast<{out_type}*>(out), ws);
-    if (std::fwrite(out, 1, sizeof out, g) != sizeof out) return 1;
-  }}
-  std::fclose(f);
-  return std::fclose(g) == 0 ? 0 : 1;
-}}
-"""
-C_TYPES = {"float32": "float", "int8": "int8_t", "int16": "int16_t"}
-
-
 def compiled(model: bytes | Path, feeds: list[np.ndarray], tmp_path: Path) -> list[np.ndarray]:
     """The model (a .tflite's bytes, or a graph file) compiled for the host (with -Wall -Wextra
-    -Werror) and called once per feed, in a row."""
+    -Werror) and called once per feed, in a row, by its host runner (one input set per call)."""
+    from tinsmith.paths import RUNTIME_DIR, RUNTIME_INCLUDE
     from tinsmith.pipeline import compile_graph
     path = model if isinstance(model, Path) else tmp_path / "model.tflite"
     if not isinstance(model, Path):
@@ -68,15 +44,12 @@ def compiled(model: bytes | Path, feeds: list[np.ndarray], tmp_path: Path) -> li
     for name, text in c.files.items():
         (tmp_path / name).write_text(text)
     report = json.loads(c.files[f"{c.graph.name}.plan.json"])
-    (x,), (y,) = report["inputs"], report["outputs"]
+    (y,) = report["outputs"]
     assert report["states"], "the model keeps no state"
-    driver = DRIVER.format(name=c.graph.name, ws=report["ram"]["workspace_bytes"], in_bytes=x["bytes"],
-                           out_bytes=y["bytes"], in_type=C_TYPES[x["dtype"]], out_type=C_TYPES[y["dtype"]])
-    (tmp_path / "driver.cpp").write_text(driver)
-    exe = tmp_path / "driver"
-    subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", f"-I{ROOT / 'runtime_cpp' / 'include'}",
-                    f"-I{tmp_path}", str(tmp_path / f"{c.graph.name}.cpp"), str(tmp_path / "driver.cpp"), "-o", str(exe)],
-                   check=True, capture_output=True)
+    exe = tmp_path / "runner"
+    subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", f"-I{RUNTIME_INCLUDE}", f"-I{tmp_path}",
+                    str(tmp_path / f"{c.graph.name}.cpp"), str(tmp_path / f"{c.graph.name}_runner.cpp"),
+                    str(RUNTIME_DIR / "src" / "host_io.cpp"), "-o", str(exe)], check=True, capture_output=True)
     (tmp_path / "in.bin").write_bytes(b"".join(np.ascontiguousarray(f).tobytes() for f in feeds))
     subprocess.run([str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")], check=True)
     raw = np.fromfile(tmp_path / "out.bin", dtype=np.dtype(y["dtype"]))
