@@ -370,3 +370,29 @@ def test_int16_tables_outside_tflites_arithmetic_are_refused(code, x_scale, beta
     options = None if beta is None else ("SoftmaxOptions", {"Beta": beta})
     with pytest.raises(GraphError, match=message):
         lower_bytes(_single_op_model(code, x_scale, (4,), options))
+
+
+# --- operator codes written the way Google's ai-edge-quantizer writes them -------------------------
+def _only_new_builtin_codes(data: bytes) -> bytes:
+    """The model with every operator code's deprecated_builtin_code set to 0, its builtin_code kept:
+    what ai-edge-quantizer 0.10 writes for the DEQUANTIZE and QUANTIZE it adds around the operators
+    it leaves in float (TFLite's readers take the larger of the two fields)."""
+    from ai_edge_litert.tools import flatbuffer_utils
+    m = flatbuffer_utils.read_model_from_bytearray(bytearray(data))
+    for code in m.operatorCodes:
+        code.deprecatedBuiltinCode = 0
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(m))
+
+
+def test_operator_codes_in_the_new_field_only_are_read_as_tflite_reads_them(tmp_path):
+    """int16 x -> DEQUANTIZE -> float -> QUANTIZE -> int16 y with DEQUANTIZE (6) and QUANTIZE (114) in
+    builtin_code alone: the tflite package's BuiltinCode() returns the deprecated field (0, ADD) for
+    codes below 127, which made the importer read this DEQUANTIZE as an ADD."""
+    pytest.importorskip("ai_edge_litert")
+    tensors = [Tensor("x", "int16", [2, 50], quant=(0.002, 0)), Tensor("f", "float32", [2, 50]),
+               Tensor("y", "int16", [2, 50], quant=(0.0031, 0))]
+    data = _only_new_builtin_codes(model(tensors, [Op("DEQUANTIZE", [0], [1]), Op("QUANTIZE", [1], [2])], [0], [2]))
+    graph = lower_bytes(data)
+    assert "Add" not in {n.op for n in graph.nodes}
+    x = np.random.default_rng(7).integers(-32768, 32768, (2, 50)).astype(np.int16)
+    compare(tmp_path, data, "host", [x, ALL_INT16[:100].reshape(2, 50)])

@@ -23,7 +23,7 @@ from tinsmith.ir import Constant, State, TensorType
 from tinsmith.load.graph_file import GraphSpec, ValueSpec, display_path
 from tinsmith.load.onnx_model import graph_name_of, unique_names
 from tinsmith.load.tflite_operators import ANY, CUSTOM_OPERATORS, OPERATORS, custom_operator_problem
-from tinsmith.load.tflite_reader import STORED_ONLY_TYPES, Reader, Unsupported, tflite_schema
+from tinsmith.load.tflite_reader import STORED_ONLY_TYPES, Reader, Unsupported, builtin_code, tflite_schema
 
 TFLITE_SUFFIXES = (".tflite",)
 # what a converter raises on operands that do not fit (wrong rank, missing constants)
@@ -112,7 +112,7 @@ def operator_names(r: Reader, model, graph) -> list[str]:
             raise GraphError(r.loc, f"operator {k} refers to operator code {op.OpcodeIndex()}, but the model has "
                              f"{model.OperatorCodesLength()}")
         oc = model.OperatorCodes(op.OpcodeIndex())
-        code = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
+        code = builtin_code(oc)
         try:
             name = opcode2name(code)
         except Exception:  # (a number the schema does not know)

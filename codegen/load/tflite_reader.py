@@ -52,6 +52,20 @@ def tflite_schema():
     return tflite
 
 
+def builtin_code(operator_code) -> int:
+    """The operator code's builtin operator, by TFLite's rule (schema_utils GetBuiltinCode): the
+    larger of the two fields `builtin_code` (int32, schema 3a) and `deprecated_builtin_code` (int8,
+    which holds 127 for the codes past it). Read from the table itself: the tflite package's
+    BuiltinCode() returns the deprecated field whenever the new one is below 127, so a file that
+    sets only the new field (Google's ai-edge-quantizer writes DEQUANTIZE as 6 and 0) would read as
+    ADD (0)."""
+    import flatbuffers
+    tab = operator_code._tab
+    offset = flatbuffers.number_types.UOffsetTFlags.py_type(tab.Offset(10))
+    raw = tab.Get(flatbuffers.number_types.Int32Flags, offset + tab.Pos) if offset else 0
+    return max(int(raw), int(operator_code.DeprecatedBuiltinCode()))
+
+
 def _empty_table() -> tuple[bytes, int]:
     """A flatbuffer table with no fields (bytes, position): its readers return the defaults."""
     import flatbuffers
