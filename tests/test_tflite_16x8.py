@@ -396,3 +396,36 @@ def test_operator_codes_in_the_new_field_only_are_read_as_tflite_reads_them(tmp_
     assert "Add" not in {n.op for n in graph.nodes}
     x = np.random.default_rng(7).integers(-32768, 32768, (2, 50)).astype(np.int16)
     compare(tmp_path, data, "host", [x, ALL_INT16[:100].reshape(2, 50)])
+
+
+def _buffers_after_the_flatbuffer(data: bytes) -> bytes:
+    """The model with every buffer's data moved after the flatbuffer (schema 3b: offset from the
+    file's start and size, 16-byte aligned), as ai-edge-quantizer writes models past 256 KiB."""
+    from ai_edge_litert.tools import flatbuffer_utils
+    m = flatbuffer_utils.read_model_from_bytearray(bytearray(data))
+    moved = {k: bytes(b.data) for k, b in enumerate(m.buffers) if b.data is not None and len(b.data)}
+    for k in moved:  # placeholders (non-zero, so written): the serialized length does not change after
+        m.buffers[k].data, m.buffers[k].offset, m.buffers[k].size = None, 1, 1
+    head = len(flatbuffer_utils.convert_object_to_bytearray(m))
+    tail, at = b"", (head + 15) // 16 * 16
+    for k, raw in moved.items():
+        m.buffers[k].offset, m.buffers[k].size = at + len(tail), len(raw)
+        tail += raw + b"\0" * (-len(raw) % 16)
+    flat = bytes(flatbuffer_utils.convert_object_to_bytearray(m))
+    assert len(flat) == head
+    return flat + b"\0" * (at - head) + tail
+
+
+def test_weights_stored_after_the_flatbuffer_are_read(tmp_path):
+    """The wide fully connected layer with its weights and bias stored by offset and size: the
+    compiled model equals TFLite Micro's on the same model with them inside the flatbuffer (TFLite
+    Micro's Python interpreter runs the offset form without the data, see docs/TFLITE.md)."""
+    pytest.importorskip("ai_edge_litert")
+    from tinsmith.cli import run_compiled
+    inline = wide_fully_connected_model()
+    path = tmp_path / "offsets.tflite"
+    path.write_bytes(_buffers_after_the_flatbuffer(inline))
+    graph = lower(path)
+    x = np.random.default_rng(3).integers(-32768, 32768, (2, 640)).astype(np.int16)
+    got = run_compiled(path, {graph.inputs[0]: x}, tmp_path, graph, "host")
+    np.testing.assert_array_equal(got[graph.outputs[0]], tflm_outputs(inline, x, 1)[0])
