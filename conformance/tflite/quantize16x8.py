@@ -53,17 +53,23 @@ def folder(cache: Path) -> Path:
     return cache / "16x8" / f"{QUANTIZER}-{QUANTIZER_VERSION}-{RECIPE}-calibrated-{seeds}"
 
 
+DEQUANTIZE, FLOAT16, FLOAT32 = 6, 1, 0  # TFLite's BuiltinOperator and TensorType numbers
+
+
 def for_the_quantizer(data: bytes) -> bytes:
     """The float model as ai-edge-quantizer 0.10 can read it. Its passes read an operator's code from
     builtin_code alone, which files written before schema 3a leave 0 (ADD), keeping the code in
-    deprecated_builtin_code: every code is written in both, as TFLite's readers resolve it. And it
-    calibrates through a signature: a model without one gets `serving_default` over the main
-    subgraph's inputs and outputs, named as their tensors."""
+    deprecated_builtin_code: every code is written in both, as TFLite's readers resolve it. It fails
+    on float16 weights widened by a DEQUANTIZE (a None where it expects their values): each such
+    DEQUANTIZE is done here, its output a float32 constant of the same values (what the converter
+    writes without its float16 option). And it calibrates through a signature: a model without one
+    gets `serving_default` over the main subgraph's inputs and outputs, named as their tensors."""
     from ai_edge_litert import schema_py_generated as schema
     from ai_edge_litert.tools import flatbuffer_utils
     model = flatbuffer_utils.read_model_from_bytearray(bytearray(data))
     for code in model.operatorCodes:
         code.builtinCode = max(code.builtinCode, code.deprecatedBuiltinCode)
+    _widen_float16_weights(model, schema)
     if not model.signatureDefs:
         graph = model.subgraphs[0]
 
@@ -78,6 +84,25 @@ def for_the_quantizer(data: bytes) -> bytes:
         signature.outputs = [entry(i) for i in graph.outputs]
         model.signatureDefs = [signature]
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+
+
+def _widen_float16_weights(model, schema) -> None:
+    """Every DEQUANTIZE of a stored float16 tensor replaced by a float32 constant of its values."""
+    for graph in model.subgraphs:
+        kept = []
+        for op in graph.operators:
+            source = graph.tensors[op.inputs[0]] if op.inputs else None
+            data = model.buffers[source.buffer].data if source is not None else None
+            if model.operatorCodes[op.opcodeIndex].builtinCode != DEQUANTIZE or source.type != FLOAT16 or data is None \
+                    or not len(data):
+                kept.append(op)
+                continue
+            buffer = schema.BufferT()
+            buffer.data = np.frombuffer(bytes(data), "<f2").astype("<f4").view(np.uint8)
+            model.buffers.append(buffer)
+            target = graph.tensors[op.outputs[0]]
+            target.buffer, target.type = len(model.buffers) - 1, FLOAT32
+        graph.operators = kept
 
 
 def calibration_data(data: bytes) -> dict[str, list[dict[str, np.ndarray]]]:
