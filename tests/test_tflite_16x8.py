@@ -429,3 +429,13 @@ def test_weights_stored_after_the_flatbuffer_are_read(tmp_path):
     x = np.random.default_rng(3).integers(-32768, 32768, (2, 640)).astype(np.int16)
     got = run_compiled(path, {graph.inputs[0]: x}, tmp_path, graph, "host")
     np.testing.assert_array_equal(got[graph.outputs[0]], tflm_outputs(inline, x, 1)[0])
+
+
+def test_a_tensor_listed_twice_among_the_outputs_is_refused():
+    """A model whose outputs name one tensor twice (a probe moved an output onto another output's
+    tensor) is a located error, not two parameters of one name in the generated header."""
+    tensors = [Tensor("x", "int16", [4], quant=(0.002, 0)), Tensor("y", "int16", [4], quant=(1 / 32768, 0))]
+    data = model(tensors, [Op("LOGISTIC", [0], [1])], [0], [1, 1])
+    with pytest.raises(GraphError, match=r"outputs 0 and 1 of the model are the same tensor 'y': the model lists "
+                                         r"this output twice"):
+        lower_bytes(data)

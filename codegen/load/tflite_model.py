@@ -231,6 +231,7 @@ def _read_graph(path: Path, where: str, model, graph) -> TfliteModel:
     graph_inputs, graph_outputs = _indices(graph.InputsAsNumpy()), _indices(graph.OutputsAsNumpy())
     for i in graph_inputs + graph_outputs:
         r.tensor(i)
+    _refuse_outputs_listed_twice(r, graph_outputs)
     _refuse_sizes_set_at_run_time(r, graph_inputs)
     for i in graph_outputs:
         _compute_constant_output(r, i)
@@ -243,6 +244,15 @@ def _read_graph(path: Path, where: str, model, graph) -> TfliteModel:
                      r.loc, tuple(State(k.read, k.write, k.fill) for k in kept))
     renamed = {r.names[i]: n for i, n in enumerate(originals) if r.names[i] != n}
     return TfliteModel(spec, renamed)
+
+
+def _refuse_outputs_listed_twice(r: Reader, graph_outputs: list[int]) -> None:
+    """A tensor the subgraph lists twice among its outputs would be two parameters of one name."""
+    for k, i in enumerate(graph_outputs):
+        if i in graph_outputs[:k]:
+            raise GraphError(r.loc, f"outputs {graph_outputs.index(i)} and {k} of the model are the same tensor "
+                             f"'{r.original(i)}': the model lists this output twice",
+                             "a compiled model returns each output once")
 
 
 def load_tflite_spec(path: str | Path) -> GraphSpec:

@@ -173,8 +173,8 @@ def probe(model: Model, cache: Path) -> Model | None:
         return None
     layers = [graph.Operators(k) for k in range(graph.OperatorsLength())
               if opcode2name(builtin_code(m.OperatorCodes(graph.Operators(k).OpcodeIndex()))) in LAYERS]
-    if not layers or int(layers[-1].OutputsAsNumpy()[0]) == graph.Outputs(0):
-        return None
+    if not layers or int(layers[-1].OutputsAsNumpy()[0]) in [int(i) for i in graph.OutputsAsNumpy()]:
+        return None  # (its last layer's output is an output already: the probe would show nothing more)
     tensor = int(layers[-1].OutputsAsNumpy()[0])
     vector = graph._tab.Vector(flatbuffers.number_types.UOffsetTFlags.py_type(graph._tab.Offset(8)))
     struct.pack_into("<i", data, vector, tensor)
