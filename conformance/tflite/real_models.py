@@ -182,7 +182,8 @@ def probe(model: Model, cache: Path) -> Model | None:
     out = cache / "probes" / f"{model.wheel.name}-{model.wheel.version}" / model.member
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(bytes(data))
-    return Model(out, model.wheel, model.member, note=f"probe: output moved to its last layer's, '{name}'")
+    what = f"probe: output moved to its last layer's, '{name}'"
+    return Model(out, model.wheel, model.member, note=f"{model.note}; {what}" if model.note else what)
 
 
 # --- describing -------------------------------------------------------------------------------
@@ -505,7 +506,7 @@ def table(results: Sequence[Result], targets: Sequence[str], pending: int = 0) -
         lines.append("| " + " | ".join(c.replace("|", "/") for c in row) + " |")
     lines.append("")
     for kind, rows in (("models", [r for r in results if not is_16x8(r.model)]),
-                       ("16x8 versions", [r for r in results if is_16x8(r.model)])):
+                       ("16x8 versions (and their probes)", [r for r in results if is_16x8(r.model)])):
         tally: dict[str, int] = {}
         for r in rows:
             for t in targets:
