@@ -146,7 +146,7 @@ class TfliteReference:
                 zp = q.ZeroPointAsNumpy()
                 self.quant[self.names[i]] = (float(q.ScaleAsNumpy()[0]), int(zp[0]) if isinstance(zp, np.ndarray) else 0)
             buf = model.Buffers(t.Buffer())
-            if (buf is not None and buf.DataLength()) or t.Type() in NO_DATA_TYPES:
+            if (buf is not None and (buf.DataLength() or buf.Offset() > 1)) or t.Type() in NO_DATA_TYPES:
                 constant.add(i)  # (and handles that hold no data: the interpreter cannot show them)
         self.inputs = [self.names[int(i)] for i in graph.InputsAsNumpy()]
         self.outputs = [self.names[int(i)] for i in graph.OutputsAsNumpy()]

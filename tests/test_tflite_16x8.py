@@ -370,3 +370,72 @@ def test_int16_tables_outside_tflites_arithmetic_are_refused(code, x_scale, beta
     options = None if beta is None else ("SoftmaxOptions", {"Beta": beta})
     with pytest.raises(GraphError, match=message):
         lower_bytes(_single_op_model(code, x_scale, (4,), options))
+
+
+# --- operator codes written the way Google's ai-edge-quantizer writes them -------------------------
+def _only_new_builtin_codes(data: bytes) -> bytes:
+    """The model with every operator code's deprecated_builtin_code set to 0, its builtin_code kept:
+    what ai-edge-quantizer 0.10 writes for the DEQUANTIZE and QUANTIZE it adds around the operators
+    it leaves in float (TFLite's readers take the larger of the two fields)."""
+    from ai_edge_litert.tools import flatbuffer_utils
+    m = flatbuffer_utils.read_model_from_bytearray(bytearray(data))
+    for code in m.operatorCodes:
+        code.deprecatedBuiltinCode = 0
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(m))
+
+
+def test_operator_codes_in_the_new_field_only_are_read_as_tflite_reads_them(tmp_path):
+    """int16 x -> DEQUANTIZE -> float -> QUANTIZE -> int16 y with DEQUANTIZE (6) and QUANTIZE (114) in
+    builtin_code alone: the tflite package's BuiltinCode() returns the deprecated field (0, ADD) for
+    codes below 127, which made the importer read this DEQUANTIZE as an ADD."""
+    pytest.importorskip("ai_edge_litert")
+    tensors = [Tensor("x", "int16", [2, 50], quant=(0.002, 0)), Tensor("f", "float32", [2, 50]),
+               Tensor("y", "int16", [2, 50], quant=(0.0031, 0))]
+    data = _only_new_builtin_codes(model(tensors, [Op("DEQUANTIZE", [0], [1]), Op("QUANTIZE", [1], [2])], [0], [2]))
+    graph = lower_bytes(data)
+    assert "Add" not in {n.op for n in graph.nodes}
+    x = np.random.default_rng(7).integers(-32768, 32768, (2, 50)).astype(np.int16)
+    compare(tmp_path, data, "host", [x, ALL_INT16[:100].reshape(2, 50)])
+
+
+def _buffers_after_the_flatbuffer(data: bytes) -> bytes:
+    """The model with every buffer's data moved after the flatbuffer (schema 3b: offset from the
+    file's start and size, 16-byte aligned), as ai-edge-quantizer writes models past 256 KiB."""
+    from ai_edge_litert.tools import flatbuffer_utils
+    m = flatbuffer_utils.read_model_from_bytearray(bytearray(data))
+    moved = {k: bytes(b.data) for k, b in enumerate(m.buffers) if b.data is not None and len(b.data)}
+    for k in moved:  # placeholders (non-zero, so written): the serialized length does not change after
+        m.buffers[k].data, m.buffers[k].offset, m.buffers[k].size = None, 1, 1
+    head = len(flatbuffer_utils.convert_object_to_bytearray(m))
+    tail, at = b"", (head + 15) // 16 * 16
+    for k, raw in moved.items():
+        m.buffers[k].offset, m.buffers[k].size = at + len(tail), len(raw)
+        tail += raw + b"\0" * (-len(raw) % 16)
+    flat = bytes(flatbuffer_utils.convert_object_to_bytearray(m))
+    assert len(flat) == head
+    return flat + b"\0" * (at - head) + tail
+
+
+def test_weights_stored_after_the_flatbuffer_are_read(tmp_path):
+    """The wide fully connected layer with its weights and bias stored by offset and size: the
+    compiled model equals TFLite Micro's on the same model with them inside the flatbuffer (TFLite
+    Micro's Python interpreter runs the offset form without the data, see docs/TFLITE.md)."""
+    pytest.importorskip("ai_edge_litert")
+    from tinsmith.cli import run_compiled
+    inline = wide_fully_connected_model()
+    path = tmp_path / "offsets.tflite"
+    path.write_bytes(_buffers_after_the_flatbuffer(inline))
+    graph = lower(path)
+    x = np.random.default_rng(3).integers(-32768, 32768, (2, 640)).astype(np.int16)
+    got = run_compiled(path, {graph.inputs[0]: x}, tmp_path, graph, "host")
+    np.testing.assert_array_equal(got[graph.outputs[0]], tflm_outputs(inline, x, 1)[0])
+
+
+def test_a_tensor_listed_twice_among_the_outputs_is_refused():
+    """A model whose outputs name one tensor twice (a probe moved an output onto another output's
+    tensor) is a located error, not two parameters of one name in the generated header."""
+    tensors = [Tensor("x", "int16", [4], quant=(0.002, 0)), Tensor("y", "int16", [4], quant=(1 / 32768, 0))]
+    data = model(tensors, [Op("LOGISTIC", [0], [1])], [0], [1, 1])
+    with pytest.raises(GraphError, match=r"outputs 0 and 1 of the model are the same tensor 'y': the model lists "
+                                         r"this output twice"):
+        lower_bytes(data)

@@ -23,7 +23,7 @@ from tinsmith.ir import Constant, State, TensorType
 from tinsmith.load.graph_file import GraphSpec, ValueSpec, display_path
 from tinsmith.load.onnx_model import graph_name_of, unique_names
 from tinsmith.load.tflite_operators import ANY, CUSTOM_OPERATORS, OPERATORS, custom_operator_problem
-from tinsmith.load.tflite_reader import STORED_ONLY_TYPES, Reader, Unsupported, tflite_schema
+from tinsmith.load.tflite_reader import STORED_ONLY_TYPES, Reader, Unsupported, builtin_code, tflite_schema
 
 TFLITE_SUFFIXES = (".tflite",)
 # what a converter raises on operands that do not fit (wrong rank, missing constants)
@@ -112,7 +112,7 @@ def operator_names(r: Reader, model, graph) -> list[str]:
             raise GraphError(r.loc, f"operator {k} refers to operator code {op.OpcodeIndex()}, but the model has "
                              f"{model.OperatorCodesLength()}")
         oc = model.OperatorCodes(op.OpcodeIndex())
-        code = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
+        code = builtin_code(oc)
         try:
             name = opcode2name(code)
         except Exception:  # (a number the schema does not know)
@@ -231,6 +231,7 @@ def _read_graph(path: Path, where: str, model, graph) -> TfliteModel:
     graph_inputs, graph_outputs = _indices(graph.InputsAsNumpy()), _indices(graph.OutputsAsNumpy())
     for i in graph_inputs + graph_outputs:
         r.tensor(i)
+    _refuse_outputs_listed_twice(r, graph_outputs)
     _refuse_sizes_set_at_run_time(r, graph_inputs)
     for i in graph_outputs:
         _compute_constant_output(r, i)
@@ -243,6 +244,15 @@ def _read_graph(path: Path, where: str, model, graph) -> TfliteModel:
                      r.loc, tuple(State(k.read, k.write, k.fill) for k in kept))
     renamed = {r.names[i]: n for i, n in enumerate(originals) if r.names[i] != n}
     return TfliteModel(spec, renamed)
+
+
+def _refuse_outputs_listed_twice(r: Reader, graph_outputs: list[int]) -> None:
+    """A tensor the subgraph lists twice among its outputs would be two parameters of one name."""
+    for k, i in enumerate(graph_outputs):
+        if i in graph_outputs[:k]:
+            raise GraphError(r.loc, f"outputs {graph_outputs.index(i)} and {k} of the model are the same tensor "
+                             f"'{r.original(i)}': the model lists this output twice",
+                             "a compiled model returns each output once")
 
 
 def load_tflite_spec(path: str | Path) -> GraphSpec:

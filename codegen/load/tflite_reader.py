@@ -52,6 +52,20 @@ def tflite_schema():
     return tflite
 
 
+def builtin_code(operator_code) -> int:
+    """The operator code's builtin operator, by TFLite's rule (schema_utils GetBuiltinCode): the
+    larger of the two fields `builtin_code` (int32, schema 3a) and `deprecated_builtin_code` (int8,
+    which holds 127 for the codes past it). Read from the table itself: the tflite package's
+    BuiltinCode() returns the deprecated field whenever the new one is below 127, so a file that
+    sets only the new field (Google's ai-edge-quantizer writes DEQUANTIZE as 6 and 0) would read as
+    ADD (0)."""
+    import flatbuffers
+    tab = operator_code._tab
+    offset = flatbuffers.number_types.UOffsetTFlags.py_type(tab.Offset(10))
+    raw = tab.Get(flatbuffers.number_types.Int32Flags, offset + tab.Pos) if offset else 0
+    return max(int(raw), int(operator_code.DeprecatedBuiltinCode()))
+
+
 def _empty_table() -> tuple[bytes, int]:
     """A flatbuffer table with no fields (bytes, position): its readers return the defaults."""
     import flatbuffers
@@ -167,6 +181,8 @@ class Reader:
                              f"{self.model.BuffersLength()} buffers")
         buf = self.model.Buffers(index)
         raw = buf.DataAsNumpy() if buf is not None else 0
+        if buf is not None and buf.Offset() > 1:
+            raw = self._beyond_the_flatbuffer(i, int(buf.Offset()), int(buf.Size()))
         if not isinstance(raw, np.ndarray) or raw.size == 0:
             return None
         name = self.element_type(i)
@@ -174,6 +190,18 @@ class Reader:
         if raw.size % dtype.itemsize:
             raise GraphError(self.loc, f"tensor '{self.original(i)}' is {name} but its buffer holds {raw.size} bytes")
         return np.frombuffer(raw.tobytes(), dtype=dtype).astype(name)
+
+    def _beyond_the_flatbuffer(self, i: int, offset: int, size: int) -> np.ndarray | None:
+        """The bytes of a buffer stored after the flatbuffer (schema 3b: `offset` from the file's start,
+        `size` long, as TFLite's readers take it when offset > 1), as files past 2 GiB and ai-edge-quantizer's
+        models with more than 256 KiB of weights store them."""
+        whole = self.model._tab.Bytes  # (the file: the model table is read from its start)
+        if size <= 0:
+            return None
+        if offset + size > len(whole):
+            raise GraphError(self.loc, f"tensor '{self.original(i)}' has its data at bytes {offset}..{offset + size} "
+                             f"of the file, which has {len(whole)}")
+        return np.frombuffer(bytes(whole[offset:offset + size]), np.uint8)
 
     def data(self, i: int) -> np.ndarray | None:
         """A constant tensor's data (stored, or computed at build time), or None for a tensor

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinsmith.load.tflite_reader import KeptValue, Reader, Unsupported, options
+from tinsmith.load.tflite_reader import KeptValue, Reader, Unsupported, builtin_code, options
 from tinsmith.ir import TensorType
 
 INIT_OPERATORS = ("VAR_HANDLE", "ASSIGN_VARIABLE")
@@ -37,7 +37,7 @@ def call_once(r: Reader, op, inputs, outputs) -> None:
     for k in range(init.OperatorsLength()):
         inner = init.Operators(k)
         code = r.model.OperatorCodes(inner.OpcodeIndex())
-        name = opcode2name(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()))
+        name = opcode2name(builtin_code(code))
         ins, outs = [int(i) for i in inner.InputsAsNumpy()], [int(i) for i in inner.OutputsAsNumpy()]
         if name not in INIT_OPERATORS:
             raise Unsupported(f"an init subgraph that computes ({name}, operator {k} of subgraph {index}); Tinsmith "

