@@ -338,52 +338,16 @@ def judge(graph, got: Sequence[dict], want: Sequence[Sequence[np.ndarray]], inpu
 
 
 # --- a model that keeps state: its calls in a row ------------------------------------------------
-_C_TYPES = {"float32": "float", "int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "int32": "int32_t",
-            "int64": "int64_t", "bool": "bool"}
-_STREAM_DRIVER = """// Calls {name}_call once per data set in IN.bin, in a row, its state kept from call to call.
-#include <cstdint>
-#include <cstdio>
-#include "{name}.h"
-alignas(16) static unsigned char ws[{ws} + 1];
-static unsigned char in[{in_bytes} + 1];
-static unsigned char out[{out_bytes} + 1];
-int main(int, char** argv) {{
-  std::FILE* f = std::fopen(argv[1], "rb");
-  std::FILE* g = std::fopen(argv[2], "wb");
-  if (!f || !g) return 1;
-  {name}_init_ws(ws);
-  while (std::fread(in, 1, {in_bytes}, f) == {in_bytes}) {{
-    {name}_call({args}ws);
-    if (std::fwrite(out, 1, {out_bytes}, g) != {out_bytes}) return 1;
-  }}
-  std::fclose(f);
-  return std::fclose(g) == 0 ? 0 : 1;
-}}
-"""
-
-
 def streamed(graph, data_sets: Sequence[dict], build_dir: Path) -> list[dict[str, np.ndarray]]:
-    """The host library of a graph with state (built by run_compiled in build_dir) called once per
-    data set in a row, as a stream feeds it; its outputs per call."""
-    report = _report(build_dir, graph.name)
-    folder = build_dir / graph.name
-    args, offset = [], 0
-    for buffer, values in (("in", report["inputs"]), ("out", report["outputs"])):
-        offset = 0
-        for v in values:
-            const = "const " if buffer == "in" else ""
-            args.append(f"reinterpret_cast<{const}{_C_TYPES[v['dtype']]}*>({buffer} + {offset}), ")
-            offset += v["bytes"]
-    in_bytes, out_bytes = (sum(v["bytes"] for v in report[k]) for k in ("inputs", "outputs"))
-    (folder / "stream_driver.cpp").write_text(_STREAM_DRIVER.format(
-        name=graph.name, ws=report["ram"]["workspace_bytes"], in_bytes=in_bytes, out_bytes=out_bytes,
-        args="".join(args)))
-    exe = folder / "stream_driver"
-    subprocess.run(["g++", "-std=c++17", "-O1", f"-I{folder}", str(folder / "stream_driver.cpp"),
-                    str(folder / f"lib{graph.name}.a"), "-o", str(exe)], check=True, capture_output=True)
+    """The host runner of a graph with state (built by run_compiled in build_dir) fed every data
+    set in one file: it calls the model once per set in a row, as a stream feeds it; its outputs
+    per call."""
     from tinsmith.cli import _input_bytes, _output_arrays
+    folder = build_dir / graph.name
+    out_bytes = sum(v["bytes"] for v in _report(build_dir, graph.name)["outputs"])
     (folder / "stream_in.bin").write_bytes(b"".join(_input_bytes(graph, xs) for xs in data_sets))
-    subprocess.run([str(exe), str(folder / "stream_in.bin"), str(folder / "stream_out.bin")], check=True)
+    subprocess.run([str(folder / f"{graph.name}_runner"), str(folder / "stream_in.bin"),
+                    str(folder / "stream_out.bin")], check=True, capture_output=True)
     raw = (folder / "stream_out.bin").read_bytes()
     return [_output_arrays(graph, raw[k * out_bytes:(k + 1) * out_bytes]) for k in range(len(data_sets))]
 
