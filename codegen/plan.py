@@ -13,6 +13,7 @@ Several planners (tinsmith.planners) place the buffers; the smallest plan wins.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Collection, Mapping, Sequence
 
@@ -168,10 +169,12 @@ def _buffers(lives: list[Lifetime], links: Mapping[str, tuple[str, int]]
     return buffers, root, rel
 
 
-def _best(buffers: list[Lifetime], floor: int | None = None) -> tuple[int, str, dict[str, int]]:
+@functools.lru_cache(maxsize=256)
+def _best(buffers: tuple[Lifetime, ...], floor: int) -> tuple[int, str, Mapping[str, int]]:
     """Size, planner name and offsets of the smallest placement; ties go to the earlier planner.
-    `floor` is the buffers' peak, if the caller has it."""
-    floor = peak(buffers) if floor is None else floor
+    `floor` is the buffers' peak. Kept for the next plan of the same buffers: the overlap search
+    tries about half of its candidate plans on buffers it placed before (an option whose
+    overlap another option already forces, say); the offsets are read-only."""
     best = None
     for name, planner in PLANNERS.items():
         offsets = planner(buffers)
@@ -194,7 +197,7 @@ def _plan(lives: list[Lifetime], links: Mapping[str, tuple[str, int]],
     floor = peak(buffers)
     if hopeless is not None and hopeless(floor):
         return None
-    size, name, offsets = _best(buffers, floor)
+    size, name, offsets = _best(tuple(buffers), floor)
     return size, name, buffers, {l.value: offsets[root[l.value]] + rel[l.value] for l in lives}
 
 

@@ -100,13 +100,42 @@ CASES = [pytest.param(op, form, seed, id=f"{op}-{form}-{seed}")
          for op, (_, _, seeds, forms) in FORMS.items() for form in forms for seed in seeds]
 
 
+@pytest.fixture(scope="module")
+def case_programs(tmp_path_factory):
+    """Every case of CASES compiled for the host and built with its host runner into batch
+    programs (conformance/batch.py: many cases per compiler run, each with the host target's
+    flags and -Werror), once for the module: case id -> (Program, output value of the report)."""
+    from conformance.batch import build_batches
+    from tinsmith.pipeline import compile_graph
+    folder = tmp_path_factory.mktemp("recurrent-cases")
+    cases, outputs = [], {}
+    for param in CASES:
+        operator, form, seed = param.values
+        make, _, _, forms = FORMS[operator]
+        path = folder / f"case{len(cases)}.tflite"
+        path.write_bytes(make(seed, **forms[form])[0])
+        c = compile_graph(path, target="host")
+        report = json.loads(c.files[f"{c.graph.name}.plan.json"])
+        assert report["states"], f"{param.id}: the model keeps no state"
+        cases.append((c.graph.name, c.files))
+        (outputs[param.id],) = report["outputs"]
+    programs, failures = build_batches(cases, folder / "build", jobs=2, batch_size=20, log=lambda _: None)
+    by_id = {param.id: name for param, (name, _) in zip(CASES, cases)}
+    return {i: (programs.get(name), outputs[i], failures.get(name)) for i, name in by_id.items()}
+
+
 @pytest.mark.parametrize("operator, form, seed", CASES)
-def test_operator_matches_tflite_micro_over_calls(operator, form, seed, tmp_path):
+def test_operator_matches_tflite_micro_over_calls(operator, form, seed, case_programs, tmp_path, request):
     """float32 within 1e-5 relative, int8 and int16 bit-exact, on every one of CALLS calls in a row."""
     make, dtype, _, forms = FORMS[operator]
     model, shape = make(seed, **forms[form])
     xs = feeds(shape, seed, dtype)
-    assert_calls_match(compiled(model, xs, tmp_path), oracle(model, xs))
+    program, y, failure = case_programs[request.node.callspec.id]
+    assert failure is None, failure
+    (tmp_path / "in.bin").write_bytes(b"".join(np.ascontiguousarray(x).tobytes() for x in xs))
+    subprocess.run(program.command(str(tmp_path / "in.bin"), str(tmp_path / "out.bin")), check=True)
+    got = list(np.fromfile(tmp_path / "out.bin", dtype=np.dtype(y["dtype"])).reshape(len(xs), *y["shape"]))
+    assert_calls_match(got, oracle(model, xs))
 
 
 EMULATED = {"svdf": (lambda: svdf_int8(5, batch=1, n_input=24, filters=16, memory=8, rank=4), "int8"),
