@@ -61,11 +61,13 @@ def cached(environment: jinja2.Environment) -> jinja2.Environment:
 
 def compile_all() -> None:
     """Write the compiled code of every template of every module's environment (the modules that
-    define them are imported here)."""
-    import tinsmith.arena  # noqa: F401  (each defines its environment when imported)
-    import tinsmith.assemble  # noqa: F401
+    define them are imported here, and those that make theirs when first used are asked for it)."""
+    import tinsmith.arena
+    import tinsmith.assemble  # noqa: F401  (each defines its environment when imported)
     import tinsmith.measure.page  # noqa: F401
-    import tinsmith.targets.firmware  # noqa: F401
+    import tinsmith.targets.firmware
+    tinsmith.arena.templates()
+    tinsmith.targets.firmware.templates()
     _CACHE.force_write = True
     try:
         for environment in _ENVIRONMENTS:

@@ -23,8 +23,8 @@ import yaml
 from conftest import ROOT, run_runner, scons, tinsmith
 from tinsmith.escape import (UnescapedText, c_comment, c_string, cpp_templates, json_text, ld_comment,
                             one_line, yaml_comment, yaml_scalar)
+from tinsmith.load.build_info import model_graph_name
 from tinsmith.load.identifiers import identifier_problem, system_names
-from tinsmith.load.onnx_model import graph_name_of
 
 RTOL, ATOL = 1e-5, 1e-6
 PAYLOAD = "int injected = 1;"
@@ -314,7 +314,7 @@ def _hostile_model(path: Path) -> tuple[Path, np.ndarray]:
 
 def test_onnx_import_renames_names_that_would_clash_and_escapes_producer(tmp_path):
     model, w = _hostile_model(tmp_path / f"stdio\n{PAYLOAD}.onnx")
-    assert graph_name_of(model) == "stdio_int_injected_1"
+    assert model_graph_name(model) == "stdio_int_injected_1"
     out = tmp_path / "graphs" / "stdio.yaml"
     proc = tinsmith("import-onnx", str(model), "-o", str(out))
     assert proc.returncode == 0, proc.stderr

@@ -3,7 +3,8 @@
 setting that changes the outputs is in the build signature, and two environments never share a
 build folder with different settings; the repository's SConstruct documents its settings in
 `scons --help` and rejects unknown ones; the summary line shows on CacheDir hits too; the
-generator's own files are one node of the dependency tree.
+generator's own files are one node of the dependency tree; declaring a build imports neither
+NumPy nor the IR.
 """
 from __future__ import annotations
 
@@ -291,3 +292,23 @@ def test_generator_files_are_one_node_of_the_tree(project):
     for name in ("mlp", "branches"):
         assert f"tinsmith generate graphs/{name}.yaml" in would_run
         assert f"tinsmith verify build/host/{name}/{name}.plan.json" in would_run
+
+
+# --- what loading the tool costs ------------------------------------------------------------
+
+# Modules that declaring a build (loading the tool, naming each graph's outputs, finding the
+# weight files it reads) has no use for: SCons starts for every build, most with nothing to do.
+HEAVY_MODULES = ("numpy", "ml_dtypes", "jinja2", "clang", "onnx", "tinsmith.ir")
+
+
+@pytest.mark.parametrize("target, method", [("host", "TinsmithRunner"), ("cortex-m4", "TinsmithFirmware")])
+def test_declaring_a_build_imports_neither_numpy_nor_the_ir(checkout, tmp_path, target, method):
+    project = tool_project(tmp_path, checkout, (
+        "import atexit, sys\n"
+        f"env['TINSMITH_TARGET'] = {target!r}\n"
+        f"env.{method}('src/models/mlp.yaml')\n"
+        f"atexit.register(lambda: print('heavy:', [m for m in {HEAVY_MODULES!r} if m in sys.modules]))\n"))
+    # -n: the SConstruct is read and the graph scanned for its weight files, but no step runs
+    proc = scons("-Q", "-n", cwd=project)
+    assert any(" generate src/models/mlp.yaml " in line for line in commands(proc)), proc.stdout  # declared
+    assert re.search(r"^heavy: \[\]$", proc.stdout, re.M), proc.stdout

@@ -23,6 +23,7 @@ Its input is the models' reports (NAME.plan.json or NAME.json, which both carry
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -34,7 +35,13 @@ from tinsmith.load.located_yaml import LocatedDict, LocatedList, parse_yaml
 
 ALIGNMENT = 16  # every workspace is 16-byte aligned (tinsmith::Workspace, NAME.h)
 GRAPH_SUFFIXES = (".yaml", ".yml", ".onnx")
-_TEMPLATES = cpp_templates(Path(__file__).parent)  # escapes by rule, see codegen/escape.py
+
+
+@functools.cache
+def templates():
+    """The arena header's template environment (escapes by rule, see codegen/escape.py), made
+    when the first arena is written: the SCons tool imports this module for every build."""
+    return cpp_templates(Path(__file__).parent)
 
 
 class ArenaError(TinsmithError):
@@ -255,7 +262,7 @@ def arena_files(name: str, members: Sequence[Member], source: str | None = None,
     """The arena's files, by name: NAME.h and NAME.arena.json (deterministic bytes)."""
     check_members(name, members, locs)
     report = arena_report(name, members, source, target)
-    header = _TEMPLATES.get_template("arena.h.j2").render(
+    header = templates().get_template("arena.h.j2").render(
         name=name, NAME=name.upper(), source=source or "the models' reports", target=target,
         arena_bytes=report["arena_bytes"], alignment=ALIGNMENT,
         models=[{"name": m.name, "NAME": m.name.upper(), "workspace_bytes": m.workspace_bytes}

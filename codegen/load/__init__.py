@@ -1,32 +1,33 @@
 """Stage 1, load: a graph file (graph YAML, or an ONNX model) -> GraphSpec (structure checked,
-constants loaded). The file's suffix chooses the reader."""
+constants loaded). The file's suffix chooses the reader.
+
+Importing the package costs little: what build tools ask of a graph before generating it, its
+name and the files it reads (tinsmith.load.build_info), needs neither the IR nor NumPy, so the
+readers, which need both, are imported when a graph is loaded."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tinsmith.load import graph_file
 from tinsmith.load import onnx_initializer  # noqa: F401  (registers the `onnx` constant loader)
+from tinsmith.load.build_info import graph_dependencies, graph_name, is_model, is_onnx, is_tflite
 from tinsmith.load.constants import LOADERS, Loader, register_loader
-from tinsmith.load.graph_file import GraphSpec, NodeSpec, ValueSpec
 from tinsmith.load.identifiers import identifier_problem
 
-ONNX_SUFFIXES = (".onnx",)
-TFLITE_SUFFIXES = (".tflite",)
+if TYPE_CHECKING:
+    from tinsmith.load.graph_file import GraphSpec, NodeSpec, ValueSpec
+
+# The graph file's structures, from tinsmith.load.graph_file when first asked for (see __getattr__).
+_GRAPH_FILE_NAMES = ("GraphSpec", "NodeSpec", "ValueSpec")
 
 
-def is_onnx(path: str | Path) -> bool:
-    """True for the files the ONNX importer reads."""
-    return Path(path).suffix.lower() in ONNX_SUFFIXES
-
-
-def is_tflite(path: str | Path) -> bool:
-    """True for the files the TFLite importer reads."""
-    return Path(path).suffix.lower() in TFLITE_SUFFIXES
-
-
-def is_model(path: str | Path) -> bool:
-    """True for model files (ONNX, TFLite) as opposed to graph YAML files."""
-    return is_onnx(path) or is_tflite(path)
+def __getattr__(name: str):
+    """`from tinsmith.load import GraphSpec` imports graph_file (and with it the IR and NumPy)
+    only there, not for every user of the package."""
+    if name in _GRAPH_FILE_NAMES:
+        from tinsmith.load import graph_file
+        return getattr(graph_file, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load_graph_spec(path: str | Path) -> GraphSpec:
@@ -37,28 +38,8 @@ def load_graph_spec(path: str | Path) -> GraphSpec:
     if is_onnx(path):
         from tinsmith.load.onnx_model import load_onnx_spec
         return load_onnx_spec(path)
+    from tinsmith.load import graph_file
     return graph_file.load_graph_spec(path)
-
-
-def graph_name(path: str | Path) -> str:
-    """The graph's name (its outputs' file stem), read cheaply for build tools."""
-    if is_tflite(path):
-        from tinsmith.load.onnx_model import graph_name_of
-        return graph_name_of(path)
-    if is_onnx(path):
-        from tinsmith.load.onnx_model import graph_name_of
-        return graph_name_of(path)
-    return graph_file.graph_name(path)
-
-
-def graph_dependencies(path: str | Path) -> list[Path]:
-    """Files a graph file or model reads besides itself (weights), for build tools to track."""
-    if is_tflite(path):
-        return []  # a flatbuffer holds its weights
-    if is_onnx(path):
-        from tinsmith.load.onnx_model import onnx_dependencies
-        return onnx_dependencies(path)
-    return graph_file.graph_dependencies(path)
 
 
 def original_names(path: str | Path) -> dict[str, str]:

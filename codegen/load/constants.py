@@ -2,6 +2,10 @@
 
 A constant entry names exactly one loader field (`file`, `value` or `random`); the loader
 checks its own fields and returns the data. Users may register loaders of their own.
+
+The registry and what each entry refers to (`referenced_files`) are read without NumPy or the IR:
+build tools ask which files a graph reads for every build. The functions that read data import
+NumPy themselves.
 """
 from __future__ import annotations
 
@@ -9,15 +13,15 @@ import math
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from tinsmith import limits
 from tinsmith.escape import one_line
 from tinsmith.files import irregular_file
-from tinsmith.ir.graph import FLOAT_DTYPES, INTEGER_DTYPES
 from tinsmith.load.located_yaml import LocatedDict
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class LoaderError(Exception):
@@ -75,6 +79,7 @@ def _check_size(shape, field: str, what: str = "the constant") -> None:
 
 def _stored_shape(f) -> tuple[int, ...] | None:
     """The shape an .npy header declares (None if the header cannot be read: np.load says why)."""
+    import numpy as np
     try:
         version = np.lib.format.read_magic(f)
         read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
@@ -109,6 +114,7 @@ _MAGIC = {".npy": ((b"\x93NUMPY",), "a NumPy .npy file", "numpy.save"),
 
 
 def _load_file(spec: LocatedDict, base: Path) -> np.ndarray:
+    import numpy as np
     rel = spec["file"]
     if not isinstance(rel, str) or not rel:
         raise LoaderError("'file' must be a path relative to the graph file", "file")
@@ -163,6 +169,7 @@ def _file_deps(spec: Mapping[str, Any]) -> list[str]:
 
 
 def _load_value(spec: LocatedDict, base: Path) -> np.ndarray:
+    import numpy as np
     wrong = LoaderError("'value' must be a number or a (nested, rectangular) list of numbers", "value")
     try:
         data = np.array(spec["value"])
@@ -174,7 +181,7 @@ def _load_value(spec: LocatedDict, base: Path) -> np.ndarray:
     return data.astype(np.float64) if spec.get("dtype", "float32") == "float32" else data
 
 
-FLOAT32_MAX = float(np.finfo(np.float32).max)
+FLOAT32_MAX = 3.4028234663852886e38  # float32's largest finite value, np.finfo(np.float32).max
 _DISTRIBUTIONS = {
     "normal": lambda rng, shape, scale: rng.standard_normal(shape) * scale,
     "uniform": lambda rng, shape, scale: rng.uniform(-scale, scale, shape),
@@ -182,6 +189,7 @@ _DISTRIBUTIONS = {
 
 
 def _load_random(spec: LocatedDict, base: Path) -> np.ndarray:
+    import numpy as np
     kind = spec["random"]
     if not isinstance(kind, str) or kind not in _DISTRIBUTIONS:
         raise LoaderError(f"unknown distribution '{kind}'", "random",
@@ -214,14 +222,16 @@ register_loader(Loader("random", frozenset({"random", "shape", "seed", "scale"})
                        lambda s: f"random {s['random']} (seed {s.get('seed', 0)})"))
 
 
-# Element types a constant may ask for: the floating-point and integer types.
-STORED_DTYPES = (*FLOAT_DTYPES, *INTEGER_DTYPES)
 # Stored element types map onto the two Tinsmith computes with.
 _DTYPE_OF_KIND = {"f": "float32", "i": "int64", "u": "int64"}
 
 
 def load_constant(spec: LocatedDict, base: Path) -> tuple[np.ndarray, str]:
     """Run the loader that `spec` selects; return the data (float32 or int64) and its description."""
+    import numpy as np
+
+    from tinsmith.ir.graph import FLOAT_DTYPES, INTEGER_DTYPES
+    stored_dtypes = (*FLOAT_DTYPES, *INTEGER_DTYPES)  # a constant may ask for any float or integer type
     selected = [key for key in LOADERS if key in spec]
     if not selected:
         choices = ", ".join(f"'{k}'" for k in LOADERS)
@@ -236,8 +246,8 @@ def load_constant(spec: LocatedDict, base: Path) -> tuple[np.ndarray, str]:
             raise LoaderError(f"unknown field '{field}' for a '{loader.key}' constant", field,
                               f"allowed fields: {allowed}", on_key=True)
     dtype = spec.get("dtype")
-    if dtype is not None and dtype not in STORED_DTYPES:
-        raise LoaderError(f"unsupported dtype {dtype!r}", "dtype", f"use {', '.join(STORED_DTYPES)}")
+    if dtype is not None and dtype not in stored_dtypes:
+        raise LoaderError(f"unsupported dtype {dtype!r}", "dtype", f"use {', '.join(stored_dtypes)}")
     data = np.asarray(loader.load(spec, base))
     _check_size(data.shape, selected[0])
     if data.dtype.kind not in _DTYPE_OF_KIND:

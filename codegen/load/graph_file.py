@@ -5,7 +5,6 @@ module checks what the file alone can tell and remembers where everything was wr
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -14,7 +13,8 @@ from tinsmith import limits
 from tinsmith.errors import GraphError, SourceLoc
 from tinsmith.ir import Constant, TensorType
 from tinsmith.ir.graph import DTYPES, QUANTIZED_DTYPES, Quant
-from tinsmith.load.constants import LoaderError, load_constant, referenced_files
+from tinsmith.load.build_info import checked_graph_name, display_path
+from tinsmith.load.constants import LoaderError, load_constant
 from tinsmith.load.identifiers import identifier_hint, identifier_problem
 from tinsmith.load.located_yaml import LocatedDict, LocatedList, read_yaml
 
@@ -69,14 +69,6 @@ class GraphSpec:
     states: tuple = ()  # ir.State: values kept between calls (a TFLite model's variable tensors)
 
 
-def display_path(path: Path) -> str:
-    """How a graph path appears in messages and generated comments: relative when it can be."""
-    try:
-        return os.path.relpath(path)
-    except ValueError:
-        return str(path)
-
-
 _KIND_NAMES = {LocatedDict: "a mapping", LocatedList: "a list", str: "a string"}
 
 
@@ -109,17 +101,6 @@ def _identifier(name: Any, loc: SourceLoc, what: str) -> str:
     problem = identifier_problem(name, kind)
     if problem:
         raise GraphError(loc, f"invalid {what} name: {problem}", identifier_hint(name, kind))
-    return name
-
-
-GRAPH_NAME_MAX = 200  # the name is the stem of every output file; file names hold at most 255 bytes
-
-
-def _graph_name(name: Any, loc: SourceLoc) -> str:
-    _identifier(name, loc, "graph")
-    if len(name) > GRAPH_NAME_MAX:
-        raise GraphError(loc, f"the graph name has {len(name)} characters, more than {GRAPH_NAME_MAX}",
-                         "it names the generated files (NAME.hpp, libNAME.a, ...): choose a shorter one")
     return name
 
 
@@ -368,7 +349,7 @@ def load_graph_spec(path: str | Path) -> GraphSpec:
     _unknown_key(doc, TOP_LEVEL_KEYS, "the graph")
     if "graph" not in doc:
         raise GraphError(doc.loc, "the graph has no name", "add 'graph: NAME' at the top")
-    name = _graph_name(doc["graph"], doc.at("graph"))
+    name = checked_graph_name(doc["graph"], doc.at("graph"))
     version = doc.get("version", 1)
     if not isinstance(version, int) or isinstance(version, bool) or version != 1:
         raise GraphError(doc.at("version"), f"unsupported graph file version {version!r}",
@@ -385,25 +366,3 @@ def load_graph_spec(path: str | Path) -> GraphSpec:
     return GraphSpec(name, shown, inputs, outputs, _constants(doc, path.parent), nodes, doc.at("graph"),
                      _states(doc, inputs, outputs))
 
-
-def graph_name(path: str | Path) -> str:
-    """The graph's name (its outputs' file stem), read cheaply for build tools."""
-    doc = read_yaml(Path(path), display_path(Path(path)))
-    if not isinstance(doc, LocatedDict) or "graph" not in doc:
-        raise GraphError(SourceLoc(display_path(Path(path)), 1, 1), "the graph has no name",
-                         "add 'graph: NAME' at the top")
-    return _graph_name(doc["graph"], doc.at("graph"))
-
-
-def graph_dependencies(path: str | Path) -> list[Path]:
-    """Files a graph file reads (weights), for build tools to track; unreadable files give []."""
-    path = Path(path)
-    try:
-        doc = read_yaml(path)
-    except GraphError:
-        return []
-    constants = doc.get("constants") if isinstance(doc, dict) else None
-    if not isinstance(constants, dict):
-        return []
-    return [path.parent / f for spec in constants.values() if isinstance(spec, dict)
-            for f in referenced_files(spec)]

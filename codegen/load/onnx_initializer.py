@@ -3,11 +3,13 @@ model (tinsmith.load.onnx_model), which imports onnx only when a graph file uses
 from __future__ import annotations
 
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tinsmith.load.constants import Loader, LoaderError, register_loader
 from tinsmith.load.located_yaml import LocatedDict
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def _load_onnx(spec: LocatedDict, base: Path) -> np.ndarray:

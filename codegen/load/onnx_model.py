@@ -23,9 +23,9 @@ from tinsmith.errors import GraphError, SourceLoc
 from tinsmith.files import irregular_file
 from tinsmith.ir import Constant, TensorType
 from tinsmith.ir.names import numbered
+from tinsmith.load.build_info import display_path, model_graph_name
 from tinsmith.load.constants import LoaderError
-from tinsmith.load.graph_file import (SUPPORTED_DTYPES, GraphSpec, NodeSpec, ValueSpec, check_node_count,
-                                     display_path)
+from tinsmith.load.graph_file import SUPPORTED_DTYPES, GraphSpec, NodeSpec, ValueSpec, check_node_count
 from tinsmith.load.identifiers import identifier_problem, valid_identifier
 from tinsmith.load.onnx_quant import fold_qdq
 from tinsmith.load.subgraph import Subgraph, SubgraphNode
@@ -92,13 +92,6 @@ class OnnxModel:
     upgraded_from: int | None = None
     producer: str = ""
     batch_inputs: tuple[str, ...] = ()  # inputs whose symbolic first dimension was set to `batch`
-
-
-def graph_name_of(path: str | Path) -> str:
-    """The graph name of a model file: its stem as an identifier (ONNX graph names are often
-    generic, like 'main_graph'), cut to the length a graph file allows."""
-    from tinsmith.load.graph_file import GRAPH_NAME_MAX
-    return sanitize(sanitize(Path(path).stem, "g", "graph")[:GRAPH_NAME_MAX - 1], "g", "graph")
 
 
 def _onnx():
@@ -576,7 +569,7 @@ def read_onnx(path: str | Path, batch: int = 1) -> OnnxModel:
     # QDQ patterns (DequantizeLinear -> Conv -> QuantizeLinear, ...) become integer operators
     nodes, originals, constants = fold_qdq(nodes, originals, reader.constants, {v.name: v.type.dtype for v in inputs},
                                            [v.name for v in reader.outputs()], reader.filler)
-    spec = GraphSpec(graph_name_of(path), where, inputs, reader.outputs(), constants,
+    spec = GraphSpec(model_graph_name(path), where, inputs, reader.outputs(), constants,
                      nodes, reader.loc("graph"))
     renamed = {new: old for old, new in reader.values.items() if old != new}
     producer = " ".join(p for p in (model.producer_name, model.producer_version) if p)
@@ -632,20 +625,6 @@ def located(e: GraphError) -> GraphError:
 def load_onnx_spec(path: str | Path, batch: int = 1) -> GraphSpec:
     """Read an ONNX model file into a GraphSpec (see read_onnx)."""
     return read_onnx(path, batch).spec
-
-
-def onnx_dependencies(path: str | Path) -> list[Path]:
-    """Files an ONNX model reads besides itself (external tensor data), for build tools."""
-    path = Path(path)
-    if irregular_file(path):  # (never block the build tool's scan; generation reports the file)
-        return []
-    try:
-        model = _onnx().load(str(path), load_external_data=False)
-    except Exception:
-        return []
-    files = {entry.value for t in model.graph.initializer for entry in t.external_data
-             if entry.key == "location"}
-    return [path.parent / f for f in sorted(files)]
 
 
 # --- the `onnx` constant loader: {onnx: model.onnx, initializer: NAME} in a graph file -----

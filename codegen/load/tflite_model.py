@@ -20,8 +20,9 @@ import numpy as np
 from tinsmith.errors import GraphError, SourceLoc
 from tinsmith.files import irregular_file
 from tinsmith.ir import Constant, State, TensorType
-from tinsmith.load.graph_file import GraphSpec, ValueSpec, display_path
-from tinsmith.load.onnx_model import graph_name_of, unique_names
+from tinsmith.load.build_info import display_path, model_graph_name
+from tinsmith.load.graph_file import GraphSpec, ValueSpec
+from tinsmith.load.onnx_model import unique_names
 from tinsmith.load.tflite_operators import ANY, CUSTOM_OPERATORS, OPERATORS, custom_operator_problem
 from tinsmith.load.tflite_reader import STORED_ONLY_TYPES, Reader, Unsupported, builtin_code, tflite_schema
 
@@ -240,7 +241,7 @@ def _read_graph(path: Path, where: str, model, graph) -> TfliteModel:
                    for i in graph_inputs) + tuple(ValueSpec(k.read, k.type, r.loc, r.loc) for k in kept)
     outputs = tuple(ValueSpec(r.names[i], None, r.loc) for i in graph_outputs) + \
         tuple(ValueSpec(k.write, None, r.loc) for k in kept)
-    spec = GraphSpec(graph_name_of(path), where, inputs, outputs, tuple(r.constants.values()), tuple(r.nodes),
+    spec = GraphSpec(model_graph_name(path), where, inputs, outputs, tuple(r.constants.values()), tuple(r.nodes),
                      r.loc, tuple(State(k.read, k.write, k.fill) for k in kept))
     renamed = {r.names[i]: n for i, n in enumerate(originals) if r.names[i] != n}
     return TfliteModel(spec, renamed)

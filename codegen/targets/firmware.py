@@ -6,12 +6,12 @@ runtime_cpp/baremetal/; these functions only fill in what differs per graph and 
 """
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Mapping
 
 from tinsmith.escape import c_identifier, cpp_templates, ld_comment, ld_file_name, ld_section_name
-from tinsmith.ir.graph import DTYPES
 from tinsmith.targets import BAREMETAL_DIR, Target, TargetError
 
 # Host files the firmware reads and writes through semihosting, relative to the emulator's
@@ -23,7 +23,12 @@ STATS_FILE = "tinsmith_stats.txt"
 MAIN_TEMPLATE = BAREMETAL_DIR / "firmware_main.cpp.j2"
 SECTIONS_SCRIPT = BAREMETAL_DIR / "sections.ld"
 
-_TEMPLATES = cpp_templates(BAREMETAL_DIR)  # escapes by rule, see codegen/escape.py
+
+@functools.cache
+def templates():
+    """The firmware main's template environment (escapes by rule, see codegen/escape.py), made
+    when the first firmware main is written: the SCons tool imports this module for every build."""
+    return cpp_templates(BAREMETAL_DIR)
 
 
 def _identifier(name: object, what: str) -> str:
@@ -35,6 +40,7 @@ def _identifier(name: object, what: str) -> str:
 
 
 def _values(report: Mapping, key: str) -> list[dict]:
+    from tinsmith.ir.graph import DTYPES  # here: the IR imports NumPy, which declaring a build need not
     values = []
     for v in report[key]:
         _identifier(v["name"], key[:-1])
@@ -50,7 +56,7 @@ def render_firmware_main(report: Mapping, report_name: str | None = None,
     workspace goes in `workspace_section` when given (the target's placement)."""
     name = _identifier(report["graph"], "graph")
     inputs, outputs = _values(report, "inputs"), _values(report, "outputs")
-    return _TEMPLATES.get_template(MAIN_TEMPLATE.name).render(
+    return templates().get_template(MAIN_TEMPLATE.name).render(
         name=name, NAME=name.upper(), report_name=report_name or f"{name}.plan.json",
         inputs=inputs, outputs=outputs,
         input_bytes=sum(v["bytes"] for v in inputs), output_bytes=sum(v["bytes"] for v in outputs),

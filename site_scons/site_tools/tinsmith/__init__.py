@@ -163,7 +163,6 @@ from tinsmith.arena import arena_summary, is_arena_file, load_arena_file  # noqa
 from tinsmith.errors import TinsmithError  # noqa: E402
 from tinsmith.paths import PACKAGE_DIR, RUNTIME_DIR, RUNTIME_INCLUDE  # noqa: E402
 from tinsmith.load import graph_dependencies, graph_name  # noqa: E402
-from tinsmith.measure.summary import summary  # noqa: E402
 from tinsmith.targets import load_target, with_placement  # noqa: E402
 from tinsmith.targets.firmware import memory_script  # noqa: E402
 from tinsmith.targets.firmware_scons import configure_toolchain, firmware_program  # noqa: E402
@@ -375,6 +374,7 @@ def _print_summary(target, source, env):
 
 
 def _summary_line(target, source, env):
+    from tinsmith.measure.summary import summary  # (the measure package is for steps that run)
     try:
         return summary(json.loads(Path(source[0].abspath).read_text(encoding="utf-8")))
     except (OSError, ValueError, KeyError):  # e.g. `scons -n` before the report exists
