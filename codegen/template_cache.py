@@ -7,8 +7,11 @@ in codegen/__pycache__/templates (ignored by git, by the generator's digest and 
 used only while it matches the template's source and the Python version (Jinja2 checks both).
 It follows Python's own rules for bytecode: read whenever present, written unless
 PYTHONDONTWRITEBYTECODE is set, and never an error where the folder cannot be written (an
-installed package may be read-only). `compile_all()` writes it for every template regardless,
-as `python -m compileall` does for modules.
+installed package may be read-only). `tinsmith.compile_templates.compile_all()` writes it for
+every template regardless, as `python -m compileall` does for modules.
+
+This module sits below every module that makes an environment (tinsmith.escape among them), so
+it imports none of them: knowing which modules those are is tinsmith.compile_templates' job.
 """
 from __future__ import annotations
 
@@ -59,15 +62,9 @@ def cached(environment: jinja2.Environment) -> jinja2.Environment:
     return environment
 
 
-def compile_all() -> None:
-    """Write the compiled code of every template of every module's environment (the modules that
-    define them are imported here, and those that make theirs when first used are asked for it)."""
-    import tinsmith.arena
-    import tinsmith.assemble  # noqa: F401  (each defines its environment when imported)
-    import tinsmith.measure.page  # noqa: F401
-    import tinsmith.targets.firmware
-    tinsmith.arena.templates()
-    tinsmith.targets.firmware.templates()
+def compile_made() -> None:
+    """Write the compiled code of every template of every environment made so far (which
+    environments those are is for the caller: tinsmith.compile_templates makes them all)."""
     _CACHE.force_write = True
     try:
         for environment in _ENVIRONMENTS:

@@ -152,7 +152,7 @@ def pytest_sessionstart(session):
     root = Path(__file__).resolve().parents[1]
     for folder in ("codegen", "site_scons", "tests"):
         compileall.compile_dir(root / folder, quiet=2, workers=1)
-    from tinsmith.template_cache import compile_all
+    from tinsmith.compile_templates import compile_all
     compile_all()  # the Jinja2 templates' compiled code likewise (codegen/template_cache.py)
 
 
