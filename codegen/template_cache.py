@@ -23,7 +23,7 @@ import jinja2
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 CACHE_DIR = PACKAGE_DIR / "__pycache__" / "templates"
-# Every environment that keeps its compiled templates here, for compile_all().
+# Every environment that keeps its compiled templates here, for compile_made().
 _ENVIRONMENTS: list[jinja2.Environment] = []
 
 

@@ -22,6 +22,7 @@ CODEGEN = Path(__file__).resolve().parent.parent / "codegen"
 KNOWN_CYCLES = Path(__file__).resolve().parent / "data" / "import_cycles.txt"
 PACKAGE = "tinsmith"  # the import name of codegen/ (pyproject.toml maps the folder to it)
 
+
 def module_names(root: Path = CODEGEN, package: str = PACKAGE) -> dict[str, Path]:
     """Every module of the package whose folder is `root`, by the dotted name the code imports it
     as: `package` (not the folder's name: codegen/ is installed as `tinsmith`) + the path parts."""
@@ -192,9 +193,10 @@ def test_a_new_cycle_a_joining_module_and_a_broken_cycle_all_fail():
     assert cycle_problems(graph, [frozenset("ab")]) == []
     graph["d"].add("c")
     assert "c, d joined an import cycle" in cycle_problems(graph, [frozenset("ab")])[0]
-    graph["b"].add("e"), graph["e"].add("a")
+    graph["b"].add("e")
+    graph["e"].add("a")
     assert "e joined an import cycle (e -> a -> b -> e)" in cycle_problems(graph, [frozenset("ab"), frozenset("cd")])[0]
-    graph["e"].clear(), graph["a"].clear()
+    graph["a"].clear()  # a -> b was the listed cycle's tie
     assert cycle_problems(graph, [frozenset("ab"), frozenset("cd")]) == [
         "a, b no longer in an import cycle: remove them from tests/data/import_cycles.txt (and a line "
         "left with one module or none)"]
