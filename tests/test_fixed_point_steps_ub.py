@@ -271,6 +271,13 @@ def run_sanitized(tmp_path: Path, graph: str | Path, inputs: dict[str, np.ndarra
     """The graph (a file, or a graph YAML's text) generated for the host target, compiled with the
     host target's flags and the undefined-behaviour sanitizer (stopping at the first finding), run
     on `inputs`."""
+    return run_sanitized_sets(tmp_path, graph, [inputs])[0]
+
+
+def run_sanitized_sets(tmp_path: Path, graph: str | Path, input_sets: list[dict[str, np.ndarray]]
+                       ) -> list[dict[str, np.ndarray]]:
+    """run_sanitized on several input sets: one build, and one run of its host runner, which calls
+    the model once per set in a row."""
     from conformance.batch import _host_command
     from tinsmith.cli import _input_bytes, _output_arrays
     from tinsmith.paths import RUNTIME_DIR, RUNTIME_INCLUDE
@@ -290,11 +297,14 @@ def run_sanitized(tmp_path: Path, graph: str | Path, inputs: dict[str, np.ndarra
            "-o", str(tmp_path / "run")]
     built = subprocess.run(cmd, capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
-    (tmp_path / "in.bin").write_bytes(_input_bytes(lowered, inputs))
+    (tmp_path / "in.bin").write_bytes(b"".join(_input_bytes(lowered, inputs) for inputs in input_sets))
     ran = subprocess.run([str(tmp_path / "run"), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")],
                          capture_output=True, text=True)
     assert ran.returncode == 0 and "runtime error" not in ran.stderr, f"undefined behaviour:\n{ran.stderr}"
-    return _output_arrays(lowered, (tmp_path / "out.bin").read_bytes())
+    out = (tmp_path / "out.bin").read_bytes()
+    size = len(out) // len(input_sets)
+    assert size * len(input_sets) == len(out)
+    return [_output_arrays(lowered, out[i * size:(i + 1) * size]) for i in range(len(input_sets))]
 
 
 def rows_of(length: int, seed: int) -> np.ndarray:
@@ -411,6 +421,7 @@ def test_shipped_int8_models_run_without_undefined_behaviour(tmp_path, model):
     path = ROOT / model
     graph = lower(path)
     rng = np.random.default_rng(11)
+    trials = []
     for trial in range(3):
         feeds = []
         for name in graph.api_inputs:
@@ -418,7 +429,10 @@ def test_shipped_int8_models_run_without_undefined_behaviour(tmp_path, model):
             info = np.iinfo(t.numpy_dtype)
             values = rng.integers(info.min, info.max, t.shape, endpoint=True) if trial else np.full(t.shape, info.min)
             feeds.append(values.astype(t.numpy_dtype))
-        got = run_sanitized(tmp_path / str(trial), path, dict(zip(graph.api_inputs, feeds)))
+        trials.append(feeds)
+    # one sanitized build, its runner calling the model on the three input sets in a row
+    outputs = run_sanitized_sets(tmp_path, path, [dict(zip(graph.api_inputs, feeds)) for feeds in trials])
+    for trial, (feeds, got) in enumerate(zip(trials, outputs)):
         interp = tflm.Interpreter.from_file(str(path), arena_size=1 << 22)
         for i, x in enumerate(feeds):
             interp.set_input(x, i)

@@ -131,28 +131,18 @@ class Renderer:
             return self.type_names[dtype]
         return f"{_LANE_NAMES[dtype]}x{width}"
 
-    def vector_types(self, kernels) -> list[tuple[str, int]]:
-        """(dtype, width) of every vector type the kernels use, sorted."""
-        from tinsmith.generate.loop_ir import walk_exprs, walk_stmts
-        # (a comparison's lanes need no type of their own: GCC's vector compare gives the integer
-        # mask that a vector ?: takes)
-        found = {(e.dtype, e.width) for k in kernels for e in walk_exprs(k.body)
-                 if getattr(e, "width", 1) > 1 and getattr(e, "dtype", None) not in (None, "bool")}
-        found |= {(s.dtype, s.width) for k in kernels for s in walk_stmts(k.body)
-                  if isinstance(s, Local) and s.width > 1}
-        return sorted(found)
-
     def prelude(self, kernels) -> str:
         """C++ the kernels need before them: headers, vector typedefs and their load/store helpers."""
+        uses = _Uses.of(kernels)
         lines = [f"#include <{h}>" for h in self.headers]
-        for dtype in _storage_types_used(kernels):
+        for dtype in uses.storage_types():
             lines += STORAGE_TYPES[dtype].helpers
-        if self.helpers and (_calls_intrinsics(kernels) or self._spells_vectors(kernels)):
+        if self.helpers and (uses.calls or self._spells_vectors(uses.vectors)):
             lines += self.helpers
         if self.inline_minmax:
             lines += ["inline float max_f32(float a, float b) noexcept { return (a >= b || std::isnan(b)) ? a : b; }",
                       "inline float min_f32(float a, float b) noexcept { return (a <= b || std::isnan(b)) ? a : b; }"]
-        for dtype, width in self.vector_types(kernels):
+        for dtype, width in uses.vectors:
             t, e = self.type_name(dtype, width), self.type_names[dtype]
             nan = " || b != b" if dtype == "float32" else ""
             size = width * {"float32": 4, "int32": 4, INDEX: 4, "int16": 2, "int8": 1, "uint8": 1}[dtype]
@@ -173,10 +163,11 @@ class Renderer:
             ]
         return "\n".join(lines)
 
-    def _spells_vectors(self, kernels) -> bool:
-        """True when a vector type the kernels use has arithmetic of its own (see the module doc)."""
+    def _spells_vectors(self, vectors) -> bool:
+        """True when one of the vector types (dtype, width) has arithmetic of its own (see the
+        module doc)."""
         return any(f"{op}_{self.type_name(d, w)}" in self.intrinsics
-                   for d, w in self.vector_types(kernels) for op in ("fma", "max", "min"))
+                   for d, w in vectors for op in ("fma", "max", "min"))
 
     def _vector_op(self, e: Binary) -> str | None:
         """A vector Binary through the kernel sets' own spelling of it, if they have one: a multiply
@@ -347,18 +338,37 @@ class Renderer:
         return "\n".join(lines)
 
 
-def _storage_types_used(kernels) -> list[str]:
-    """The storage types some kernel reads, writes or casts to, in STORAGE_TYPES' order."""
-    from tinsmith.generate.loop_ir import walk_exprs
-    found = {p.dtype for k in kernels for p in (*k.params, *k.scratch)}
-    found |= {e.dtype for k in kernels for e in walk_exprs(k.body) if isinstance(e, Cast)}
-    return [t for t in STORAGE_TYPES if t in found]
+@dataclass(frozen=True)
+class _Uses:
+    """What the kernels hold that the prelude declares for them, found in one walk of their
+    bodies (the walk costs more than anything else the prelude does on a large model)."""
 
+    vectors: tuple[tuple[str, int], ...]  # (dtype, width) of every vector type, sorted
+    storage: frozenset[str]  # element types of buffers and casts
+    calls: bool  # some body holds an intrinsic Call
 
-def _calls_intrinsics(kernels) -> bool:
-    """True when some kernel's body holds an intrinsic Call."""
-    from tinsmith.generate.loop_ir import walk_exprs
-    return any(isinstance(e, Call) for k in kernels for e in walk_exprs(k.body))
+    @staticmethod
+    def of(kernels) -> _Uses:
+        from tinsmith.generate.loop_ir import walk_exprs, walk_stmts
+        vectors, casts, calls = set(), set(), False
+        for k in kernels:
+            for e in walk_exprs(k.body):
+                width = getattr(e, "width", 1)
+                # (a comparison's lanes need no type of their own: GCC's vector compare gives the
+                # integer mask that a vector ?: takes)
+                if width > 1 and getattr(e, "dtype", None) not in (None, "bool"):
+                    vectors.add((e.dtype, width))
+                if isinstance(e, Cast):
+                    casts.add(e.dtype)
+                elif isinstance(e, Call):
+                    calls = True
+            vectors |= {(s.dtype, s.width) for s in walk_stmts(k.body) if isinstance(s, Local) and s.width > 1}
+        buffers = {p.dtype for k in kernels for p in (*k.params, *k.scratch)}
+        return _Uses(tuple(sorted(vectors)), frozenset(buffers | casts), calls)
+
+    def storage_types(self) -> list[str]:
+        """The storage types some kernel reads, writes or casts to, in STORAGE_TYPES' order."""
+        return [t for t in STORAGE_TYPES if t in self.storage]
 
 
 PORTABLE = Renderer()
