@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import functools
 import re
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
 
 import numpy as np
 
@@ -230,19 +231,50 @@ def _with_function_bodies(model) -> Any:
     return model
 
 
+class _Conversion(NamedTuple):
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+
+
+_CONVERSIONS: OrderedDict[tuple[bytes, int], _Conversion] = OrderedDict()
+_CONVERSIONS_KEPT = 4  # results kept, of models up to _CONVERSION_KEPT_BYTES each
+_CONVERSION_KEPT_BYTES = 64 << 20
+
+
+def _converted(serialized: bytes, opset: int) -> _Conversion:
+    """_CONVERT run on a serialized model in a process of its own (the converter and the inliner
+    can crash or hang on a hostile model). The last few results are kept by the model's digest:
+    one command lowers a model several times (`tinsmith validate` and `run` do), and each
+    conversion costs a Python start and ONNX's import."""
+    import hashlib
+    import subprocess
+    import sys
+    key = (hashlib.sha256(serialized).digest(), opset)
+    if key in _CONVERSIONS:
+        _CONVERSIONS.move_to_end(key)
+        return _CONVERSIONS[key]
+    proc = subprocess.run([sys.executable, "-c", _CONVERT, str(opset)], input=serialized, capture_output=True,
+                          timeout=CONVERT_SECONDS)
+    result = _Conversion(proc.returncode, proc.stdout, proc.stderr)
+    if len(serialized) + len(proc.stdout) <= _CONVERSION_KEPT_BYTES:
+        _CONVERSIONS[key] = result
+        while len(_CONVERSIONS) > _CONVERSIONS_KEPT:
+            _CONVERSIONS.popitem(last=False)
+    return result
+
+
 def _upgraded(model, where: str) -> tuple[Any, int | None]:
     """The model at MIN_OPSET or later (local functions inlined), and the opset it had if it was
     upgraded."""
     import subprocess
-    import sys
     opset = _default_opset(model)
     upgrade = 0 < opset < MIN_OPSET
     if not upgrade and not model.functions:
         return model, None
     loc = OnnxLoc(where, 0, 0)
     try:
-        proc = subprocess.run([sys.executable, "-c", _CONVERT, str(MIN_OPSET if upgrade else 0)],
-                              input=model.SerializeToString(), capture_output=True, timeout=CONVERT_SECONDS)
+        proc = _converted(model.SerializeToString(), MIN_OPSET if upgrade else 0)
     except subprocess.TimeoutExpired:
         raise GraphError(loc, f"upgrading the model to opset {MIN_OPSET} took more than {CONVERT_SECONDS} s") from None
     except (OSError, ValueError) as e:  # ValueError: a model over protobuf's 2 GiB
