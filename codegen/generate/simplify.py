@@ -8,6 +8,7 @@ A caller may pass a table of its own to `simplify` or `rewrite`. Statement-level
 """
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import replace
 from typing import Callable, Mapping, Optional, Sequence
@@ -44,8 +45,10 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def rewrite(e: Expr, rules: Sequence[Rule]) -> Expr:
-    """`e` with every node rewritten by the first matching rule, repeatedly, children first."""
+@functools.lru_cache(maxsize=16)
+def _rewriter(rules: tuple[Rule, ...]) -> Callable[[Expr], Expr]:
+    """The function that rewrites one node by `rules` (made once per table: a kernel's every
+    expression goes through the same one)."""
     by_type: dict[type, list] = {}  # node type -> the rules for it, in the table's order
 
     def rules_for(node: Expr) -> list:
@@ -64,7 +67,12 @@ def rewrite(e: Expr, rules: Sequence[Rule]) -> Expr:
             else:
                 return node
         return node
-    return map_expr(e, at_node)
+    return at_node
+
+
+def rewrite(e: Expr, rules: Sequence[Rule]) -> Expr:
+    """`e` with every node rewritten by the first matching rule, repeatedly, children first."""
+    return map_expr(e, _rewriter(tuple(rules)))
 
 
 def substitute(e: Expr, env: Mapping[str, Expr]) -> Expr:
