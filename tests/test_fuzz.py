@@ -278,3 +278,35 @@ def test_a_non_finite_attribute_reaches_the_report_as_a_json_string():
     assert judge(path, True) == (True, [])
     report = json.loads(next(v for k, v in compile_graph(path).files.items() if k.endswith(".plan.json")))
     assert any(n["attrs"].get("alpha") == "-Infinity" for n in report["nodes"])
+
+
+def test_an_output_over_its_input_is_planned_on_the_kernels_typed_stores(tmp_path):
+    """Campaign finding (seed 3802, compiled batch 10500, rand1.onnx): a grouped convolution of
+    stride 2 (host vector kernel: three vector stores per group, then the group's last column read
+    and stored one by one) over a ConvTranspose output did not build for host, host-dispatch or the
+    portable target: the plan check found the output written over an input element still to be
+    read. The overlap planner traced the kernel before its locals were typed, so a store of a
+    vector local counted one element, not four, and the shift it allowed was 32 bytes too small.
+    The kernels are typed when built; the model builds and computes what ONNX Runtime does."""
+    ort = pytest.importorskip("onnxruntime")
+    from tinsmith.cli import run_compiled
+    from tinsmith.pipeline import compile_graph
+    rng = np.random.default_rng(3802)
+    weights = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name) for name, shape in
+               (("w1", (4, 3, 1, 3)), ("w3", (9, 1, 2, 1)), ("w4", (9,)))]
+    nodes = [helper.make_node("ConvTranspose", ["x", "w1"], ["t"], kernel_shape=[1, 3], pads=[0, 1, 0, 0],
+                              strides=[1, 2]),
+             helper.make_node("Conv", ["t", "w3", "w4"], ["c"], group=3, kernel_shape=[2, 1], pads=[1, 0, 0, 0],
+                              strides=[1, 2]),
+             helper.make_node("Softmax", ["c"], ["y"])]  # (c stays in the workspace)
+    graph = helper.make_graph(nodes, "grouped_over_input", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                                          [1, 4, 1, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 9, 1, 5])], weights)
+    path = tmp_path / "grouped.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
+    compiled = compile_graph(path, target="host")  # (the plan check refused it before)
+    assert ("c", "t") in {(o, i) for o, i, _ in compiled.plan.overlaps}  # the output still goes over its input
+    x = rng.standard_normal((1, 4, 1, 5)).astype(np.float32)
+    got = run_compiled(path, {"x": x}, tmp_path / "build", compiled.graph, "host")["y"]
+    want = ort.InferenceSession(path.read_bytes(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -352,7 +352,9 @@ def _build_kernel(build: _Build, scheduled: Node, member_names: tuple[str, ...],
     # unused parameter, a warning under -Wextra.
     kernel = replace(kernel, params=_params(graph, node, inputs, outputs, kernel.body, build.backend.name,
                                             frozenset(s.name for s in scratch)))
-    return BuiltKernel(node, tuple(members), tuple(outputs), kernel)
+    # Typed: whoever reads the body before rendering (the overlap planner traces it) sees the width
+    # of every value, a vector local's too (untyped, a store of one counts as one element).
+    return BuiltKernel(node, tuple(members), tuple(outputs), annotate(kernel))
 
 
 def _fuse_members(build: _Build, node: Node, members: Sequence[Node], cluster: int, body: tuple[Stmt, ...]
@@ -427,8 +429,7 @@ def _render_kernel(kernels: Kernels, graph: Graph, plan: MemoryPlan, scheduled: 
     for o, v in partly.items():
         kernel = replace(kernel, body=(Comment(f"overlapping: {o} is written over part of {v}, each byte "
                                                f"after its last read"),) + kernel.body)
-    kernel = annotate(kernel)
-    offsets = plan.offset_of()
+    offsets = plan.offset_of()  # (the body is typed: _build_kernel annotates it)
     call_args = tuple(_call_arg(graph, offsets, p.buffer) for p in kernel.params) + tuple(
         kernel_state_storage(kernel.name, s) if s.kept
         else _call_arg(graph, offsets, scratch_name(node.name, s.name), s.dtype) for s in kernel.scratch)
