@@ -10,7 +10,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from tinsmith.generate.loop_ir import (Assign, Binary, Comment, Const, For, Kernel, Load, Local, Param, Select,
+from tinsmith.generate.loop_ir import (Assign, Binary, Comment, Const, For, If, Kernel, Load, Local, Param, Select,
                                       Store, Unary, Var, broadcast_index, const, flat_index, index, nest)
 from tinsmith.generate.render import float_literal, render_expr, render_kernel, render_stmts
 from tinsmith.generate.simplify import simplify, simplify_expr
@@ -148,6 +148,11 @@ def test_an_inner_loop_index_shadows_an_outer_substitution():
         Store("y", index(0), const(0)),
         For("i", 3, (Store("y", i, Load("x", i)),)),
     )
+
+
+def test_a_condition_and_its_block_simplify():
+    body = For("i", 4, (If(Binary("<", i, add(index(1), index(1))), (Store("y", add(i, index(0)), const(1)),)),))
+    assert simplify(kernel(body)).body == (For("i", 4, (If(Binary("<", i, index(2)), (Store("y", i, const(1)),)),)),)
 
 
 def test_simplify_keeps_name_params_and_doc():
@@ -288,6 +293,35 @@ def test_render_statements():
         "  }",
         "  t_y[0] = acc;",
     ]
+
+
+def test_render_a_condition():
+    stmts = (For("u", 3, (If(Binary("&&", Binary(">=", Var("u"), index(1)), Binary("<", Var("u"), index(3))),
+                             (Local("v", Load("x", Var("u"))), Store("y", Var("u"), Var("v")))),)),)
+    assert render_stmts(stmts, 2) == [
+        "  for (int u = 0; u < 3; ++u) {",
+        "    if (u >= 1 && u < 3) {",
+        "      float v = t_x[u];",
+        "      t_y[u] = v;",
+        "    }",
+        "  }",
+    ]
+
+
+def test_a_condition_masks_the_trace_and_its_block_takes_its_ticks():
+    from tinsmith.planners.access import NEVER, UNREAD, Untraceable, trace
+    # y[i] = x[i + 1] for i >= 2 only, then y[i] = 0 for every i
+    body = For("i", 3, (If(Binary(">=", i, index(2)), (Store("y", i, Load("x", add(i, index(1)))),)),
+                        Store("y", i, const(0))))
+    t = trace(kernel(body))
+    assert t.ticks == 3 * 4  # the condition's block counted in every iteration, run or not
+    assert t.buffers["x"].last_read.tolist() == [UNREAD, UNREAD, UNREAD, 8]
+    assert t.buffers["y"].first_write.tolist() == [3, 7, 9, NEVER]
+    # an index local assigned under a condition has no single value per iteration
+    varying = (Local("n", index(0), "index"), For("i", 3, (If(Binary("==", i, index(1)), (Assign("n", i),)),
+                                                         Store("y", Var("n"), const(0)))))
+    with pytest.raises(Untraceable, match="condition"):
+        trace(kernel(*varying))
 
 
 def test_render_kernel():

@@ -21,8 +21,8 @@ from tinsmith.generate.epilogue import NotFusable, elementwise_template, fuse_ep
 from tinsmith.generate.functors import inplace  # noqa: F401  (registers its variant)
 from tinsmith.generate.functors.variants import applicable_variants, variant_functor
 from tinsmith.generate.functors.row_pipeline import Pipeline, pipeline_kernel
-from tinsmith.generate.loop_ir import (Comment, For, Kernel, Load, Param, Scratch, Stmt, Store, annotate, walk_exprs,
-                                      walk_stmts)
+from tinsmith.generate.loop_ir import (Comment, For, If, Kernel, Load, Param, Scratch, Stmt, Store, annotate,
+                                      walk_exprs, walk_stmts)
 from tinsmith.generate.parallel import SPLIT_WORK, render_parts, split_chains, split_groups
 from tinsmith.generate.render import STORAGE_NAMES, TYPE_NAMES
 from tinsmith.generate.simplify import simplify
@@ -95,8 +95,9 @@ def _reads_only_where_it_writes(stmts: tuple[Stmt, ...], x: str, y: str) -> bool
     """True when `x` is read only by stores to `y`, at the very index stored: then writing `y` over
     `x` is safe, element i being read just before it is overwritten (each stored once)."""
     for s in stmts:
-        if isinstance(s, For):
-            if not _reads_only_where_it_writes(s.body, x, y):
+        if isinstance(s, (For, If)):
+            if not _reads_only_where_it_writes(s.body, x, y) or \
+                    (isinstance(s, If) and _load_indices(s.cond, x)):
                 return False
         elif isinstance(s, Store):
             indices = _load_indices(s.value, x) + _load_indices(s.index, x)

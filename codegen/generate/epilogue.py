@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Mapping, Sequence
 
-from tinsmith.generate.loop_ir import (INDEX, Binary, Broadcast, Const, Expr, For, Lane, Load, Local, Select,
+from tinsmith.generate.loop_ir import (INDEX, Binary, Broadcast, Const, Expr, For, If, Lane, Load, Local, Select,
                                       Stmt, Store, Unary, Var, flat_index, map_expr)
 from tinsmith.generate.simplify import simplify_expr, substitute
 
@@ -89,6 +89,9 @@ def fuse_epilogue(body: Sequence[Stmt], value: str, out: str, out_shape: Sequenc
         for s in stmts:
             if isinstance(s, For):
                 result.append(For(s.var, s.extent, rewrite_stmts(s.body), s.step))
+                continue
+            if isinstance(s, If):
+                result.append(If(s.cond, rewrite_stmts(s.body)))
                 continue
             if not isinstance(s, Store) or s.buffer != value:
                 result.append(s)

@@ -1,11 +1,12 @@
 """The loop-level IR functors emit: a small, typed, C-like language.
 
-Loops have static bounds; tensors are flat buffers addressed by integer expressions. Every
-expression has an element type (`dtype`: a tensor dtype such as "float32" or "int8", or INDEX for
-loop indices and offsets; never a C++ spelling) and a vector width (`width`: lanes; 1 is a scalar).
-Leaves (Const, Var, Load, Cast, Broadcast, Call) carry both; composite expressions derive them from
-their operands. A `Var` may leave its type to its declaration (`For`: INDEX, `Local`: the local's);
-`annotate` fills them in, as it fills a `Load`'s from the kernel's parameters.
+Loops have static bounds; a block may run under a condition on loop indices (`If`). Tensors are
+flat buffers addressed by integer expressions. Every expression has an element type (`dtype`: a
+tensor dtype such as "float32" or "int8", or INDEX for loop indices and offsets; never a C++
+spelling) and a vector width (`width`: lanes; 1 is a scalar). Leaves (Const, Var, Load, Cast,
+Broadcast, Call) carry both; composite expressions derive them from their operands. A `Var` may
+leave its type to its declaration (`For`: INDEX, `Local`: the local's); `annotate` fills them in,
+as it fills a `Load`'s from the kernel's parameters.
 
 A vector `Load` reads `width` consecutive elements from `index`; a `Store` of a vector value writes
 as many. `Call` calls a target intrinsic by name (the renderer's table spells it). A kernel may
@@ -257,6 +258,16 @@ class For:
 
 
 @dataclass(frozen=True)
+class If:
+    """if (cond) { body }: `cond` an INDEX-valued condition on loop indices (a block that runs at
+    some iterations of the loops around it, such as a row pipeline's first and last rows). The body
+    is a scope of its own."""
+
+    cond: "Expr"
+    body: tuple["Stmt", ...]
+
+
+@dataclass(frozen=True)
 class Store:
     """buffer[index] = value (`value.width` consecutive elements for a vector). `at`, when given, is
     the same position as one index per axis of the stored tensor (first lane for a vector): what
@@ -294,7 +305,7 @@ class Comment:
     text: str
 
 
-Stmt = Union[For, Store, Local, Assign, Comment]
+Stmt = Union[For, If, Store, Local, Assign, Comment]
 
 
 @dataclass(frozen=True)
@@ -431,6 +442,11 @@ def map_stmts(stmts: Sequence[Stmt], fn) -> tuple[Stmt, ...]:
             body = map_stmts(s.body, fn)
             same = type(s.body) is tuple and len(body) == len(s.body) and all(n is o for n, o in zip(body, s.body))
             out.append(s if same else For(s.var, s.extent, body, s.step))
+        elif isinstance(s, If):
+            cond, body = map_expr(s.cond, fn), map_stmts(s.body, fn)
+            same = cond is s.cond and type(s.body) is tuple and len(body) == len(s.body) and \
+                all(n is o for n, o in zip(body, s.body))
+            out.append(s if same else If(cond, body))
         elif isinstance(s, Store):
             index, value = map_expr(s.index, fn), map_expr(s.value, fn)
             at = None if s.at is None else tuple(map_expr(a, fn) for a in s.at)
@@ -457,6 +473,8 @@ def in_double(stmts: Sequence[Stmt]) -> tuple[Stmt, ...]:
     for s in map_stmts(stmts, wide):
         if isinstance(s, For):
             s = For(s.var, s.extent, in_double(s.body), s.step)
+        elif isinstance(s, If):
+            s = If(s.cond, in_double(s.body))
         elif isinstance(s, Local) and s.dtype == "float32":
             s = Local(s.name, s.init, "float64", s.width)
         out.append(s)
@@ -464,10 +482,10 @@ def in_double(stmts: Sequence[Stmt]) -> tuple[Stmt, ...]:
 
 
 def walk_stmts(stmts: Sequence[Stmt]):
-    """Every statement, loops' bodies included, in order."""
+    """Every statement, loops' and conditions' bodies included, in order."""
     for s in stmts:
         yield s
-        if isinstance(s, For):
+        if isinstance(s, (For, If)):
             yield from walk_stmts(s.body)
 
 
@@ -493,7 +511,10 @@ def walk_expr(e: Expr):
 
 
 def stmt_exprs(s: Stmt) -> tuple[Expr, ...]:
-    """The expressions statement `s` holds itself (a loop's body is statements, not its own)."""
+    """The expressions statement `s` holds itself (a loop's or a condition's body is statements,
+    not its own)."""
+    if isinstance(s, If):
+        return (s.cond,)
     if isinstance(s, Store):
         return (s.index, s.value, *(s.at or ()))
     if isinstance(s, Local):
@@ -529,6 +550,9 @@ def annotate(kernel: Kernel) -> Kernel:
         for s in stmts:
             if isinstance(s, For):
                 out.append(For(s.var, s.extent, body(s.body, {**scope, s.var: (INDEX, 1)}), s.step))
+                continue
+            if isinstance(s, If):
+                out.append(If(map_expr(s.cond, typed), body(s.body, scope)))
                 continue
             out.append(map_stmts((s,), typed)[0])
             if isinstance(s, Local):

@@ -19,8 +19,8 @@ from typing import Mapping
 
 import numpy as np
 
-from tinsmith.generate.loop_ir import (Assign, Binary, Comment, Const, Expr, For, Kernel, Load, Local, Stmt, Store,
-                                       Var, walk_exprs, walk_stmts)
+from tinsmith.generate.loop_ir import (Assign, Binary, Comment, Const, Expr, For, If, Kernel, Load, Local, Stmt, Store,
+                                       Var, stmt_exprs, walk_exprs, walk_stmts)
 
 PART, PARTS = "tinsmith_part", "tinsmith_parts"  # the extra parameters of a split kernel
 # Work (MACs plus elements stored) below which a kernel stays on the calling thread: a pool run
@@ -91,12 +91,14 @@ def _accesses(stmts, loops: tuple[For, ...], read_as: Mapping[str, str]):
             yield from _accesses(s.body, (*loops, s), read_as)
             continue
         if read_as and not isinstance(s, Comment):
-            for load in loads(tuple(vars(s).values()), []):
+            for load in loads(stmt_exprs(s), []):
                 if load.stride != 1:
                     yield read_as[load.buffer], None, load.width, loops
                 yield read_as[load.buffer], load.index, load.width, loops
         if isinstance(s, Store):
             yield s.buffer, s.index, s.value.width, loops
+        elif isinstance(s, If):  # as if it always ran: every element it may touch
+            yield from _accesses(s.body, loops, read_as)
 
 
 MAX_ENUMERATED = 1 << 22  # elements stored, counted with repeats, beyond which a kernel runs whole

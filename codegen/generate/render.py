@@ -20,8 +20,8 @@ import numpy as np
 
 from tinsmith.escape import c_comment
 from tinsmith.generate.loop_ir import (FLOAT_DTYPES, INDEX, Assign, Binary, Broadcast, Call, Cast, Comment, Const,
-                                      Expr, For, Kernel, Lane, Load, Local, ReduceLanes, Select, Stmt, Store, Unary, Var,
-                                      dtype_of)
+                                      Expr, For, If, Kernel, Lane, Load, Local, ReduceLanes, Select, Stmt, Store, Unary,
+                                      Var, dtype_of)
 from tinsmith.generate.storage_types import STORAGE_TYPES
 
 # C++ spelling of each math function, float overloads from <cmath>. nearbyint rounds ties to even in
@@ -288,6 +288,10 @@ class Renderer:
             if isinstance(s, For):
                 step = f"++{s.var}" if s.step == 1 else f"{s.var} += {s.step}"
                 lines.append(f"{pad}for (int {s.var} = 0; {s.var} < {s.extent}; {step}) {{")
+                lines += self.stmts(s.body, indent + 2, storage)
+                lines.append(f"{pad}}}")
+            elif isinstance(s, If):
+                lines.append(f"{pad}if ({self.expr(s.cond)}) {{")
                 lines += self.stmts(s.body, indent + 2, storage)
                 lines.append(f"{pad}}}")
             elif isinstance(s, Store):

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import replace
 from typing import Callable, Mapping, Optional, Sequence
 
-from tinsmith.generate.loop_ir import (INDEX, Assign, Binary, Const, Expr, For, Kernel, Local, Stmt,
+from tinsmith.generate.loop_ir import (INDEX, Assign, Binary, Const, Expr, For, If, Kernel, Local, Stmt,
                                       Store, Var, map_expr)
 
 Rule = tuple[type, Callable[[Expr], Optional[Expr]]]
@@ -112,6 +112,8 @@ def _simplify_stmts(stmts: tuple[Stmt, ...], env: Mapping[str, Expr], rules) -> 
                 # the loop's own index shadows any outer substitution of the same name
                 inner = {k: v for k, v in env.items() if k != s.var}
                 out.append(For(s.var, s.extent, _simplify_stmts(s.body, inner, rules), s.step))
+        elif isinstance(s, If):
+            out.append(If(s_(s.cond), _simplify_stmts(s.body, env, rules)))
         elif isinstance(s, Store):
             out.append(Store(s.buffer, s_(s.index), s_(s.value),
                              None if s.at is None else tuple(s_(a) for a in s.at)))

@@ -18,9 +18,9 @@ from typing import Mapping
 
 import numpy as np
 
-from tinsmith.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Call, Cast, Comment, Const, For,
+from tinsmith.generate.loop_ir import (INDEX, Assign, Binary, Broadcast, Call, Cast, Comment, Const, For, If,
                                       Kernel, Lane, Load, Local, ReduceLanes, Select, Stmt, Store, Unary, Var,
-                                      width_of)
+                                      walk_stmts, width_of)
 
 MAX_ITERATIONS = 1 << 22  # loop instances traced at once; a larger nest is not traced (memory)
 NEVER = np.iinfo(np.int64).max  # first write of an element never written
@@ -61,7 +61,7 @@ class Trace:
 
 def _depth(stmts: tuple[Stmt, ...]) -> int:
     """How deeply loops nest in a block."""
-    return max((1 + _depth(s.body) for s in stmts if isinstance(s, For)), default=0)
+    return max((int(isinstance(s, For)) + _depth(s.body) for s in stmts if isinstance(s, (For, If))), default=0)
 
 
 def span(stmts: tuple[Stmt, ...]) -> int:
@@ -70,6 +70,8 @@ def span(stmts: tuple[Stmt, ...]) -> int:
     for s in stmts:
         if isinstance(s, For):
             total += (s.extent // s.step) * span(s.body)
+        elif isinstance(s, If):  # counted whether or not it runs: ticks only need to increase
+            total += span(s.body)
         elif not isinstance(s, Comment):
             total += 2
     return total
@@ -184,6 +186,17 @@ class _Tracer:
                 self.block(s.body, {**env, s.var: it * s.step}, {**depth_of, s.var: depth + 1}, depth + 1,
                            tick + it * inner, mask, iterations * n)
                 tick = tick + n * inner
+                continue
+            if isinstance(s, If):
+                cond = self.expr(s.cond, env, tick, mask)
+                if cond is None:
+                    raise Untraceable("a condition depends on data")
+                inner = {t.name for t in s.body if isinstance(t, Local)}
+                if any(isinstance(t, Assign) and t.name not in inner and env.get(t.name) is not None
+                       for t in walk_stmts(s.body)):
+                    raise Untraceable("an index local changes under a condition")
+                self.block(s.body, env, depth_of, depth, tick, np.logical_and(mask, cond), iterations)
+                tick = tick + span(s.body)
                 continue
             if isinstance(s, Local):
                 value = self.expr(s.init, env, tick, mask)

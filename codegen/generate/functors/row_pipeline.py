@@ -4,8 +4,11 @@ inference, with rows as patches and ring buffers instead of recomputation).
 The kernel produces the rows of every layer in a wavefront: at each step, each layer computes the
 rows whose inputs are all there. A value read only inside the pipeline lives in a ring buffer of a
 few rows (a scratch buffer, placed by the memory plan); a value read after it is stored whole, in
-the model's layout. Every row is computed once: nothing is recomputed. Steps that repeat with a
-fixed stride of rows become one loop, so the code stays the size of a few kernels; ring slots are
+the model's layout. Every row is computed once: nothing is recomputed. The steps are one loop, a
+few steps per repetition; each kind of row of a layer (its taps: the first and last rows read
+padding) is in the loop body once per step of a repetition, under the condition of the
+repetitions that make it, so the pipeline's first and last steps, where layers start and finish,
+cost no code of their own and the code stays the size of a few kernels. Ring slots are
 `row % rows_in_ring`.
 
 `Pipeline` describes the layers (tinsmith.planners.rows finds them in a schedule); `pipeline_kernel`
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 
 from tinsmith.generate.functors.conv import Affine, Axis, TileLoops
 from tinsmith.generate.functors.conv_nest import ChannelBlock, ConvNest, ConvSchedule, ConvSpace, convolution
-from tinsmith.generate.loop_ir import Assign, Binary, For, Load, Local, Scratch, Store, Var, const, index
+from tinsmith.generate.loop_ir import Assign, Binary, For, If, Load, Local, Scratch, Store, Var, const, index
 from tinsmith.ops.conv import Window
 
 CHANNELS, POSITIONS = 4, 2  # output channels times positions kept in registers (8 accumulators)
@@ -118,57 +121,77 @@ class Pipeline:
                 for v, n in sorted(rings.items())]
 
 
-def _runs(steps: list[list[tuple[Layer, int]]]) -> list[tuple[int, int, int, tuple[int, ...]]]:
-    """Steps grouped into loops: (first step, period, repetitions, row advance per repetition of each
-    item). Steps repeat when the same layers produce rows reading the same taps, each row `advance`
-    further on."""
-    def signature(t):
-        return tuple((l.name, tuple(k for k in range(l.kh) if 0 <= r * l.sh - l.ph + k < l.hin))
-                     for l, r in steps[t])
+@dataclass(frozen=True)
+class _Run:
+    """Rows of one layer with the same taps, made one per repetition of the step loop, at sub-step
+    `phase` of repetitions first .. first + count - 1: row r0 + (u - first) * advance at repetition u."""
 
-    def rows(t):
-        return [r for _, r in steps[t]]
+    layer: Layer
+    phase: int
+    first: int
+    count: int
+    r0: int
+    advance: int
 
-    runs, t = [], 0
-    while t < len(steps):
-        best = (t, 1, 1, ())
-        for period in (1, 2, 3, 4):
-            if t + 2 * period > len(steps):
-                break
-            first = [signature(t + j) for j in range(period)]
-            advance = tuple(b - a for j in range(period) for a, b in zip(rows(t + j), rows(t + period + j)))
-            if [signature(t + period + j) for j in range(period)] != first:
-                continue
-            n = 1
-            while t + (n + 1) * period <= len(steps) and all(
-                    signature(t + n * period + j) == first[j] for j in range(period)) and tuple(
-                    b - a for j in range(period) for a, b in
-                    zip(rows(t + (n - 1) * period + j), rows(t + n * period + j))) == advance:
+
+def _taps(l: Layer, r: int) -> tuple[int, ...]:
+    """The kernel rows output row r of layer l reads inside its input (its code's shape)."""
+    return tuple(k for k in range(l.kh) if 0 <= r * l.sh - l.ph + k < l.hin)
+
+
+def _runs(steps: list[list[tuple[Layer, int]]], period: int) -> list[_Run]:
+    """The rows of `steps` as runs of a loop whose body is `period` steps: per layer and sub-step,
+    rows with the same taps, one repetition apart and the same number of rows further each time."""
+    runs: list[_Run] = []
+    made: dict[tuple[str, int], list[tuple[int, int]]] = {}  # (layer, phase) -> (repetition, row)
+    layers: dict[str, Layer] = {}
+    for t, step in enumerate(steps):
+        for l, r in step:
+            layers[l.name] = l
+            made.setdefault((l.name, t % period), []).append((t // period, r))
+    for (name, phase), rows in made.items():
+        l = layers[name]
+        i = 0
+        while i < len(rows):
+            (u0, r0), n = rows[i], 1
+            advance = rows[i + 1][1] - r0 if i + 1 < len(rows) else 0
+            while i + n < len(rows) and rows[i + n][0] == u0 + n and rows[i + n][1] == r0 + n * advance and \
+                    _taps(l, rows[i + n][1]) == _taps(l, r0):
                 n += 1
-            if n >= 2 and n * period > best[1] * best[2]:
-                best = (t, period, n, advance)
-        runs.append(best)
-        t += best[1] * best[2]
+            runs.append(_Run(l, phase, u0, n, r0, advance if n > 1 else 0))
+            i += n
     return runs
 
 
+PERIODS = (1, 2, 3, 4)  # sub-steps per repetition tried: a strided layer makes a row every other step
+
+
 def pipeline_kernel(p: Pipeline) -> list:
-    """The loop IR of the whole pipeline."""
+    """The loop IR of the whole pipeline: one loop over its steps (`period` of them per repetition,
+    the period that needs the fewest runs), each run of rows under the condition of the
+    repetitions it covers. The code holds each kind of row of each layer once per sub-step."""
     rings = p.ring_rows()
     steps = p.steps()
-    body = []
+    period, runs = min(((q, _runs(steps, q)) for q in PERIODS), key=lambda pr: (len(pr[1]), pr[0]))
+    repetitions = -(-len(steps) // period)
+    order = {l.name: i for i, l in enumerate(p.layers)}
     serials = itertools.count()  # rows of one loop body share a C++ scope: their locals' names differ
-    for t, period, n, advance in _runs(steps):
-        items = [item for j in range(period) for item in steps[t + j]]
-        if n == 1:
-            for l, r in items:
-                body += _row(p, rings, l, Affine(const=r), r, serials)
+    body = []
+    u = Var("u")
+    for run in sorted(runs, key=lambda run: (run.phase, order[run.layer.name], run.first)):
+        row = Affine(const=run.r0 - run.first * run.advance) + Affine.var("u") * run.advance
+        stmts = tuple(_row(p, rings, run.layer, row, run.r0, serials))
+        last = run.first + run.count
+        if run.count == 1:
+            cond = Binary("==", u, index(run.first))
+        elif run.first == 0:
+            cond = Binary("<", u, index(last))
+        elif last == repetitions:
+            cond = Binary(">=", u, index(run.first))
         else:
-            stmts = []
-            for (l, r), a in zip(items, advance):
-                stmts += _row(p, rings, l, Affine(const=r) + Affine.var("u") * a, r, serials)
-            body.append(For("u", n, tuple(stmts)))
-    return body
+            cond = Binary("&&", Binary(">=", u, index(run.first)), Binary("<", u, index(last)))
+        body += stmts if run.count == repetitions else (If(cond, stmts),)
+    return [For("u", repetitions, tuple(body))]
 
 
 def _at(p: Pipeline, rings, value: str, c, row: Affine, x):
@@ -184,7 +207,7 @@ def _row(p: Pipeline, rings, l: Layer, row: Affine, r0: int, serials: Iterator[i
     """Output row `row` of layer `l` (`r0`: its value at the first repetition, which has the same
     taps): the convolution nest over the row's columns, positions outside channels, with exact
     tiles (columns whose windows read the same taps) and the micro-kernel `RowBlock`."""
-    kys = tuple(k for k in range(l.kh) if 0 <= r0 * l.sh - l.ph + k < l.hin)
+    kys = _taps(l, r0)
     columns = ConvSpace((Axis(Window(l.win, l.wout, l.kw, l.sw, 1, l.pw, l.pw)),))
     schedule = ConvSchedule(channels=CHANNELS, positions=POSITIONS, exact=True, leftover_loop=False,
                             order="rows", channel_steps=True)
