@@ -22,7 +22,7 @@ from clang import cindex
 from clang.cindex import CursorKind, Diagnostic, ExceptionSpecificationKind, TypeKind
 
 from tinsmith.escape import one_line
-from tinsmith.ir.graph import NARROW_DTYPES
+from tinsmith.ir.element_types import NARROW_DTYPES
 from tinsmith.paths import RUNTIME_INCLUDE
 
 

@@ -312,3 +312,17 @@ def test_declaring_a_build_imports_neither_numpy_nor_the_ir(checkout, tmp_path, 
     proc = scons("-Q", "-n", cwd=project)
     assert any(" generate src/models/mlp.yaml " in line for line in commands(proc)), proc.stdout  # declared
     assert re.search(r"^heavy: \[\]$", proc.stdout, re.M), proc.stdout
+
+
+def test_building_a_model_runs_its_checks_in_scons_without_numpy(checkout, tmp_path):
+    """The header check (libclang) and the report run inside the SCons process: they read the
+    generated files and the object, never the graph, so they need neither NumPy nor the IR."""
+    project = tool_project(tmp_path, checkout, (
+        "import atexit, sys\n"
+        "env['TINSMITH_TARGET'] = 'host'\n"
+        "env.TinsmithModel('src/models/mlp.yaml')\n"
+        "atexit.register(lambda: print('heavy:', [m for m in ('numpy', 'ml_dtypes', 'tinsmith.ir.graph', 'onnx')"
+        " if m in sys.modules]))\n"))
+    proc = scons("-Q", cwd=project)
+    assert any("tinsmith verify " in line for line in commands(proc)), proc.stdout  # the checks ran here
+    assert re.search(r"^heavy: \[\]$", proc.stdout, re.M), proc.stdout

@@ -9,22 +9,17 @@ import ml_dtypes
 import numpy as np
 
 from tinsmith.errors import SourceLoc
+from tinsmith.ir.element_types import NARROW_DTYPES
 
 
 def _ml_dtypes() -> dict:
     """bfloat16, the float8 formats, float4 and the 4- and 2-bit integers: NumPy spells them
     through ml_dtypes."""
     types = {"bfloat16": (np.dtype(ml_dtypes.bfloat16), "std::uint16_t", "uint16_t")}
-    # one element per byte, as NumPy holds them (not packed as in an ONNX file)
-    for name in NARROW_DTYPES:
+    for name in NARROW_DTYPES:  # those the installed ml_dtypes has
         if hasattr(ml_dtypes, name):
             types[name] = (np.dtype(getattr(ml_dtypes, name)), "std::uint8_t", "uint8_t")
     return types
-
-
-# Types of fewer than 16 bits, which only Cast and CastLike convert to and from.
-NARROW_DTYPES = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu",
-                 "float4_e2m1fn", "int4", "uint4", "int2", "uint2")
 
 
 # Element types Tinsmith knows, with their NumPy and C++ spellings (the generated API's types).
