@@ -165,7 +165,7 @@ def test_constants_read_by_kernels_are_emitted_once():
 
 # --- a user's functor for a builtin ---------------------------------------------------------
 def select_relu(graph, node_id, cluster_id, args, attrs):
-    """Relu as a select, to tell it from the builtin functor (std::fmax)."""
+    """Relu as a select, to tell it from the builtin functor (tinsmith::math::fmax)."""
     x, y = args.inputs[0], args.outputs[0]
 
     def body(idx):
@@ -196,7 +196,7 @@ def test_a_user_functor_replaces_a_builtin(tmp_path):
           }
         }""")
     (builtin,) = generated(path, CPP).kernels
-    assert "std::fmax" in builtin.source
+    assert "tinsmith::math::fmax" in builtin.source
 
 
 @pytest.mark.parametrize("body, message", [
@@ -315,7 +315,7 @@ def test_a_custom_op_compiles_and_runs(tmp_path, softplus):
     x = np.random.default_rng(3).normal(0, 2, (3, 4)).astype(np.float32)
     compiled, out = compile_and_run(path, copy_of_cpp(TestSoftplus=softplus_functor), {"x": x}, tmp_path)
     smooth = next(k for k in compiled.model.kernels if k.node.name == "smooth")
-    assert "std::log(1.0f + std::exp(2.0f * t_h[" in smooth.source
+    assert "tinsmith::math::log(1.0f + tinsmith::math::exp(2.0f * t_h[" in smooth.source
     # NumPy written here: softplus with beta = 2 of x * w, minus x
     w = np.array([0.5, -1.0, 2.0, 0.25])
     h = x.astype(np.float64) * w

@@ -274,7 +274,7 @@ def test_cmake_without_tinsmith_says_to_activate_the_environment(tmp_path):
 
 # --- PlatformIO ------------------------------------------------------------------------
 
-LIBRARY_FILES = {"vibration.cpp", "vibration.hpp", "vibration.h", "tinsmith/buffer.hpp"}
+LIBRARY_FILES = {"vibration.cpp", "vibration.hpp", "vibration.h", "tinsmith/buffer.hpp", "tinsmith/math.hpp"}
 
 
 def test_platformio_library_holds_only_library_sources_and_compiles(tmp_path, built_workspace):

@@ -14,6 +14,7 @@ from tinsmith.generate.loop_ir import (Assign, Binary, Comment, Const, For, If, 
                                       Store, Unary, Var, broadcast_index, const, flat_index, index, nest)
 from tinsmith.generate.render import float_literal, render_expr, render_kernel, render_stmts
 from tinsmith.generate.simplify import simplify, simplify_expr
+from tinsmith.paths import RUNTIME_INCLUDE
 
 a, b, c, d = Var("a"), Var("b"), Var("c"), Var("d")
 i, j, k = Var("i"), Var("j"), Var("k")
@@ -185,18 +186,18 @@ EXPRESSIONS = [
     (Select(Binary("<", a, b), c, d), "a < b ? c : d"),
     (add(Select(a, b, c), d), "(a ? b : c) + d"),
     (Select(Binary("||", a, b), c, Select(d, a, b)), "a || b ? c : d ? a : b"),
-    (Binary("max", sub(a, b), const(0)), "std::fmax(a - b, 0.0f)"),
-    (Binary("min", a, b), "std::fmin(a, b)"),
-    (Binary("pow", add(a, b), const(2)), "std::pow(a + b, 2.0f)"),
-    (mul(Binary("max", a, b), c), "std::fmax(a, b) * c"),
-    (Unary("exp", sub(a, b)), "std::exp(a - b)"),
-    (Unary("tanh", a), "std::tanh(a)"),
-    (Unary("erf", a), "std::erf(a)"),
-    (Unary("sqrt", a), "std::sqrt(a)"),
-    (Unary("abs", a), "std::fabs(a)"),
-    (Unary("log", a), "std::log(a)"),
-    (Unary("floor", a), "std::floor(a)"),
-    (Unary("ceil", a), "std::ceil(a)"),
+    (Binary("max", sub(a, b), const(0)), "tinsmith::math::fmax(a - b, 0.0f)"),
+    (Binary("min", a, b), "tinsmith::math::fmin(a, b)"),
+    (Binary("pow", add(a, b), const(2)), "tinsmith::math::pow(a + b, 2.0f)"),
+    (mul(Binary("max", a, b), c), "tinsmith::math::fmax(a, b) * c"),
+    (Unary("exp", sub(a, b)), "tinsmith::math::exp(a - b)"),
+    (Unary("tanh", a), "tinsmith::math::tanh(a)"),
+    (Unary("erf", a), "tinsmith::math::erf(a)"),
+    (Unary("sqrt", a), "tinsmith::math::sqrt(a)"),
+    (Unary("abs", a), "tinsmith::math::fabs(a)"),
+    (Unary("log", a), "tinsmith::math::log(a)"),
+    (Unary("floor", a), "tinsmith::math::floor(a)"),
+    (Unary("ceil", a), "tinsmith::math::ceil(a)"),
     (Unary("neg", a), "-a"),
     (Unary("neg", add(a, b)), "-(a + b)"),
     (Unary("neg", mul(a, b)), "-(a * b)"),
@@ -224,11 +225,11 @@ CONSTANTS = [
     (mul(Const(-1.5), a), "(-1.5f) * a"),
     (Const(-0.0), "-0.0f"),
     (sub(a, Const(-0.0)), "a - (-0.0f)"),
-    (Const(-math.inf), "-INFINITY"),
-    (Const(math.inf), "INFINITY"),
-    (Binary("max", a, Const(-math.inf)), "std::fmax(a, -INFINITY)"),
-    (mul(a, Const(-math.inf)), "a * (-INFINITY)"),
-    (Const(math.nan), "NAN"),
+    (Const(-math.inf), "-tinsmith::math::kInfinity"),
+    (Const(math.inf), "tinsmith::math::kInfinity"),
+    (Binary("max", a, Const(-math.inf)), "tinsmith::math::fmax(a, -tinsmith::math::kInfinity)"),
+    (mul(a, Const(-math.inf)), "a * (-tinsmith::math::kInfinity)"),
+    (Const(math.nan), "tinsmith::math::kNaN"),
     (Const(7, False), "7"),
 ]
 
@@ -242,7 +243,7 @@ def test_render_constants(expr, text):
     (0.0, "0.0f"), (1.0, "1.0f"), (2.0, "2.0f"), (0.5, "0.5f"), (-0.25, "-0.25f"), (0.1, "0.1f"),
     (1e-5, "1e-05f"), (1e-4, "0.0001f"), (12345678.0, "12345678.0f"), (123456789.0, "1.2345679e+08f"),
     (1e20, "1e+20f"), (math.sqrt(2.0), "1.4142135f"), (3.4028234663852886e38, "3.4028235e+38f"),
-    (1e39, "INFINITY"), (-1e39, "-INFINITY"), (1e-46, "0.0f"),
+    (1e39, "tinsmith::math::kInfinity"), (-1e39, "-tinsmith::math::kInfinity"), (1e-46, "0.0f"),
 ])
 def test_float_literals(value, text):
     assert float_literal(value) == text
@@ -287,7 +288,7 @@ def test_render_statements():
         "    acc -= a - b;",
         "    acc *= 0.5f;",
         "    acc /= 2.0f;",
-        "    acc = std::fmax(acc, a);",
+        "    acc = tinsmith::math::fmax(acc, a);",
         "    acc = a - acc;",
         "    acc = acc % a;",
         "  }",
@@ -333,7 +334,7 @@ def test_render_kernel():
         void relu_node(const float* __restrict t_x, float* __restrict t_y) noexcept {
           for (int i0 = 0; i0 < 2; ++i0) {
             for (int i1 = 0; i1 < 3; ++i1) {
-              t_y[i0 * 3 + i1] = std::fmax(t_x[i1], 0.0f);
+              t_y[i0 * 3 + i1] = tinsmith::math::fmax(t_x[i1], 0.0f);
             }
           }
         }""")
@@ -360,14 +361,14 @@ def test_rendered_expressions_compile_without_warnings(tmp_path):
     stores = [f"  t_y[{n}] = static_cast<float>({render_expr(e)});"
               for n, (e, _) in enumerate(EXPRESSIONS + CONSTANTS) if "%" not in render_expr(e)]
     source = "\n".join([
-        "#include <cmath>",
+        "#include \"tinsmith/math.hpp\"",
         "void f(float a, float b, float c, float d, int i, int j, const float* __restrict t_x,",
         "       float* __restrict t_y) noexcept {",
         *stores,
         "}",
     ])
     (tmp_path / "e.cpp").write_text(source + "\n")
-    proc = subprocess.run(["g++", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
+    proc = subprocess.run(["g++", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-fsyntax-only", f"-I{RUNTIME_INCLUDE}",
                            str(tmp_path / "e.cpp")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
 

@@ -24,15 +24,16 @@ from tinsmith.generate.loop_ir import (FLOAT_DTYPES, INDEX, Assign, Binary, Broa
                                       Var, dtype_of)
 from tinsmith.generate.storage_types import STORAGE_TYPES
 
-# C++ spelling of each math function, float overloads from <cmath>. nearbyint rounds ties to even in
-# the default rounding mode, and unlike rint never raises the inexact flag.
-_UNARY_CPP = {"exp": "std::exp", "log": "std::log", "tanh": "std::tanh", "erf": "std::erf",
-              "sqrt": "std::sqrt", "abs": "std::fabs", "floor": "std::floor", "ceil": "std::ceil",
-              "round": "std::nearbyint", "sin": "std::sin", "cos": "std::cos", "tan": "std::tan",
-              "asin": "std::asin", "acos": "std::acos", "atan": "std::atan", "sinh": "std::sinh",
-              "cosh": "std::cosh", "asinh": "std::asinh", "acosh": "std::acosh", "atanh": "std::atanh",
-              "log1p": "std::log1p", "isnan": "std::isnan", "isinf": "std::isinf"}
-_CALL_CPP = {"max": "std::fmax", "min": "std::fmin", "pow": "std::pow", "fmod": "std::fmod"}
+# C++ spelling of each math function: the runtime's float and double overloads with <cmath>'s names
+# (runtime_cpp/include/tinsmith/math.hpp, which spares every compile C++17's <cmath>). nearbyint
+# rounds ties to even in the default rounding mode, and unlike rint never raises the inexact flag.
+MATH = "tinsmith::math::"
+_UNARY_CPP = {op: MATH + fn for op, fn in {
+    "exp": "exp", "log": "log", "tanh": "tanh", "erf": "erf", "sqrt": "sqrt", "abs": "fabs", "floor": "floor",
+    "ceil": "ceil", "round": "nearbyint", "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin",
+    "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh", "asinh": "asinh", "acosh": "acosh",
+    "atanh": "atanh", "log1p": "log1p", "isnan": "isnan", "isinf": "isinf"}.items()}
+_CALL_CPP = {"max": MATH + "fmax", "min": MATH + "fmin", "pow": MATH + "pow", "fmod": MATH + "fmod"}
 
 BUFFER_PREFIX = "t_"  # kernel parameters are t_<value>: never clashes with loop indices or locals
 
@@ -57,9 +58,9 @@ def float_literal(v: float) -> str:
     with np.errstate(over="ignore"):
         f = np.float32(v)
     if np.isnan(f):
-        return "NAN"
+        return f"{MATH}kNaN"
     if np.isinf(f):
-        return "-INFINITY" if f < 0 else "INFINITY"
+        return f"-{MATH}kInfinity" if f < 0 else f"{MATH}kInfinity"
     if f == 0 or 1e-4 <= abs(f) < 1e8:
         text = np.format_float_positional(f, unique=True, trim="0")  # 0.5, 2.0, -0.0, 12345678.0
     else:
@@ -81,9 +82,9 @@ def double_literal(v: float) -> str:
     """The shortest literal that reads back as the double `v`."""
     v = float(v)
     if v != v:
-        return "static_cast<double>(NAN)"
+        return f"static_cast<double>({MATH}kNaN)"
     if v in (float("inf"), float("-inf")):
-        return "-HUGE_VAL" if v < 0 else "HUGE_VAL"
+        return f"{'-' if v < 0 else ''}static_cast<double>({MATH}kInfinity)"
     text = repr(v)
     return text if any(c in text for c in ".en") else text + ".0"
 
@@ -140,8 +141,8 @@ class Renderer:
         if self.helpers and (uses.calls or self._spells_vectors(uses.vectors)):
             lines += self.helpers
         if self.inline_minmax:
-            lines += ["inline float max_f32(float a, float b) noexcept { return (a >= b || std::isnan(b)) ? a : b; }",
-                      "inline float min_f32(float a, float b) noexcept { return (a <= b || std::isnan(b)) ? a : b; }"]
+            lines += [f"inline float {op}_f32(float a, float b) noexcept {{ "
+                      f"return (a {cmp} b || {MATH}isnan(b)) ? a : b; }}" for op, cmp in (("max", ">="), ("min", "<="))]
         for dtype, width in uses.vectors:
             t, e = self.type_name(dtype, width), self.type_names[dtype]
             nan = " || b != b" if dtype == "float32" else ""
@@ -265,10 +266,9 @@ class Renderer:
         raise TypeError(f"not a loop IR expression: {e!r}")
 
     def _call_args(self, e: Binary) -> str:
-        """The two arguments of a <cmath> call, each as its own type where that picks one overload.
-        Where it would not, as double: integers to std::pow, and a float next to a double (which
-        std::fmax(double, float) and friends promote anyway). Some C++ libraries (the RISC-V
-        toolchains') find those calls ambiguous, or warn that ISO C++ does."""
+        """The two arguments of a math call, each as its own type where that picks the float or the
+        double overload; else both as double: integers to pow, and a float next to a double (which
+        fmax(double, float) and friends promote anyway), so each call says its precision."""
         da, db = dtype_of(e.a), dtype_of(e.b)
         integer = e.op == "pow" and da not in FLOAT_DTYPES and db not in FLOAT_DTYPES
         mixed = {da, db} == {"float32", "float64"}

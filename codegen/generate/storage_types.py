@@ -54,7 +54,8 @@ _HALF_HELPERS = (
     "  if (x >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // 65520 and above round to infinity",
     "  if (x < 0x38800000u) {  // below 2^-14: a subnormal, in units of 2^-24 (scaling by 2^24 is exact)",
     "    float magnitude; std::memcpy(&magnitude, &x, sizeof magnitude);",
-    "    return static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(std::nearbyint(magnitude * 16777216.0f)));",
+    "    return static_cast<std::uint16_t>(",
+    "        sign | static_cast<std::uint32_t>(tinsmith::math::nearbyint(magnitude * 16777216.0f)));",
     "  }",
     "  // drop 13 mantissa bits, rounding to nearest even; a carry moves into the exponent",
     "  const std::uint32_t rounded = x + 0xfffu + ((x >> 13) & 1u) - (112u << 23);",
@@ -78,9 +79,9 @@ _BF16_HELPERS = (
 
 def _float_literal(v: float) -> str:
     if np.isnan(v):
-        return "-NAN" if np.signbit(v) else "NAN"  # the sign of a NaN survives a round trip
+        return f"{'-' if np.signbit(v) else ''}tinsmith::math::kNaN"  # the sign of a NaN survives a round trip
     if np.isinf(v):
-        return "-INFINITY" if v < 0 else "INFINITY"
+        return f"{'-' if v < 0 else ''}tinsmith::math::kInfinity"
     return repr(float(v)) + "f"  # every value of these formats is exact in float
 
 
@@ -119,9 +120,10 @@ def _small_float_helpers(name: str, dtype: np.dtype) -> tuple[str, ...]:
         f"const float {name}_magnitudes[{top + 2}] = {{\n{mags}}};",
         f"inline float {name}_to_f32(std::uint8_t b) noexcept {{ return {name}_values[b & {2 ** bits - 1}u]; }}",
         f"inline std::uint8_t f32_to_{name}(float f) noexcept {{",
-        f"  if (std::isnan(f)) return static_cast<std::uint8_t>(std::signbit(f) ? {negative_nan}u : {nan}u);",
-        f"  const unsigned sign = std::signbit(f) ? {sign}u : 0u;",
-        "  const float a = std::fabs(f);",
+        f"  if (tinsmith::math::isnan(f)) return static_cast<std::uint8_t>(tinsmith::math::signbit(f) ? "
+        f"{negative_nan}u : {nan}u);",
+        f"  const unsigned sign = tinsmith::math::signbit(f) ? {sign}u : 0u;",
+        "  const float a = tinsmith::math::fabs(f);",
         f"  int lo = 0, hi = {top + 1};  // magnitudes[lo] <= a < magnitudes[hi], or a past the last",
         f"  if (a >= {name}_magnitudes[hi]) {{ lo = hi; }} else {{",
         "    while (hi - lo > 1) {",
@@ -145,7 +147,7 @@ def _small_float_helpers(name: str, dtype: np.dtype) -> tuple[str, ...]:
 # a Cast to the type does not round the value: the store alone converts it, once.
 _E8M0_HELPERS = (
     "inline float f8e8m0_to_f32(std::uint8_t b) noexcept {",
-    "  if (b == 0xffu) return NAN;",
+    "  if (b == 0xffu) return tinsmith::math::kNaN;",
     "  if (b == 0) return 5.877471754111438e-39f;  // 2^-127, a float32 subnormal",
     "  const std::uint32_t bits = static_cast<std::uint32_t>(b) << 23;",
     "  float f; std::memcpy(&f, &bits, sizeof f); return f;",

@@ -13,7 +13,7 @@ A name is checked for what it becomes (see docs/SECURITY.md):
 |       | the file stem of NAME.h on an include path       | (fabsf, exit), or a header's name       |
 
 Node names become kernel functions inside the model's own namespace, where library functions
-and types are only ever spelt qualified (std::exp, std::int64_t), so they need only the first row.
+and types are only ever spelt qualified (std::int64_t, tinsmith::math::exp), so they need only the first row.
 Names that builders and expansion make up from checked ones ("derived": `relu_y`, `ln_mean`)
 are checked again before assembly for what breaks anywhere: syntax, keywords and macros.
 """

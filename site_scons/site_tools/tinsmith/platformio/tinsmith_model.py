@@ -40,9 +40,10 @@ def generate_model():
                          "Tinsmith is installed in, or set TINSMITH") from None
     runtime = os.path.join(out, "tinsmith")
     os.makedirs(runtime, exist_ok=True)
-    source, copy = os.path.join(include, "tinsmith", "buffer.hpp"), os.path.join(runtime, "buffer.hpp")
-    if not os.path.isfile(copy) or not _same_bytes(source, copy):  # keep its timestamp when unchanged
-        shutil.copyfile(source, copy)
+    for header in ("buffer.hpp", "math.hpp"):  # the runtime headers the library's sources include
+        source, copy = os.path.join(include, "tinsmith", header), os.path.join(runtime, header)
+        if not os.path.isfile(copy) or not _same_bytes(source, copy):  # keep its timestamp when unchanged
+            shutil.copyfile(source, copy)
 
 
 def _same_bytes(a, b):
