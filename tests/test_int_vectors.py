@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tinsmith.generate.backends import HOST
+from tinsmith.paths import RUNTIME_INCLUDE
 from tinsmith.generate.loop_ir import (Assign, Binary, Broadcast, Cast, Const, For, Kernel, Load, Local, Param, Store,
                                        Var, annotate)
 
@@ -31,10 +32,11 @@ def _kernel(lanes: int) -> Kernel:
 
 
 PROGRAM = """
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+
+#include "tinsmith/math.hpp"
 {prelude}
 {kernel}
 int main() {{
@@ -60,7 +62,8 @@ def test_widened_int8_products_add_up_exactly(tmp_path, flags, lanes):
     (tmp_path / "k.cpp").write_text(source)
     exe = tmp_path / "k"
     subprocess.run(["g++", "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-fno-exceptions", "-fno-rtti", *flags,
-                    str(tmp_path / "k.cpp"), "-o", str(exe)], check=True, capture_output=True, text=True)
+                    f"-I{RUNTIME_INCLUDE}", str(tmp_path / "k.cpp"), "-o", str(exe)], check=True, capture_output=True,
+                   text=True)
     rng = np.random.default_rng(1)
     x = rng.integers(-128, 128, K).astype(np.int8)
     w = rng.integers(-128, 128, (K, O)).astype(np.int8)
