@@ -95,7 +95,7 @@ def test_no_accepted_graph_fails_in_the_cxx_compiler():
 
 
 @pytest.mark.skipif(shutil.which("riscv64-unknown-elf-g++") is None, reason="needs riscv64-unknown-elf-g++")
-def test_cmath_calls_pick_one_overload_on_every_target(tmp_path):
+def test_math_calls_pick_one_overload_on_every_target(tmp_path):
     """pow of integers and fmax/fmin of a double and a float: glibc's C++ library promotes
     them, the RISC-V toolchains' <cmath> found them ambiguous (the full sweep found 16 errors and 2 warnings
     there); the generated call says which overload it means, and the host still matches NumPy."""
