@@ -325,6 +325,32 @@ def test_a_condition_masks_the_trace_and_its_block_takes_its_ticks():
         trace(kernel(*varying))
 
 
+def test_an_epilogue_fuses_into_stores_under_a_condition():
+    """A consumer fused into a producer whose stores run under a condition (a row pipeline's
+    edge rows) rewrites those stores too: nothing is left writing the fused-away value."""
+    from tinsmith.generate.epilogue import elementwise_template, fuse_epilogue
+    producer = (For("i", 4, (If(Binary("<", i, index(2)), (Store("v", i, Load("x", i), at=(i,)),)),
+                             Store("v", add(i, index(4)), Load("x", i), at=(add(i, index(4)),)))),)
+    relu = For("j", 8, (Store("y", Var("j"), Binary("max", Load("v", Var("j")), const(0))),))
+    fused = fuse_epilogue(producer, "v", "y", (8,), "float32", elementwise_template((relu,), "y", (8,)),
+                          lambda _: True, [0])
+    (loop,) = fused
+    guarded = next(s for s in loop.body if isinstance(s, If))
+    assert [s.buffer for s in guarded.body if isinstance(s, Store)] == ["y"]
+    assert [s.buffer for s in loop.body if isinstance(s, Store)] == ["y"]
+    assert render_stmts(guarded.body, 0)[-1] == "t_y[i] = tinsmith::math::fmax(e0, 0.0f);"
+
+
+def test_an_output_may_take_over_its_input_where_conditional_stores_read_only_their_element():
+    from tinsmith.generate import _reads_only_where_it_writes as safe
+    under = lambda *body: (For("i", 4, (If(Binary("<", i, index(2)), tuple(body)),)),)
+    assert safe(under(Store("y", i, add(Load("x", i), const(1)))), "x", "y")
+    assert not safe(under(Store("y", i, Load("x", add(i, index(1))))), "x", "y")  # reads a neighbour
+    assert not safe(under(Local("t", Load("x", index(0))), Store("y", i, Var("t"))), "x", "y")
+    reads = (For("i", 4, (If(Binary("<", Load("x", i), const(0)), (Store("y", i, const(0)),)),)),)
+    assert not safe(reads, "x", "y")  # a condition reading the input is not a store at its element
+
+
 def test_render_kernel():
     body, _ = nest((2, 3), "i", lambda idx: [
         Store("y", flat_index(idx, (2, 3)),

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tinsmith.generate.loop_ir import Binary, Const, For, Kernel, Load, Param, Store, Var
+from tinsmith.generate.loop_ir import Binary, Const, For, If, Kernel, Load, Param, Store, Var
 from tinsmith.generate import parallel
 from tinsmith.generate.parallel import ALONE_WORK, SPLIT_WORK, split_chains, split_groups
 from tinsmith.pipeline import compile_graph, lower, write_files
@@ -177,6 +177,17 @@ def test_loops_that_store_an_element_twice_or_read_their_output_run_whole():
     assert split_groups(_kernel(prefix), frozenset()) is None
     rows = For("r", 8, (For("c", 8, (_copy(Binary("+", Binary("*", Var("r"), Const(8, "index")), Var("c"))),)),))
     assert split_groups(_kernel(rows), frozenset({"y"})) is None  # output over its input
+
+
+def test_a_store_under_a_condition_counts_as_if_it_always_ran():
+    row = lambda at: Binary("+", Binary("*", Var("r"), Const(8, "index")), at)
+    rows = For("r", 8, (For("c", 8, (_copy(row(Var("c"))),)),))
+    # the first row again, from the next iteration but under a condition that picks iteration 0
+    again = For("r", 8, (If(Binary("==", Var("r"), Const(0, "index")), (_copy(row(Const(1, "index"))),)),))
+    assert split_groups(_kernel(rows, again), frozenset()) is None  # element 1 stored by two groups
+    # a condition's stores that split apart still split
+    apart = For("r", 8, (If(Binary("<", Var("r"), Const(4, "index")), (For("c", 8, (_copy(row(Var("c"))),)),)),))
+    assert [g.split for g in split_groups(_kernel(apart), frozenset())] == [True]
 
 
 NO_ALLOCATION = r"""
