@@ -401,6 +401,17 @@ def test_cast_to_narrow_integers_wraps_around(dtype, tmp_path):
     np.testing.assert_array_equal(got.view(np.uint8), i.astype(npt).view(np.uint8))
 
 
+@pytest.mark.parametrize("dtype", ("float16", "bfloat16") + NARROW_FLOATS + NARROW_INTS)
+def test_constants_of_a_storage_type_are_spelt_as_their_codes(dtype):
+    """The generated code stores these types as their bits (uint16_t, or one uint8_t per element as
+    NumPy holds them): a constant or a state's starting value is written as its codes."""
+    from tinsmith.generate.functors.constants import element_literals
+    npt = np.dtype(getattr(ml_dtypes, dtype, dtype))
+    values = np.arange(-3, 4).astype(np.float32).astype(npt)
+    codes = values.view(np.uint16 if npt.itemsize == 2 else np.uint8)
+    assert [int(t.rstrip("u"), 16) for t in element_literals(values)] == [int(c) for c in codes]
+
+
 def test_cast_like_takes_the_type_of_its_second_input(tmp_path):
     graph = """\
         graph: g

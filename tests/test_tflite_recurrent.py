@@ -310,6 +310,44 @@ def test_a_graph_file_declares_kept_values_under_states(tmp_path):
     np.testing.assert_allclose(np.stack(compiled(path, xs, tmp_path)), 1.5 + np.cumsum(xs, axis=0), rtol=RTOL)
 
 
+KEPT_MAX = """graph: running_max
+inputs:
+  x: {{dtype: {dtype}, shape: [3]}}
+  top: {{dtype: {dtype}, shape: [3]}}
+outputs: [y, top_next]
+states:
+  top: {{next: top_next, fill: {fill}}}
+nodes:
+  - {{op: Max, inputs: [x, top], outputs: [y]}}
+  - {{op: Identity, inputs: [y], outputs: [top_next]}}
+"""
+
+
+@pytest.mark.parametrize("dtype, fill, start", [("float32", "-.inf", -np.inf), ("float16", "-1.5", -1.5),
+                                                ("int8", "-100", -100)])
+def test_a_state_starts_from_its_value_in_its_own_type(dtype, fill, start, tmp_path):
+    """The running maximum from `fill`: an infinity (C++ has no literal for it), a float16 (whose
+    storage holds its bits) and an integer, against NumPy."""
+    path = tmp_path / "running_max.yaml"
+    path.write_text(KEPT_MAX.format(dtype=dtype, fill=fill))
+    xs = [x.astype(dtype) for x in feeds((3,), 5, "int8" if dtype == "int8" else "float32")]
+    want = np.maximum.accumulate(np.stack([np.full(3, start, dtype), *xs]), axis=0)[1:]
+    np.testing.assert_array_equal(np.stack(compiled(path, xs, tmp_path)), want)
+
+
+@pytest.mark.parametrize("dtype, fill, said", [("int8", "300", "300"), ("int16", "0.5", "0.5"), ("uint8", "-1", "-1"),
+                                               ("int32", ".inf", "inf")])
+def test_a_state_whose_type_cannot_hold_its_start_is_a_located_error(dtype, fill, said, tmp_path):
+    from tinsmith.errors import GraphError
+    from tinsmith.load.graph_file import load_graph_spec
+    path = tmp_path / "bad.yaml"
+    path.write_text(KEPT_MAX.format(dtype=dtype, fill=fill))
+    with pytest.raises(GraphError) as caught:
+        load_graph_spec(path)
+    assert str(caught.value.loc).endswith("bad.yaml:7:31")  # the value
+    assert caught.value.message.startswith(f"state 'top' starts from {said}, which {dtype} cannot hold")
+
+
 def test_a_state_that_is_no_input_is_a_located_error(tmp_path):
     from tinsmith.errors import GraphError
     from tinsmith.load.graph_file import load_graph_spec

@@ -4,9 +4,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
+
 from tinsmith.errors import GenerateError
 from tinsmith.escape import cpp_templates, json_text, ld_section_name
 from tinsmith.generate import GeneratedModel, kernel_states
+from tinsmith.generate.functors.constants import element_literals
+from tinsmith.ir import TensorType
 from tinsmith.load.identifiers import identifier_problem
 from tinsmith.planners.rows import pipeline_report
 
@@ -25,7 +29,7 @@ def _states(model: GeneratedModel) -> list[dict]:
     g = model.graph
     return [{"read": s.read, "write": s.write, "ctype": g.types[s.read].cpp_type, "dtype": g.types[s.read].dtype,
              "shape": list(g.types[s.read].shape), "size": g.types[s.read].size, "bytes": g.types[s.read].nbytes,
-             "fill": s.fill, "fill_literal": _fill_literal(g.types[s.read].dtype, s.fill)} for s in g.states]
+             "fill": s.fill, "fill_literal": _fill_literal(g.types[s.read], s.fill)} for s in g.states]
 
 
 def _state_bytes(model: GeneratedModel) -> int:
@@ -34,11 +38,10 @@ def _state_bytes(model: GeneratedModel) -> int:
         sum(s.nbytes for s in kernel_states(model.kernels))
 
 
-def _fill_literal(dtype: str, fill: float) -> str:
-    """A state's starting value as a C++ expression of its element type."""
-    if dtype in ("float32", "float64"):
-        return repr(float(fill)) + ("f" if dtype == "float32" else "")
-    return str(int(fill))
+def _fill_literal(t: TensorType, fill: float) -> str:
+    """A state's starting value as a C++ literal of its element type, spelt as constants are (an
+    infinity, a NaN, float16's bits); the graph file checked that the type holds it."""
+    return element_literals(np.full(1, fill, t.numpy_dtype))[0]
 
 
 def _values(model: GeneratedModel) -> list[dict]:

@@ -5,14 +5,17 @@ module checks what the file alone can tell and remembers where everything was wr
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
+
 from tinsmith import limits
 from tinsmith.errors import GraphError, SourceLoc
 from tinsmith.ir import Constant, TensorType
-from tinsmith.ir.graph import DTYPES, QUANTIZED_DTYPES, Quant
+from tinsmith.ir.graph import DTYPES, INTEGER_DTYPES, QUANTIZED_DTYPES, Quant
 from tinsmith.load.build_info import checked_graph_name, display_path
 from tinsmith.load.constants import LoaderError, load_constant
 from tinsmith.load.identifiers import identifier_hint, identifier_problem
@@ -223,6 +226,17 @@ def _outputs(doc: LocatedDict) -> tuple[ValueSpec, ...]:
     return specs
 
 
+def _held_by(dtype: str, value: float) -> str | None:
+    """Why an element of `dtype` cannot start from `value` (None: it can). Floating types hold any
+    number (rounded, infinities and NaN included); integers hold whole numbers of their range."""
+    if dtype not in INTEGER_DTYPES and dtype != "bool":
+        return None
+    low, high = (0, 1) if dtype == "bool" else (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max))
+    if not math.isfinite(value) or value != int(value) or not low <= int(value) <= high:
+        return f"{dtype} cannot hold: it holds the whole numbers {low}..{high}"
+    return None
+
+
 def _states(doc: LocatedDict, inputs, outputs) -> tuple:
     """`states:` (values kept between calls, see ir.State): each an input, mapped to the output that
     holds its value for the next call and, optionally, the value it starts from (`fill`, 0)."""
@@ -231,13 +245,13 @@ def _states(doc: LocatedDict, inputs, outputs) -> tuple:
         return ()
     states = _expect(doc["states"], LocatedDict, doc.at("states"), "'states'",
                      "map each kept input to the output holding its next value, e.g. h: {next: h_next}")
-    input_names, output_names = {v.name for v in inputs}, {v.name for v in outputs}
+    input_types, output_names = {v.name: v.type for v in inputs}, {v.name for v in outputs}
     result, nexts = [], set()
     for name, spec in states.items():
         loc = states.key_locs[name]
         spec = _expect(spec, LocatedDict, states.value_locs[name], f"state '{name}'", "write e.g. {next: h_next}")
         _unknown_key(spec, STATE_KEYS, f"state '{name}'")
-        if name not in input_names:
+        if name not in input_types:
             raise GraphError(loc, f"state '{name}' is not a graph input", "declare it under 'inputs' with its type")
         after = spec.get("next")
         if after not in output_names or after in nexts:
@@ -247,6 +261,10 @@ def _states(doc: LocatedDict, inputs, outputs) -> tuple:
         fill = spec.get("fill", 0)
         if isinstance(fill, bool) or not isinstance(fill, (int, float)):
             raise GraphError(spec.at("fill"), f"state '{name}' starts from {fill!r}, not a number")
+        held = None if input_types[name] is None else _held_by(input_types[name].dtype, fill)
+        if held is not None:
+            raise GraphError(spec.at("fill"), f"state '{name}' starts from {fill!r}, which {held}",
+                             "give a value its type holds")
         nexts.add(after)
         result.append(State(name, after, fill))
     return tuple(result)
