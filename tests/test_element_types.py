@@ -405,7 +405,7 @@ def test_cast_to_narrow_integers_wraps_around(dtype, tmp_path):
 def test_constants_of_a_storage_type_are_spelt_as_their_codes(dtype):
     """The generated code stores these types as their bits (uint16_t, or one uint8_t per element as
     NumPy holds them): a constant or a state's starting value is written as its codes."""
-    from tinsmith.generate.functors.constants import element_literals
+    from tinsmith.generate.render import element_literals
     npt = np.dtype(getattr(ml_dtypes, dtype, dtype))
     values = np.arange(-3, 4).astype(np.float32).astype(npt)
     codes = values.view(np.uint16 if npt.itemsize == 2 else np.uint8)

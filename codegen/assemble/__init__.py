@@ -9,7 +9,7 @@ import numpy as np
 from tinsmith.errors import GenerateError
 from tinsmith.escape import cpp_templates, json_text, ld_section_name
 from tinsmith.generate import GeneratedModel, kernel_states
-from tinsmith.generate.functors.constants import element_literals
+from tinsmith.generate.render import element_literals
 from tinsmith.ir import TensorType
 from tinsmith.load.identifiers import identifier_problem
 from tinsmith.planners.rows import pipeline_report

@@ -28,12 +28,10 @@ from tinsmith.generate.storage_types import STORAGE_TYPES
 # (runtime_cpp/include/tinsmith/math.hpp, which spares every compile C++17's <cmath>). nearbyint
 # rounds ties to even in the default rounding mode, and unlike rint never raises the inexact flag.
 MATH = "tinsmith::math::"
-_UNARY_CPP = {op: MATH + fn for op, fn in {
-    "exp": "exp", "log": "log", "tanh": "tanh", "erf": "erf", "sqrt": "sqrt", "abs": "fabs", "floor": "floor",
-    "ceil": "ceil", "round": "nearbyint", "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin",
-    "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh", "asinh": "asinh", "acosh": "acosh",
-    "atanh": "atanh", "log1p": "log1p", "isnan": "isnan", "isinf": "isinf"}.items()}
-_CALL_CPP = {"max": MATH + "fmax", "min": MATH + "fmin", "pow": MATH + "pow", "fmod": MATH + "fmod"}
+_UNARY_CPP = {op: MATH + {"abs": "fabs", "round": "nearbyint"}.get(op, op) for op in (
+    "exp", "log", "log1p", "tanh", "erf", "sqrt", "abs", "floor", "ceil", "round", "sin", "cos", "tan", "asin",
+    "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "isnan", "isinf")}
+_CALL_CPP = {op: MATH + {"max": "fmax", "min": "fmin"}.get(op, op) for op in ("max", "min", "pow", "fmod")}
 
 BUFFER_PREFIX = "t_"  # kernel parameters are t_<value>: never clashes with loop indices or locals
 
@@ -87,6 +85,30 @@ def double_literal(v: float) -> str:
         return f"{'-' if v < 0 else ''}static_cast<double>({MATH}kInfinity)"
     text = repr(v)
     return text if any(c in text for c in ".en") else text + ".0"
+
+
+def element_literals(flat: np.ndarray) -> list[str]:
+    """Each element of a one-dimensional array as a C++ literal of the type generated code stores
+    it in: its exact value, or, for a storage type (float16, bfloat16, the float8 formats, float4,
+    the 4- and 2-bit integers: tinsmith.ir.graph.DTYPES), its bits as NumPy holds them."""
+    if flat.dtype == np.float32:
+        items = float_literals(flat)
+    elif flat.dtype == np.float64:
+        items = [double_literal(float(v)) for v in flat]
+    elif flat.dtype.kind not in "iub":  # a storage type: 2 bytes (uint16_t) or 1 (uint8_t)
+        digits = 2 * flat.dtype.itemsize
+        items = [f"0x{int(v):0{digits}x}u" for v in flat.view(np.uint16 if digits == 4 else np.uint8)]
+    elif flat.dtype == np.int64:
+        items = ["INT64_MIN" if int(v) == -2 ** 63 else f"INT64_C({int(v)})" for v in flat]
+    elif flat.dtype == np.uint64:
+        items = [f"UINT64_C({int(v)})" for v in flat]
+    elif flat.dtype == np.uint32:
+        items = [f"{int(v)}u" for v in flat]
+    elif flat.dtype == np.int32:  # -2^31 is no literal: 2^31 does not fit an int
+        items = ["INT32_MIN" if int(v) == -2 ** 31 else str(int(v)) for v in flat]
+    else:  # quantized data and int32 biases: every value fits an int literal
+        items = [str(int(v)) for v in flat]
+    return items
 
 
 # Binding strength of infix operators; higher binds tighter (C++ precedence).
