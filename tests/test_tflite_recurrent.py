@@ -336,7 +336,8 @@ def test_a_state_starts_from_its_value_in_its_own_type(dtype, fill, start, tmp_p
 
 
 @pytest.mark.parametrize("dtype, fill, said", [("int8", "300", "300"), ("int16", "0.5", "0.5"), ("uint8", "-1", "-1"),
-                                               ("int32", ".inf", "inf")])
+                                               ("int32", ".inf", "inf"), ("int64", "9" * 30, "9" * 30),
+                                               ("float32", "9" * 400, "9" * 400)])  # YAML's unbounded integers
 def test_a_state_whose_type_cannot_hold_its_start_is_a_located_error(dtype, fill, said, tmp_path):
     from tinsmith.errors import GraphError
     from tinsmith.load.graph_file import load_graph_spec

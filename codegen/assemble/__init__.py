@@ -41,7 +41,8 @@ def _state_bytes(model: GeneratedModel) -> int:
 def _fill_literal(t: TensorType, fill: float) -> str:
     """A state's starting value as a C++ literal of its element type, spelt as constants are (an
     infinity, a NaN, float16's bits); the graph file checked that the type holds it."""
-    return element_literals(np.full(1, fill, t.numpy_dtype))[0]
+    with np.errstate(over="ignore"):  # past the type's largest finite value: an infinity, as a cast gives
+        return element_literals(np.full(1, fill, t.numpy_dtype))[0]
 
 
 def _values(model: GeneratedModel) -> list[dict]:

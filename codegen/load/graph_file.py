@@ -226,14 +226,20 @@ def _outputs(doc: LocatedDict) -> tuple[ValueSpec, ...]:
     return specs
 
 
-def _held_by(dtype: str, value: float) -> str | None:
+def _held_by(dtype: str, value: int | float) -> str | None:
     """Why an element of `dtype` cannot start from `value` (None: it can). Floating types hold any
-    number (rounded, infinities and NaN included); integers hold whole numbers of their range."""
-    if dtype not in INTEGER_DTYPES and dtype != "bool":
+    float (rounded, infinities and NaN included); integers hold whole numbers of their range. YAML
+    integers have no bound, so a whole number is compared as one, never converted to a float."""
+    if dtype in INTEGER_DTYPES or dtype == "bool":
+        low, high = (0, 1) if dtype == "bool" else (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max))
+        whole = isinstance(value, int) or (math.isfinite(value) and value == int(value))
+        if not whole or not low <= int(value) <= high:
+            return f"{dtype} cannot hold: it holds the whole numbers {low}..{high}"
         return None
-    low, high = (0, 1) if dtype == "bool" else (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max))
-    if not math.isfinite(value) or value != int(value) or not low <= int(value) <= high:
-        return f"{dtype} cannot hold: it holds the whole numbers {low}..{high}"
+    try:
+        float(value)
+    except OverflowError:
+        return f"{dtype} cannot hold: it is past the largest float"
     return None
 
 
